@@ -1,0 +1,79 @@
+# terrain — the whole setup is `make demo` and `make test`; each installs what is missing.
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+
+APT_PACKAGES := erlang-nox erlang-dev rebar3 erlang-common-test erlang-dialyzer erlang-proper
+VENV := .venv
+PYTHON := $(VENV)/bin/python
+REBAR := rebar3
+TEST_PATHS = $(wildcard _build/test/lib/*/ebin) $(wildcard _build/test/lib/*/test)
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: setup apt build escript check compile xref dialyzer eunit ct proper pytest test bench demo clean
+
+## setup: Erlang/OTP, rebar3 and test applications from Debian; the Python package in .venv
+setup: apt $(VENV)/.installed
+
+apt:
+	@missing=$$(for p in $(APT_PACKAGES); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	    echo "installing from Debian:" $$missing; \
+	    $(SUDO) apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+$(VENV)/.installed: python/pyproject.toml
+	@[ -x $(PYTHON) ] || python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -e 'python[test]'
+	@touch $@
+
+## build: compile and build the escript at bin/terrain
+build: apt
+	@$(REBAR) compile
+	@$(REBAR) escriptize >/dev/null
+	@mkdir -p bin && cp _build/default/bin/terrain bin/terrain
+
+escript: build
+
+## check: compile with warnings as errors, xref, dialyzer
+check: build xref dialyzer
+
+xref: apt
+	$(REBAR) xref
+
+dialyzer: apt
+	$(REBAR) dialyzer
+
+eunit: apt
+	$(REBAR) eunit
+
+ct: build
+	@epmd -daemon
+	$(REBAR) ct
+
+proper: apt
+	@$(REBAR) as test compile
+	erl -noshell -pa $(TEST_PATHS) -eval 'terrain_test_runner:proper(), halt().'
+
+pytest: $(VENV)/.installed
+	cd python && ../$(VENV)/bin/python -m pytest -q
+
+## test: everything CI runs; exits non-zero on any failure
+test: setup check eunit ct proper pytest
+
+## bench: every benchmark (figures go to docs/BENCHMARKS.md with this command)
+bench: setup build
+	@$(REBAR) as test compile
+	@epmd -daemon
+	erl -noshell -sname terrain_bench -pa $(TEST_PATHS) -eval 'terrain_test_runner:bench(), halt().'
+	@for b in python/bench/*.py; do if [ -e "$$b" ]; then $(PYTHON) "$$b" || exit 1; fi; done
+
+## demo: start the demo cluster, show it, record the run, stop it
+demo: setup build
+	@epmd -daemon
+	bin/terrain demo
+
+clean:
+	$(REBAR) clean
+	rm -rf bin _build/test/logs

@@ -1,0 +1,250 @@
+%% @private
+%% @doc The local cluster launcher: one process that starts the nodes of a cluster
+%% spec in parallel with `peer', runs the `terrain' application on each, and stops
+%% them.
+%%
+%% The launcher process is linked to its caller and owns the `peer' control processes.
+%% Each peer node halts when its control process goes away, so no node outlives the
+%% launcher: not after {@link stop/1}, not when the caller dies, and not when the
+%% controlling VM is killed (the distribution connection drops and the peers halt).
+-module(terrain_lab_cluster).
+-behaviour(gen_server).
+
+%% API
+-export([start_link/2,
+         nodes/1,
+         stop/1]).
+
+%% gen_server callbacks
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
+
+-export_type([options/0, node_info/0]).
+
+-compile({no_auto_import, [nodes/1]}).
+
+-type options() ::
+        #{prefix => string(),          % prepended to every node's short name (default "")
+          boot_timeout => pos_integer(),  % ms for all nodes to boot and start terrain (default 60000)
+          code_path => [file:filename()], % extra -pa directories for the nodes
+          env => [{string(), string()}]}. % extra OS environment for the nodes
+
+-type node_info() ::
+        #{name := atom(),              % the name in the spec
+          node := node(),              % the running node
+          path := [atom()],            % its group path in the spec
+          schedulers := pos_integer(), % schedulers online
+          os_pid := string()}.         % the OS process id of its VM
+
+-record(state, {spec :: terrain_lab_spec:spec(),
+                nodes :: [node_info()],
+                peers :: #{node() => pid()}}).
+
+-define(DEFAULT_BOOT_TIMEOUT, 60000).
+-define(STOP_TIMEOUT, 5000).
+
+%%--------------------------------------------------------------------
+%% API
+
+%% @doc Starts every node of `Spec' in parallel and returns once all of them run
+%% `terrain', or fails with nothing left running.
+-spec start_link(terrain_lab_spec:spec(), options()) -> {ok, pid()} | {error, term()}.
+start_link(Spec, Options) ->
+    case validate_options(Options) of
+        ok ->
+            Timeout = maps:get(boot_timeout, Options, ?DEFAULT_BOOT_TIMEOUT),
+            gen_server:start_link(?MODULE, {Spec, Options}, [{timeout, Timeout + ?STOP_TIMEOUT * 2}]);
+        {error, _} = Error ->
+            Error
+    end.
+
+%% @doc The running nodes, in the order of the spec.
+-spec nodes(pid()) -> [node_info()].
+nodes(Cluster) ->
+    gen_server:call(Cluster, nodes).
+
+%% @doc Stops every node and waits until their VMs are gone.
+-spec stop(pid()) -> ok.
+stop(Cluster) ->
+    gen_server:stop(Cluster, normal, ?STOP_TIMEOUT * 3).
+
+%%--------------------------------------------------------------------
+%% gen_server callbacks
+
+-spec init({terrain_lab_spec:spec(), options()}) -> {ok, #state{}} | {stop, term()}.
+init({Spec, Options}) ->
+    process_flag(trap_exit, true),
+    case terrain_lab_dist:ensure_started(#{}) of
+        ok -> boot(Spec, Options);
+        {error, Why} -> {stop, Why}
+    end.
+
+-spec handle_call(term(), gen_server:from(), #state{}) -> {reply, term(), #state{}}.
+handle_call(nodes, _From, #state{nodes = Nodes} = State) ->
+    {reply, Nodes, State};
+handle_call(Request, _From, State) ->
+    {reply, {error, {unknown_request, Request}}, State}.
+
+-spec handle_cast(term(), #state{}) -> {noreply, #state{}}.
+handle_cast(_Request, State) ->
+    {noreply, State}.
+
+-spec handle_info(term(), #state{}) -> {noreply, #state{}} | {stop, term(), #state{}}.
+handle_info({'EXIT', Pid, Reason}, #state{peers = Peers} = State) ->
+    case [Node || {Node, P} <- maps:to_list(Peers), P =:= Pid] of
+        [Node] ->
+            %% A node went down on its own: forget it, keep the others.
+            logger:warning("terrain_lab: node ~p went down: ~0p", [Node, Reason]),
+            {noreply, State#state{peers = maps:remove(Node, Peers)}};
+        [] ->
+            {noreply, State}
+    end;
+handle_info(_Info, State) ->
+    {noreply, State}.
+
+-spec terminate(term(), #state{}) -> ok.
+terminate(_Reason, #state{peers = Peers, nodes = Nodes}) ->
+    stop_peers(maps:values(Peers), [OsPid || #{os_pid := OsPid} <- Nodes]).
+
+%%--------------------------------------------------------------------
+%% Internal functions
+
+validate_options(Options) when is_map(Options) ->
+    Bad = maps:filter(fun(prefix, V) -> not io_lib:printable_list(V);
+                         (boot_timeout, V) -> not (is_integer(V) andalso V > 0);
+                         (code_path, V) -> not (is_list(V) andalso lists:all(fun io_lib:printable_list/1, V));
+                         (env, V) -> not is_list(V);
+                         (_, _) -> true
+                      end, Options),
+    case maps:to_list(Bad) of
+        [] -> ok;
+        [{Key, Value} | _] -> {error, {bad_option, Key, Value}}
+    end;
+validate_options(Options) ->
+    {error, {bad_option, options, Options}}.
+
+boot(Spec, Options) ->
+    Prefix = maps:get(prefix, Options, ""),
+    Deadline = erlang:monotonic_time(millisecond) + maps:get(boot_timeout, Options, ?DEFAULT_BOOT_TIMEOUT),
+    CodeArgs = terrain_lab_code:vm_args() ++ lists:append([["-pa", D] || D <- maps:get(code_path, Options, [])]),
+    Specs = terrain_lab_spec:nodes(Spec),
+    Started = [start_peer(NodeSpec, Prefix, CodeArgs, Options) || NodeSpec <- Specs],
+    Pids = maps:from_list([NamePid || {ok, NamePid} <- Started]),
+    Booted = await_boot(maps:keys(Pids), Deadline, #{}),
+    Failures = [Why || {error, Why} <- Started]
+        ++ [{boot_failed, Name, Why} || {Name, {error, Why}} <- maps:to_list(Booted)],
+    case Failures of
+        [] ->
+            Peers = maps:from_list([{Node, maps:get(Name, Pids)} || {Name, {ok, Node}} <- maps:to_list(Booted)]),
+            case setup_all(Specs, Booted, Deadline) of
+                {ok, Nodes} ->
+                    {ok, #state{spec = Spec, nodes = Nodes, peers = Peers}};
+                {error, Why, OsPids} ->
+                    stop_peers(maps:values(Pids), OsPids),
+                    {stop, Why}
+            end;
+        [Why | _] ->
+            stop_peers(maps:values(Pids), []),
+            {stop, Why}
+    end.
+
+start_peer(#{name := Name} = NodeSpec, Prefix, CodeArgs, Options) ->
+    Schedulers = case NodeSpec of
+                     #{schedulers := S} -> ["+S", integer_to_list(S) ++ ":" ++ integer_to_list(S)];
+                     #{} -> []
+                 end,
+    PeerOptions = #{name => Prefix ++ atom_to_list(Name),
+                    args => cookie_args() ++ Schedulers ++ CodeArgs ++ maps:get(args, NodeSpec, []),
+                    env => maps:get(env, Options, []),
+                    wait_boot => {self(), {boot, Name}}},
+    try peer:start_link(PeerOptions) of
+        {ok, Pid} -> {ok, {Name, Pid}};
+        {error, Why} -> {error, {boot_failed, Name, Why}}
+    catch
+        error:Why -> {error, {boot_failed, Name, Why}}
+    end.
+
+%% The peers must share this node's cookie. It is passed on the command line only
+%% when it differs from the one in ~/.erlang.cookie, which the peers read anyway.
+cookie_args() ->
+    Cookie = erlang:get_cookie(),
+    Home = case init:get_argument(home) of {ok, [[H]]} -> H; _ -> "" end,
+    case file:read_file(filename:join(Home, ".erlang.cookie")) of
+        {ok, Bin} when Bin =:= <<"">> -> ["-setcookie", atom_to_list(Cookie)];
+        {ok, Bin} ->
+            case string:trim(Bin) =:= atom_to_binary(Cookie) of
+                true -> [];
+                false -> ["-setcookie", atom_to_list(Cookie)]
+            end;
+        {error, _} -> ["-setcookie", atom_to_list(Cookie)]
+    end.
+
+await_boot(Names, _Deadline, Acc) when map_size(Acc) =:= length(Names) ->
+    Acc;
+await_boot(Names, Deadline, Acc) ->
+    Wait = max(0, Deadline - erlang:monotonic_time(millisecond)),
+    receive
+        {{boot, Name}, {started, Node, _Pid}} ->
+            await_boot(Names, Deadline, Acc#{Name => {ok, Node}});
+        {{boot, Name}, {boot_failed, Why}} ->
+            await_boot(Names, Deadline, Acc#{Name => {error, Why}})
+    after Wait ->
+        maps:merge(maps:from_list([{Name, {error, boot_timeout}} || Name <- Names]), Acc)
+    end.
+
+%% Loads code, sets the node's attributes and starts terrain on every node at once.
+setup_all(Specs, Booted, Deadline) ->
+    Self = self(),
+    Workers = [{spawn_monitor(fun() -> Self ! {setup, self(), setup(NodeSpec, Node, Deadline)} end), Name}
+               || #{name := Name} = NodeSpec <- Specs,
+                  {ok, Node} <- [maps:get(Name, Booted)]],
+    Results = [{Name, await_setup(Worker, Ref)} || {{Worker, Ref}, Name} <- Workers],
+    OsPids = [OsPid || {_, {ok, #{os_pid := OsPid}}} <- Results],
+    case [{Name, Why} || {Name, {error, Why}} <- Results] of
+        [] -> {ok, [Info || {_, {ok, Info}} <- Results]};
+        [{Name, Why} | _] -> {error, {setup_failed, Name, Why}, OsPids}
+    end.
+
+await_setup(Worker, Ref) ->
+    receive
+        {setup, Worker, Result} ->
+            erlang:demonitor(Ref, [flush]),
+            Result;
+        {'DOWN', Ref, process, Worker, Reason} ->
+            {error, {setup_crashed, Reason}}
+    end.
+
+setup(#{name := Name, path := Path} = NodeSpec, Node, Deadline) ->
+    Timeout = max(1, Deadline - erlang:monotonic_time(millisecond)),
+    try
+        OsPid = erpc:call(Node, os, getpid, [], Timeout),
+        ok = terrain_lab_code:ensure_loaded(Node, Timeout),
+        ok = load_app(Node, Timeout),
+        _ = maps:is_key(attrs, NodeSpec)
+            andalso erpc:call(Node, application, set_env, [terrain, attrs, maps:get(attrs, NodeSpec)], Timeout),
+        {ok, _} = erpc:call(Node, application, ensure_all_started, [terrain], Timeout),
+        Schedulers = erpc:call(Node, erlang, system_info, [schedulers_online], Timeout),
+        {ok, #{name => Name, node => Node, path => Path, schedulers => Schedulers, os_pid => OsPid}}
+    catch
+        Class:Reason -> {error, {Class, Reason}}
+    end.
+
+load_app(Node, Timeout) ->
+    case erpc:call(Node, application, load, [terrain], Timeout) of
+        ok -> ok;
+        {error, {already_loaded, terrain}} -> ok;
+        {error, Why} -> error({load_terrain, Why})
+    end.
+
+%% Stops the peers in parallel, then makes sure their VMs are gone.
+stop_peers(Peers, OsPids) ->
+    Stoppers = [spawn_monitor(fun() -> stop_peer(Pid) end) || Pid <- Peers],
+    lists:foreach(fun({_, Ref}) -> receive {'DOWN', Ref, process, _, _} -> ok end end, Stoppers),
+    case terrain_lab_os:await_exit(OsPids, ?STOP_TIMEOUT) of
+        [] -> ok;
+        Killed -> logger:warning("terrain_lab: killed VMs that did not halt: ~p", [Killed])
+    end.
+
+stop_peer(Pid) ->
+    try peer:stop(Pid)
+    catch exit:_AlreadyGone -> ok
+    end.

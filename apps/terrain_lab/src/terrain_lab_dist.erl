@@ -1,0 +1,52 @@
+%% @private
+%% @doc Distribution for the lab's controlling node: make sure this node is alive
+%% (start epmd and net_kernel when it is not), and name nodes on this host.
+-module(terrain_lab_dist).
+
+%% API
+-export([ensure_started/1,
+         host/0,
+         node_name/2]).
+
+-type options() ::
+        #{hidden => boolean(),   % start as a hidden node (the CLI does; default false)
+          name => atom()}.       % short name to take; default terrain_ctl_<OS pid>
+
+%% @doc Makes this node distributed if it is not yet. A node that is already alive is
+%% left as it is.
+-spec ensure_started(options()) -> ok | {error, {distribution, term()}}.
+ensure_started(Options) ->
+    case is_alive() of
+        true ->
+            ok;
+        false ->
+            ok = ensure_epmd(),
+            Name = maps:get(name, Options, list_to_atom("terrain_ctl_" ++ os:getpid())),
+            NetOptions = #{name_domain => shortnames, hidden => maps:get(hidden, Options, false)},
+            case net_kernel:start(Name, NetOptions) of
+                {ok, _} -> ok;
+                {error, {already_started, _}} -> ok;
+                {error, Why} -> {error, {distribution, Why}}
+            end
+    end.
+
+%% @doc The host part of this node's name (this node must be alive).
+-spec host() -> string().
+host() ->
+    [_, Host] = string:split(atom_to_list(node()), "@"),
+    Host.
+
+%% @doc The full name of a node on this host: `Prefix ++ Name @ host()'.
+-spec node_name(Prefix :: string(), Name :: atom()) -> node().
+node_name(Prefix, Name) ->
+    list_to_atom(Prefix ++ atom_to_list(Name) ++ "@" ++ host()).
+
+%% epmd must run before net_kernel can register; `epmd -daemon' returns at once when
+%% one is already running.
+ensure_epmd() ->
+    Epmd = case os:find_executable("epmd") of
+               false -> filename:join([code:root_dir(), "bin", "epmd"]);
+               Path -> Path
+           end,
+    _ = os:cmd(Epmd ++ " -daemon"),
+    ok.

@@ -1,0 +1,269 @@
+%% @private
+%% @doc Cluster specs: read, validate and query the Erlang-term description of a
+%% cluster (DESIGN.md, "Cluster spec").
+%%
+%% A spec file holds one `{cluster, Name, Options}' term followed by groups and nodes:
+%% ```
+%% {cluster, demo, #{latency => 20000}}.
+%% {group, eu, #{latency => 4000}, [
+%%     {group, eu_r1, #{latency => 300}, [
+%%         {node, n1, #{schedulers => 2}},
+%%         {node, n2, #{attrs => [{gpu, true}]}}]}]}.
+%% '''
+%% Groups nest to any depth. Link options (`latency', `jitter' in µs one way,
+%% `bandwidth' in bytes/s) apply between two nodes whose lowest common group is the
+%% group that carries them; the cluster's own options join the top-level groups.
+%% Node options: `schedulers', `attrs', `args'.
+-module(terrain_lab_spec).
+-compile({no_auto_import, [nodes/1]}).
+
+%% API
+-export([read/1,
+         from_terms/2,
+         nodes/1,
+         node_names/1,
+         link/3,
+         levels/1,
+         format_error/1]).
+
+-export_type([spec/0, node_spec/0, link_options/0, error_reason/0]).
+
+-type link_options() ::
+        #{latency => non_neg_integer(),   % one-way delay in µs
+          jitter => non_neg_integer(),    % µs; see terrain_lab_netem for its distribution
+          bandwidth => pos_integer()}.    % bytes/s per connection
+
+-type node_spec() ::
+        #{name := atom(),                 % the node's short name, as written in the spec
+          path := [atom()],               % the groups from the top down to the node's own group
+          schedulers => pos_integer(),    % scheduler threads (+S N:N)
+          attrs => [{atom(), term()}],    % attribute list, as in an attribute config file
+          args => [string()]}.            % extra VM arguments
+
+-type spec() ::
+        #{name := atom(),
+          file := file:filename() | undefined,
+          options := link_options(),
+          %% Groups as {Path, LinkOptions}; Path from the top down, the group last.
+          groups := [{[atom()], link_options()}],
+          nodes := [node_spec()]}.
+
+-type where() :: [{cluster | group | node, atom()} | {term, pos_integer()}].
+-type error_reason() :: {spec, file:filename() | undefined, where(), term()}.
+
+-define(LINK_KEYS, [latency, jitter, bandwidth]).
+-define(NODE_KEYS, [schedulers, attrs, args]).
+-define(MAX_SCHEDULERS, 1024).
+
+%%--------------------------------------------------------------------
+%% API
+
+%% @doc Reads and validates a cluster spec file.
+-spec read(file:filename()) -> {ok, spec()} | {error, error_reason()}.
+read(File) ->
+    case file:consult(File) of
+        {ok, Terms} -> from_terms(Terms, File);
+        {error, {Line, Mod, Term}} -> {error, {spec, File, [{line, Line}], {syntax, Mod:format_error(Term)}}};
+        {error, Why} -> {error, {spec, File, [], {file, Why}}}
+    end.
+
+%% @doc Validates the terms of a spec (as `file:consult/1' returns them). `File' is
+%% only used in error reasons.
+-spec from_terms([term()], file:filename() | undefined) -> {ok, spec()} | {error, error_reason()}.
+from_terms(Terms, File) ->
+    try
+        {ok, build(Terms, File)}
+    catch
+        throw:{spec_error, Where, Why} -> {error, {spec, File, Where, Why}}
+    end.
+
+%% @doc The nodes of a spec, in the order of the file.
+-spec nodes(spec()) -> [node_spec()].
+nodes(#{nodes := Nodes}) ->
+    Nodes.
+
+%% @doc The names of the nodes of a spec, in the order of the file.
+-spec node_names(spec()) -> [atom()].
+node_names(Spec) ->
+    [Name || #{name := Name} <- nodes(Spec)].
+
+%% @doc The link options between two nodes of the spec (by spec name): those of their
+%% lowest common group, or the cluster's when they share none; `#{}' for a node with
+%% itself.
+-spec link(spec(), atom(), atom()) -> link_options().
+link(_Spec, Same, Same) ->
+    #{};
+link(#{options := ClusterOptions, groups := Groups} = Spec, A, B) ->
+    PathA = path_of(Spec, A),
+    PathB = path_of(Spec, B),
+    case common_prefix(PathA, PathB) of
+        [] -> ClusterOptions;
+        Common -> proplists:get_value(Common, Groups)
+    end.
+
+%% @doc The distinct link levels of a spec from the outermost in: a list of
+%% `{Label, LinkOptions}' where Label is `cluster' or the group path.
+-spec levels(spec()) -> [{cluster | [atom()], link_options()}].
+levels(#{options := ClusterOptions, groups := Groups}) ->
+    [{cluster, ClusterOptions} | Groups].
+
+%% @doc A sentence for an error returned by this module.
+-spec format_error(error_reason()) -> iolist().
+format_error({spec, File, Where, Why}) ->
+    [case File of undefined -> "cluster spec"; _ -> io_lib:format("cluster spec ~ts", [File]) end,
+     format_where(Where), ": ", why(Why)].
+
+%%--------------------------------------------------------------------
+%% Validation
+
+build(Terms, File) ->
+    Numbered = lists:zip(lists:seq(1, length(Terms)), Terms),
+    {ClusterName, ClusterOptions, Rest} =
+        case Numbered of
+            [{_, {cluster, Name, Options}} | Tail] when is_atom(Name), is_map(Options) ->
+                {Name, link_options(Options, [{cluster, Name}]), Tail};
+            [{_, {cluster, _, _}} | _] ->
+                throw({spec_error, [{term, 1}], bad_cluster_term});
+            [] ->
+                throw({spec_error, [], no_cluster_term});
+            [_ | _] ->
+                throw({spec_error, [{term, 1}], no_cluster_term})
+        end,
+    {Groups, Nodes} = lists:foldl(fun({N, Term}, Acc) -> top_level(N, Term, Acc) end, {[], []}, Rest),
+    _ = Nodes =:= [] andalso throw({spec_error, [{cluster, ClusterName}], no_nodes}),
+    AllNodes = lists:reverse(Nodes),
+    check_unique([Name || #{name := Name} <- AllNodes], duplicate_node),
+    check_unique([lists:last(Path) || {Path, _} <- Groups], duplicate_group),
+    check_unique([lists:last(Path) || {Path, _} <- Groups] ++ [Name || #{name := Name} <- AllNodes],
+                 group_and_node_share_name),
+    #{name => ClusterName, file => File, options => ClusterOptions,
+      groups => lists:reverse(Groups), nodes => AllNodes}.
+
+top_level(N, {cluster, _, _}, _Acc) ->
+    throw({spec_error, [{term, N}], second_cluster_term});
+top_level(_N, Term, Acc) ->
+    entry(Term, [], [], Acc).
+
+%% entry(Term, PathAbove, WhereAbove, {Groups, Nodes}) -> {Groups, Nodes}, both reversed.
+entry({group, Name, Options, Children}, Path, Where, {Groups, Nodes}) ->
+    GroupWhere = Where ++ [{group, Name}],
+    _ = is_atom(Name) orelse throw({spec_error, Where, {bad_name, group, Name}}),
+    _ = is_map(Options) orelse throw({spec_error, GroupWhere, {not_a_map, Options}}),
+    _ = is_list(Children) orelse throw({spec_error, GroupWhere, {bad_children, Children}}),
+    _ = Children =:= [] andalso throw({spec_error, GroupWhere, empty_group}),
+    GroupPath = Path ++ [Name],
+    Acc = {[{GroupPath, link_options(Options, GroupWhere)} | Groups], Nodes},
+    lists:foldl(fun(Child, A) -> entry(Child, GroupPath, GroupWhere, A) end, Acc, Children);
+entry({node, Name, Options}, Path, Where, {Groups, Nodes}) ->
+    NodeWhere = Where ++ [{node, Name}],
+    _ = valid_node_name(Name) orelse throw({spec_error, Where, {bad_name, node, Name}}),
+    _ = is_map(Options) orelse throw({spec_error, NodeWhere, {not_a_map, Options}}),
+    {Groups, [node_options(Options, NodeWhere, #{name => Name, path => Path}) | Nodes]};
+entry(Term, _Path, Where, _Acc) ->
+    throw({spec_error, Where, {unknown_term, Term}}).
+
+link_options(Options, Where) ->
+    maps:foreach(fun(Key, Value) -> check_link(Key, Value, Where) end, Options),
+    Options.
+
+check_link(latency, V, _) when is_integer(V), V >= 0 -> ok;
+check_link(jitter, V, _) when is_integer(V), V >= 0 -> ok;
+check_link(bandwidth, V, _) when is_integer(V), V > 0 -> ok;
+check_link(Key, V, Where) ->
+    case lists:member(Key, ?LINK_KEYS) of
+        true -> throw({spec_error, Where, {bad_value, Key, V}});
+        false -> throw({spec_error, Where, {unknown_key, Key, ?LINK_KEYS}})
+    end.
+
+node_options(Options, Where, Node) ->
+    maps:fold(fun(Key, Value, Acc) -> check_node(Key, Value, Where), Acc#{Key => Value} end, Node, Options).
+
+check_node(schedulers, V, _) when is_integer(V), V >= 1, V =< ?MAX_SCHEDULERS -> ok;
+check_node(attrs, V, Where) when is_list(V) ->
+    lists:foreach(fun({Name, _}) when is_atom(Name) -> ok;
+                     (Bad) -> throw({spec_error, Where, {bad_attr, Bad}})
+                  end, V),
+    check_unique_in([Name || {Name, _} <- V], Where, duplicate_attr);
+check_node(args, V, Where) when is_list(V) ->
+    lists:foreach(fun(Arg) ->
+                          _ = io_lib:printable_unicode_list(Arg) andalso Arg =/= []
+                              orelse throw({spec_error, Where, {bad_value, args, V}})
+                  end, V);
+check_node(Key, V, Where) ->
+    case lists:member(Key, ?NODE_KEYS) of
+        true -> throw({spec_error, Where, {bad_value, Key, V}});
+        false -> throw({spec_error, Where, {unknown_key, Key, ?NODE_KEYS}})
+    end.
+
+valid_node_name(Name) when is_atom(Name) ->
+    Chars = atom_to_list(Name),
+    Chars =/= [] andalso
+        lists:all(fun(C) -> (C >= $a andalso C =< $z) orelse (C >= $A andalso C =< $Z)
+                                orelse (C >= $0 andalso C =< $9) orelse C =:= $_ orelse C =:= $-
+                  end, Chars);
+valid_node_name(_) ->
+    false.
+
+check_unique(Names, Why) ->
+    check_unique_in(Names, [], Why).
+
+check_unique_in(Names, Where, Why) ->
+    case Names -- lists:usort(Names) of
+        [] -> ok;
+        [Dup | _] -> throw({spec_error, Where, {Why, Dup}})
+    end.
+
+path_of(#{nodes := Nodes}, Name) ->
+    case [Path || #{name := N, path := Path} <- Nodes, N =:= Name] of
+        [Path] -> Path;
+        [] -> error({unknown_node, Name})
+    end.
+
+common_prefix([X | A], [X | B]) -> [X | common_prefix(A, B)];
+common_prefix(_, _) -> [].
+
+%%--------------------------------------------------------------------
+%% Errors
+
+format_where([]) ->
+    "";
+format_where(Where) ->
+    [", in ", lists:join(" > ", [where_part(W) || W <- Where])].
+
+where_part({term, N}) -> io_lib:format("term ~b", [N]);
+where_part({line, N}) -> io_lib:format("line ~p", [N]);
+where_part({Kind, Name}) -> io_lib:format("~s ~0tp", [Kind, Name]).
+
+why({file, enoent}) -> "no such file";
+why({file, eacces}) -> "permission denied";
+why({file, Why}) -> ["cannot read the file (", file:format_error(Why), ")"];
+why({syntax, Message}) -> ["syntax error: ", Message];
+why(no_cluster_term) -> "the first term must be {cluster, Name, Options}";
+why(bad_cluster_term) -> "the cluster term must be {cluster, Name :: atom(), Options :: map()}";
+why(second_cluster_term) -> "only one {cluster, Name, Options} term is allowed";
+why(no_nodes) -> "the cluster has no nodes";
+why(empty_group) -> "the group is empty: a group needs at least one node or group";
+why({duplicate_node, Name}) -> io_lib:format("node name ~0tp appears more than once", [Name]);
+why({duplicate_group, Name}) -> io_lib:format("group name ~0tp appears more than once", [Name]);
+why({group_and_node_share_name, Name}) -> io_lib:format("~0tp names both a group and a node", [Name]);
+why({duplicate_attr, Name}) -> io_lib:format("attribute ~0tp is given more than once", [Name]);
+why({bad_name, node, Name}) ->
+    io_lib:format("node name ~0tp must be an atom of letters, digits, '_' and '-' (no host part)", [Name]);
+why({bad_name, Kind, Name}) -> io_lib:format("~s name ~0tp must be an atom", [Kind, Name]);
+why({not_a_map, Options}) -> io_lib:format("options must be a map, got ~0tp", [Options]);
+why({bad_children, Children}) -> io_lib:format("the children of a group must be a list, got ~0tp", [Children]);
+why({bad_attr, Attr}) -> io_lib:format("attribute ~0tp must be {Name :: atom(), Value}", [Attr]);
+why({unknown_term, Term}) ->
+    io_lib:format("unknown term ~0tP: expected {group, Name, Options, Children} or {node, Name, Options}",
+                  [Term, 8]);
+why({unknown_key, Key, Known}) ->
+    io_lib:format("unknown option ~0tp (known: ~ts)", [Key, lists:join(", ", [atom_to_list(K) || K <- Known])]);
+why({bad_value, Key, Value}) ->
+    io_lib:format("bad value for ~0tp: ~0tP (~ts)", [Key, Value, 8, expected(Key)]).
+
+expected(latency) -> "expected a non-negative integer of microseconds";
+expected(jitter) -> "expected a non-negative integer of microseconds";
+expected(bandwidth) -> "expected a positive integer of bytes per second";
+expected(schedulers) -> io_lib:format("expected an integer from 1 to ~b", [?MAX_SCHEDULERS]);
+expected(attrs) -> "expected a list of {Name, Value}";
+expected(args) -> "expected a list of non-empty strings".

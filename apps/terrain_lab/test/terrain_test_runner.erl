@@ -1,0 +1,44 @@
+%% @doc Runs the PropEr properties (`make proper') and the benchmarks (`make bench').
+%%
+%% Properties live in `apps/*/test/prop_*.erl' as exported `prop_*/0' functions;
+%% benchmarks in `apps/*/test/bench_*.erl' exporting `run/0'. Both are found on the
+%% code path, so a new module needs no registration. Exits non-zero on any failure.
+-module(terrain_test_runner).
+
+-export([proper/0, bench/0, modules/1]).
+
+-define(NUMTESTS, 200).
+
+%% @doc Checks every property of every prop_* module; halts with 1 if any fails.
+proper() ->
+    Modules = modules("prop_"),
+    io:format("PropEr: ~p modules ~p~n", [length(Modules), Modules]),
+    Failed = lists:append([failed(M) || M <- Modules]),
+    case Failed of
+        [] -> io:format("PropEr: all properties passed~n");
+        _ -> io:format("PropEr: FAILED ~p~n", [Failed]), halt(1)
+    end.
+
+failed(Module) ->
+    case proper:module(Module, [{numtests, ?NUMTESTS}, {to_file, user}]) of
+        [] -> [];
+        Failures -> [{Module, F} || F <- Failures]
+    end.
+
+%% @doc Runs every bench_* module's run/0; halts with 1 if one raises.
+bench() ->
+    lists:foreach(fun(M) ->
+                          io:format("~n== ~s ==~n", [M]),
+                          try M:run()
+                          catch Class:Reason:Stack ->
+                                  io:format("benchmark ~s failed: ~p:~p~n~p~n", [M, Class, Reason, Stack]),
+                                  halt(1)
+                          end
+                  end, modules("bench_")).
+
+%% @doc The modules on the code path whose name starts with `Prefix' (test dirs only).
+modules(Prefix) ->
+    lists:usort([list_to_atom(filename:basename(F, ".beam"))
+                 || Dir <- code:get_path(),
+                    filename:basename(Dir) =:= "test",
+                    F <- filelib:wildcard(filename:join(Dir, Prefix ++ "*.beam"))]).
