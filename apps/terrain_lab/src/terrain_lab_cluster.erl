@@ -15,6 +15,9 @@
          nodes/1,
          stop/1]).
 
+%% Internal exports
+-export([setup_node/3]).
+
 %% gen_server callbacks
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
@@ -194,7 +197,7 @@ await_boot(Names, Deadline, Acc) ->
 %% Loads code, sets the node's attributes and starts terrain on every node at once.
 setup_all(Specs, Booted, Deadline) ->
     Self = self(),
-    Workers = [{spawn_monitor(fun() -> Self ! {setup, self(), setup(NodeSpec, Node, Deadline)} end), Name}
+    Workers = [{spawn_monitor(fun() -> Self ! {setup, self(), setup_node(NodeSpec, Node, Deadline)} end), Name}
                || #{name := Name} = NodeSpec <- Specs,
                   {ok, Node} <- [maps:get(Name, Booted)]],
     Results = [{Name, await_setup(Worker, Ref)} || {{Worker, Ref}, Name} <- Workers],
@@ -213,7 +216,11 @@ await_setup(Worker, Ref) ->
             {error, {setup_crashed, Reason}}
     end.
 
-setup(#{name := Name, path := Path} = NodeSpec, Node, Deadline) ->
+%% @doc Prepares a booted node: loads terrain's code if it lacks it, sets the
+%% attributes of its spec and starts the `terrain' application, all before `Deadline'
+%% (monotonic ms).
+-spec setup_node(terrain_lab_spec:node_spec(), node(), integer()) -> {ok, node_info()} | {error, term()}.
+setup_node(#{name := Name, path := Path} = NodeSpec, Node, Deadline) ->
     Timeout = max(1, Deadline - erlang:monotonic_time(millisecond)),
     try
         OsPid = erpc:call(Node, os, getpid, [], Timeout),
@@ -241,7 +248,9 @@ stop_peers(Peers, OsPids) ->
     lists:foreach(fun({_, Ref}) -> receive {'DOWN', Ref, process, _, _} -> ok end end, Stoppers),
     case terrain_lab_os:await_exit(OsPids, ?STOP_TIMEOUT) of
         [] -> ok;
-        Killed -> logger:warning("terrain_lab: killed VMs that did not halt: ~p", [Killed])
+        Left ->
+            Killed = [P || P <- Left, terrain_lab_os:kill(P)],
+            logger:warning("terrain_lab: killed VMs that did not halt: ~p", [Killed])
     end.
 
 stop_peer(Pid) ->

@@ -15,8 +15,8 @@
 alive(OsPid) ->
     filelib:is_dir("/proc/" ++ OsPid).
 
-%% @doc Waits up to `Timeout' ms for every process to exit; kills (SIGKILL) the BEAM
-%% VMs among those still running then. Returns the pids that had to be killed.
+%% @doc Waits up to `Timeout' ms for every process to exit. Returns the pids still
+%% running at the deadline.
 -spec await_exit([string()], non_neg_integer()) -> [string()].
 await_exit(OsPids, Timeout) ->
     Deadline = erlang:monotonic_time(millisecond) + Timeout,
@@ -37,7 +37,7 @@ await(OsPids, Deadline) ->
         Alive ->
             case erlang:monotonic_time(millisecond) >= Deadline of
                 true ->
-                    [P || P <- Alive, kill(P)];
+                    Alive;
                 false ->
                     receive after ?POLL_MS -> await(Alive, Deadline) end
             end

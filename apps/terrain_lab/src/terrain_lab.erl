@@ -1,0 +1,80 @@
+%% @doc terrain lab: start clusters from a cluster spec and run tools on them.
+%%
+%% This is the one public module of `terrain_lab'; the `terrain_lab_*' modules are
+%% internal. A cluster spec (DESIGN.md, examples/demo.cluster) describes groups nested
+%% to any depth with link options, and nodes with `schedulers', `attrs' and `args'.
+%%
+%% ```
+%% {ok, Spec} = terrain_lab:read_spec("examples/demo.cluster"),
+%% {ok, Cluster} = terrain_lab:start_cluster(Spec, #{prefix => "demo_"}),
+%% [#{node := N1} | _] = terrain_lab:cluster_nodes(Cluster),
+%% pong = net_adm:ping(N1),
+%% ok = terrain_lab:stop_cluster(Cluster).
+%% '''
+%% The cluster is linked to the caller: when the caller exits, or this VM dies, its
+%% nodes halt too.
+-module(terrain_lab).
+
+%% API
+-export([read_spec/1,
+         start_cluster/2,
+         cluster_nodes/1,
+         stop_cluster/1,
+         format_error/1]).
+
+-export_type([cluster_options/0]).
+
+-type cluster_options() :: terrain_lab_cluster:options().
+
+%% @doc Reads and validates a cluster spec file.
+-spec read_spec(file:filename()) -> {ok, terrain_lab_spec:spec()} | {error, terrain_lab_spec:error_reason()}.
+read_spec(File) ->
+    terrain_lab_spec:read(File).
+
+%% @doc Starts every node of a spec (a validated spec or a file name) in parallel,
+%% each running the `terrain' application. Options are described in
+%% `terrain_lab_cluster:options()'.
+-spec start_cluster(terrain_lab_spec:spec() | file:filename(), cluster_options()) ->
+          {ok, pid()} | {error, term()}.
+start_cluster(#{nodes := _} = Spec, Options) ->
+    terrain_lab_cluster:start_link(Spec, Options);
+start_cluster(File, Options) ->
+    case read_spec(File) of
+        {ok, Spec} -> start_cluster(Spec, Options);
+        {error, _} = Error -> Error
+    end.
+
+%% @doc The running nodes of a cluster with their spec name, group path, schedulers
+%% and OS pid.
+-spec cluster_nodes(pid()) -> [terrain_lab_cluster:node_info()].
+cluster_nodes(Cluster) ->
+    terrain_lab_cluster:nodes(Cluster).
+
+%% @doc Stops every node of the cluster and waits until their VMs are gone.
+-spec stop_cluster(pid()) -> ok.
+stop_cluster(Cluster) ->
+    terrain_lab_cluster:stop(Cluster).
+
+%% @doc A sentence for any error the lab returns; falls back to
+%% {@link terrain:format_error/1} for errors of the terrain library.
+-spec format_error(term()) -> iolist().
+format_error({spec, _, _, _} = Reason) ->
+    terrain_lab_spec:format_error(Reason);
+format_error({up, _} = Reason) ->
+    terrain_lab_up:format_error(Reason);
+format_error({up, _, _} = Reason) ->
+    terrain_lab_up:format_error(Reason);
+format_error({boot_failed, Name, Why}) ->
+    io_lib:format("node ~0tp failed to boot: ~0tp", [Name, Why]);
+format_error({setup_failed, Name, Why}) ->
+    io_lib:format("node ~0tp booted but terrain could not start on it: ~0tp", [Name, Why]);
+format_error({bad_option, Key, Value}) ->
+    io_lib:format("bad cluster option ~0tp: ~0tp", [Key, Value]);
+format_error({distribution, Why}) ->
+    io_lib:format("cannot start distribution on this node (is epmd available?): ~0tp", [Why]);
+format_error({code_load, Node, Why}) ->
+    io_lib:format("cannot load terrain's code on ~0tp: ~0tp", [Node, Why]);
+format_error({file, File, Why}) ->
+    io_lib:format("~ts: ~ts", [File, file:format_error(Why)]);
+format_error(Reason) ->
+    terrain:format_error(Reason).

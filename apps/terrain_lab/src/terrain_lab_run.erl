@@ -1,0 +1,52 @@
+%% @private
+%% @doc Run directories: `runs/<UTC stamp>/' with a `manifest.json' that lists what
+%% the run produced (kind, file, parameters), so a report can be rebuilt from it alone.
+-module(terrain_lab_run).
+
+%% API
+-export([timestamp/0,
+         create/1,
+         write_manifest/3]).
+
+-define(MANIFEST_FORMAT, <<"terrain.manifest/1">>).
+
+-type output() :: #{kind := binary() | atom(),     % what the file holds, e.g. cluster, latency
+                    file := binary(),               % relative to the run directory
+                    parameters => map()}.           % how it was produced
+
+%% @doc The current UTC time, ISO 8601 with seconds, as a binary.
+-spec timestamp() -> binary().
+timestamp() ->
+    list_to_binary(calendar:system_time_to_rfc3339(erlang:system_time(second), [{offset, "Z"}])).
+
+%% @doc Creates a new run directory under `RunsDir' named by the UTC time
+%% (`20261121T160258Z', with a numeric suffix if that exists already).
+-spec create(file:filename()) -> {ok, file:filename()} | {error, {file, file:filename(), term()}}.
+create(RunsDir) ->
+    {{Y, Mo, D}, {H, Mi, S}} = calendar:universal_time(),
+    Stamp = lists:flatten(io_lib:format("~4..0b~2..0b~2..0bT~2..0b~2..0b~2..0bZ", [Y, Mo, D, H, Mi, S])),
+    create(RunsDir, Stamp, 0).
+
+create(RunsDir, Stamp, N) ->
+    Name = case N of 0 -> Stamp; _ -> Stamp ++ "-" ++ integer_to_list(N) end,
+    Dir = filename:join(RunsDir, Name),
+    case filelib:ensure_dir(filename:join(RunsDir, "x")) of
+        ok ->
+            case file:make_dir(Dir) of
+                ok -> {ok, Dir};
+                {error, eexist} -> create(RunsDir, Stamp, N + 1);
+                {error, Why} -> {error, {file, Dir, Why}}
+            end;
+        {error, Why} ->
+            {error, {file, RunsDir, Why}}
+    end.
+
+%% @doc Writes `manifest.json' into a run directory.
+-spec write_manifest(file:filename(), atom() | binary(), [output()]) -> ok | {error, term()}.
+write_manifest(Dir, Kind, Outputs) ->
+    terrain_json:write_file(filename:join(Dir, "manifest.json"),
+                            #{format => ?MANIFEST_FORMAT,
+                              kind => Kind,
+                              created_at => timestamp(),
+                              terrain_version => list_to_binary(terrain:version()),
+                              outputs => Outputs}).
