@@ -22,6 +22,10 @@
 
 -export_type([io/0, command/0, option/0]).
 
+-ifdef(TEST).
+-export([parse/2]).
+-endif.
+
 -type io() :: #{out := io:device(),   % results (stdout)
                 err := io:device()}.  % progress and errors (stderr)
 

@@ -38,7 +38,8 @@
           schedulers := pos_integer(), % schedulers online
           os_pid := string()}.         % the OS process id of its VM
 
--record(state, {spec :: terrain_lab_spec:spec(),
+-record(state, {caller :: pid(),
+                spec :: terrain_lab_spec:spec(),
                 nodes :: [node_info()],
                 peers :: #{node() => pid()}}).
 
@@ -55,7 +56,9 @@ start_link(Spec, Options) ->
     case validate_options(Options) of
         ok ->
             Timeout = maps:get(boot_timeout, Options, ?DEFAULT_BOOT_TIMEOUT),
-            gen_server:start_link(?MODULE, {Spec, Options}, [{timeout, Timeout + ?STOP_TIMEOUT * 2}]);
+            %% Linked from init/1, so that a failed start returns {error, Reason} without
+            %% an exit signal to the caller.
+            gen_server:start(?MODULE, {Spec, Options, self()}, [{timeout, Timeout + ?STOP_TIMEOUT * 2}]);
         {error, _} = Error ->
             Error
     end.
@@ -73,12 +76,20 @@ stop(Cluster) ->
 %%--------------------------------------------------------------------
 %% gen_server callbacks
 
--spec init({terrain_lab_spec:spec(), options()}) -> {ok, #state{}} | {stop, term()}.
-init({Spec, Options}) ->
+-spec init({terrain_lab_spec:spec(), options(), pid()}) -> {ok, #state{}} | {stop, term()}.
+init({Spec, Options, Caller}) ->
     process_flag(trap_exit, true),
-    case terrain_lab_dist:ensure_started(#{}) of
-        ok -> boot(Spec, Options);
-        {error, Why} -> {stop, Why}
+    link(Caller),
+    Result = case terrain_lab_dist:ensure_started(#{}) of
+                 ok -> boot(Spec, Options);
+                 {error, _} = Error -> Error
+             end,
+    case Result of
+        {ok, Nodes, Peers} ->
+            {ok, #state{caller = Caller, spec = Spec, nodes = Nodes, peers = Peers}};
+        {error, Why} ->
+            unlink(Caller),
+            {stop, Why}
     end.
 
 -spec handle_call(term(), gen_server:from(), #state{}) -> {reply, term(), #state{}}.
@@ -92,6 +103,8 @@ handle_cast(_Request, State) ->
     {noreply, State}.
 
 -spec handle_info(term(), #state{}) -> {noreply, #state{}} | {stop, term(), #state{}}.
+handle_info({'EXIT', Caller, Reason}, #state{caller = Caller} = State) ->
+    {stop, Reason, State};
 handle_info({'EXIT', Pid, Reason}, #state{peers = Peers} = State) ->
     case [Node || {Node, P} <- maps:to_list(Peers), P =:= Pid] of
         [Node] ->
@@ -140,14 +153,14 @@ boot(Spec, Options) ->
             Peers = maps:from_list([{Node, maps:get(Name, Pids)} || {Name, {ok, Node}} <- maps:to_list(Booted)]),
             case setup_all(Specs, Booted, Deadline) of
                 {ok, Nodes} ->
-                    {ok, #state{spec = Spec, nodes = Nodes, peers = Peers}};
+                    {ok, Nodes, Peers};
                 {error, Why, OsPids} ->
                     stop_peers(maps:values(Pids), OsPids),
-                    {stop, Why}
+                    {error, Why}
             end;
         [Why | _] ->
             stop_peers(maps:values(Pids), []),
-            {stop, Why}
+            {error, Why}
     end.
 
 start_peer(#{name := Name} = NodeSpec, Prefix, CodeArgs, Options) ->

@@ -1,0 +1,145 @@
+%% The `terrain' escript as a real program: exit statuses, stderr, and the
+%% persistent cluster commands up / status / down.
+-module(terrain_lab_cli_SUITE).
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([suite/0, all/0, init_per_suite/1, end_per_suite/1]).
+-export([bad_invocation_exits_non_zero_with_stderr/0, bad_invocation_exits_non_zero_with_stderr/1,
+         help_and_version/0, help_and_version/1,
+         up_status_down/0, up_status_down/1,
+         down_after_a_node_died/0, down_after_a_node_died/1]).
+
+suite() ->
+    [{timetrap, {minutes, 3}}].
+
+all() ->
+    [bad_invocation_exits_non_zero_with_stderr, help_and_version, up_status_down, down_after_a_node_died].
+
+init_per_suite(Config) ->
+    Escript = filename:join(root(), "bin/terrain"),
+    case filelib:is_regular(Escript) of
+        true -> [{escript, Escript} | Config];
+        false -> ct:fail("~ts is missing: run 'make build' first", [Escript])
+    end.
+
+end_per_suite(_Config) ->
+    ok.
+
+%%--------------------------------------------------------------------
+
+bad_invocation_exits_non_zero_with_stderr() ->
+    [{doc, "terrain bogus: the message is on stderr, stdout is empty, the exit status is 2."}].
+bad_invocation_exits_non_zero_with_stderr(Config) ->
+    {Code, Out, Err} = terrain(Config, ["bogus"]),
+    ?assertEqual(2, Code),
+    ?assertEqual("", Out),
+    ?assertNotEqual(nomatch, string:find(Err, "terrain: unknown command 'bogus'")),
+    {2, "", Err2} = terrain(Config, ["status", "--bogus"]),
+    ?assertNotEqual(nomatch, string:find(Err2, "unknown option '--bogus'")).
+
+help_and_version() ->
+    [{doc, "--help lists the commands on stdout with status 0; --version prints the version."}].
+help_and_version(Config) ->
+    {0, Help, ""} = terrain(Config, ["--help"]),
+    [?assertNotEqual(nomatch, string:find(Help, "  " ++ C)) || C <- ["up", "status", "down", "demo"]],
+    {0, Version, ""} = terrain(Config, ["--version"]),
+    ?assertMatch("terrain " ++ _, Version).
+
+up_status_down() ->
+    [{doc, "up records detached nodes with a private cookie; status sees them; a second up "
+           "refuses; down stops exactly them and removes the state."}].
+up_status_down(Config) ->
+    {Spec, State, Prefix} = setup(Config, "usd"),
+    {0, UpOut, UpErr} = terrain(Config, ["up", "--state-dir", State, "--prefix", Prefix, Spec]),
+    ct:pal("up:~n~ts~ts", [UpErr, UpOut]),
+    {ok, Recorded} = terrain_json:read_file(filename:join(State, "cluster.json")),
+    OsPids = [binary_to_list(P) || #{<<"os_pid">> := P} <- maps:get(<<"nodes">>, Recorded)],
+    try
+        ?assertEqual(3, length(OsPids)),
+        ?assert(lists:all(fun terrain_lab_os:alive/1, OsPids)),
+        CookieFile = filename:join(State, "cookie"),
+        {ok, #file_info{mode = Mode}} = file:read_file_info(CookieFile),
+        ?assertEqual(8#600, Mode band 8#777),
+        {ok, Cookie} = file:read_file(CookieFile),
+        {0, StatusOut, _} = terrain(Config, ["status", "--state-dir", State]),
+        ct:pal("status:~n~ts", [StatusOut]),
+        ?assertNotEqual(nomatch, string:find(StatusOut, "3 of 3 nodes reachable")),
+        {0, Json, _} = terrain(Config, ["status", "--state-dir", State, "--json"]),
+        {ok, Status} = terrain_json:decode(Json),
+        ?assertEqual(<<"terrain.status/1">>, maps:get(<<"format">>, Status)),
+        ?assertEqual(list_to_binary(CookieFile), maps:get(<<"cookie_file">>, Status)),
+        ?assertEqual([<<"up">>, <<"up">>, <<"up">>], [S || #{<<"state">> := S} <- maps:get(<<"nodes">>, Status)]),
+        ?assertEqual(OsPids, [binary_to_list(P) || #{<<"os_pid">> := P} <- maps:get(<<"nodes">>, Status)]),
+        {1, "", Refused} = terrain(Config, ["up", "--state-dir", State, "--prefix", Prefix, Spec]),
+        ?assertNotEqual(nomatch, string:find(Refused, "is still running")),
+        [?assertEqual(nomatch, string:find(Text, binary_to_list(Cookie))) || Text <- [UpOut, UpErr, StatusOut, Json, Refused]],
+        {0, DownOut, _} = terrain(Config, ["down", "--state-dir", State]),
+        ct:pal("down:~n~ts", [DownOut]),
+        ?assertEqual(3, length([L || L <- string:lexemes(DownOut, "\n"), string:find(L, "stopped") =/= nomatch])),
+        ?assertEqual([], [P || P <- OsPids, terrain_lab_os:alive(P)]),
+        ?assertNot(filelib:is_dir(State))
+    after
+        [terrain_lab_os:kill(P) || P <- OsPids]
+    end.
+
+down_after_a_node_died() ->
+    [{doc, "A node killed behind terrain's back shows as down in status; down still stops the rest."}].
+down_after_a_node_died(Config) ->
+    {Spec, State, Prefix} = setup(Config, "dead"),
+    {0, _, _} = terrain(Config, ["up", "--state-dir", State, "--prefix", Prefix, Spec]),
+    {ok, Recorded} = terrain_json:read_file(filename:join(State, "cluster.json")),
+    OsPids = [binary_to_list(P) || #{<<"os_pid">> := P} <- maps:get(<<"nodes">>, Recorded)],
+    try
+        [Victim | Others] = OsPids,
+        true = terrain_lab_os:kill(Victim),
+        [] = terrain_lab_os:await_exit([Victim], 5000),
+        {0, Json, _} = terrain(Config, ["status", "--state-dir", State, "--json"]),
+        {ok, #{<<"nodes">> := Nodes}} = terrain_json:decode(Json),
+        ?assertEqual([<<"down">>, <<"up">>, <<"up">>], [S || #{<<"state">> := S} <- Nodes]),
+        {0, DownOut, _} = terrain(Config, ["down", "--state-dir", State]),
+        ct:pal("down:~n~ts", [DownOut]),
+        ?assertNotEqual(nomatch, string:find(DownOut, "was not running")),
+        ?assertEqual([], [P || P <- Others, terrain_lab_os:alive(P)]),
+        {1, _, NoCluster} = terrain(Config, ["status", "--state-dir", State]),
+        ?assertNotEqual(nomatch, string:find(NoCluster, "no cluster is recorded"))
+    after
+        [terrain_lab_os:kill(P) || P <- OsPids]
+    end.
+
+%%--------------------------------------------------------------------
+
+setup(Config, Name) ->
+    Dir = ?config(priv_dir, Config),
+    Spec = filename:join(Dir, Name ++ ".cluster"),
+    ok = file:write_file(Spec, "{cluster, small, #{latency => 2000}}.\n"
+                               "{group, r1, #{latency => 100}, [{node, a, #{schedulers => 1}}, {node, b, #{}}]}.\n"
+                               "{group, r2, #{}, [{node, c, #{}}]}.\n"),
+    {Spec, filename:join(Dir, Name ++ "_state"), "cli" ++ os:getpid() ++ Name ++ "_"}.
+
+%% Runs the escript; returns {ExitStatus, Stdout, Stderr}.
+terrain(Config, Args) ->
+    Dir = ?config(priv_dir, Config),
+    ErrFile = filename:join(Dir, "stderr.txt"),
+    Command = lists:flatten(["sh -c '\"$0\" \"$@\" 2>", ErrFile, "' ", ?config(escript, Config), " ",
+                             lists:join(" ", [quote(A) || A <- Args])]),
+    Port = open_port({spawn, Command},
+                     [exit_status, binary, stream]),
+    Out = collect(Port, []),
+    {ok, Err} = file:read_file(ErrFile),
+    {Code, Stdout} = Out,
+    {Code, Stdout, unicode:characters_to_list(Err)}.
+
+collect(Port, Acc) ->
+    receive
+        {Port, {data, D}} -> collect(Port, [D | Acc]);
+        {Port, {exit_status, Code}} -> {Code, unicode:characters_to_list(lists:reverse(Acc))}
+    after 120000 -> ct:fail(escript_timeout)
+    end.
+
+quote(Arg) ->
+    ["'", string:replace(Arg, "'", "'\\''", all), "'"].
+
+root() ->
+    Ebin = filename:dirname(code:which(terrain_lab_cli)),
+    filename:join(lists:sublist(filename:split(Ebin), length(filename:split(Ebin)) - 5)).

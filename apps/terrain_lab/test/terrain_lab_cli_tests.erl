@@ -1,0 +1,89 @@
+%% In-process tests of the terrain CLI: help, version, usage errors, exit statuses.
+-module(terrain_lab_cli_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+run(Args) -> terrain_lab_test_io:run(Args).
+
+top_help_lists_every_command_test() ->
+    {0, Out, ""} = run(["--help"]),
+    [?assert(string:find(Out, "  " ++ Name) =/= nomatch) || #{name := Name} <- terrain_lab_cli:commands()],
+    ?assertEqual(run(["--help"]), run(["help"])).
+
+version_prints_the_app_version_test() ->
+    {0, Out, ""} = run(["--version"]),
+    {ok, Vsn} = application:get_key(terrain_lab, vsn),
+    ?assertEqual("terrain " ++ Vsn ++ "\n", Out).
+
+no_command_is_a_usage_error_test() ->
+    {2, "", Err} = run([]),
+    ?assertNotEqual(nomatch, string:find(Err, "no command given")).
+
+unknown_command_is_rejected_on_stderr_test() ->
+    {Code, Out, Err} = run(["bogus"]),
+    ?assertEqual(2, Code),
+    ?assertEqual("", Out),
+    ?assertNotEqual(nomatch, string:find(Err, "unknown command 'bogus'")).
+
+unknown_top_level_option_is_rejected_test() ->
+    {2, "", Err} = run(["--frobnicate"]),
+    ?assertNotEqual(nomatch, string:find(Err, "unknown option '--frobnicate'")).
+
+unknown_command_option_is_rejected_test() ->
+    {2, "", Err} = run(["status", "--frobnicate"]),
+    ?assertNotEqual(nomatch, string:find(Err, "terrain status: unknown option '--frobnicate'")).
+
+command_help_three_ways_agree_test() ->
+    {0, Help, ""} = run(["help", "up"]),
+    ?assertEqual({0, Help, ""}, run(["up", "--help"])),
+    ?assertEqual({0, Help, ""}, run(["up", "-h"])),
+    ?assertNotEqual(nomatch, string:find(Help, "Usage: terrain up [OPTIONS] SPEC")),
+    ?assertNotEqual(nomatch, string:find(Help, "--state-dir DIR")).
+
+help_for_unknown_command_fails_test() ->
+    {2, "", Err} = run(["help", "bogus"]),
+    ?assertNotEqual(nomatch, string:find(Err, "unknown command 'bogus'")).
+
+missing_argument_is_a_usage_error_test() ->
+    {2, "", Err} = run(["up"]),
+    ?assertNotEqual(nomatch, string:find(Err, "expected at least 1 argument, got 0")).
+
+extra_argument_is_a_usage_error_test() ->
+    {2, "", Err} = run(["status", "extra"]),
+    ?assertNotEqual(nomatch, string:find(Err, "expected at most 0 arguments, got 1: extra")).
+
+bad_integer_option_names_option_and_value_test() ->
+    {2, "", Err} = run(["status", "--timeout", "soon"]),
+    ?assertNotEqual(nomatch, string:find(Err, "option '--timeout' expects an integer, got 'soon'")).
+
+option_missing_its_value_test() ->
+    {2, "", Err} = run(["status", "--timeout"]),
+    ?assertNotEqual(nomatch, string:find(Err, "option '--timeout' needs a value")).
+
+flag_with_value_is_rejected_test() ->
+    {2, "", Err} = run(["status", "--json=yes"]),
+    ?assertNotEqual(nomatch, string:find(Err, "option '--json' takes no value")).
+
+handler_error_goes_to_stderr_with_status_1_test() ->
+    Dir = filename:join(["/tmp", "terrain_cli_test_" ++ os:getpid()]),
+    {1, "", Err} = run(["status", "--state-dir", Dir]),
+    ?assertNotEqual(nomatch, string:find(Err, "terrain status: no cluster is recorded in " ++ Dir)).
+
+bad_spec_is_reported_with_its_sentence_test() ->
+    File = filename:join("/tmp", "terrain_cli_bad_" ++ os:getpid() ++ ".cluster"),
+    ok = file:write_file(File, "{cluster, c, #{}}.\n{group, g, #{}, []}.\n"),
+    try
+        Dir = filename:join(["/tmp", "terrain_cli_state_" ++ os:getpid()]),
+        {1, "", Err} = run(["up", "--state-dir", Dir, File]),
+        ?assertNotEqual(nomatch, string:find(Err, "in group g: the group is empty")),
+        ?assertNot(filelib:is_dir(Dir))
+    after
+        file:delete(File)
+    end.
+
+options_parse_inline_and_separate_values_test() ->
+    Command = #{name => "x", summary => "s", usage => "", args => {0, infinity},
+                options => [#{name => n, long => "n", type => integer, help => "h"},
+                            #{name => l, long => "l", short => $l, type => list, help => "h"}],
+                run => {m, f}},
+    ?assertEqual({ok, #{n => 3, l => ["a", "b", "c"]}, ["p", "--q"]},
+                 terrain_lab_cli:parse(Command, ["--n=3", "p", "-l", "a,b", "--l", "c", "--", "--q"])).

@@ -1,0 +1,95 @@
+%% Cluster spec validation: valid specs are read into groups and nodes; every invalid
+%% shape is rejected with {error, {spec, ...}} and a sentence that names the problem.
+-module(terrain_lab_spec_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+-define(CLUSTER, {cluster, c, #{latency => 5000}}).
+
+message(Terms) ->
+    {error, Reason} = terrain_lab_spec:from_terms(Terms, "t.cluster"),
+    lists:flatten(io_lib:format("~ts", [terrain_lab:format_error(Reason)])).
+
+rejects(Terms, Expected) ->
+    Message = message(Terms),
+    ?assert(string:find(Message, Expected) =/= nomatch, Message).
+
+demo_spec_reads_into_twelve_nodes_test() ->
+    {ok, Spec} = terrain_lab_spec:read(filename:join(root(), "examples/demo.cluster")),
+    Nodes = terrain_lab_spec:nodes(Spec),
+    ?assertEqual(12, length(Nodes)),
+    ?assertEqual([eu, eu_r1], maps:get(path, hd(Nodes))),
+    ?assertEqual([2, 1, 1, 2, 2, 1, 4, 1, 2, 1, 2, 1], [maps:get(schedulers, N) || N <- Nodes]),
+    ?assertEqual(#{latency => 300}, terrain_lab_spec:link(Spec, eu1, eu2)),
+    ?assertEqual(#{latency => 4000}, terrain_lab_spec:link(Spec, eu1, eu4)),
+    ?assertEqual(#{latency => 20000}, terrain_lab_spec:link(Spec, eu1, us1)),
+    ?assertEqual(#{}, terrain_lab_spec:link(Spec, eu1, eu1)).
+
+groups_nest_to_any_depth_test() ->
+    Deep = lists:foldl(fun(I, Inner) -> {group, list_to_atom("g" ++ integer_to_list(I)), #{latency => I}, [Inner]} end,
+                       {node, leaf, #{}}, lists:seq(1, 20)),
+    {ok, Spec} = terrain_lab_spec:from_terms([?CLUSTER, Deep, {node, top, #{}}], undefined),
+    [#{name := leaf, path := Path}, #{name := top, path := []}] = terrain_lab_spec:nodes(Spec),
+    ?assertEqual(20, length(Path)),
+    ?assertEqual(#{latency => 5000}, terrain_lab_spec:link(Spec, leaf, top)).
+
+missing_file_test() ->
+    {error, Reason} = terrain_lab_spec:read("/nonexistent/x.cluster"),
+    ?assertEqual("cluster spec /nonexistent/x.cluster: no such file", lists:flatten(terrain_lab:format_error(Reason))).
+
+syntax_error_names_the_line_test() ->
+    File = "/tmp/terrain_spec_syntax_" ++ os:getpid() ++ ".cluster",
+    ok = file:write_file(File, "{cluster, c, #{}}.\n{node, n1 #{}}.\n"),
+    try
+        {error, Reason} = terrain_lab_spec:read(File),
+        Message = lists:flatten(terrain_lab:format_error(Reason)),
+        ?assertNotEqual(nomatch, string:find(Message, "line 2: syntax error"))
+    after
+        file:delete(File)
+    end.
+
+empty_file_test() -> rejects([], "the first term must be {cluster, Name, Options}").
+cluster_term_not_first_test() -> rejects([{node, a, #{}}, ?CLUSTER], "term 1: the first term must be").
+bad_cluster_term_test() -> rejects([{cluster, "c", #{}}], "the cluster term must be {cluster, Name :: atom()").
+second_cluster_term_test() -> rejects([?CLUSTER, {node, a, #{}}, ?CLUSTER], "term 3: only one {cluster").
+no_nodes_test() -> rejects([?CLUSTER], "the cluster has no nodes").
+unknown_term_test() -> rejects([?CLUSTER, {host, a}], "unknown term {host,a}").
+unknown_term_in_group_test() -> rejects([?CLUSTER, {group, g, #{}, [{nod, a, #{}}]}], "in group g: unknown term {nod,a,#{}}").
+empty_group_test() -> rejects([?CLUSTER, {group, g, #{}, [{group, h, #{}, []}]}], "in group g > group h: the group is empty").
+group_children_not_list_test() -> rejects([?CLUSTER, {group, g, #{}, {node, a, #{}}}], "the children of a group must be a list").
+group_name_not_atom_test() -> rejects([?CLUSTER, {group, "g", #{}, [{node, a, #{}}]}], "group name \"g\" must be an atom").
+duplicate_node_test() ->
+    rejects([?CLUSTER, {group, g, #{}, [{node, a, #{}}]}, {group, h, #{}, [{node, a, #{}}]}],
+            "node name a appears more than once").
+duplicate_group_test() ->
+    rejects([?CLUSTER, {group, g, #{}, [{node, a, #{}}]}, {group, g, #{}, [{node, b, #{}}]}],
+            "group name g appears more than once").
+group_and_node_same_name_test() ->
+    rejects([?CLUSTER, {group, a, #{}, [{node, a, #{}}]}], "a names both a group and a node").
+node_name_with_host_test() -> rejects([?CLUSTER, {node, 'a@host', #{}}], "must be an atom of letters, digits").
+node_name_not_atom_test() -> rejects([?CLUSTER, {node, "a", #{}}], "node name \"a\" must be an atom").
+node_options_not_map_test() -> rejects([?CLUSTER, {node, a, [{schedulers, 2}]}], "in node a: options must be a map").
+unknown_node_option_test() ->
+    rejects([?CLUSTER, {node, a, #{cores => 2}}], "in node a: unknown option cores (known: schedulers, attrs, args)").
+unknown_link_option_test() ->
+    rejects([?CLUSTER, {group, g, #{delay => 3}, [{node, a, #{}}]}],
+            "in group g: unknown option delay (known: latency, jitter, bandwidth)").
+unknown_cluster_option_test() -> rejects([{cluster, c, #{loss => 1}}, {node, a, #{}}], "in cluster c: unknown option loss").
+negative_latency_test() ->
+    rejects([?CLUSTER, {group, g, #{latency => -1}, [{node, a, #{}}]}],
+            "bad value for latency: -1 (expected a non-negative integer of microseconds)").
+float_latency_test() -> rejects([{cluster, c, #{latency => 1.5}}, {node, a, #{}}], "bad value for latency: 1.5").
+negative_jitter_test() -> rejects([?CLUSTER, {group, g, #{jitter => -5}, [{node, a, #{}}]}], "bad value for jitter: -5").
+zero_bandwidth_test() ->
+    rejects([?CLUSTER, {group, g, #{bandwidth => 0}, [{node, a, #{}}]}],
+            "bad value for bandwidth: 0 (expected a positive integer of bytes per second)").
+zero_schedulers_test() -> rejects([?CLUSTER, {node, a, #{schedulers => 0}}], "bad value for schedulers: 0 (expected an integer from 1 to 1024)").
+too_many_schedulers_test() -> rejects([?CLUSTER, {node, a, #{schedulers => 5000}}], "bad value for schedulers: 5000").
+attrs_not_list_test() -> rejects([?CLUSTER, {node, a, #{attrs => #{gpu => true}}}], "bad value for attrs").
+attr_not_pair_test() -> rejects([?CLUSTER, {node, a, #{attrs => [gpu]}}], "attribute gpu must be {Name :: atom(), Value}").
+duplicate_attr_test() -> rejects([?CLUSTER, {node, a, #{attrs => [{gpu, true}, {gpu, false}]}}], "attribute gpu is given more than once").
+args_not_strings_test() -> rejects([?CLUSTER, {node, a, #{args => [42]}}], "bad value for args: [42] (expected a list of non-empty strings)").
+
+root() ->
+    %% _build/test/lib/terrain_lab/ebin -> repository root
+    Ebin = filename:dirname(code:which(terrain_lab_spec)),
+    filename:join(lists:sublist(filename:split(Ebin), length(filename:split(Ebin)) - 5)).
