@@ -6,11 +6,179 @@
 %% A program asks for nodes by their live attributes and by their distance in the
 %% cluster's communication hierarchy instead of naming hosts. See the README for the
 %% concepts and docs/INTERNALS.md for the processes behind this API.
+%%
+%% == Attributes ==
+%%
+%% An <em>attribute</em> is a named property of a node: `vm_num_processors',
+%% `loadavg5', `gpu'. Every node running the `terrain' application has an attribute
+%% server holding its own attributes, of four kinds:
+%% <ul>
+%% <li><b>static</b> — a term: `{gpu, true}';</li>
+%% <li><b>dynamic</b> — a function evaluated at every lookup, in an isolated process
+%%     under a timeout (200 ms unless configured): `{procs, {dynamic, {erlang,
+%%     system_info, [process_count]}}}'; a function that hangs or crashes gives
+%%     `undefined';</li>
+%% <li><b>automatic</b> — a function evaluated once, when the configuration is loaded;</li>
+%% <li><b>sampled</b> — a function evaluated every `interval' ms whose last `window'
+%%     results are averaged: `{sampled, MFA, #{interval => 1000, window => 60}}'.</li>
+%% </ul>
+%% Built-in attributes (the seed's Tables 1 and 2 and a few more; see
+%% docs/ATTRIBUTES.md) are loaded first, then the file named by the application
+%% environment key `attr_config', then the list in `attrs'. A program can
+%% {@link set_attr/2} values at run time; such a value belongs to the process that set
+%% it and disappears when that process dies, unless it is set with
+%% `#{owner => persistent}'.
+%%
+%% {@link attrs/3} asks many nodes at once under one deadline and never raises for a
+%% remote failure: each node answers `{ok, Values}' or `{error, timeout | noconnection
+%% | not_running}'. Answers are cached: static values until the node goes down,
+%% others for as long as the caller's `max_age' allows. A node that failed is not
+%% asked again for a while (backoff) unless it reconnects.
+%%
+%% == Choosing nodes ==
+%%
+%% {@link choose_nodes/3} filters candidates with predicates; {@link choose_node/3}
+%% picks one of the matches.
+%% ```
+%% %% Big, lightly loaded nodes, least loaded first:
+%% terrain:choose_nodes(all, [{vm_num_processors, ge, 8}, {loadavg5, low}],
+%%                      #{order_by => {loadavg5, asc}}).
+%% %% One of them, spreading repeated calls over the matches:
+%% {ok, Node} = terrain:choose_node(all, [{vm_num_processors, ge, 8}], #{pick => round_robin}).
+%% %% Why did nothing match?
+%% {[], Why} = terrain:choose_nodes(all, [{gpu, true}, {mem_free, gt, 1 bsl 30}], #{explain => true}),
+%% io:put_chars(terrain:format_explanation(Why)).
+%% '''
+%% Predicates: `{Attr, eq|ne|lt|le|gt|ge, Const}' (`==' semantics for numbers),
+%% `{Attr, true|false|yes|no}', `{Attr, in, List}', `{Attr, exists}', `{Attr, low|high}',
+%% `{Attr, top|bottom, K}', `{dist, Op, R}', `{dist, From, Op, R}', `{level, Op, Level}',
+%% `{group, Scope, Group}', `{'not', P}', `{'or', Ps}', `{'and', Ps}'; a list means
+%% `and'. A predicate on an `undefined' value is neither true nor false, and `not'
+%% keeps it so: `{'not', {load, lt, 1}}' does not select nodes without a `load'.
+%% docs/ATTRIBUTES.md defines `low', `high', `top' and `bottom' precisely.
 -module(terrain).
 
-%% API
+%% API: general
 -export([version/0,
          format_error/1]).
+
+%% API: attributes
+-export([attr/1,
+         set_attr/2,
+         set_attr/3,
+         delete_attr/1,
+         load_attrs/1,
+         attrs/2,
+         attrs/3,
+         subscribe/3,
+         unsubscribe/1,
+         stats/0]).
+
+%% API: selection
+-export([choose_nodes/2,
+         choose_nodes/3,
+         choose_node/3,
+         format_explanation/1]).
+
+-export_type([attr_name/0,
+              attr_result/0,
+              set_options/0,
+              query_options/0,
+              candidates/0,
+              predicate/0,
+              level/0,
+              choose_options/0,
+              choose_node_options/0,
+              explanation/0]).
+
+%%--------------------------------------------------------------------
+%% Types
+
+-type attr_name() :: atom().
+%% An attribute's name. `dist', `level', `group', `not', `or', `and' and `undefined'
+%% are reserved by the predicate language.
+
+-type attr_result() :: {ok, #{attr_name() => term()}} | {error, timeout | noconnection | not_running}.
+%% One node's answer to {@link attrs/3}: every requested name, `undefined' where the
+%% node has no value; or why the node did not answer.
+
+-type set_options() :: #{owner => pid() | persistent}.
+%% Options of {@link set_attr/3}:
+%% <ul>
+%% <li>`owner' — the process the value belongs to: it is removed within milliseconds
+%%     of that process's death. `persistent' values stay until deleted. Default: the
+%%     caller.</li>
+%% </ul>
+
+-type query_options() :: #{timeout => non_neg_integer(),
+                           max_age => non_neg_integer() | infinity}.
+%% Options of {@link attrs/3}, also accepted by {@link choose_nodes/3}:
+%% <ul>
+%% <li>`timeout' — ms for the whole call, however many nodes (default 1000).</li>
+%% <li>`max_age' — accept cached non-static values younger than this many ms
+%%     (default 0: ask the nodes). Static values are always taken from the cache.</li>
+%% </ul>
+
+-type candidates() :: [node()] | all | {group, Scope :: atom(), Group :: term()}.
+%% The nodes to choose from: a list (its order is kept, duplicates too), `all' (this
+%% node and every connected node), or the nodes of the members of a `pg' group.
+
+-type level() :: same_node | very_near | near | far | very_far | anywhere.
+%% Levels of the communication hierarchy, nearest first (see the topology section).
+
+-type predicate() :: {attr_name(), eq | ne | lt | le | gt | ge, term()}
+                   | {attr_name(), true | false | yes | no}
+                   | {attr_name(), in, [term()]}
+                   | {attr_name(), exists}
+                   | {attr_name(), low | high}
+                   | {attr_name(), top | bottom, pos_integer()}
+                   | {dist, eq | ne | lt | le | gt | ge, number()}
+                   | {dist, node(), eq | ne | lt | le | gt | ge, number()}
+                   | {level, eq | ne | lt | le | gt | ge, level()}
+                   | {group, Scope :: atom(), Group :: term()}
+                   | {'not', predicate()}
+                   | {'or', [predicate()]}
+                   | {'and', [predicate()]}
+                   | [predicate()].
+
+-type choose_options() :: #{timeout => non_neg_integer(),
+                            max_age => non_neg_integer() | infinity,
+                            order_by => {attr_name(), asc | desc},
+                            explain => boolean(),
+                            relax => boolean()}.
+%% Options of {@link choose_nodes/3}:
+%% <ul>
+%% <li>`timeout', `max_age' — as in {@link query_options()}.</li>
+%% <li>`order_by' — sort the result by an attribute (nodes without it last) instead of
+%%     keeping the candidates' order.</li>
+%% <li>`explain' — when nothing matches, return `{[], Explanation}' instead of `[]'.</li>
+%% <li>`relax' — drop predicates from the end of the list until a node matches; the
+%%     result becomes `{Nodes, Dropped}'.</li>
+%% </ul>
+
+-type choose_node_options() :: #{timeout => non_neg_integer(),
+                                 max_age => non_neg_integer() | infinity,
+                                 order_by => {attr_name(), asc | desc},
+                                 relax => boolean(),
+                                 pick => random | first | least_loaded | round_robin,
+                                 load_attr => attr_name()}.
+%% Options of {@link choose_node/3}: those of {@link choose_options()} except
+%% `explain', and:
+%% <ul>
+%% <li>`pick' — which match to return: `random' (default; spreads concurrent
+%%     spawners, seed §5.1.3), `first', `least_loaded' (smallest `load_attr', ties
+%%     at random) or `round_robin' (a node-wide rotation over the matches).</li>
+%% <li>`load_attr' — the attribute `least_loaded' compares (default
+%%     `scheduler_utilisation', a 10-second moving average).</li>
+%% </ul>
+
+-type explanation() :: terrain_select:explanation().
+%% Why nothing matched; render it with {@link format_explanation/1}.
+
+-define(DEFAULT_TIMEOUT, 1000).
+
+%%====================================================================
+%% API: general
 
 %% @doc The version of the `terrain' application.
 -spec version() -> string().
@@ -19,9 +187,431 @@ version() ->
     {ok, Vsn} = application:get_key(terrain, vsn),
     Vsn.
 
+%%====================================================================
+%% API: attributes
+
+%% @doc The value of one of this node's attributes, read in the caller; `undefined'
+%% if the node has no such attribute (or the application is not running).
+-spec attr(Name :: attr_name()) -> term().
+attr(Name) when is_atom(Name) ->
+    try terrain_attr_server:lookup(Name)
+    catch error:badarg -> undefined
+    end.
+
+%% @equiv set_attr(Name, Value, #{})
+-spec set_attr(Name :: attr_name(), Value :: term()) -> ok | {error, term()}.
+set_attr(Name, Value) ->
+    set_attr(Name, Value, #{}).
+
+%% @doc Sets an attribute of this node at run time. The value is a plain term (kinds
+%% are for the configuration) and hides a configured attribute of the same name until
+%% it is deleted or its owner dies.
+-spec set_attr(Name :: attr_name(), Value :: term(), Opts :: set_options()) -> ok | {error, term()}.
+set_attr(Name, Value, Opts) ->
+    maybe_run([fun() -> terrain_attr_config:check_name(Name) end,
+               fun() -> terrain_attr_config:check_value_size(Name, Value) end,
+               fun() -> check_options(Opts, #{owner => fun(P) -> is_pid(P) orelse P =:= persistent end}) end],
+              fun() ->
+                      Owner = maps:get(owner, Opts, self()),
+                      call_server(fun() -> terrain_attr_server:set(Name, Value, Owner) end)
+              end).
+
+%% @doc Deletes an attribute of this node. Deleting a run-time value uncovers the
+%% configured definition of that name, if there is one; deleting a configured
+%% attribute removes it until the configuration is loaded again.
+-spec delete_attr(Name :: attr_name()) -> ok | {error, term()}.
+delete_attr(Name) ->
+    maybe_run([fun() -> terrain_attr_config:check_name(Name) end],
+              fun() -> call_server(fun() -> terrain_attr_server:delete(Name) end) end).
+
+%% @doc Loads an attribute configuration file into this node, all or nothing. Its
+%% definitions replace configured ones of the same name. Errors are
+%% `{config, File, Where, Why}'; see {@link format_error/1}.
+-spec load_attrs(File :: file:filename_all()) -> ok | {error, term()}.
+load_attrs(File) ->
+    case terrain_attr_config:parse_file(File) of
+        {ok, Entries} ->
+            Evaluated = terrain_attr_config:evaluate_automatic(Entries),
+            call_server(fun() -> terrain_attr_server:install(Evaluated) end);
+        {error, _} = Error ->
+            Error
+    end.
+
+%% @equiv attrs(Nodes, Names, #{})
+-spec attrs(Nodes :: [node()], Names :: [attr_name()] | all) -> #{node() => attr_result()} | {error, term()}.
+attrs(Nodes, Names) ->
+    attrs(Nodes, Names, #{}).
+
+%% @doc Asks Nodes for the values of Names (or `all' their attributes) in parallel,
+%% under one deadline for the whole call. Never raises for remote failures.
+-spec attrs(Nodes :: [node()], Names :: [attr_name()] | all, Opts :: query_options()) ->
+          #{node() => attr_result()} | {error, term()}.
+attrs(Nodes, Names, Opts) ->
+    maybe_run([fun() -> check_nodes(Nodes) end,
+               fun() -> check_names(Names) end,
+               fun() -> check_options(Opts, query_checks()) end],
+              fun() ->
+                      terrain_attr_query:fetch(Nodes, Names, maps:get(timeout, Opts, ?DEFAULT_TIMEOUT),
+                                               maps:get(max_age, Opts, 0))
+              end).
+
+%% @doc Push mode: asks each of Nodes to send this node the values of Names every
+%% IntervalMs (only those that changed; an empty message refreshes the others). The
+%% values land in this node's cache, where {@link attrs/3} and {@link choose_nodes/3}
+%% use them when their `max_age' allows (use a `max_age' above the interval). The
+%% subscription belongs to the caller and ends when it dies or calls
+%% {@link unsubscribe/1}; nodes that go away are asked again when they come back.
+-spec subscribe(Nodes :: [node()], Names :: [attr_name()], IntervalMs :: pos_integer()) ->
+          {ok, reference()} | {error, term()}.
+subscribe(Nodes, Names, IntervalMs) ->
+    maybe_run([fun() -> check_nodes(Nodes) end,
+               fun() -> case Names of [] -> {error, {bad_names, Names}}; all -> {error, {bad_names, all}}; _ -> check_names(Names) end end,
+               fun() -> check_options(#{interval => IntervalMs},
+                                      #{interval => fun(I) -> is_integer(I) andalso I >= 10 andalso I =< 3600000 end}) end],
+              fun() ->
+                      call_server(fun() ->
+                                          terrain_attr_cache:subscribe([N || N <- Nodes, N =/= node()], Names,
+                                                                       IntervalMs, self())
+                                  end)
+              end).
+
+%% @doc Ends a subscription made by {@link subscribe/3}.
+-spec unsubscribe(Ref :: reference()) -> ok.
+unsubscribe(Ref) when is_reference(Ref) ->
+    case call_server(fun() -> terrain_attr_cache:unsubscribe(Ref) end) of
+        ok -> ok;
+        {error, not_running} -> ok
+    end.
+
+%% @doc Counters of this node's attribute traffic since the application started:
+%% requests served and malformed messages dropped (`malformed_dropped'), remote write
+%% attempts refused, dynamic attributes that timed out or crashed, queries made, node
+%% requests sent, cache hits, backoff skips, failures by kind, pushes sent and received.
+-spec stats() -> #{atom() => non_neg_integer()}.
+stats() ->
+    terrain_attr_table:counters().
+
+%%====================================================================
+%% API: selection
+
+%% @equiv choose_nodes(Candidates, Preds, #{})
+-spec choose_nodes(Candidates :: candidates(), Preds :: predicate() | [predicate()]) ->
+          [node()] | {error, term()}.
+choose_nodes(Candidates, Preds) ->
+    choose_nodes(Candidates, Preds, #{}).
+
+%% @doc The candidates that satisfy every predicate, in the candidates' order (or
+%% `order_by'). Attributes are fetched once, from all candidates in parallel, under
+%% one deadline; candidates that cannot be asked are left out (and listed by
+%% `explain'). With `explain => true' an empty result is `{[], Explanation}'; with
+%% `relax => true' the result is `{Nodes, DroppedPredicates}'.
+-spec choose_nodes(Candidates :: candidates(), Preds :: predicate() | [predicate()],
+                   Opts :: choose_options()) ->
+          [node()] | {[], explanation()} | {[node()], [predicate()]} | {error, term()}.
+choose_nodes(Candidates, Preds, Opts) ->
+    maybe_run([fun() -> terrain_select:validate(Preds) end,
+               fun() -> check_options(Opts, choose_checks()) end],
+              fun() ->
+                      case select(Candidates, Preds, Opts, []) of
+                          {ok, {[], _Dropped, Explain}} when map_get(explain, Opts) =:= true ->
+                              {[], explain(Explain)};
+                          {ok, {Nodes, Dropped, _}} when map_get(relax, Opts) =:= true ->
+                              {Nodes, Dropped};
+                          {ok, {Nodes, _, _}} ->
+                              Nodes;
+                          {error, _} = Error ->
+                              Error
+                      end
+              end).
+
+%% @doc One node that satisfies the predicates, picked by `pick' (default `random');
+%% `{error, none}' if none does.
+-spec choose_node(Candidates :: candidates(), Preds :: predicate() | [predicate()],
+                  Opts :: choose_node_options()) -> {ok, node()} | {error, term()}.
+choose_node(Candidates, Preds, Opts) ->
+    maybe_run([fun() -> terrain_select:validate(Preds) end,
+               fun() -> check_options(Opts, maps:merge(maps:remove(explain, choose_checks()),
+                                                       #{pick => fun(P) -> lists:member(P, [random, first, least_loaded, round_robin]) end,
+                                                         load_attr => fun is_atom/1})) end],
+              fun() ->
+                      Pick = maps:get(pick, Opts, random),
+                      LoadAttr = maps:get(load_attr, Opts, scheduler_utilisation),
+                      Extra = case Pick of least_loaded -> [LoadAttr]; _ -> [] end,
+                      case select(Candidates, Preds, Opts, Extra) of
+                          {ok, {[], _, _}} -> {error, none};
+                          {ok, {Nodes, _, {Values, _}}} -> {ok, pick(Pick, Nodes, LoadAttr, Values)};
+                          {error, _} = Error -> Error
+                      end
+              end).
+
+%% @doc Renders the explanation that `choose_nodes(..., #{explain => true})' returns
+%% for an empty result.
+-spec format_explanation(Explanation :: explanation()) -> iolist().
+format_explanation(Explanation) ->
+    terrain_select:format_explanation(Explanation).
+
+%%====================================================================
+%% API: errors
+
 %% @doc Turns an `{error, Reason}' returned by this module into a sentence.
 -spec format_error(Reason :: term()) -> iolist().
 format_error({json, Where, Why}) ->
     io_lib:format("invalid JSON at byte ~b: ~s", [Where, Why]);
+format_error({config, Source, Where, Why}) ->
+    [io_lib:format("attribute configuration ~ts~ts: ", [source_text(Source), where_text(Where)]),
+     config_why(Why)];
+format_error({bad_predicate, P}) ->
+    io_lib:format("malformed predicate: ~0tp (see the predicate list in docs/ATTRIBUTES.md)", [P]);
+format_error({bad_option, Key, Value}) ->
+    io_lib:format("bad value for option ~0tp: ~0tp", [Key, Value]);
+format_error({unknown_option, Key}) ->
+    io_lib:format("unknown option ~0tp", [Key]);
+format_error({bad_options, Opts}) ->
+    io_lib:format("options must be a map, got ~0tp", [Opts]);
+format_error({bad_nodes, Nodes}) ->
+    io_lib:format("expected a list of node names, got ~0tp", [Nodes]);
+format_error({bad_names, Names}) ->
+    io_lib:format("expected a list of attribute names (atoms), got ~0tp", [Names]);
+format_error({bad_name, Name}) ->
+    io_lib:format("attribute names are atoms, got ~0tp", [Name]);
+format_error({reserved_name, Name}) ->
+    io_lib:format("~0tp is reserved by the predicate language and cannot name an attribute", [Name]);
+format_error({too_large, Name, Bytes, Limit}) ->
+    io_lib:format("the value of ~0tp is ~b bytes in external format; the limit is ~b", [Name, Bytes, Limit]);
+format_error({bad_candidates, C}) ->
+    io_lib:format("candidates must be a list of nodes, all, or {group, Scope, Group}; got ~0tp", [C]);
+format_error({no_scope, Scope}) ->
+    io_lib:format("no pg scope ~0tp is running on this node", [Scope]);
+format_error(none) ->
+    "no node satisfies the predicates";
+format_error(not_running) ->
+    "the terrain application is not running (on that node)";
+format_error(timeout) ->
+    "no answer before the deadline";
+format_error(noconnection) ->
+    "no connection to the node";
+format_error(not_local) ->
+    "only local processes may change attributes";
 format_error(Reason) ->
     io_lib:format("~0tp", [Reason]).
+
+%%====================================================================
+%% Internal: selection
+
+%% Resolves candidates, fetches the attributes the predicates need, and selects.
+%% Returns the selection, the predicates relax dropped, and what explain needs.
+select(Candidates, Preds, Opts, ExtraNames) ->
+    case resolve_candidates(Candidates) of
+        {ok, Nodes} ->
+            case context(Preds) of
+                {ok, Ctx} ->
+                    Names = lists:usort(terrain_select:attr_names(Preds) ++ ExtraNames
+                                        ++ [A || {A, _} <- [maps:get(order_by, Opts, none)]]),
+                    {Values, Unreachable} = fetch(Nodes, Names, Opts),
+                    Reachable = [N || N <- Nodes, not maps:is_key(N, Unreachable)],
+                    {Selected, Dropped} =
+                        case maps:get(relax, Opts, false) of
+                            true -> terrain_select:relax(Reachable, Preds, Values, Ctx);
+                            false -> {terrain_select:select(Reachable, Preds, Values, Ctx), []}
+                        end,
+                    Ordered = case maps:get(order_by, Opts, none) of
+                                  {Attr, Direction} -> terrain_select:order_by(Selected, Attr, Direction, Values);
+                                  none -> Selected
+                              end,
+                    {ok, {Ordered, Dropped, {Values, {Nodes, Preds, Unreachable, Ctx}}}};
+                {error, _} = Error ->
+                    Error
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+explain({Values, {Nodes, Preds, Unreachable, Ctx}}) ->
+    terrain_select:explain(Nodes, Preds, Values, Unreachable, Ctx).
+
+%% No attributes needed (only group, distance or level predicates): nobody is asked.
+fetch(_Nodes, [], _Opts) ->
+    {#{}, #{}};
+fetch(Nodes, Names, Opts) ->
+    Results = terrain_attr_query:fetch(Nodes, Names, maps:get(timeout, Opts, ?DEFAULT_TIMEOUT),
+                                       maps:get(max_age, Opts, 0)),
+    maps:fold(fun(Node, {ok, Vs}, {V, U}) -> {V#{Node => Vs}, U};
+                 (Node, {error, Why}, {V, U}) -> {V, U#{Node => Why}}
+              end, {#{}, #{}}, Results).
+
+resolve_candidates(all) ->
+    {ok, [node() | nodes()]};
+resolve_candidates({group, Scope, Group}) when is_atom(Scope) ->
+    group_nodes(Scope, Group);
+resolve_candidates(Nodes) when is_list(Nodes) ->
+    case check_nodes(Nodes) of
+        ok -> {ok, Nodes};
+        {error, _} -> {error, {bad_candidates, Nodes}}
+    end;
+resolve_candidates(Other) ->
+    {error, {bad_candidates, Other}}.
+
+%% The evaluation context: group members now; distances and levels come from the
+%% topology, which this build does not hold yet, so they are `undefined' (a distance
+%% or level predicate is then never true, and `explain' shows `undefined').
+context(Preds) ->
+    Groups = lists:usort([{Scope, Group} || {group, Scope, Group} <- flatten(Preds)]),
+    Members = [{Key, group_nodes(Scope, Group)} || {Scope, Group} = Key <- Groups],
+    case [Error || {_, {error, _} = Error} <- Members] of
+        [Error | _] ->
+            Error;
+        [] ->
+            {ok, #{self => node(),
+                   groups => maps:from_list([{Key, Nodes} || {Key, {ok, Nodes}} <- Members]),
+                   distance => fun(_From, _To) -> undefined end,
+                   level => fun(_From, _To) -> undefined end}}
+    end.
+
+%% The nodes of a pg group's members, in member order, each once.
+group_nodes(Scope, Group) ->
+    try pg:get_members(Scope, Group) of
+        Pids -> {ok, dedup([node(P) || P <- Pids])}
+    catch
+        error:badarg -> {error, {no_scope, Scope}}
+    end.
+
+flatten(Ps) when is_list(Ps) -> lists:append([flatten(P) || P <- Ps]);
+flatten({'not', P}) -> flatten(P);
+flatten({'or', Ps}) -> flatten(Ps);
+flatten({'and', Ps}) -> flatten(Ps);
+flatten(P) -> [P].
+
+dedup(Nodes) ->
+    {Kept, _} = lists:foldl(fun(N, {Acc, Seen}) ->
+                                    case Seen of
+                                        #{N := _} -> {Acc, Seen};
+                                        _ -> {[N | Acc], Seen#{N => true}}
+                                    end
+                            end, {[], #{}}, Nodes),
+    lists:reverse(Kept).
+
+pick(first, [Node | _], _LoadAttr, _Values) ->
+    Node;
+pick(random, Nodes, _LoadAttr, _Values) ->
+    lists:nth(rand:uniform(length(Nodes)), Nodes);
+pick(round_robin, Nodes, _LoadAttr, _Values) ->
+    lists:nth(1 + (terrain_attr_table:next_round_robin() rem length(Nodes)), Nodes);
+pick(least_loaded, Nodes, LoadAttr, Values) ->
+    Loads = [{maps:get(LoadAttr, maps:get(N, Values, #{}), undefined), N} || N <- Nodes],
+    case [L || {L, _} = L <- Loads, L =/= undefined] of
+        [] ->
+            pick(random, Nodes, LoadAttr, Values);
+        Defined ->
+            Min = lists:min([L || {L, _} <- Defined]),
+            pick(random, [N || {L, N} <- Defined, L == Min], LoadAttr, Values)
+    end.
+
+%%====================================================================
+%% Internal: validation at the boundary
+
+maybe_run([], Run) ->
+    Run();
+maybe_run([Check | Checks], Run) ->
+    case Check() of
+        ok -> maybe_run(Checks, Run);
+        {error, _} = Error -> Error
+    end.
+
+check_options(Opts, Checks) when is_map(Opts) ->
+    maps:fold(fun(Key, Value, ok) ->
+                      case Checks of
+                          #{Key := Valid} ->
+                              case Valid(Value) of
+                                  true -> ok;
+                                  false -> {error, {bad_option, Key, Value}}
+                              end;
+                          _ ->
+                              {error, {unknown_option, Key}}
+                      end;
+                 (_, _, Error) ->
+                      Error
+              end, ok, Opts);
+check_options(Opts, _Checks) ->
+    {error, {bad_options, Opts}}.
+
+query_checks() ->
+    #{timeout => fun(T) -> is_integer(T) andalso T >= 0 end,
+      max_age => fun(A) -> A =:= infinity orelse (is_integer(A) andalso A >= 0) end}.
+
+choose_checks() ->
+    (query_checks())#{order_by => fun({A, D}) -> is_atom(A) andalso (D =:= asc orelse D =:= desc);
+                                     (_) -> false
+                                  end,
+                      explain => fun is_boolean/1,
+                      relax => fun is_boolean/1}.
+
+check_nodes(Nodes) when is_list(Nodes) ->
+    try lists:all(fun erlang:is_atom/1, Nodes) of
+        true -> ok;
+        false -> {error, {bad_nodes, Nodes}}
+    catch
+        error:badarg -> {error, {bad_nodes, Nodes}}
+    end;
+check_nodes(Nodes) ->
+    {error, {bad_nodes, Nodes}}.
+
+check_names(all) ->
+    ok;
+check_names(Names) when is_list(Names) ->
+    try lists:all(fun erlang:is_atom/1, Names) of
+        true -> ok;
+        false -> {error, {bad_names, Names}}
+    catch
+        error:badarg -> {error, {bad_names, Names}}
+    end;
+check_names(Names) ->
+    {error, {bad_names, Names}}.
+
+%% Calls into a local server of the application; `{error, not_running}' when the
+%% application is not started.
+call_server(Call) ->
+    try Call()
+    catch exit:{noproc, _} -> {error, not_running}
+    end.
+
+%%====================================================================
+%% Internal: error text
+
+source_text({application_env, App, Key}) ->
+    io_lib:format("in application environment ~0p/~0p", [App, Key]);
+source_text(File) ->
+    io_lib:format("~ts", [File]).
+
+where_text(file) -> "";
+where_text({line, Line}) -> io_lib:format(", line ~b", [Line]);
+where_text({entry, N}) -> io_lib:format(", entry ~b", [N]).
+
+config_why({file, Posix}) ->
+    io_lib:format("cannot read the file: ~ts", [file:format_error(Posix)]);
+config_why({file_too_large, Bytes, Limit}) ->
+    io_lib:format("the file is ~b bytes; the limit is ~b", [Bytes, Limit]);
+config_why({too_many, Count, Limit}) ->
+    io_lib:format("~b entries; the limit is ~b", [Count, Limit]);
+config_why({syntax, Message}) ->
+    io_lib:format("syntax error: ~ts", [Message]);
+config_why(not_a_list) ->
+    "expected one list of attributes, or attribute tuples each followed by a full stop";
+config_why({bad_entry, Term}) ->
+    io_lib:format("expected {Name, Definition}, got ~0tP", [Term, 12]);
+config_why({bad_name, Name}) ->
+    io_lib:format("attribute names are atoms, got ~0tP", [Name, 12]);
+config_why({reserved_name, Name}) ->
+    io_lib:format("~0tp is reserved by the predicate language and cannot name an attribute", [Name]);
+config_why({duplicate, Name}) ->
+    io_lib:format("attribute ~0tp is defined more than once", [Name]);
+config_why({bad_definition, Name, Spec, Detail}) ->
+    io_lib:format("bad definition of ~0tp: ~0tP (~ts)", [Name, Spec, 12, Detail]);
+config_why({unknown_kind, Name, Kind}) ->
+    io_lib:format("unknown kind ~0tp for attribute ~0tp; the kinds are static, dynamic, automatic "
+                  "and sampled (write {static, Term} for a literal tuple)", [Kind, Name]);
+config_why({undefined_function, Name, {M, F, A}}) ->
+    io_lib:format("attribute ~0tp names ~0tp:~0tp/~b, which does not exist", [Name, M, F, A]);
+config_why({too_large, Name, Bytes, Limit}) ->
+    io_lib:format("the value of ~0tp is ~b bytes in external format; the limit is ~b", [Name, Bytes, Limit]);
+config_why(Other) ->
+    io_lib:format("~0tp", [Other]).

@@ -3,6 +3,16 @@
 %%
 %% `rest_for_one': a child listed later may depend on the ones before it, so when an
 %% earlier child restarts the later ones restart with it. See docs/INTERNALS.md.
+%%
+%% Attribute children, in order:
+%% <ol>
+%% <li>`terrain_attr_table' — creates and inherits the attribute tables, so that they
+%%     survive a crash of the attribute server;</li>
+%% <li>`terrain_attr_cache' — other nodes' values, failed-node backoff, push
+%%     subscriptions;</li>
+%% <li>`terrain_attr_server' — this node's attributes; claims the tables from the
+%%     keeper. Last, so that its crash restarts nothing else.</li>
+%% </ol>
 -module(terrain_sup).
 -behaviour(supervisor).
 
@@ -19,4 +29,15 @@ start_link() ->
 -spec init([]) -> {ok, {supervisor:sup_flags(), [supervisor:child_spec()]}}.
 init([]) ->
     Flags = #{strategy => rest_for_one, intensity => 10, period => 10},
-    {ok, {Flags, []}}.
+    Children = [worker(terrain_attr_table),
+                worker(terrain_attr_cache),
+                worker(terrain_attr_server)],
+    {ok, {Flags, Children}}.
+
+worker(Module) ->
+    #{id => Module,
+      start => {Module, start_link, []},
+      restart => permanent,
+      shutdown => 5000,
+      type => worker,
+      modules => [Module]}.

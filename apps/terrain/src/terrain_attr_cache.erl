@@ -1,0 +1,308 @@
+%% @private
+%% @doc The node's cache of other nodes' attributes, its memory of failed nodes, and the
+%% subscriber side of push mode. Registered as `terrain_attr_cache'.
+%%
+%% Tables (both `protected', read by querying processes, written only here):
+%% <ul>
+%% <li>`terrain_attr_cache' — `{Node, #{Name => {Value, Class, StampMs}}}', one row per
+%%     node. `static' values stay until the node goes down (or tells us its
+%%     configuration changed); `volatile' ones are used only while younger than a
+%%     query's `max_age'. Values come from queries ({@link store/2}) and pushes.</li>
+%% <li>`terrain_attr_backoff' — `{Node, UntilMs, Reason, Failures}': a node that failed
+%%     a query is not asked again until UntilMs (500 ms doubling per consecutive failure,
+%%     at most 30 s) or until it comes back (nodeup).</li>
+%% </ul>
+%%
+%% Push mode: {@link subscribe/4} asks each node's attribute server for a pusher that
+%% sends the named values every Interval ms (only the changed ones; an empty push is a
+%% heartbeat that keeps the others fresh). A subscription belongs to the calling
+%% process and ends with it; lost pushers (node down, server restarted) are asked for
+%% again when the node comes back, or after 1 s.
+-module(terrain_attr_cache).
+-behaviour(gen_server).
+
+%% API
+-export([start_link/0,
+         store/2,
+         failed/2,
+         cached/1,
+         backoff/2,
+         subscribe/4,
+         unsubscribe/1]).
+
+%% gen_server callbacks
+-export([init/1,
+         handle_call/3,
+         handle_cast/2,
+         handle_info/2]).
+
+-define(CACHE, terrain_attr_cache).
+-define(BACKOFF, terrain_attr_backoff).
+-define(BACKOFF_BASE_MS, 500).
+-define(BACKOFF_MAX_MS, 30000).
+-define(RESUBSCRIBE_MS, 1000).
+
+-type cached() :: #{terrain:attr_name() => {term(), terrain_attr_server:class(), integer()}}.
+-type failure() :: timeout | noconnection | not_running.
+-export_type([cached/0, failure/0]).
+
+-type per_node() :: {pending, reference()} | {active, pid(), reference(), reference()} | waiting.
+-type subscription() :: #{owner := pid(), owner_monitor := reference(), names := [atom()],
+                          interval := pos_integer(), nodes := #{node() => per_node()}}.
+-type state() :: #{subs := #{reference() => subscription()},
+                   %% monitor/alias reference => {subscription, node}
+                   refs := #{reference() => {reference(), node()}}}.
+
+%%--------------------------------------------------------------------
+%% API
+
+%% @doc Starts the cache server, registered as `terrain_attr_cache'.
+-spec start_link() -> {ok, pid()} | ignore | {error, term()}.
+start_link() ->
+    gen_server:start_link({local, ?MODULE}, ?MODULE, [], []).
+
+%% @doc Records values fetched at StampMs (monotonic ms); clears those nodes' backoff.
+-spec store(integer(), [{node(), [{terrain:attr_name(), term(), terrain_attr_server:class()}]}]) -> ok.
+store(_Stamp, []) ->
+    ok;
+store(Stamp, Results) ->
+    gen_server:cast(?MODULE, {store, Stamp, Results}).
+
+%% @doc Records nodes that failed a query at StampMs, extending their backoff.
+-spec failed(integer(), [{node(), failure()}]) -> ok.
+failed(_Stamp, []) ->
+    ok;
+failed(Stamp, Failures) ->
+    gen_server:cast(?MODULE, {failed, Stamp, Failures}).
+
+%% @doc The cached values of one node, read in the caller.
+-spec cached(node()) -> cached().
+cached(Node) ->
+    try ets:lookup(?CACHE, Node) of
+        [{_, Values}] -> Values;
+        [] -> #{}
+    catch
+        error:badarg -> #{}
+    end.
+
+%% @doc `{error, Reason}' if the node is in backoff at NowMs, else `ok'. Read in the caller.
+-spec backoff(node(), integer()) -> ok | {error, failure()}.
+backoff(Node, Now) ->
+    try ets:lookup(?BACKOFF, Node) of
+        [{_, Until, Reason, _}] when Now < Until -> {error, Reason};
+        _ -> ok
+    catch
+        error:badarg -> ok
+    end.
+
+%% @doc Subscribes the caller (Owner) to pushes of Names from Nodes every Interval ms.
+-spec subscribe([node()], [terrain:attr_name()], pos_integer(), pid()) -> {ok, reference()}.
+subscribe(Nodes, Names, Interval, Owner) ->
+    gen_server:call(?MODULE, {subscribe, Nodes, Names, Interval, Owner}, infinity).
+
+%% @doc Ends a subscription. Unknown references are ignored.
+-spec unsubscribe(reference()) -> ok.
+unsubscribe(Ref) ->
+    gen_server:call(?MODULE, {unsubscribe, Ref}, infinity).
+
+%%--------------------------------------------------------------------
+%% gen_server callbacks
+
+%% @private
+-spec init([]) -> {ok, state()}.
+init([]) ->
+    Options = [named_table, protected, set, {read_concurrency, true}],
+    ?CACHE = ets:new(?CACHE, Options),
+    ?BACKOFF = ets:new(?BACKOFF, Options),
+    ok = net_kernel:monitor_nodes(true),
+    {ok, #{subs => #{}, refs => #{}}}.
+
+%% @private
+-spec handle_call(term(), gen_server:from(), state()) -> {reply, term(), state()}.
+handle_call(Request, {Pid, _}, State) when node(Pid) =/= node() ->
+    terrain_attr_table:count(remote_writes_refused),
+    logger:notice("terrain: refused cache request ~0tP from remote process ~0p", [Request, 10, Pid],
+                  #{domain => [terrain, attr]}),
+    {reply, {error, not_local}, State};
+handle_call({subscribe, Nodes, Names, Interval, Owner}, _From, #{subs := Subs} = State) ->
+    Ref = make_ref(),
+    Sub = #{owner => Owner, owner_monitor => monitor(process, Owner), names => Names,
+            interval => Interval, nodes => #{}},
+    State1 = State#{subs := Subs#{Ref => Sub}},
+    {reply, {ok, Ref}, lists:foldl(fun(Node, S) -> request_pusher(Ref, Node, S) end, State1,
+                                   lists:usort(Nodes))};
+handle_call({unsubscribe, Ref}, _From, State) ->
+    {reply, ok, cancel(Ref, State)};
+handle_call(_Request, _From, State) ->
+    terrain_attr_table:count(malformed_dropped),
+    {reply, {error, unknown_request}, State}.
+
+%% @private
+-spec handle_cast(term(), state()) -> {noreply, state()}.
+handle_cast({store, Stamp, Results}, State) ->
+    _ = [begin
+             merge(Node, [{Name, {Value, Class, Stamp}} || {Name, Value, Class} <- Entries]),
+             ets:delete(?BACKOFF, Node)
+         end || {Node, Entries} <- Results],
+    {noreply, State};
+handle_cast({failed, Stamp, Failures}, State) ->
+    _ = [begin
+             Count = case ets:lookup(?BACKOFF, Node) of
+                         [{_, _, _, C}] -> C + 1;
+                         [] -> 1
+                     end,
+             Delay = min(?BACKOFF_MAX_MS, ?BACKOFF_BASE_MS bsl min(Count - 1, 16)),
+             ets:insert(?BACKOFF, {Node, Stamp + Delay, Reason, Count})
+         end || {Node, Reason} <- Failures],
+    {noreply, State};
+handle_cast(_Msg, State) ->
+    terrain_attr_table:count(malformed_dropped),
+    {noreply, State}.
+
+%% @private
+-spec handle_info(term(), state()) -> {noreply, state()}.
+handle_info({nodeup, Node}, #{subs := Subs} = State) ->
+    true = ets:delete(?BACKOFF, Node),
+    Waiting = [Ref || {Ref, #{nodes := #{Node := waiting}}} <- maps:to_list(Subs)],
+    {noreply, lists:foldl(fun(Ref, S) -> request_pusher(Ref, Node, S) end, State, Waiting)};
+handle_info({nodedown, Node}, State) ->
+    true = ets:delete(?CACHE, Node),
+    {noreply, State};
+handle_info({'$terrain_attr_invalidate', Node}, State) when is_atom(Node) ->
+    true = ets:delete(?CACHE, Node),
+    {noreply, State};
+handle_info({'$terrain_attr_push', Ref, Node, Changed}, #{refs := Refs} = State) when is_list(Changed) ->
+    case Refs of
+        #{Ref := {SubRef, Node}} ->
+            terrain_attr_table:count(pushes_received),
+            pushed(SubRef, Node, Changed, State);
+        _ ->
+            terrain_attr_table:count(malformed_dropped)
+    end,
+    {noreply, State};
+handle_info({Ref, {'$terrain_attr_subscribed', Pusher}}, #{refs := Refs} = State) when is_pid(Pusher) ->
+    case Refs of
+        #{Ref := {SubRef, Node}} ->
+            demonitor(Ref, [flush]),
+            PusherMonitor = monitor(process, Pusher),
+            State1 = set_node(SubRef, Node, {active, Pusher, Ref, PusherMonitor}, State),
+            {noreply, State1#{refs := Refs#{PusherMonitor => {SubRef, Node}}}};
+        _ ->
+            %% A late answer to a cancelled subscription: stop that pusher.
+            Pusher ! {'$terrain_attr_unsubscribe', Ref},
+            {noreply, State}
+    end;
+handle_info({Ref, {'$terrain_attr_subscribe_refused', Why}}, #{refs := Refs} = State) ->
+    case Refs of
+        #{Ref := {SubRef, Node}} ->
+            demonitor(Ref, [flush]),
+            logger:warning("terrain: ~0p refused an attribute subscription: ~0tp", [Node, Why],
+                           #{domain => [terrain, attr]}),
+            {noreply, retry_later(SubRef, Node, forget(SubRef, Node, State))};
+        _ ->
+            {noreply, State}
+    end;
+handle_info({'DOWN', MRef, process, _, _}, #{subs := Subs, refs := Refs} = State) ->
+    case Refs of
+        #{MRef := {SubRef, Node}} ->
+            %% The node's server (while pending) or its pusher went away.
+            {noreply, retry_later(SubRef, Node, forget(SubRef, Node, State))};
+        _ ->
+            case [Ref || {Ref, #{owner_monitor := M}} <- maps:to_list(Subs), M =:= MRef] of
+                [Ref] -> {noreply, cancel(Ref, State)};
+                [] -> {noreply, State}
+            end
+    end;
+handle_info({resubscribe, SubRef, Node}, #{subs := Subs} = State) ->
+    case Subs of
+        #{SubRef := #{nodes := #{Node := waiting}}} -> {noreply, request_pusher(SubRef, Node, State)};
+        _ -> {noreply, State}
+    end;
+handle_info(_Msg, State) ->
+    terrain_attr_table:count(malformed_dropped),
+    {noreply, State}.
+
+%%--------------------------------------------------------------------
+%% Internal
+
+merge(_Node, []) ->
+    ok;
+merge(Node, New) ->
+    Old = case ets:lookup(?CACHE, Node) of
+              [{_, Values}] -> Values;
+              [] -> #{}
+          end,
+    true = ets:insert(?CACHE, {Node, maps:merge(Old, maps:from_list(New))}),
+    ok.
+
+%% A push: store the changed values and mark every subscribed value fresh as of now.
+pushed(SubRef, Node, Changed, #{subs := Subs}) ->
+    Now = erlang:monotonic_time(millisecond),
+    #{SubRef := #{names := Names}} = Subs,
+    Old = case ets:lookup(?CACHE, Node) of
+              [{_, Values}] -> Values;
+              [] -> #{}
+          end,
+    Refreshed = maps:map(fun(Name, {Value, Class, Stamp}) ->
+                                 case lists:member(Name, Names) of
+                                     true -> {Value, Class, Now};
+                                     false -> {Value, Class, Stamp}
+                                 end
+                         end, Old),
+    New = maps:from_list([{Name, {Value, Class, Now}} || {Name, Value, Class} <- Changed, is_atom(Name)]),
+    true = ets:insert(?CACHE, {Node, maps:merge(Refreshed, New)}),
+    ok.
+
+request_pusher(SubRef, Node, #{subs := Subs, refs := Refs} = State) ->
+    #{SubRef := #{names := Names, interval := Interval}} = Subs,
+    case is_alive() of
+        true ->
+            Dest = {terrain_attr_server, Node},
+            MRef = monitor(process, Dest, [{alias, demonitor}]),
+            Dest ! {'$terrain_attr_subscribe', 1, MRef, self(), Names, Interval},
+            set_node(SubRef, Node, {pending, MRef}, State#{refs := Refs#{MRef => {SubRef, Node}}});
+        false ->
+            retry_later(SubRef, Node, State)
+    end.
+
+retry_later(SubRef, Node, #{subs := Subs} = State) ->
+    case maps:is_key(SubRef, Subs) of
+        true ->
+            _ = erlang:send_after(?RESUBSCRIBE_MS, self(), {resubscribe, SubRef, Node}),
+            set_node(SubRef, Node, waiting, State);
+        false ->
+            State
+    end.
+
+%% Drops every reference that belongs to one node of one subscription.
+forget(SubRef, Node, #{refs := Refs} = State) ->
+    State#{refs := maps:filter(fun(_Ref, Owner) -> Owner =/= {SubRef, Node} end, Refs)}.
+
+set_node(SubRef, Node, PerNode, #{subs := Subs} = State) ->
+    case Subs of
+        #{SubRef := #{nodes := Nodes} = Sub} ->
+            State#{subs := Subs#{SubRef := Sub#{nodes := Nodes#{Node => PerNode}}}};
+        _ ->
+            State
+    end.
+
+cancel(SubRef, #{subs := Subs, refs := Refs} = State) ->
+    case maps:take(SubRef, Subs) of
+        {#{owner_monitor := OwnerMonitor, nodes := Nodes}, Subs1} ->
+            demonitor(OwnerMonitor, [flush]),
+            Dropped = lists:append(
+                        [case PerNode of
+                             {pending, MRef} ->
+                                 demonitor(MRef, [flush]),
+                                 [MRef];
+                             {active, Pusher, PushRef, PusherMonitor} ->
+                                 demonitor(PusherMonitor, [flush]),
+                                 _ = erlang:send(Pusher, {'$terrain_attr_unsubscribe', PushRef}, [noconnect]),
+                                 [PushRef, PusherMonitor];
+                             waiting ->
+                                 []
+                         end || PerNode <- maps:values(Nodes)]),
+            State#{subs := Subs1, refs := maps:without(Dropped, Refs)};
+        error ->
+            State
+    end.
