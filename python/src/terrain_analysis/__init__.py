@@ -1,0 +1,64 @@
+"""terrain-analysis: statistics and plots for terrain runs.
+
+The package reads what the Erlang side of terrain writes (durations CSV files,
+run manifests) and turns it into fitted models, diagnostics and reports. Its
+first tool is the extreme-value analysis of run durations from the seed paper
+"Time taken to write data in parallel on Lustre follows extreme statistics":
+:func:`fit_gev` and the ``terrain-analysis gev`` command.
+
+Modules
+-------
+gev
+    GEV distribution, maximum-likelihood fit, standard errors, profile interval,
+    Gumbel likelihood-ratio test, return levels.
+comparison
+    AIC of the GEV against the normal, lognormal and Gumbel distributions.
+durations
+    Reading a column of a durations CSV file.
+analysis
+    One call that runs the whole GEV analysis and builds the ``fit.json`` document.
+fit_json
+    Writing and reading ``fit.json`` (format ``terrain.gev/1``).
+plots
+    Diagnostic plots (probability, quantile, density, return level).
+cli
+    The ``terrain-analysis`` command.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from terrain_analysis.analysis import GEVAnalysis, analyse_gev
+from terrain_analysis.comparison import ModelFit, compare_models
+from terrain_analysis.durations import read_durations
+from terrain_analysis.gev import (
+    GEVFit,
+    GumbelFit,
+    fit_gev,
+    fit_gumbel,
+    gumbel_likelihood_ratio_test,
+    profile_shape_interval,
+    quantile_band,
+    return_levels,
+)
+
+try:
+    __version__ = version("terrain-analysis")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0+unknown"
+
+__all__ = [
+    "GEVAnalysis",
+    "GEVFit",
+    "GumbelFit",
+    "ModelFit",
+    "__version__",
+    "analyse_gev",
+    "compare_models",
+    "fit_gev",
+    "fit_gumbel",
+    "gumbel_likelihood_ratio_test",
+    "profile_shape_interval",
+    "quantile_band",
+    "read_durations",
+    "return_levels",
+]

@@ -1,0 +1,252 @@
+"""The ``terrain-analysis`` command.
+
+Subcommands are data: each is a :class:`Subcommand` in :data:`SUBCOMMANDS`,
+with a function that declares its arguments and one that runs it. A later
+subcommand (``topology``, ``report``) is one more entry. Every failure leaves
+through one path: a message ``terrain-analysis: error: ...`` on stderr and exit
+status 1 (2 for a bad invocation, as argparse does).
+
+Examples
+--------
+Shell::
+
+    terrain-analysis gev runs/20240607T101500Z/durations.csv --out runs/20240607T101500Z/gev
+    terrain-analysis gev durations.csv --column write_s --out gev-write
+
+Python, as the tests do::
+
+    >>> from terrain_analysis.cli import main
+    >>> main(["--version"])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence, TextIO
+
+from terrain_analysis import __version__
+from terrain_analysis.analysis import DEFAULT_RETURN_PERIODS, GEVAnalysis, analyse_gev
+from terrain_analysis.durations import DEFAULT_COLUMN, read_durations
+from terrain_analysis.fit_json import write_fit_json
+from terrain_analysis.plots import write_plots
+
+__all__ = ["PROGRAM", "SUBCOMMANDS", "CommandError", "Subcommand", "build_parser", "main"]
+
+PROGRAM = "terrain-analysis"
+
+
+class CommandError(Exception):
+    """A failure to report as ``terrain-analysis: error: <message>`` with exit status 1."""
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    """One subcommand of ``terrain-analysis``.
+
+    Attributes
+    ----------
+    name : str
+        What the user types.
+    summary : str
+        One line for ``terrain-analysis --help``.
+    description : str
+        The paragraph ``terrain-analysis NAME --help`` opens with.
+    add_arguments : callable
+        Declares the subcommand's arguments on its parser.
+    run : callable
+        Runs it with the parsed arguments and an output stream; returns the exit status or
+        raises :class:`CommandError`.
+    """
+
+    name: str
+    summary: str
+    description: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace, TextIO], int]
+
+
+# --------------------------------------------------------------------------------------------------
+# gev
+# --------------------------------------------------------------------------------------------------
+
+
+def _gev_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("durations", type=Path, help="durations CSV file (header line; one row per run)")
+    parser.add_argument(
+        "--column", default=DEFAULT_COLUMN, help=f"column to fit (default: {DEFAULT_COLUMN})"
+    )
+    parser.add_argument(
+        "--out", type=Path, required=True, metavar="DIR",
+        help="directory for fit.json and the plots (created if missing)",
+    )
+    parser.add_argument(
+        "--level", type=_probability, default=0.95,
+        help="confidence level of intervals and the quantile band (default: 0.95)",
+    )
+    parser.add_argument(
+        "--return-periods", type=_periods, default=DEFAULT_RETURN_PERIODS, metavar="T,T,...",
+        help="return periods in runs, comma-separated (default: 10,100,1000)",
+    )
+
+
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}")
+    return value
+
+
+def _periods(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be numbers > 1 separated by commas, got {text!r}") from None
+    if not all(value > 1 for value in values):
+        raise argparse.ArgumentTypeError(f"must be numbers > 1 separated by commas, got {text!r}")
+    return values
+
+
+def _run_gev(arguments: argparse.Namespace, out: TextIO) -> int:
+    source: Path = arguments.durations
+    try:
+        durations = read_durations(source, arguments.column)
+    except OSError as error:
+        raise CommandError(f"cannot read {str(source)!r}: {error.strerror or error}") from None
+    except ValueError as error:
+        raise CommandError(str(error)) from None
+    try:
+        analysis = analyse_gev(durations, level=arguments.level, return_periods=arguments.return_periods)
+    except ValueError as error:
+        raise CommandError(f"{source} column {arguments.column!r}: {error}") from None
+    directory: Path = arguments.out
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        plots = write_plots(analysis, directory)
+        document = analysis.to_document(source=str(source), column=arguments.column)
+        document["plots"] = [path.name for path in plots]
+        fit_path = write_fit_json(document, directory / "fit.json")
+    except OSError as error:
+        raise CommandError(f"cannot write to {str(directory)!r}: {error.strerror or error}") from None
+    _print_summary(analysis, out)
+    print(f"wrote {fit_path}", file=out)
+    for path in plots:
+        print(f"wrote {path}", file=out)
+    return 0
+
+
+def _print_summary(analysis: GEVAnalysis, out: TextIO) -> None:
+    fit = analysis.fit
+    interval = analysis.shape_interval
+    test = analysis.gumbel_test
+
+    def bound(value: float | None, unbounded: str) -> str:
+        return unbounded if value is None else f"{value:.4g}"
+
+    print(f"GEV fit of {fit.n} durations (shape xi: > 0 Frechet, < 0 Weibull type; scipy's c = -xi)", file=out)
+    print(f"  location  {fit.location:12.6g}  se {fit.se.location:.3g}", file=out)
+    print(f"  scale     {fit.scale:12.6g}  se {fit.se.scale:.3g}", file=out)
+    print(
+        f"  shape     {fit.shape:12.6g}  se {fit.se.shape:.3g}  "
+        f"{interval.level:.0%} profile interval [{bound(interval.lower, '-1')}, {bound(interval.upper, 'inf')}]",
+        file=out,
+    )
+    print(f"  nll {fit.nll:.6f}  converged {fit.converged} after {fit.iterations} iterations", file=out)
+    print(f"Gumbel (xi = 0) likelihood-ratio test: statistic {test.statistic:.4g}, p = {test.p_value:.3g}", file=out)
+    print("AIC: " + ", ".join(f"{model.name} {model.aic:.2f}" for model in analysis.models), file=out)
+    levels = analysis.return_levels
+    print(
+        "Return levels: "
+        + ", ".join(f"{t:g} runs {z:.5g} (se {s:.2g})" for t, z, s in zip(levels.periods, levels.levels, levels.se)),
+        file=out,
+    )
+    outside = int(analysis.band.outside.sum())
+    print(f"{outside} of {fit.n} durations outside the {analysis.band.level:.0%} quantile band", file=out)
+
+
+# --------------------------------------------------------------------------------------------------
+# The command
+# --------------------------------------------------------------------------------------------------
+
+SUBCOMMANDS: tuple[Subcommand, ...] = (
+    Subcommand(
+        name="gev",
+        summary="fit a GEV distribution to run durations and draw its diagnostics",
+        description=(
+            "Fit a generalised extreme value distribution by maximum likelihood to one column of a "
+            "durations CSV file. Writes fit.json (format terrain.gev/1) and the diagnostic plots "
+            "(gev_diagnostics, gev_return_levels; PNG and SVG) to --out."
+        ),
+        add_arguments=_gev_arguments,
+        run=_run_gev,
+    ),
+)
+"""The subcommands, in the order ``--help`` lists them."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser that suggests ``--help`` after a usage error."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n(see '{self.prog} --help')\n")
+
+
+def build_parser(subcommands: Sequence[Subcommand] = SUBCOMMANDS) -> argparse.ArgumentParser:
+    """Build the argument parser for ``subcommands``.
+
+    Parameters
+    ----------
+    subcommands : sequence of Subcommand, default SUBCOMMANDS
+        The subcommands to offer.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+    """
+    parser = _Parser(
+        prog=PROGRAM,
+        description="Statistics and plots for terrain runs.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROGRAM} {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
+    for subcommand in subcommands:
+        sub = commands.add_parser(subcommand.name, help=subcommand.summary, description=subcommand.description)
+        subcommand.add_arguments(sub)
+        sub.set_defaults(run=subcommand.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``terrain-analysis`` with ``argv`` (default: ``sys.argv[1:]``).
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The arguments after the program name.
+
+    Returns
+    -------
+    int
+        Exit status: 0 on success, 1 on an error, 2 on a bad invocation.
+    """
+    parser = build_parser()
+    try:
+        arguments = parser.parse_args(argv)
+    except SystemExit as exit_:  # --help, --version, or a usage error
+        code = exit_.code
+        return 0 if code is None else code if isinstance(code, int) else 1
+    try:
+        return arguments.run(arguments, sys.stdout)
+    except CommandError as error:
+        print(f"{PROGRAM}: error: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""Write and read ``fit.json``, the fitted GEV model (format ``terrain.gev/1``).
+
+``fit.json`` is how a fit reaches the BEAM: ``terrain_variability:load/1``
+reads ``location``, ``scale`` and ``shape`` from it to flag unlikely durations
+online. Every terrain JSON file names its format; readers reject formats they
+do not know. ``docs/GEV.md`` lists the keys.
+
+Examples
+--------
+>>> from terrain_analysis.fit_json import read_fit_json
+>>> model = read_fit_json("runs/20240607T101500Z/gev/fit.json")  # doctest: +SKIP
+>>> model["shape"]  # doctest: +SKIP
+-0.00105
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+__all__ = ["FORMAT", "REQUIRED_KEYS", "read_fit_json", "write_fit_json"]
+
+FORMAT = "terrain.gev/1"
+"""The ``format`` value of the documents this module writes and reads."""
+
+REQUIRED_KEYS = ("format", "n", "location", "scale", "shape", "se", "nll")
+"""Top-level keys every ``terrain.gev/1`` document holds."""
+
+
+def write_fit_json(document: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Write a ``terrain.gev/1`` document, replacing ``path`` atomically.
+
+    Parameters
+    ----------
+    document : mapping
+        The document, e.g. from :meth:`terrain_analysis.analysis.GEVAnalysis.to_document`.
+    path : str or path-like
+        Destination file.
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Raises
+    ------
+    ValueError
+        If the document is not ``terrain.gev/1``, lacks a required key, or holds NaN or
+        infinity (JSON has neither; use None).
+    """
+    _check(document, "document")
+    text = json.dumps(document, indent=2, allow_nan=False) + "\n"
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_fit_json(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and check a ``terrain.gev/1`` document.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+
+    Returns
+    -------
+    dict
+        The document.
+
+    Raises
+    ------
+    OSError
+        If the file cannot be read.
+    ValueError
+        If it is not JSON, names another format, or lacks a required key.
+    """
+    path = Path(path)
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"'path' must be a JSON file, got {str(path)!r} ({error})") from None
+    _check(document, str(path))
+    return document
+
+
+def _check(document: Any, what: str) -> None:
+    if not isinstance(document, Mapping):
+        raise ValueError(f"{what!r} must be a JSON object, got {type(document).__name__}")
+    if document.get("format") != FORMAT:
+        raise ValueError(f"{what!r} must have format {FORMAT!r}, got {document.get('format')!r}")
+    missing = [key for key in REQUIRED_KEYS if key not in document]
+    if missing:
+        raise ValueError(f"{what!r} lacks the keys {', '.join(missing)}")
+    for key in ("location", "scale", "shape"):
+        value = document[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{what!r} must have a finite number as {key!r}, got {value!r}")
+    if not document["scale"] > 0:
+        raise ValueError(f"{what!r} must have 'scale' > 0, got {document['scale']!r}")
