@@ -62,8 +62,6 @@ format_error({spec, _, _, _} = Reason) ->
     terrain_lab_spec:format_error(Reason);
 format_error({up, _} = Reason) ->
     terrain_lab_up:format_error(Reason);
-format_error({up, _, _} = Reason) ->
-    terrain_lab_up:format_error(Reason);
 format_error({boot_failed, Name, Why}) ->
     io_lib:format("node ~0tp failed to boot: ~0tp", [Name, Why]);
 format_error({setup_failed, Name, Why}) ->

@@ -296,9 +296,9 @@ command_help(#{name := Name, summary := Summary, usage := Usage, options := Spec
     Width = lists:max([length(L) || {L, _} <- Lines]) + 2,
     ["Usage: terrain ", Name, " [OPTIONS]", [[" ", Usage] || Usage =/= ""], "\n\n",
      Summary, ".\n",
-     case Command of
-         #{description := D} -> ["\n", wrap(D, 80), "\n"];
-         #{} -> []
+     case maps:get(description, Command, "") of
+         "" -> [];
+         Description -> ["\n", wrap(Description, 80), "\n"]
      end,
      "\nOptions:\n",
      [io_lib:format("  ~-*ts~ts~n", [Width, L, H]) || {L, H} <- Lines]].

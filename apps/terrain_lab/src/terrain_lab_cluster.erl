@@ -145,7 +145,7 @@ boot(Spec, Options) ->
     Specs = terrain_lab_spec:nodes(Spec),
     Started = [start_peer(NodeSpec, Prefix, CodeArgs, Options) || NodeSpec <- Specs],
     Pids = maps:from_list([NamePid || {ok, NamePid} <- Started]),
-    Booted = await_boot(maps:keys(Pids), Deadline, #{}),
+    Booted = await_boot(Pids, Deadline, #{}),
     Failures = [Why || {error, Why} <- Started]
         ++ [{boot_failed, Name, Why} || {Name, {error, Why}} <- maps:to_list(Booted)],
     case Failures of
@@ -194,17 +194,24 @@ cookie_args() ->
         {error, _} -> ["-setcookie", atom_to_list(Cookie)]
     end.
 
-await_boot(Names, _Deadline, Acc) when map_size(Acc) =:= length(Names) ->
+%% Waits for every peer to report its boot; a peer whose control process exits
+%% first (the VM died while booting) fails at once instead of at the deadline.
+await_boot(Pids, _Deadline, Acc) when map_size(Acc) =:= map_size(Pids) ->
     Acc;
-await_boot(Names, Deadline, Acc) ->
+await_boot(Pids, Deadline, Acc) ->
     Wait = max(0, Deadline - erlang:monotonic_time(millisecond)),
     receive
         {{boot, Name}, {started, Node, _Pid}} ->
-            await_boot(Names, Deadline, Acc#{Name => {ok, Node}});
+            await_boot(Pids, Deadline, Acc#{Name => {ok, Node}});
         {{boot, Name}, {boot_failed, Why}} ->
-            await_boot(Names, Deadline, Acc#{Name => {error, Why}})
+            await_boot(Pids, Deadline, Acc#{Name => {error, Why}});
+        {'EXIT', Pid, Why} ->
+            case [Name || {Name, P} <- maps:to_list(Pids), P =:= Pid, not maps:is_key(Name, Acc)] of
+                [Name] -> await_boot(Pids, Deadline, Acc#{Name => {error, {exited_while_booting, Why}}});
+                [] -> await_boot(Pids, Deadline, Acc)
+            end
     after Wait ->
-        maps:merge(maps:from_list([{Name, {error, boot_timeout}} || Name <- Names]), Acc)
+        maps:merge(maps:map(fun(_, _) -> {error, boot_timeout} end, Pids), Acc)
     end.
 
 %% Loads code, sets the node's attributes and starts terrain on every node at once.

@@ -3,6 +3,7 @@
 -module(terrain_lab_cli_SUITE).
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
+-include_lib("kernel/include/file.hrl").
 
 -export([suite/0, all/0, init_per_suite/1, end_per_suite/1]).
 -export([bad_invocation_exits_non_zero_with_stderr/0, bad_invocation_exits_non_zero_with_stderr/1,

@@ -87,7 +87,7 @@ too_many_schedulers_test() -> rejects([?CLUSTER, {node, a, #{schedulers => 5000}
 attrs_not_list_test() -> rejects([?CLUSTER, {node, a, #{attrs => #{gpu => true}}}], "bad value for attrs").
 attr_not_pair_test() -> rejects([?CLUSTER, {node, a, #{attrs => [gpu]}}], "attribute gpu must be {Name :: atom(), Value}").
 duplicate_attr_test() -> rejects([?CLUSTER, {node, a, #{attrs => [{gpu, true}, {gpu, false}]}}], "attribute gpu is given more than once").
-args_not_strings_test() -> rejects([?CLUSTER, {node, a, #{args => [42]}}], "bad value for args: [42] (expected a list of non-empty strings)").
+args_not_strings_test() -> rejects([?CLUSTER, {node, a, #{args => [foo]}}], "bad value for args: [foo] (expected a list of non-empty strings)").
 
 root() ->
     %% _build/test/lib/terrain_lab/ebin -> repository root
