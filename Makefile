@@ -66,7 +66,7 @@ test: setup check eunit ct proper pytest
 bench: setup build
 	@$(REBAR) as test compile
 	@epmd -daemon
-	erl -noshell -sname terrain_bench -pa $(TEST_PATHS) -eval 'terrain_test_runner:bench(), halt().'
+	erl -noshell -sname terrain_bench -kernel prevent_overlapping_partitions false -pa $(TEST_PATHS) -eval 'terrain_test_runner:bench(), halt().'
 	@for b in python/bench/*.py; do if [ -e "$$b" ]; then $(PYTHON) "$$b" || exit 1; fi; done
 
 ## demo: start the demo cluster, show it, record the run, stop it

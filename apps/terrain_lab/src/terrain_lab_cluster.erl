@@ -16,7 +16,7 @@
          stop/1]).
 
 %% Internal exports
--export([setup_node/3]).
+-export([setup_node/3, lab_vm_args/0]).
 
 %% gen_server callbacks
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
@@ -44,6 +44,10 @@
                 peers :: #{node() => pid()}}).
 
 -define(DEFAULT_BOOT_TIMEOUT, 60000).
+%% Lab nodes are stopped all at once; with global's partition prevention on, every
+%% node would report (and act on) the others going down. A node's own `args' come
+%% later on the command line and can turn it back on.
+-define(LAB_VM_ARGS, ["-kernel", "prevent_overlapping_partitions", "false"]).
 -define(STOP_TIMEOUT, 5000).
 
 %%--------------------------------------------------------------------
@@ -169,7 +173,7 @@ start_peer(#{name := Name} = NodeSpec, Prefix, CodeArgs, Options) ->
                      #{} -> []
                  end,
     PeerOptions = #{name => Prefix ++ atom_to_list(Name),
-                    args => cookie_args() ++ Schedulers ++ CodeArgs ++ maps:get(args, NodeSpec, []),
+                    args => cookie_args() ++ ?LAB_VM_ARGS ++ Schedulers ++ CodeArgs ++ maps:get(args, NodeSpec, []),
                     env => maps:get(env, Options, []),
                     wait_boot => {self(), {boot, Name}}},
     try peer:start_link(PeerOptions) of
@@ -235,6 +239,11 @@ await_setup(Worker, Ref) ->
         {'DOWN', Ref, process, Worker, Reason} ->
             {error, {setup_crashed, Reason}}
     end.
+
+%% @doc VM arguments every lab node gets before its own.
+-spec lab_vm_args() -> [string()].
+lab_vm_args() ->
+    ?LAB_VM_ARGS.
 
 %% @doc Prepares a booted node: loads terrain's code if it lacks it, sets the
 %% attributes of its spec and starts the `terrain' application, all before `Deadline'

@@ -231,7 +231,7 @@ spawn_vm(NodeSpec, Node, Dir) ->
                      #{schedulers := S} -> ["+S", integer_to_list(S) ++ ":" ++ integer_to_list(S)];
                      #{} -> []
                  end,
-    Args = ["-detached", "-noinput"] ++ Schedulers ++ terrain_lab_code:vm_args() ++ maps:get(args, NodeSpec, []) ++ ["-eval", Boot],
+    Args = ["-detached", "-noinput"] ++ terrain_lab_cluster:lab_vm_args() ++ Schedulers ++ terrain_lab_code:vm_args() ++ maps:get(args, NodeSpec, []) ++ ["-eval", Boot],
     Erl = erl_executable(),
     Port = open_port({spawn_executable, Erl}, [{args, Args}, exit_status, stderr_to_stdout]),
     receive {Port, {exit_status, _}} -> ok
