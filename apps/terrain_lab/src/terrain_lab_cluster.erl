@@ -245,7 +245,7 @@ await_setup(Worker, Ref) ->
 lab_vm_args() ->
     ?LAB_VM_ARGS.
 
-%% @doc Prepares a booted node: loads terrain's code if it lacks it, sets the
+%% @doc Prepares a booted node (started with `terrain_lab_code:vm_args()'): sets the
 %% attributes of its spec and starts the `terrain' application, all before `Deadline'
 %% (monotonic ms).
 -spec setup_node(terrain_lab_spec:node_spec(), node(), integer()) -> {ok, node_info()} | {error, term()}.
@@ -253,7 +253,6 @@ setup_node(#{name := Name, path := Path} = NodeSpec, Node, Deadline) ->
     Timeout = max(1, Deadline - erlang:monotonic_time(millisecond)),
     try
         OsPid = erpc:call(Node, os, getpid, [], Timeout),
-        ok = terrain_lab_code:ensure_loaded(Node, Timeout),
         ok = load_app(Node, Timeout),
         _ = maps:is_key(attrs, NodeSpec)
             andalso erpc:call(Node, application, set_env, [terrain, attrs, maps:get(attrs, NodeSpec)], Timeout),

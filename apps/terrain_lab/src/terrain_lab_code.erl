@@ -1,68 +1,76 @@
 %% @private
-%% @doc Makes terrain's code available on a node the lab starts.
+%% @doc Makes terrain's code available to the VMs the lab starts, as `-pa' arguments.
 %%
-%% When this node loaded terrain from directories on disk (a release, `rebar3 shell',
-%% tests) new nodes get `-pa' arguments for them. When it runs from an archive (the
-%% `terrain' escript) the directories do not exist for other VMs, so the object code
-%% and application specs are sent over distribution instead.
+%% When this VM loaded terrain from directories on disk (a release, `rebar3 shell',
+%% tests) those directories are used. When it runs from an archive (the `terrain'
+%% escript) other VMs cannot read them, so the object code and `.app' files are
+%% written once to a cache directory named by a hash of the code
+%% (`$XDG_CACHE_HOME/terrain/code-<hash>/<app>/ebin', see `filename:basedir/2'), and
+%% that is used. Code on disk at boot matters: a node's `-epmd_module' (network
+%% emulation) is loaded before any code could be sent to it.
 -module(terrain_lab_code).
 
 %% API
 -export([vm_args/0,
-         ensure_loaded/2]).
+         ebin_dirs/0]).
 
 -define(APPS, [terrain, terrain_lab]).
 
-%% @doc `-pa' arguments for the applications' ebin directories that exist on disk.
+%% @doc `-pa' arguments for terrain's ebin directories.
 -spec vm_args() -> [string()].
 vm_args() ->
-    lists:append([["-pa", Dir] || Dir <- disk_dirs()]).
+    lists:append([["-pa", Dir] || Dir <- ebin_dirs()]).
 
-%% @doc Loads terrain's modules and application specs on `Node' unless it has them
-%% already. Every remote call carries `Timeout' (ms).
--spec ensure_loaded(node(), timeout()) -> ok | {error, {code_load, node(), term()}}.
-ensure_loaded(Node, Timeout) ->
-    try erpc:call(Node, code, which, [terrain], Timeout) of
-        non_existing -> push(Node, Timeout);
-        _ -> ok
-    catch
-        Class:Reason -> {error, {code_load, Node, {Class, Reason}}}
+%% @doc The ebin directories of terrain and terrain_lab, on disk.
+-spec ebin_dirs() -> [file:filename()].
+ebin_dirs() ->
+    Loaded = [{App, filename:dirname(code:which(app_module(App)))} || App <- ?APPS],
+    case lists:all(fun({_, Dir}) -> filelib:is_dir(Dir) end, Loaded) of
+        true -> [Dir || {_, Dir} <- Loaded];
+        false -> materialise()
     end.
-
-disk_dirs() ->
-    [Dir || App <- ?APPS,
-            Dir <- [filename:dirname(code:which(app_module(App)))],
-            filelib:is_dir(Dir)].
 
 app_module(terrain) -> terrain;
 app_module(terrain_lab) -> terrain_lab_cli.
 
-push(Node, Timeout) ->
-    try
-        lists:foreach(fun(App) -> push_app(Node, App, Timeout) end, ?APPS)
-    catch
-        throw:{load_failed, What} -> {error, {code_load, Node, What}};
-        Class:Reason -> {error, {code_load, Node, {Class, Reason}}}
-    end.
+%% Writes the applications' code to the cache (once per distinct code) and returns
+%% the ebin directories there.
+materialise() ->
+    Apps = [{App, app_code(App)} || App <- ?APPS],
+    Hash = binary:encode_hex(crypto:hash(sha256, term_to_binary([{A, [B || {_, B} <- Mods]} || {A, {_, Mods}} <- Apps]))),
+    Root = filename:join(filename:basedir(user_cache, "terrain"), "code-" ++ binary_to_list(binary:part(Hash, 0, 16))),
+    [ensure_written(filename:join([Root, atom_to_list(App), "ebin"]), App, Code) || {App, Code} <- Apps].
 
-push_app(Node, App, Timeout) ->
+app_code(App) ->
     _ = application:load(App),
     {ok, Keys} = application:get_all_key(App),
     {ok, Modules} = application:get_key(App, modules),
-    Binaries = [object_code(M) || M <- Modules],
-    case erpc:call(Node, code, atomic_load, [Binaries], Timeout) of
-        ok -> ok;
-        {error, Failed} -> throw({load_failed, Failed})
-    end,
-    Spec = {application, App, [KV || {K, _} = KV <- Keys, K =/= start_phases orelse element(2, KV) =/= undefined]},
-    case erpc:call(Node, application, load, [Spec], Timeout) of
-        ok -> ok;
-        {error, {already_loaded, App}} -> ok;
-        {error, Why} -> throw({load_failed, {App, Why}})
-    end.
+    AppFile = io_lib:format("~0tp.~n", [{application, App, [KV || {K, _} = KV <- Keys, K =/= start_phases]}]),
+    {AppFile, [{M, object_code(M)} || M <- Modules]}.
 
 object_code(Module) ->
     case code:get_object_code(Module) of
-        {Module, Binary, File} -> {Module, File, Binary};
-        error -> throw({load_failed, {no_object_code, Module}})
+        {Module, Binary, _File} -> Binary;
+        error -> error({no_object_code, Module})
+    end.
+
+%% Written to a temporary directory and renamed, so that concurrent CLIs never see a
+%% half-written cache.
+ensure_written(Ebin, App, {AppFile, Modules}) ->
+    case filelib:is_regular(filename:join(Ebin, atom_to_list(App) ++ ".app")) of
+        true ->
+            Ebin;
+        false ->
+            Tmp = Ebin ++ ".tmp" ++ os:getpid(),
+            ok = filelib:ensure_dir(filename:join(Tmp, "x")),
+            [ok = file:write_file(filename:join(Tmp, atom_to_list(M) ++ ".beam"), B) || {M, B} <- Modules],
+            ok = file:write_file(filename:join(Tmp, atom_to_list(App) ++ ".app"), AppFile),
+            case file:rename(Tmp, Ebin) of
+                ok -> Ebin;
+                {error, _} ->
+                    %% Another CLI wrote it first; theirs is identical.
+                    _ = [file:delete(F) || F <- filelib:wildcard(filename:join(Tmp, "*"))],
+                    _ = file:del_dir(Tmp),
+                    Ebin
+            end
     end.
