@@ -12,8 +12,8 @@ run() ->
     Check = [ns_per_call(fun(X) -> terrain_variability:check(bench, X) end, Durations) || _ <- lists:seq(1, ?ROUNDS)],
     Empty = [ns_per_call(fun(X) -> {ok, X} end, Durations) || _ <- lists:seq(1, ?ROUNDS)],
     terrain_variability:unload(bench),
-    io:format("terrain_variability:check/2, ~b calls x ~b rounds: median ~.0f ns per call "
-              "(empty loop ~.0f ns; check alone ~.0f ns)~n",
+    io:format("terrain_variability:check/2, ~b calls x ~b rounds: median ~.1f ns per call "
+              "(empty loop ~.1f ns; check alone ~.1f ns)~n",
               [?CALLS, ?ROUNDS, median(Check), median(Empty), median(Check) - median(Empty)]).
 
 ns_per_call(Fun, Durations) ->
