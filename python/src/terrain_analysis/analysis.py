@@ -104,7 +104,7 @@ class GEVAnalysis:
         best_aic = self.models[0].aic
         outside = self.band.outside
         durations = fit.durations
-        return {
+        document = {
             "format": FORMAT,
             "source": {"file": source, "column": column},
             "n": fit.n,
@@ -173,6 +173,7 @@ class GEVAnalysis:
                 "max": float(durations.max()),
             },
         }
+        return _json_ready(document)
 
 
 def _finite_or_none(value: Any) -> Any:
@@ -181,6 +182,25 @@ def _finite_or_none(value: Any) -> Any:
         return [_finite_or_none(v) for v in value]
     value = float(value)
     return value if math.isfinite(value) else None
+
+
+def _json_ready(value: Any) -> Any:
+    """Plain Python containers and numbers, with None wherever a float is NaN or infinite.
+
+    Standard errors are NaN when the observed information is not positive definite (a fit
+    that did not converge); JSON has no NaN.
+    """
+    if isinstance(value, dict):
+        return {key: _json_ready(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(item) for item in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return _finite_or_none(value)
+    return value
 
 
 def analyse_gev(

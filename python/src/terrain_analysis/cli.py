@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence, TextIO
@@ -121,9 +122,13 @@ def _run_gev(arguments: argparse.Namespace, out: TextIO) -> int:
     except ValueError as error:
         raise CommandError(str(error)) from None
     try:
-        analysis = analyse_gev(durations, level=arguments.level, return_periods=arguments.return_periods)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", RuntimeWarning)
+            analysis = analyse_gev(durations, level=arguments.level, return_periods=arguments.return_periods)
     except ValueError as error:
         raise CommandError(f"{source} column {arguments.column!r}: {error}") from None
+    for warning in caught:
+        print(f"{PROGRAM}: warning: {warning.message}", file=sys.stderr)
     directory: Path = arguments.out
     try:
         directory.mkdir(parents=True, exist_ok=True)

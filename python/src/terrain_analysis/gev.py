@@ -814,12 +814,7 @@ def fit_gev(durations: ArrayLike, *, max_iterations: int = 100) -> GEVFit:
             if (candidate.converged, -candidate.nll) > (best.converged, -best.nll):
                 best = candidate
     if not best.converged:
-        warnings.warn(
-            f"the GEV fit did not converge after {best.iterations} iterations "
-            f"(stopped at location={best.theta[0]}, scale={best.theta[1]}, shape={best.theta[2]})",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+        warnings.warn(_non_convergence_message(best), RuntimeWarning, stacklevel=2)
     location, scale, shape = (float(v) for v in best.theta)
     information = _observed_information(x, best.theta)
     covariance = _invert_information(information)
@@ -837,6 +832,24 @@ def fit_gev(durations: ArrayLike, *, max_iterations: int = 100) -> GEVFit:
         iterations=best.iterations,
         converged=best.converged,
     )
+
+
+def _non_convergence_message(result: _Minimum) -> str:
+    location, scale, shape = result.theta
+    where = f"stopped at location={location:.6g}, scale={scale:.6g}, shape={shape:.6g}"
+    if shape < SHAPE_LOWER_LIMIT + 1e-3:
+        reason = (
+            "the likelihood keeps increasing towards shape = -1, where it stops having a maximum: "
+            "the sample looks sharply bounded above, or is too small for three parameters"
+        )
+    elif shape > 2.0:
+        reason = (
+            "the likelihood keeps increasing with the shape: ties or a cluster at the smallest values "
+            "make the density's lower end point infinitely likely"
+        )
+    else:
+        reason = "Newton's method did not reach its tolerance"
+    return f"the GEV fit did not converge after {result.iterations} iterations ({where}): {reason}"
 
 
 def observed_information(durations: ArrayLike, location: float, scale: float, shape: float) -> NDArray[np.float64]:
@@ -891,6 +904,8 @@ def _observed_information(x: NDArray[np.float64], theta: NDArray[np.float64]) ->
 
 def _invert_information(information: NDArray[np.float64]) -> NDArray[np.float64]:
     try:
+        if not np.all(np.isfinite(information)):
+            raise np.linalg.LinAlgError("not finite")
         np.linalg.cholesky(information)
     except np.linalg.LinAlgError:
         warnings.warn(
