@@ -62,6 +62,12 @@ format_error({spec, _, _, _} = Reason) ->
     terrain_lab_spec:format_error(Reason);
 format_error({up, _} = Reason) ->
     terrain_lab_up:format_error(Reason);
+format_error({write_test, _} = Reason) ->
+    terrain_lab_write_test:format_error(Reason);
+format_error({csv, _, _} = Reason) ->
+    terrain_lab_write_test:format_error(Reason);
+format_error({time_task, _} = Reason) ->
+    terrain_lab_time_task:format_error(Reason);
 format_error({boot_failed, Name, Why}) ->
     io_lib:format("node ~0tp failed to boot: ~0tp", [Name, Why]);
 format_error({setup_failed, Name, Why}) ->

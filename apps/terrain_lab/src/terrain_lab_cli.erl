@@ -135,7 +135,46 @@ commands() ->
        options => [state_dir_option(),
                    #{name => timeout, long => "timeout", type => integer, default => 5000,
                      metavar => "MS", help => "time a node gets to halt before it is killed"}],
-       run => {terrain_lab_up, down}}].
+       run => {terrain_lab_up, down}},
+     #{name => "write-test",
+       summary => "Time parallel synchronous writes of one file striped over directories",
+       usage => "",
+       description => "Writes one logical file of SIZE MiB striped round-robin over the target directories "
+                      "in STRIPE KiB stripes, one writer per target, all at once, with O_SYNC writes; RUNS "
+                      "times. One CSV row per run (open, write, close, total, slowest target), on disk as it "
+                      "goes. Never overwrites a file; removes its part files; a failed run keeps the rows "
+                      "measured before it.",
+       args => {0, 0},
+       options => [#{name => size, long => "size", type => integer, default => 64, metavar => "MiB",
+                     help => "size of the logical file"},
+                   #{name => targets, long => "targets", type => list, metavar => "DIR,...",
+                     help => "target directories (repeatable or comma-separated)"},
+                   #{name => stripe, long => "stripe", type => integer, default => 1024, metavar => "KiB",
+                     help => "stripe size"},
+                   #{name => runs, long => "runs", type => integer, default => 10, metavar => "N",
+                     help => "number of runs"},
+                   #{name => out, long => "out", type => string, metavar => "FILE",
+                     help => "durations CSV to create"}],
+       run => {terrain_lab_write_test, run}},
+     #{name => "time-task",
+       summary => "Time a repeated parallel task on every node into a durations CSV",
+       usage => "",
+       description => "Runs the task on every node of the running cluster (or --nodes) at once, RUNS times, "
+                      "and records the time until every node answered. --rpc-all M:F:A calls M:F(A...) "
+                      "with A a literal list, e.g. timer:sleep:[10].",
+       args => {0, 0},
+       options => [#{name => rpc_all, long => "rpc-all", type => string, metavar => "M:F:A",
+                     help => "the call to make on every node"},
+                   #{name => runs, long => "runs", type => integer, default => 100, metavar => "N",
+                     help => "number of runs"},
+                   #{name => out, long => "out", type => string, metavar => "FILE",
+                     help => "durations CSV to create"},
+                   #{name => timeout, long => "timeout", type => integer, default => 5000, metavar => "MS",
+                     help => "deadline of each run"},
+                   #{name => nodes, long => "nodes", type => string, metavar => "NODE,...",
+                     help => "nodes to use instead of the running cluster"},
+                   state_dir_option()],
+       run => {terrain_lab_time_task, run}}].
 
 %% @doc Prints a result line on the `out' device.
 -spec out(io(), io:format(), [term()]) -> ok.

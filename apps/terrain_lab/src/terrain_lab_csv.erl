@@ -1,0 +1,67 @@
+%% @private
+%% @doc Durations CSV files (DESIGN.md): a header, then one row per run, each row on
+%% disk as soon as it is written, so a failure or a kill never loses a measured run.
+%% A file is only ever created, never overwritten.
+-module(terrain_lab_csv).
+
+%% API
+-export([create/2,
+         write_row/2,
+         close/1]).
+
+-export_type([csv/0]).
+
+-opaque csv() :: {file:fd(), file:filename(), [atom()]}.
+
+%% @doc Creates `File' with a header line; refuses if the file exists.
+-spec create(file:filename(), [atom()]) -> {ok, csv()} | {error, {csv, file:filename(), term()}}.
+create(File, Columns) ->
+    case filelib:ensure_dir(File) of
+        ok ->
+            case file:open(File, [write, exclusive, raw, binary]) of
+                {ok, Fd} ->
+                    Csv = {Fd, File, Columns},
+                    case write_line(Csv, [atom_to_list(C) || C <- Columns]) of
+                        ok -> {ok, Csv};
+                        {error, _} = Error -> _ = file:close(Fd), Error
+                    end;
+                {error, Why} ->
+                    {error, {csv, File, Why}}
+            end;
+        {error, Why} ->
+            {error, {csv, File, Why}}
+    end.
+
+%% @doc Appends one row (a map from column to value) and syncs it to disk.
+-spec write_row(csv(), #{atom() => term()}) -> ok | {error, {csv, file:filename(), term()}}.
+write_row({_, _, Columns} = Csv, Row) ->
+    write_line(Csv, [cell(maps:get(C, Row, "")) || C <- Columns]).
+
+%% @doc Closes the file.
+-spec close(csv()) -> ok.
+close({Fd, _, _}) ->
+    _ = file:close(Fd),
+    ok.
+
+write_line({Fd, File, _}, Cells) ->
+    case file:write(Fd, [lists:join($,, Cells), $\n]) of
+        ok ->
+            case file:datasync(Fd) of
+                ok -> ok;
+                {error, Why} -> {error, {csv, File, Why}}
+            end;
+        {error, Why} ->
+            {error, {csv, File, Why}}
+    end.
+
+cell(F) when is_float(F) -> float_to_list(F, [{decimals, 6}, compact]);
+cell(I) when is_integer(I) -> integer_to_list(I);
+cell(A) when is_atom(A) -> quote(atom_to_list(A));
+cell(B) when is_binary(B) -> quote(binary_to_list(B));
+cell(S) when is_list(S) -> quote(S).
+
+quote(S) ->
+    case lists:any(fun(C) -> C =:= $, orelse C =:= $" orelse C =:= $\n end, S) of
+        true -> [$", string:replace(S, "\"", "\"\"", all), $"];
+        false -> S
+    end.

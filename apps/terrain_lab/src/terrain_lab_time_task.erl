@@ -1,0 +1,149 @@
+%% @private
+%% @doc `terrain time-task': times a repeated parallel task across the cluster into
+%% the durations CSV of `terrain write-test', for the same extreme-value analysis.
+%%
+%% `--rpc-all M:F:A' calls `M:F(A...)' on every node at once (A is a literal Erlang
+%% list, never evaluated: `timer:sleep:[10]'), and a run lasts until every node has
+%% answered. Each run's row:
+%%
+%% `run, total_s, slowest_node, slowest_s, nodes, failed, status'
+%%
+%% Every run has one deadline (`--timeout'); a node that fails or misses it is counted
+%% in `failed', the run's status is `failed' and its `total_s' is the time until the
+%% deadline or the last answer. Analyses should keep rows with status `ok'.
+-module(terrain_lab_time_task).
+
+%% API (CLI handler)
+-export([run/3]).
+
+%% Internal exports
+-export([parse_mfa/1,
+         format_error/1]).
+
+-define(COLUMNS, [run, total_s, slowest_node, slowest_s, nodes, failed, status]).
+
+%% @doc Runs the timed task.
+-spec run(#{atom() => term()}, [string()], terrain_lab_cli:io()) -> ok | {error, term()}.
+run(#{rpc_all := undefined}, [], _Io) ->
+    {error, {time_task, {missing_option, "rpc-all"}}};
+run(#{out := undefined}, [], _Io) ->
+    {error, {time_task, {missing_option, "out"}}};
+run(#{rpc_all := Text, runs := Runs, out := Out, timeout := Timeout} = Options, [], Io) ->
+    if
+        not (is_integer(Runs) andalso Runs > 0) -> {error, {time_task, {bad_option, "runs", Runs}}};
+        not (is_integer(Timeout) andalso Timeout > 0) -> {error, {time_task, {bad_option, "timeout", Timeout}}};
+        true ->
+            case parse_mfa(Text) of
+                {ok, MFA} ->
+                    case terrain_lab_up:connect(Options) of
+                        {ok, Nodes} -> start(MFA, Nodes, Runs, Timeout, Out, Io);
+                        {error, _} = Error -> Error
+                    end;
+                {error, _} = Error ->
+                    Error
+            end
+    end.
+
+%% @doc Parses `M:F:A' where A is a literal list, e.g. `timer:sleep:[10]'.
+-spec parse_mfa(string()) -> {ok, {module(), atom(), [term()]}} | {error, {time_task, term()}}.
+parse_mfa(Text) ->
+    case string:split(Text, ":", all) of
+        [M, F | ArgParts] when M =/= "", F =/= "" ->
+            ArgText = case lists:join(":", ArgParts) of [] -> "[]"; Joined -> lists:flatten(Joined) end,
+            case {literal(M), literal(F), literal(ArgText)} of
+                {{ok, Mod}, {ok, Fun}, {ok, Args}} when is_atom(Mod), is_atom(Fun), is_list(Args) ->
+                    {ok, {Mod, Fun, Args}};
+                _ ->
+                    {error, {time_task, {bad_mfa, Text}}}
+            end;
+        _ ->
+            {error, {time_task, {bad_mfa, Text}}}
+    end.
+
+%% @doc A sentence for the errors of this module.
+-spec format_error(term()) -> iolist().
+format_error({time_task, {missing_option, Name}}) ->
+    io_lib:format("--~s is required", [Name]);
+format_error({time_task, {bad_option, Name, Value}}) ->
+    io_lib:format("--~s ~0tp: expected a positive integer", [Name, Value]);
+format_error({time_task, {bad_mfa, Text}}) ->
+    io_lib:format("--rpc-all ~ts: expected Module:Function:[Args] with literal arguments, e.g. timer:sleep:[10]",
+                  [Text]);
+format_error({time_task, no_nodes}) ->
+    "no nodes to run the task on".
+
+literal(Text) ->
+    case erl_scan:string(Text ++ ".") of
+        {ok, Tokens, _} ->
+            case erl_parse:parse_term(Tokens) of
+                {ok, Term} -> {ok, Term};
+                {error, _} -> error
+            end;
+        {error, _, _} ->
+            error
+    end.
+
+start(_MFA, [], _Runs, _Timeout, _Out, _Io) ->
+    {error, {time_task, no_nodes}};
+start({M, F, A} = MFA, Nodes, Runs, Timeout, Out, Io) ->
+    case terrain_lab_csv:create(Out, ?COLUMNS) of
+        {ok, Csv} ->
+            terrain_lab_cli:progress(Io, "time-task: ~s:~s/~b on ~b nodes, ~b runs~n", [M, F, length(A), length(Nodes), Runs]),
+            try
+                lists:foldl(fun(Run, ok) ->
+                                    Row = one_run(MFA, Nodes, Timeout, Run),
+                                    terrain_lab_cli:progress(Io, "run ~b/~b: ~.4f s~s~n",
+                                                             [Run, Runs, maps:get(total_s, Row),
+                                                              case maps:get(failed, Row) of 0 -> ""; N -> io_lib:format(" (~b failed)", [N]) end]),
+                                    terrain_lab_csv:write_row(Csv, Row);
+                               (_Run, Error) ->
+                                    Error
+                            end, ok, lists:seq(1, Runs))
+            after
+                terrain_lab_csv:close(Csv)
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+%% All requests go out at once; answers are collected as they come, under one deadline.
+one_run({M, F, A}, Nodes, Timeout, Run) ->
+    T0 = erlang:monotonic_time(),
+    Deadline = erlang:monotonic_time(millisecond) + Timeout,
+    Requests = lists:foldl(fun(Node, Coll) -> erpc:send_request(Node, M, F, A, Node, Coll) end,
+                           erpc:reqids_new(), Nodes),
+    {Answers, Failed} = collect(Requests, Deadline, T0, [], 0),
+    Tn = erlang:monotonic_time(),
+    {SlowestNode, SlowestS} = case Answers of
+                                  [] -> {none, 0.0};
+                                  _ -> lists:last(lists:keysort(2, Answers))
+                              end,
+    #{run => Run,
+      total_s => seconds(Tn - T0),
+      slowest_node => case SlowestNode of none -> <<>>; _ -> atom_to_binary(SlowestNode) end,
+      slowest_s => SlowestS,
+      nodes => length(Nodes),
+      failed => Failed,
+      status => case Failed of 0 -> ok; _ -> failed end}.
+
+%% erpc raises for a failed request with its label and the remaining collection, and
+%% raises `{erpc, timeout}' (abandoning what is left) at the deadline.
+collect(Requests, Deadline, T0, Answers, Failed) ->
+    case erpc:reqids_size(Requests) of
+        0 ->
+            {Answers, Failed};
+        Left ->
+            try erpc:receive_response(Requests, {abs, Deadline}, true) of
+                {_Result, Node, Rest} ->
+                    At = seconds(erlang:monotonic_time() - T0),
+                    collect(Rest, Deadline, T0, [{Node, At} | Answers], Failed)
+            catch
+                error:{erpc, timeout} ->
+                    {Answers, Failed + Left};
+                _Class:{_Reason, _Node, Rest} when is_map(Rest) ->
+                    collect(Rest, Deadline, T0, Answers, Failed + 1)
+            end
+    end.
+
+seconds(Native) ->
+    erlang:convert_time_unit(Native, native, nanosecond) / 1.0e9.
