@@ -1,0 +1,153 @@
+%% @private
+%% @doc The router of an emulated node: starts the proxy of each connection this node
+%% opens to another node of its cluster, and keeps the partitions.
+%%
+%% One server per emulated node, registered as `terrain_lab_netem_server' under
+%% `terrain_lab_netem_sup'. Starting proxies and changing partitions go through it,
+%% so a partition cannot miss a proxy that is being started: `block/1' refuses new
+%% connections to the named nodes and kills the proxies of the existing ones in one
+%% step. It owns no table: the link table is a `persistent_term' written once at boot
+%% (`terrain_lab_netem_epmd:links/0'), and its state is the set of blocked nodes and
+%% the live proxies, each monitored.
+%%
+%% Nodes are matched by short name (the part before the `@'): an emulated cluster
+%% runs on one machine. The controlling node calls `block/1', `unblock/1',
+%% `status/0' and `members/0' through `erpc' (see `terrain_lab_netem').
+-module(terrain_lab_netem_server).
+-behaviour(gen_server).
+
+%% API (on the emulated node)
+-export([start_link/0,
+         open/2,
+         block/1,
+         unblock/1,
+         status/0,
+         members/0]).
+
+%% gen_server callbacks
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
+
+-export_type([status/0]).
+
+-type status() ::
+        #{links := #{node() => terrain_lab_spec:link_options()}, % the other nodes of the cluster
+          blocked := [node()],                                  % cut off by a partition
+          proxies := [{node(), pid()}]}.                        % live proxies by target node
+
+-record(state, {blocked = #{} :: #{string() => true},
+                proxies = #{} :: #{pid() => {string(), reference()}}}).
+
+-define(CALL_TIMEOUT, 5000).
+
+%%--------------------------------------------------------------------
+%% API
+
+%% @doc Starts the server, registered as `terrain_lab_netem_server'.
+-spec start_link() -> {ok, pid()} | {error, term()}.
+start_link() ->
+    case gen_server:start_link({local, ?MODULE}, ?MODULE, [], []) of
+        {ok, Pid} -> {ok, Pid};
+        {error, _} = Error -> Error;
+        ignore -> {error, ignore}
+    end.
+
+%% @doc Starts a proxy to the node with short name `Target', listening on
+%% `Address''s IP and forwarding to `Address'; returns the proxy's port, or
+%% `{error, partitioned}' while `Target' is blocked.
+-spec open(Target :: string(), Address :: {inet:ip_address(), inet:port_number()}) ->
+          {ok, inet:port_number()} | {error, term()}.
+open(Target, Address) ->
+    call({open, Target, Address}).
+
+%% @doc Cuts this node's connections to `Nodes' and refuses new ones until they are
+%% unblocked.
+-spec block([node()]) -> ok | {error, not_emulated}.
+block(Nodes) ->
+    call({block, [short_name(N) || N <- Nodes]}).
+
+%% @doc Lets this node connect to `Nodes' (or to every node) again. Connections come
+%% back on demand, as after any disconnection.
+-spec unblock(all | [node()]) -> ok | {error, not_emulated}.
+unblock(all) ->
+    call({unblock, all});
+unblock(Nodes) ->
+    call({unblock, [short_name(N) || N <- Nodes]}).
+
+%% @doc The links, partitions and proxies of this node.
+-spec status() -> status() | {error, not_emulated}.
+status() ->
+    call(status).
+
+%% @doc The other nodes of this node's emulated cluster.
+-spec members() -> [node()].
+members() ->
+    [full_name(Short) || Short <- lists:sort(maps:keys(terrain_lab_netem_epmd:links()))].
+
+%%--------------------------------------------------------------------
+%% gen_server callbacks
+
+-spec init([]) -> {ok, #state{}}.
+init([]) ->
+    {ok, #state{}}.
+
+-spec handle_call(term(), gen_server:from(), #state{}) -> {reply, term(), #state{}}.
+handle_call({open, Target, Address}, _From, #state{blocked = Blocked, proxies = Proxies} = State) ->
+    case maps:is_key(Target, Blocked) of
+        true ->
+            {reply, {error, partitioned}, State};
+        false ->
+            Link = maps:get(Target, terrain_lab_netem_epmd:links(), #{}),
+            case supervisor:start_child(terrain_lab_netem_proxy_sup, [#{target => Target, address => Address, link => Link}]) of
+                {ok, Pid, Port} ->
+                    Ref = monitor(process, Pid),
+                    {reply, {ok, Port}, State#state{proxies = Proxies#{Pid => {Target, Ref}}}};
+                {error, _} = Error ->
+                    {reply, Error, State}
+            end
+    end;
+handle_call({block, Targets}, _From, #state{blocked = Blocked, proxies = Proxies} = State) ->
+    Cut = maps:filter(fun(_Pid, {Target, _}) -> lists:member(Target, Targets) end, Proxies),
+    maps:foreach(fun(Pid, {_, Ref}) ->
+                         demonitor(Ref, [flush]),
+                         _ = supervisor:terminate_child(terrain_lab_netem_proxy_sup, Pid)
+                 end, Cut),
+    {reply, ok, State#state{blocked = maps:merge(Blocked, maps:from_keys(Targets, true)),
+                            proxies = maps:without(maps:keys(Cut), Proxies)}};
+handle_call({unblock, all}, _From, State) ->
+    {reply, ok, State#state{blocked = #{}}};
+handle_call({unblock, Targets}, _From, #state{blocked = Blocked} = State) ->
+    {reply, ok, State#state{blocked = maps:without(Targets, Blocked)}};
+handle_call(status, _From, #state{blocked = Blocked, proxies = Proxies} = State) ->
+    Status = #{links => maps:from_list([{full_name(S), L} || {S, L} <- maps:to_list(terrain_lab_netem_epmd:links())]),
+               blocked => lists:sort([full_name(S) || S <- maps:keys(Blocked)]),
+               proxies => lists:sort([{full_name(S), Pid} || {Pid, {S, _}} <- maps:to_list(Proxies)])},
+    {reply, Status, State};
+handle_call(Request, _From, State) ->
+    {reply, {error, {unknown_request, Request}}, State}.
+
+-spec handle_cast(term(), #state{}) -> {noreply, #state{}}.
+handle_cast(_Request, State) ->
+    {noreply, State}.
+
+-spec handle_info(term(), #state{}) -> {noreply, #state{}}.
+handle_info({'DOWN', _Ref, process, Pid, _Reason}, #state{proxies = Proxies} = State) ->
+    {noreply, State#state{proxies = maps:remove(Pid, Proxies)}};
+handle_info(_Info, State) ->
+    {noreply, State}.
+
+%%--------------------------------------------------------------------
+%% Internal functions
+
+call(Request) ->
+    try
+        gen_server:call(?MODULE, Request, ?CALL_TIMEOUT)
+    catch
+        exit:{noproc, _} -> {error, not_emulated}
+    end.
+
+short_name(Node) ->
+    hd(string:split(atom_to_list(Node), "@")).
+
+full_name(Short) ->
+    [_, Host] = string:split(atom_to_list(node()), "@"),
+    list_to_atom(Short ++ "@" ++ Host).
