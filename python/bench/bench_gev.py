@@ -73,16 +73,24 @@ def main(argv=None):
             worst = max(worst, gap)
             short += gap > 1e-6
 
-    print(f"python {platform.python_version()}, numpy {np.__version__}, scipy {scipy.__version__}, "
-          f"terrain-analysis {__version__}, {platform.machine()}")
-    print(f"{arguments.samples} samples of n = {arguments.n}, {arguments.repeats} timed fits each, "
-          f"seed {arguments.seed}")
-    print(f"terrain_analysis.gev.fit_gev (estimates + standard errors): median {ours_ms:.2f} ms "
-          f"over {ours_count} fits (goal <= {GOAL_MS:g} ms)")
-    print(f"scipy.stats.genextreme.fit (estimates only):                median {scipy_ms:.2f} ms "
-          f"over {scipy_count} fits")
-    print(f"scipy ended more than 1e-6 above terrain-analysis's negative log-likelihood on {short} of "
-          f"{arguments.samples} samples (worst {worst:.3g})")
+    print(
+        f"python {platform.python_version()}, numpy {np.__version__}, scipy {scipy.__version__}, "
+        f"terrain-analysis {__version__}, {platform.machine()}"
+    )
+    print(
+        f"{arguments.samples} samples of n = {arguments.n}, {arguments.repeats} timed fits each, seed {arguments.seed}"
+    )
+    print(
+        f"terrain_analysis.gev.fit_gev (estimates + standard errors): median {ours_ms:.2f} ms "
+        f"over {ours_count} fits (goal <= {GOAL_MS:g} ms)"
+    )
+    print(
+        f"scipy.stats.genextreme.fit (estimates only):                median {scipy_ms:.2f} ms over {scipy_count} fits"
+    )
+    print(
+        f"scipy ended more than 1e-6 above terrain-analysis's negative log-likelihood on {short} of "
+        f"{arguments.samples} samples (worst {worst:.3g})"
+    )
     return 0 if ours_ms <= GOAL_MS else 1
 
 

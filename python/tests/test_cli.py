@@ -78,7 +78,13 @@ def test_gev_with_too_few_durations_names_file_and_column(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     "argv",
-    [["frobnicate"], ["gev", "x.csv", "--out", "d", "--bogus"], ["gev", "x.csv"], [], ["gev", "x.csv", "--out", "d", "--level", "2"]],
+    [
+        ["frobnicate"],
+        ["gev", "x.csv", "--out", "d", "--bogus"],
+        ["gev", "x.csv"],
+        [],
+        ["gev", "x.csv", "--out", "d", "--level", "2"],
+    ],
     ids=["unknown-subcommand", "unknown-option", "missing-out", "no-subcommand", "bad-level"],
 )
 def test_bad_invocations_exit_2_with_a_message_on_stderr(argv, capsys):
@@ -114,13 +120,27 @@ def test_console_script_is_declared_for_main():
 def test_real_process_succeeds_and_fails_with_the_right_status(tmp_path, durations_csv):
     ok = subprocess.run(
         [sys.executable, "-m", "terrain_analysis", "gev", str(durations_csv), "--out", str(tmp_path / "gev")],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert ok.returncode == 0, ok.stderr
     assert (tmp_path / "gev" / "fit.json").exists()
     bad = subprocess.run(
-        [sys.executable, "-m", "terrain_analysis", "gev", str(durations_csv), "--column", "nope", "--out", str(tmp_path / "x")],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "terrain_analysis",
+            "gev",
+            str(durations_csv),
+            "--column",
+            "nope",
+            "--out",
+            str(tmp_path / "x"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert bad.returncode == 1
     assert "error: 'column' must name a column" in bad.stderr

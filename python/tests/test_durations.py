@@ -30,8 +30,11 @@ def test_reads_another_column(csv_file):
 
 
 def test_missing_column_is_named_with_the_columns_there_are(csv_file):
-    with pytest.raises(ValueError, match=r"'column' must name a column of .*durations\.csv.*, got 'wall_s'; "
-                                         r"its columns are run, open_s, write_s, close_s, total_s, slowest_target"):
+    with pytest.raises(
+        ValueError,
+        match=r"'column' must name a column of .*durations\.csv.*, got 'wall_s'; "
+        r"its columns are run, open_s, write_s, close_s, total_s, slowest_target",
+    ):
         read_durations(csv_file, column="wall_s")
 
 

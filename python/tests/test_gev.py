@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 
 import numpy as np
 import pytest
@@ -239,13 +238,19 @@ def _independent_minimum(x):
             start[1] *= 1.5
         simplex = start + np.vstack([np.zeros(3), 0.1 * np.eye(3)])
         results.append(
-            optimize.minimize(objective, start, method="Nelder-Mead",
-                              options={"xatol": 1e-3, "fatol": 1e-3, "initial_simplex": simplex})
+            optimize.minimize(
+                objective,
+                start,
+                method="Nelder-Mead",
+                options={"xatol": 1e-3, "fatol": 1e-3, "initial_simplex": simplex},
+            )
         )
     best = min(results, key=lambda r: r.fun)
     simplex = best.x + np.vstack([np.zeros(3), 1e-3 * np.eye(3)])
     polished = optimize.minimize(
-        objective, best.x, method="Nelder-Mead",
+        objective,
+        best.x,
+        method="Nelder-Mead",
         options={"xatol": 1e-8, "fatol": 1e-11, "initial_simplex": simplex, "maxfev": 5000},
     )
     return min(best.fun, polished.fun)
@@ -263,7 +268,9 @@ def test_standard_errors_are_the_inverse_observed_information(weibull_fit):
 
 def test_numerical_observed_information_matches_the_analytic_hessian(weibull_fit):
     analytic = gev._nll_derivatives(weibull_fit.durations, np.array(weibull_fit.parameters))[2]
-    np.testing.assert_allclose(weibull_fit.observed_information, analytic, rtol=1e-5, atol=1e-5 * np.abs(analytic).max())
+    np.testing.assert_allclose(
+        weibull_fit.observed_information, analytic, rtol=1e-5, atol=1e-5 * np.abs(analytic).max()
+    )
 
 
 @given(
@@ -302,8 +309,10 @@ def test_fit_keeps_the_data_read_only(weibull_data):
         (np.full(20, 3.5), r"'durations' must not be constant, got 20 values all equal to 3\.5"),
         (np.r_[np.arange(1.0, 5.0), np.nan, np.arange(6.0, 20.0)], r"'durations' must be finite, got nan at index 4"),
         (np.r_[1.0, 2.0, np.inf, np.arange(4.0, 20.0)], r"'durations' must be finite, got inf at index 2"),
-        (np.r_[np.arange(1.0, 8.0), -0.5, np.arange(9.0, 20.0)],
-         r"'durations' must be >= 0 \(durations cannot be negative\), got -0\.5 at index 7"),
+        (
+            np.r_[np.arange(1.0, 8.0), -0.5, np.arange(9.0, 20.0)],
+            r"'durations' must be >= 0 \(durations cannot be negative\), got -0\.5 at index 7",
+        ),
         (np.ones((4, 5)), r"'durations' must be one-dimensional, got shape \(4, 5\)"),
         (["fast"] * 12, r"'durations' must hold numbers, got \['fast'"),
     ],
@@ -330,8 +339,9 @@ def _profile_nll(x, shape, start):
     def objective(p):
         return negative_log_likelihood(x, p[0], p[1], shape)
 
-    result = optimize.minimize(objective, start, method="Nelder-Mead",
-                               options={"xatol": 1e-10, "fatol": 1e-12, "maxfev": 20_000})
+    result = optimize.minimize(
+        objective, start, method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-12, "maxfev": 20_000}
+    )
     return result.fun
 
 

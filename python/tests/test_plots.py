@@ -22,7 +22,10 @@ def analysis_with_outlier(read_sample):
 def test_write_plots_writes_png_and_svg_for_both_figures(tmp_path, analysis_with_outlier):
     paths = write_plots(analysis_with_outlier, tmp_path)
     assert sorted(path.name for path in paths) == [
-        "gev_diagnostics.png", "gev_diagnostics.svg", "gev_return_levels.png", "gev_return_levels.svg",
+        "gev_diagnostics.png",
+        "gev_diagnostics.svg",
+        "gev_return_levels.png",
+        "gev_return_levels.svg",
     ]
     for path in paths:
         if path.suffix == ".png":

@@ -21,8 +21,9 @@ Examples
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -148,14 +149,20 @@ class GEVAnalysis:
                 for model in self.models
             ],
             "return_levels": [
-                {"period": float(t), "level": float(z), "se": _finite_or_none(s), "lower": _finite_or_none(lo),
-                 "upper": _finite_or_none(hi)}
+                {
+                    "period": float(t),
+                    "level": float(z),
+                    "se": _finite_or_none(s),
+                    "lower": _finite_or_none(lo),
+                    "upper": _finite_or_none(hi),
+                }
                 for t, z, s, lo, hi in zip(
                     self.return_levels.periods,
                     self.return_levels.levels,
                     self.return_levels.se,
                     self.return_levels.lower,
                     self.return_levels.upper,
+                    strict=True,
                 )
             ],
             "return_level_confidence": self.return_levels.level,
@@ -173,7 +180,8 @@ class GEVAnalysis:
                 "max": float(durations.max()),
             },
         }
-        return _json_ready(document)
+        ready: dict[str, Any] = _json_ready(document)
+        return ready
 
 
 def _finite_or_none(value: Any) -> Any:

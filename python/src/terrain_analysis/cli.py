@@ -24,9 +24,10 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence, TextIO
+from typing import TextIO
 
 from terrain_analysis import __version__
 from terrain_analysis.analysis import DEFAULT_RETURN_PERIODS, GEVAnalysis, analyse_gev
@@ -76,19 +77,25 @@ class Subcommand:
 
 def _gev_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("durations", type=Path, help="durations CSV file (header line; one row per run)")
+    parser.add_argument("--column", default=DEFAULT_COLUMN, help=f"column to fit (default: {DEFAULT_COLUMN})")
     parser.add_argument(
-        "--column", default=DEFAULT_COLUMN, help=f"column to fit (default: {DEFAULT_COLUMN})"
-    )
-    parser.add_argument(
-        "--out", type=Path, required=True, metavar="DIR",
+        "--out",
+        type=Path,
+        required=True,
+        metavar="DIR",
         help="directory for fit.json and the plots (created if missing)",
     )
     parser.add_argument(
-        "--level", type=_probability, default=0.95,
+        "--level",
+        type=_probability,
+        default=0.95,
         help="confidence level of intervals and the quantile band (default: 0.95)",
     )
     parser.add_argument(
-        "--return-periods", type=_periods, default=DEFAULT_RETURN_PERIODS, metavar="T,T,...",
+        "--return-periods",
+        type=_periods,
+        default=DEFAULT_RETURN_PERIODS,
+        metavar="T,T,...",
         help="return periods in runs, comma-separated (default: 10,100,1000)",
     )
 
@@ -167,7 +174,9 @@ def _print_summary(analysis: GEVAnalysis, out: TextIO) -> None:
     levels = analysis.return_levels
     print(
         "Return levels: "
-        + ", ".join(f"{t:g} runs {z:.5g} (se {s:.2g})" for t, z, s in zip(levels.periods, levels.levels, levels.se)),
+        + ", ".join(
+            f"{t:g} runs {z:.5g} (se {s:.2g})" for t, z, s in zip(levels.periods, levels.levels, levels.se, strict=True)
+        ),
         file=out,
     )
     outside = int(analysis.band.outside.sum())
@@ -247,7 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = exit_.code
         return 0 if code is None else code if isinstance(code, int) else 1
     try:
-        return arguments.run(arguments, sys.stdout)
+        run: Callable[[argparse.Namespace, TextIO], int] = arguments.run
+        return run(arguments, sys.stdout)
     except CommandError as error:
         print(f"{PROGRAM}: error: {error}", file=sys.stderr)
         return 1

@@ -59,8 +59,7 @@ def read_durations(path: str | os.PathLike[str], column: str = DEFAULT_COLUMN) -
         names = [name.strip() for name in header]
         if column not in names:
             raise ValueError(
-                f"'column' must name a column of {str(path)!r}, got {column!r}; "
-                f"its columns are {', '.join(names)}"
+                f"'column' must name a column of {str(path)!r}, got {column!r}; its columns are {', '.join(names)}"
             )
         index = names.index(column)
         values = []
@@ -78,6 +77,8 @@ def read_durations(path: str | os.PathLike[str], column: str = DEFAULT_COLUMN) -
                     f"line {line} of {str(path)!r} holds {text!r} in column {column!r}, not a number"
                 ) from None
             if not math.isfinite(value):
-                raise ValueError(f"line {line} of {str(path)!r} holds {text!r} in column {column!r}, not a finite number")
+                raise ValueError(
+                    f"line {line} of {str(path)!r} holds {text!r} in column {column!r}, not a finite number"
+                )
             values.append(value)
     return np.array(values, dtype=float)

@@ -18,8 +18,9 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = ["FORMAT", "REQUIRED_KEYS", "read_fit_json", "write_fit_json"]
 
@@ -90,7 +91,7 @@ def read_fit_json(path: str | os.PathLike[str]) -> dict[str, Any]:
     except json.JSONDecodeError as error:
         raise ValueError(f"'path' must be a JSON file, got {str(path)!r} ({error})") from None
     _check(document, str(path))
-    return document
+    return dict(document)
 
 
 def _check(document: Any, what: str) -> None:

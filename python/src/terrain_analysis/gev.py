@@ -56,8 +56,8 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -363,8 +363,7 @@ def validate_durations(durations: ArrayLike, name: str = "durations") -> NDArray
     negative = np.flatnonzero(x < 0)
     if negative.size:
         raise ValueError(
-            f"{name!r} must be >= 0 (durations cannot be negative), "
-            f"got {x[negative[0]]} at index {negative[0]}"
+            f"{name!r} must be >= 0 (durations cannot be negative), got {x[negative[0]]} at index {negative[0]}"
         )
     if x.min() == x.max():
         raise ValueError(f"{name!r} must not be constant, got {x.size} values all equal to {x[0]}")
@@ -563,9 +562,7 @@ def _standard_quantile(log_y: NDArray[np.float64], shape: float) -> NDArray[np.f
     return result
 
 
-def negative_log_likelihood(
-    durations: ArrayLike, location: float, scale: float, shape: float
-) -> float:
+def negative_log_likelihood(durations: ArrayLike, location: float, scale: float, shape: float) -> float:
     """Negative log-likelihood of GEV parameters for some data.
 
     Parameters
@@ -746,9 +743,9 @@ def pwm_start(durations: ArrayLike) -> tuple[float, float, float]:
     x = np.sort(validate_durations(durations))
     n = x.size
     j = np.arange(n, dtype=float)  # j - 1 for the 1-based index
-    b0 = x.mean()
-    b1 = (j / (n - 1)) @ x / n
-    b2 = (j * (j - 1) / ((n - 1) * (n - 2))) @ x / n
+    b0 = float(x.mean())
+    b1 = float((j / (n - 1)) @ x) / n
+    b2 = float((j * (j - 1) / ((n - 1) * (n - 2))) @ x) / n
     c = (2 * b1 - b0) / (3 * b2 - b0) - math.log(2) / math.log(3)
     k = float(np.clip(7.8590 * c + 2.9554 * c * c, -0.5, 0.5))
     for _ in range(8):
@@ -914,7 +911,7 @@ def _invert_information(information: NDArray[np.float64]) -> NDArray[np.float64]
             stacklevel=3,
         )
         return np.full((3, 3), np.nan)
-    return np.linalg.inv(information)
+    return np.asarray(np.linalg.inv(information), dtype=np.float64)
 
 
 def fit_gumbel(durations: ArrayLike, *, max_iterations: int = 100) -> GumbelFit:
@@ -988,7 +985,7 @@ def profile_shape_interval(fit: GEVFit, level: float = 0.95) -> ShapeInterval:
     threshold = fit.nll + stats.chi2.ppf(level, 1) / 2.0
 
     def excess(shape: float) -> float:
-        return profile(shape) - threshold
+        return float(profile(shape) - threshold)
 
     step = fit.se.shape if np.isfinite(fit.se.shape) and fit.se.shape > 0 else 0.1
     upper = _find_crossing(excess, fit.shape, step, _PROFILE_SHAPE_UPPER)

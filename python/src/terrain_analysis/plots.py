@@ -100,7 +100,11 @@ def quantile_plot(ax: Axes, band: QuantileBand) -> None:
     ax.plot(band.model[~outside], band.observed[~outside], "o", markersize=2.5, color=_POINT_COLOUR)
     if outside.any():
         ax.plot(
-            band.model[outside], band.observed[outside], "o", markersize=3, color=_OUTSIDE_COLOUR,
+            band.model[outside],
+            band.observed[outside],
+            "o",
+            markersize=3,
+            color=_OUTSIDE_COLOUR,
             label=f"outside band ({int(outside.sum())})",
         )
     ax.set_xlabel("model quantile")
