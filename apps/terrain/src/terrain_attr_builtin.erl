@@ -67,7 +67,7 @@ definitions(Proc) ->
                                   end},
               {mem_total, meminfo(Proc, "MemTotal")},
               {cpu_model_name, cpuinfo(Proc, "model name", fun(V) -> V end)},
-              {hostname, case inet:gethostname() of {ok, H} -> H; {error, _} -> undefined end}],
+              {hostname, element(2, inet:gethostname())}],
     Dynamic = [{cpu_speed, {?MODULE, cpu_speed, [Proc]}},
                {mem_free, {?MODULE, meminfo, [Proc, "MemFree"]}},
                {loadavg1, {?MODULE, loadavg, [Proc, 1]}},

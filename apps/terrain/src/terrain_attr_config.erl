@@ -32,6 +32,8 @@
          reserved_names/0,
          limits/0]).
 
+-include_lib("kernel/include/file.hrl").
+
 -export_type([definition/0, entry/0, source/0, where/0, why/0, error/0]).
 
 -type mfargs() :: {module(), atom(), [term()]}.
@@ -84,9 +86,9 @@ parse_file(File) ->
         Bin = read(File),
         Forms = scan(File, Bin),
         Entries = case Forms of
-                      [{list, Elements}] -> Elements;
+                      [{list, _, Elements}] -> Elements;
                       _ -> [case F of
-                                {list, _} -> throw({config, File, where(F), not_a_list});
+                                {list, Where, _} -> throw({config, File, Where, not_a_list});
                                 {term, Where, Term} -> {Where, Term}
                             end || F <- Forms]
                   end,
@@ -156,7 +158,7 @@ limits() ->
 
 read(File) ->
     case file:read_file_info(File) of
-        {ok, #{size := Size}} when Size > ?MAX_FILE_BYTES ->
+        {ok, #file_info{size = Size}} when Size > ?MAX_FILE_BYTES ->
             throw({config, File, file, {file_too_large, Size, ?MAX_FILE_BYTES}});
         _ ->
             case file:read_file(File) of
@@ -169,8 +171,8 @@ read(File) ->
             end
     end.
 
-%% Returns the file's forms: `{list, [{Where, Term}]}' for a list (with each element's
-%% line) or `{term, Where, Term}' for anything else.
+%% Returns the file's forms: `{list, Where, [{Where, Term}]}' for a list (with each
+%% element's line) or `{term, Where, Term}' for anything else.
 scan(File, Bin) ->
     Text = case unicode:characters_to_list(Bin) of
                L when is_list(L) -> L;
@@ -201,7 +203,8 @@ form(File, Tokens) ->
     case erl_parse:parse_exprs(Tokens) of
         {ok, [Expr]} ->
             case is_list_expr(Expr) of
-                true -> {list, [{{line, line(E)}, literal(File, E)} || E <- list_elements(File, Expr)]};
+                true -> {list, {line, Line},
+                         [{{line, line(E)}, literal(File, E)} || E <- list_elements(File, Expr)]};
                 false -> {term, {line, Line}, literal(File, Expr)}
             end;
         {ok, _} ->
@@ -232,9 +235,6 @@ literal(File, Expr) ->
 
 flat(IoList) ->
     lists:flatten(io_lib:format("~ts", [IoList])).
-
-where({list, _}) -> {line, 1};
-where({term, Where, _}) -> Where.
 
 %%--------------------------------------------------------------------
 %% Validation
@@ -279,42 +279,10 @@ entry(Source, Where, Term) ->
 
 definition(_Name, {static, Value}) ->
     {ok, {static, Value}};
-definition(Name, {dynamic, MFA}) ->
-    definition(Name, {dynamic, MFA, #{}});
-definition(Name, {dynamic, MFA, Opts} = Spec) ->
-    with_mfa(Name, Spec, MFA,
-             fun(M) ->
-                     case options(Opts, #{timeout => ?DEFAULT_DYNAMIC_TIMEOUT}) of
-                         {ok, #{timeout := T}} -> {ok, {dynamic, M, T}};
-                         {error, Detail} -> {error, {bad_definition, Name, Spec, Detail}}
-                     end
-             end);
-definition(Name, {automatic, MFA}) ->
-    definition(Name, {automatic, MFA, #{}});
-definition(Name, {automatic, MFA, Opts} = Spec) ->
-    with_mfa(Name, Spec, MFA,
-             fun(M) ->
-                     case options(Opts, #{timeout => ?DEFAULT_AUTOMATIC_TIMEOUT}) of
-                         {ok, #{timeout := T}} -> {ok, {automatic, M, T}};
-                         {error, Detail} -> {error, {bad_definition, Name, Spec, Detail}}
-                     end
-             end);
-definition(Name, {sampled, MFA}) ->
-    definition(Name, {sampled, MFA, #{}});
-definition(Name, {sampled, MFA, Opts} = Spec) ->
-    with_mfa(Name, Spec, MFA,
-             fun(M) ->
-                     case options(Opts, ?DEFAULT_SAMPLE) of
-                         {ok, #{interval := I}} when I < 10 ->
-                             {error, {bad_definition, Name, Spec, "interval must be at least 10 ms"}};
-                         {ok, #{window := W}} when W > 10000 ->
-                             {error, {bad_definition, Name, Spec, "window must be at most 10000 samples"}};
-                         {ok, Checked} ->
-                             {ok, {sampled, M, Checked}};
-                         {error, Detail} ->
-                             {error, {bad_definition, Name, Spec, Detail}}
-                     end
-             end);
+definition(Name, {Kind, MFA} = Spec) when Kind =:= dynamic; Kind =:= automatic; Kind =:= sampled ->
+    kind(Name, Spec, Kind, MFA, #{});
+definition(Name, {Kind, MFA, Opts} = Spec) when Kind =:= dynamic; Kind =:= automatic; Kind =:= sampled ->
+    kind(Name, Spec, Kind, MFA, Opts);
 definition(Name, Spec) when is_tuple(Spec), tuple_size(Spec) >= 1 ->
     Kind = element(1, Spec),
     case lists:member(Kind, ?KINDS) of
@@ -328,6 +296,28 @@ definition(Name, Spec) when is_tuple(Spec), tuple_size(Spec) >= 1 ->
     end;
 definition(_Name, Value) ->
     {ok, {static, Value}}.
+
+kind(Name, Spec, Kind, MFA, Opts) ->
+    with_mfa(Name, Spec, MFA,
+             fun(M) ->
+                     Defaults = case Kind of
+                                    dynamic -> #{timeout => ?DEFAULT_DYNAMIC_TIMEOUT};
+                                    automatic -> #{timeout => ?DEFAULT_AUTOMATIC_TIMEOUT};
+                                    sampled -> ?DEFAULT_SAMPLE
+                                end,
+                     case {Kind, options(Opts, Defaults)} of
+                         {_, {error, Detail}} ->
+                             {error, {bad_definition, Name, Spec, Detail}};
+                         {sampled, {ok, #{interval := I}}} when I < 10 ->
+                             {error, {bad_definition, Name, Spec, "interval must be at least 10 ms"}};
+                         {sampled, {ok, #{window := W}}} when W > 10000 ->
+                             {error, {bad_definition, Name, Spec, "window must be at most 10000 samples"}};
+                         {sampled, {ok, Checked}} ->
+                             {ok, {sampled, M, Checked}};
+                         {_, {ok, #{timeout := T}}} ->
+                             {ok, {Kind, M, T}}
+                     end
+             end).
 
 kind_shape(static) -> "expected {static, Term}";
 kind_shape(dynamic) -> "expected {dynamic, {M, F}}, {dynamic, {M, F, Args}} or {dynamic, MFA, #{timeout => Ms}}";

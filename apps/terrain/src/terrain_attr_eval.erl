@@ -13,6 +13,9 @@
 -export([one/3,
          many/1]).
 
+%% The evaluating process returns the value as its exit reason, on purpose.
+-dialyzer({nowarn_function, start/1}).
+
 -type job() :: {Name :: atom(), {module(), atom(), [term()]}, Timeout :: pos_integer()}.
 -export_type([job/0]).
 

@@ -1,0 +1,66 @@
+%% EUnit: built-in attributes read /proc, and give `undefined' (never a crash) when it
+%% is missing or says something unexpected.
+-module(terrain_attr_builtin_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+-define(NAMES, [os_type, os_version, otp_release, vm_num_processors, mem_total, cpu_speed, mem_free,
+                loadavg1, loadavg5, loadavg15, kernel_entities, num_erlang_processes,
+                cpu_model_name, hostname, vm_schedulers_online, run_queue, scheduler_utilisation,
+                vm_memory_total]).
+
+every_builtin_is_defined_test() ->
+    ?assertEqual(lists:sort(?NAMES), lists:sort([N || {N, _} <- terrain_attr_builtin:definitions()])).
+
+fake_proc(Files) ->
+    Dir = filename:join(["_build", "test", "tmp", "proc-" ++ integer_to_list(erlang:unique_integer([positive]))]),
+    _ = file:del_dir_r(Dir),
+    ok = filelib:ensure_path(Dir),
+    [ok = file:write_file(filename:join(Dir, Name), Text) || {Name, Text} <- Files],
+    Dir.
+
+values(Proc) ->
+    maps:from_list([{Name, evaluate(Def)} || {Name, Def} <- terrain_attr_builtin:definitions(Proc)]).
+
+evaluate({static, V}) -> V;
+evaluate({builtin, {M, F, A}}) -> apply(M, F, A);
+evaluate({sampled, {M, F, A}, _}) -> apply(M, F, A).
+
+reads_proc_files_test() ->
+    Proc = fake_proc([{"loadavg", "0.52 0.58 0.59 2/345 12345\n"},
+                      {"meminfo", "MemTotal:       24682416 kB\nMemFree:        22002640 kB\n"},
+                      {"cpuinfo", "processor\t: 0\nmodel name\t: Test CPU @ 1.60GHz\ncpu MHz\t\t: 1596.000\n"
+                                  "processor\t: 1\ncpu MHz\t\t: 2994.655\n"}]),
+    V = values(Proc),
+    ?assertEqual(0.52, maps:get(loadavg1, V)),
+    ?assertEqual(0.58, maps:get(loadavg5, V)),
+    ?assertEqual(0.59, maps:get(loadavg15, V)),
+    ?assertEqual({2, 345}, maps:get(kernel_entities, V)),
+    ?assertEqual(24682416, maps:get(mem_total, V)),
+    ?assertEqual(22002640, maps:get(mem_free, V)),
+    ?assertEqual(1596.0, maps:get(cpu_speed, V)),
+    ?assertEqual("Test CPU @ 1.60GHz", maps:get(cpu_model_name, V)).
+
+missing_proc_gives_undefined_test() ->
+    V = values("/nonexistent/proc"),
+    [?assertEqual(undefined, maps:get(N, V), N)
+     || N <- [mem_total, cpu_speed, mem_free, loadavg1, loadavg5, loadavg15, kernel_entities, cpu_model_name]],
+    ?assert(is_integer(maps:get(num_erlang_processes, V))),
+    ?assert(is_integer(maps:get(vm_schedulers_online, V))).
+
+garbled_proc_gives_undefined_test() ->
+    Proc = fake_proc([{"loadavg", "not numbers at all\n"}, {"meminfo", "MemTotal: lots\n"},
+                      {"cpuinfo", "cpu MHz : fast\n"}]),
+    V = values(Proc),
+    [?assertEqual(undefined, maps:get(N, V), N)
+     || N <- [mem_total, cpu_speed, loadavg1, kernel_entities, cpu_model_name]].
+
+unreadable_proc_gives_undefined_test() ->
+    %% a directory where a file should be: open succeeds or fails, read fails
+    Proc = fake_proc([]),
+    [ok = file:make_dir(filename:join(Proc, F)) || F <- ["loadavg", "meminfo", "cpuinfo"]],
+    V = values(Proc),
+    [?assertEqual(undefined, maps:get(N, V), N) || N <- [mem_total, cpu_speed, loadavg1, kernel_entities]].
+
+scheduler_utilisation_is_a_fraction_test() ->
+    U = terrain_attr_builtin:scheduler_utilisation(),
+    ?assert(is_float(U) andalso U >= 0.0 andalso U =< 1.0).
