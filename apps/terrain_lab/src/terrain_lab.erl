@@ -13,14 +13,30 @@
 %% '''
 %% The cluster is linked to the caller: when the caller exits, or this VM dies, its
 %% nodes halt too.
+%%
+%% When the spec has link options (`latency', `jitter', `bandwidth'), the cluster's
+%% network is emulated (see `terrain_lab_netem'): a connection between two of its nodes
+%% crosses the link of their lowest common group, and can be cut for fault tests:
+%% ```
+%% ok = terrain_lab:partition([N1], [N2]),   % N1 and N2 can no longer reach each other
+%% ok = terrain_lab:heal().
+%% '''
 -module(terrain_lab).
 
-%% API
+%% API: clusters
 -export([read_spec/1,
          start_cluster/2,
          cluster_nodes/1,
-         stop_cluster/1,
-         format_error/1]).
+         stop_cluster/1]).
+
+%% API: network emulation (partitions of a running emulated cluster)
+-export([partition/2,
+         heal/0,
+         heal/1,
+         isolate/1]).
+
+%% API: errors
+-export([format_error/1]).
 
 -export_type([cluster_options/0]).
 
@@ -55,6 +71,28 @@ cluster_nodes(Cluster) ->
 stop_cluster(Cluster) ->
     terrain_lab_cluster:stop(Cluster).
 
+%% @doc Cuts every connection between a node of `NodesA' and a node of `NodesB' of an
+%% emulated cluster and refuses new ones until healed (deadline 5 s; see
+%% `terrain_lab_netem:partition/3' for options).
+-spec partition([node()], [node()]) -> ok | {error, terrain_lab_netem:error_reason()}.
+partition(NodesA, NodesB) ->
+    terrain_lab_netem:partition(NodesA, NodesB).
+
+%% @doc Heals every partition on every emulated node this node is connected to.
+-spec heal() -> ok | {error, terrain_lab_netem:error_reason()}.
+heal() ->
+    terrain_lab_netem:heal().
+
+%% @doc Heals the partitions of `Nodes'.
+-spec heal([node()]) -> ok | {error, terrain_lab_netem:error_reason()}.
+heal(Nodes) ->
+    terrain_lab_netem:heal(Nodes).
+
+%% @doc Cuts `Node' from every other node of its emulated cluster.
+-spec isolate(node()) -> ok | {error, terrain_lab_netem:error_reason()}.
+isolate(Node) ->
+    terrain_lab_netem:isolate(Node).
+
 %% @doc A sentence for any error the lab returns; falls back to
 %% {@link terrain:format_error/1} for errors of the terrain library.
 -spec format_error(term()) -> iolist().
@@ -68,6 +106,10 @@ format_error({csv, _, _} = Reason) ->
     terrain_lab_write_test:format_error(Reason);
 format_error({time_task, _} = Reason) ->
     terrain_lab_time_task:format_error(Reason);
+format_error({netem, _} = Reason) ->
+    terrain_lab_netem:format_error(Reason);
+format_error({terrain_netem, bad_links, Text}) ->
+    io_lib:format("bad -terrain_netem link table: ~ts", [Text]);
 format_error({boot_failed, Name, Why}) ->
     io_lib:format("node ~0tp failed to boot: ~0tp", [Name, Why]);
 format_error({setup_failed, Name, Why}) ->

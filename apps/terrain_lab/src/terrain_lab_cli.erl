@@ -113,7 +113,10 @@ commands() ->
                    #{name => prefix, long => "prefix", type => string, default => "",
                      metavar => "TEXT", help => "prepended to every node name"},
                    #{name => timeout, long => "timeout", type => integer, default => 60000,
-                     metavar => "MS", help => "deadline for all nodes to come up"}],
+                     metavar => "MS", help => "deadline for all nodes to come up"},
+                   #{name => netem, long => "netem", type => string, default => "auto",
+                     metavar => "auto|on|off",
+                     help => "emulate the spec's links (auto: when the spec has link options)"}],
        run => {terrain_lab_up, up}},
      #{name => "status",
        summary => "List the nodes of the running cluster and whether each is reachable",
@@ -136,6 +139,20 @@ commands() ->
                    #{name => timeout, long => "timeout", type => integer, default => 5000,
                      metavar => "MS", help => "time a node gets to halt before it is killed"}],
        run => {terrain_lab_up, down}},
+     #{name => "netem",
+       summary => "Partition, isolate and heal the nodes of the running emulated cluster",
+       usage => "partition NODES NODES | isolate NODES | heal [NODES] | show",
+       description => "Acts on the cluster that 'terrain up' started with network emulation on. "
+                      "partition cuts every connection between the two sets of nodes and refuses new "
+                      "ones; isolate cuts NODES from all other nodes; heal lifts the partitions of "
+                      "NODES (of every node without NODES); show lists, per node, its proxied "
+                      "connections and the nodes it is cut from. NODES is a comma-separated list of "
+                      "spec node names, node names or group names (a group stands for its nodes).",
+       args => {1, 3},
+       options => [state_dir_option(),
+                   #{name => timeout, long => "timeout", type => integer, default => 5000,
+                     metavar => "MS", help => "deadline for all nodes to apply it"}],
+       run => {terrain_lab_cmd_netem, run}},
      #{name => "write-test",
        summary => "Time parallel synchronous writes of one file striped over directories",
        usage => "",

@@ -7,6 +7,11 @@
 %% Each peer node halts when its control process goes away, so no node outlives the
 %% launcher: not after {@link stop/1}, not when the caller dies, and not when the
 %% controlling VM is killed (the distribution connection drops and the peers halt).
+%%
+%% With network emulation (option `netem', on by default when the spec has link
+%% options), every node boots with `terrain_lab_netem:vm_args/3': its connections to
+%% the other nodes of the spec cross emulated links; the launcher's own connections
+%% to the nodes stay direct.
 -module(terrain_lab_cluster).
 -behaviour(gen_server).
 
@@ -29,7 +34,9 @@
         #{prefix => string(),          % prepended to every node's short name (default "")
           boot_timeout => pos_integer(),  % ms for all nodes to boot and start terrain (default 60000)
           code_path => [file:filename()], % extra -pa directories for the nodes
-          env => [{string(), string()}]}. % extra OS environment for the nodes
+          env => [{string(), string()}],  % extra OS environment for the nodes
+          netem => boolean()}.            % emulate the spec's links and allow partitions
+                                          % (default: true when the spec has link options)
 
 -type node_info() ::
         #{name := atom(),              % the name in the spec
@@ -133,6 +140,7 @@ validate_options(Options) when is_map(Options) ->
                          (boot_timeout, V) -> not (is_integer(V) andalso V > 0);
                          (code_path, V) -> not (is_list(V) andalso lists:all(fun io_lib:printable_list/1, V));
                          (env, V) -> not is_list(V);
+                         (netem, V) -> not is_boolean(V);
                          (_, _) -> true
                       end, Options),
     case maps:to_list(Bad) of
@@ -147,7 +155,9 @@ boot(Spec, Options) ->
     Deadline = erlang:monotonic_time(millisecond) + maps:get(boot_timeout, Options, ?DEFAULT_BOOT_TIMEOUT),
     CodeArgs = terrain_lab_code:vm_args() ++ lists:append([["-pa", D] || D <- maps:get(code_path, Options, [])]),
     Specs = terrain_lab_spec:nodes(Spec),
-    Started = [start_peer(NodeSpec, Prefix, CodeArgs, Options) || NodeSpec <- Specs],
+    Netem = maps:get(netem, Options, terrain_lab_netem:enabled(Spec)),
+    Started = [start_peer(NodeSpec, Prefix, CodeArgs ++ netem_args(Netem, Spec, Prefix, NodeSpec), Options)
+               || NodeSpec <- Specs],
     Pids = maps:from_list([NamePid || {ok, NamePid} <- Started]),
     Booted = await_boot(Pids, Deadline, #{}),
     Failures = [Why || {error, Why} <- Started]
@@ -182,6 +192,13 @@ start_peer(#{name := Name} = NodeSpec, Prefix, CodeArgs, Options) ->
     catch
         error:Why -> {error, {boot_failed, Name, Why}}
     end.
+
+%% An emulated node routes its connections to the other nodes through netem proxies
+%% from boot on (terrain_lab_netem_epmd); its code is on disk through CodeArgs.
+netem_args(true, Spec, Prefix, #{name := Name}) ->
+    terrain_lab_netem:vm_args(Spec, Prefix, Name);
+netem_args(false, _Spec, _Prefix, _NodeSpec) ->
+    [].
 
 %% The peers must share this node's cookie. It is passed on the command line only
 %% when it differs from the one in ~/.erlang.cookie, which the peers read anyway.

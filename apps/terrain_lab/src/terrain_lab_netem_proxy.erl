@@ -17,9 +17,9 @@
 %% due. Chunks leave in arrival order (due times are monotone), whole: nothing is
 %% lost, duplicated or reordered.
 %%
-%% Timing: a direction sleeps (`receive ... after') until about 2 ms before the next
-%% due time and spins (`receive ... after 0' and `erlang:yield/0') for the rest, since
-%% a receive timeout wakes up to a millisecond or two late. Every chunk due by the
+%% Timing: a direction sleeps (`receive ... after') until about 1.5 ms before the
+%% next due time and spins (`receive ... after 0' and `erlang:yield/0') for the rest,
+%% since a receive timeout wakes about a millisecond late. Every chunk due by the
 %% time the process is awake is written in one `gen_tcp:send/2'.
 %%
 %% Flow control: a direction stops reading its source while it holds more than the
@@ -58,8 +58,10 @@
                     reading = active :: active | paused | closed,
                     rand :: rand:state()}).
 
-%% Sleep until this long (ns) before a due time, then spin.
--define(SPIN_NS, 2000000).
+%% Sleep until this long (ns) before a due time, then spin. A receive timeout wakes
+%% about 1 ms late (the timer rounds up to the next millisecond), so the spin lasts
+%% 0.5 to 1.5 ms; longer spins only give the OS more chances to preempt the VM.
+-define(SPIN_NS, 1500000).
 %% Data messages a socket delivers before it must be re-armed ({active, N}).
 -define(ACTIVE_N, 64).
 -define(SOCKET_OPTIONS, [binary, {packet, raw}, {active, false}, {nodelay, true}]).

@@ -5,7 +5,8 @@
 %% directory (default `.terrain/', or `--state-dir', or env `TERRAIN_STATE_DIR'):
 %% <ul>
 %% <li>`cluster.json' — format `terrain.state/1': cluster name, spec path, cookie file,
-%%     and per node its name, group path, schedulers and OS pid;</li>
+%%     whether the network is emulated (`netem') with the spec's link levels
+%%     (`levels'), and per node its name, group path, schedulers and OS pid;</li>
 %% <li>`cookie' — a random cookie for this cluster, mode 0600, never printed;</li>
 %% <li>`nodes/NAME.pid' — each VM writes its OS pid here first thing, so even a node
 %%     that never became reachable can be stopped.</li>
@@ -14,6 +15,10 @@
 %% cookie file, and only then starts distribution. `down' stops exactly the recorded
 %% nodes, by node name, falling back to the recorded OS pid (checked to still be that
 %% node's VM before it is killed).
+%%
+%% With network emulation on (`--netem auto', the default, turns it on when the spec
+%% has link options), every node starts with `terrain_lab_netem:vm_args/3', so that
+%% its connections to the other nodes cross the spec's links from boot on.
 -module(terrain_lab_up).
 
 %% API (CLI handlers)
@@ -39,8 +44,9 @@
 up(Options, [SpecFile], Io) ->
     Dir = state_dir(Options),
     maybe_ok([fun() -> terrain_lab_spec:read(SpecFile) end,
-              fun(Spec) -> refuse_if_running(Dir, Spec) end,
-              fun(Spec) -> start_detached(Spec, filename:absname(SpecFile), Dir, Options, Io) end]).
+              fun(Spec) -> with_netem(Spec, maps:get(netem, Options, "auto")) end,
+              fun(SpecNetem) -> refuse_if_running(Dir, SpecNetem) end,
+              fun({Spec, Netem}) -> start_detached(Spec, Netem, filename:absname(SpecFile), Dir, Options, Io) end]).
 
 %% @doc `terrain status [--json]'.
 -spec status(#{atom() => term()}, [string()], terrain_lab_cli:io()) -> ok | {error, term()}.
@@ -136,7 +142,9 @@ format_error({up, {not_started, Failed}}) ->
     io_lib:format("the cluster did not come up and was stopped again: ~ts",
                   [lists:join("; ", [io_lib:format("~ts: ~ts", [N, W]) || {N, W} <- Failed])]);
 format_error({up, {still_running, Nodes}}) ->
-    io_lib:format("could not stop ~ts; the state is kept", [lists:join(", ", Nodes)]).
+    io_lib:format("could not stop ~ts; the state is kept", [lists:join(", ", Nodes)]);
+format_error({up, {bad_netem, Value}}) ->
+    io_lib:format("--netem expects auto, on or off, got '~ts'", [Value]).
 
 %%--------------------------------------------------------------------
 %% up
@@ -145,6 +153,11 @@ maybe_ok([First | Rest]) ->
     lists:foldl(fun(Step, {ok, Value}) -> Step(Value);
                    (_Step, Error) -> Error
                 end, First(), Rest).
+
+with_netem(Spec, "auto") -> {ok, {Spec, terrain_lab_netem:enabled(Spec)}};
+with_netem(Spec, "on") -> {ok, {Spec, true}};
+with_netem(Spec, "off") -> {ok, {Spec, false}};
+with_netem(_Spec, Other) -> {error, {up, {bad_netem, Other}}}.
 
 refuse_if_running(Dir, Spec) ->
     case read_state_or_pid_files(Dir) of
@@ -160,7 +173,7 @@ refuse_if_running(Dir, Spec) ->
             Error
     end.
 
-start_detached(Spec, SpecPath, Dir, Options, Io) ->
+start_detached(Spec, Netem, SpecPath, Dir, Options, Io) ->
     Prefix = maps:get(prefix, Options),
     Deadline = erlang:monotonic_time(millisecond) + maps:get(timeout, Options),
     ok = filelib:ensure_dir(filename:join([Dir, "nodes", "x"])),
@@ -168,7 +181,14 @@ start_detached(Spec, SpecPath, Dir, Options, Io) ->
     ok = start_client(Dir),
     Nodes = [{NodeSpec, terrain_lab_dist:node_name(Prefix, Name)} || #{name := Name} = NodeSpec <- terrain_lab_spec:nodes(Spec)],
     terrain_lab_cli:progress(Io, "starting ~b nodes of ~ts~n", [length(Nodes), SpecPath]),
-    lists:foreach(fun({NodeSpec, Node}) -> spawn_vm(NodeSpec, Node, Dir) end, Nodes),
+    _ = Netem andalso terrain_lab_cli:progress(Io, "network emulation on: ~ts~n", [netem_summary(Spec)]),
+    lists:foreach(fun({#{name := Name} = NodeSpec, Node}) ->
+                          NetemArgs = case Netem of
+                                          true -> terrain_lab_netem:vm_args(Spec, Prefix, Name);
+                                          false -> []
+                                      end,
+                          spawn_vm(NodeSpec, Node, Dir, NetemArgs)
+                  end, Nodes),
     Self = self(),
     Workers = [spawn_monitor(fun() -> Self ! {self(), bring_up(NodeSpec, Node, Dir, Deadline)} end)
                || {NodeSpec, Node} <- Nodes],
@@ -180,6 +200,8 @@ start_detached(Spec, SpecPath, Dir, Options, Io) ->
               spec => list_to_binary(SpecPath),
               cookie_file => list_to_binary(filename:join(Dir, "cookie")),
               started_at => terrain_lab_run:timestamp(),
+              netem => Netem,
+              levels => terrain_lab_netem:level_records(Spec),
               nodes => [node_record(NodeSpec, Node, Dir, Result)
                         || {{NodeSpec, Node}, Result} <- lists:zip(Nodes, Results)]},
     ok = terrain_json:write_file(filename:join(Dir, "cluster.json"), State),
@@ -216,8 +238,14 @@ start_client(Dir) ->
             Error
     end.
 
-%% A detached VM that writes its pid, reads the cookie, and only then goes distributed.
-spawn_vm(NodeSpec, Node, Dir) ->
+netem_summary(Spec) ->
+    lists:join(", ", [[Level, " ", level_text(Record)]
+                      || #{level := Level} = Record <- terrain_lab_netem:level_records(Spec),
+                         level_text(Record) =/= "-"]).
+
+%% A detached VM that writes its pid, reads the cookie, and only then goes distributed
+%% (through the netem epmd module when `NetemArgs' say so).
+spawn_vm(NodeSpec, Node, Dir, NetemArgs) ->
     [Short, _Host] = string:split(atom_to_list(Node), "@"),
     PidFile = pid_file(Dir, NodeSpec),
     Boot = lists:flatten(io_lib:format(
@@ -231,7 +259,8 @@ spawn_vm(NodeSpec, Node, Dir) ->
                      #{schedulers := S} -> ["+S", integer_to_list(S) ++ ":" ++ integer_to_list(S)];
                      #{} -> []
                  end,
-    Args = ["-detached", "-noinput"] ++ terrain_lab_cluster:lab_vm_args() ++ Schedulers ++ terrain_lab_code:vm_args() ++ maps:get(args, NodeSpec, []) ++ ["-eval", Boot],
+    Args = ["-detached", "-noinput"] ++ terrain_lab_cluster:lab_vm_args() ++ Schedulers ++ terrain_lab_code:vm_args() ++ NetemArgs
+        ++ maps:get(args, NodeSpec, []) ++ ["-eval", Boot],
     Erl = erl_executable(),
     Port = open_port({spawn_executable, Erl}, [{args, Args}, exit_status, stderr_to_stdout]),
     receive {Port, {exit_status, _}} -> ok
@@ -341,7 +370,38 @@ print_status_table(State, Nodes, Io) ->
                                                maps:get(<<"state">>, N)])
                   end, Nodes),
     Up = length([x || #{<<"state">> := up} <- Nodes]),
-    terrain_lab_cli:out(Io, "~b of ~b nodes reachable~n", [Up, length(Nodes)]).
+    terrain_lab_cli:out(Io, "~b of ~b nodes reachable~n", [Up, length(Nodes)]),
+    print_levels(State, Io).
+
+%% The spec's link levels: between two nodes, the level of their lowest common group
+%% applies (recorded by `up'; absent from states written before network emulation).
+print_levels(#{<<"levels">> := Levels} = State, Io) ->
+    Netem = case maps:get(<<"netem">>, State, false) of
+                true -> "on";
+                false -> "off: the spec's links are not applied"
+            end,
+    terrain_lab_cli:out(Io, "~nnetwork emulation ~ts~n", [Netem]),
+    terrain_lab_cli:out(Io, "~-28s ~12s ~12s ~16s ~12s~n", ["LEVEL", "LATENCY", "JITTER", "BANDWIDTH", "RTT"]),
+    lists:foreach(fun(L) ->
+                          Latency = maps:get(<<"latency_us">>, L),
+                          terrain_lab_cli:out(Io, "~-28ts ~12ts ~12ts ~16ts ~12ts~n",
+                                              [maps:get(<<"level">>, L),
+                                               unit(Latency, " us"), unit(maps:get(<<"jitter_us">>, L), " us"),
+                                               unit(maps:get(<<"bandwidth_bytes_per_s">>, L), " B/s"),
+                                               unit(case Latency of null -> null; _ -> 2 * Latency end, " us")])
+                  end, Levels);
+print_levels(_State, _Io) ->
+    ok.
+
+level_text(#{latency_us := L, jitter_us := J, bandwidth_bytes_per_s := B}) ->
+    case [T || T <- [unit(L, " us"), case J of null -> "-"; _ -> ["+-", unit(J, " us")] end, unit(B, " B/s")],
+               T =/= "-"] of
+        [] -> "-";
+        Parts -> lists:join(" ", Parts)
+    end.
+
+unit(null, _Unit) -> "-";
+unit(Value, Unit) -> integer_to_list(Value) ++ Unit.
 
 print_status_json(State, Nodes, Io) ->
     Status = #{format => ?STATUS_FORMAT,
@@ -349,6 +409,8 @@ print_status_json(State, Nodes, Io) ->
                spec => maps:get(<<"spec">>, State),
                cookie_file => maps:get(<<"cookie_file">>, State),
                started_at => maps:get(<<"started_at">>, State),
+               netem => maps:get(<<"netem">>, State, false),
+               levels => maps:get(<<"levels">>, State, []),
                nodes => Nodes},
     terrain_lab_cli:out(Io, "~ts~n", [terrain_json:encode(Status, #{pretty => true})]).
 

@@ -1,0 +1,412 @@
+%% Network emulation on real local clusters: the levels of a spec show in measured
+%% round trips, partitions cut and heal, streams cross the proxies intact, proxies go
+%% away with their connections and nodes, and bad link options are refused.
+%%
+%% The suite's own module is put on the nodes' code path (launcher option
+%% `code_path'), so that round trips and streams run between two cluster nodes.
+-module(terrain_lab_netem_SUITE).
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([suite/0, all/0, init_per_testcase/2, end_per_testcase/2]).
+-export([three_levels_show_in_the_rtt_matrix/0, three_levels_show_in_the_rtt_matrix/1,
+         partition_then_heal/0, partition_then_heal/1,
+         stream_of_10000_messages_arrives_complete_and_in_order/0,
+         stream_of_10000_messages_arrives_complete_and_in_order/1,
+         node_stopped_mid_stream_leaves_no_proxy_behind/0, node_stopped_mid_stream_leaves_no_proxy_behind/1,
+         close_on_either_side_ends_the_connection_and_its_proxy/0,
+         close_on_either_side_ends_the_connection_and_its_proxy/1,
+         bad_link_options_are_rejected/0, bad_link_options_are_rejected/1,
+         cli_up_status_partition_heal_down/0, cli_up_status_partition_heal_down/1]).
+
+%% Run on the cluster nodes.
+-export([rtt/3, echo/0, send_stream/3, receive_stream/3, proxy_processes/0]).
+
+suite() ->
+    [{timetrap, {minutes, 3}}].
+
+all() ->
+    [three_levels_show_in_the_rtt_matrix, partition_then_heal, stream_of_10000_messages_arrives_complete_and_in_order,
+     node_stopped_mid_stream_leaves_no_proxy_behind, close_on_either_side_ends_the_connection_and_its_proxy,
+     bad_link_options_are_rejected, cli_up_status_partition_heal_down].
+
+init_per_testcase(Case, Config) ->
+    [{prefix, "ne" ++ os:getpid() ++ "_" ++ integer_to_list(erlang:phash2(Case, 1000)) ++ "_"} | Config].
+
+end_per_testcase(_Case, _Config) ->
+    ok.
+
+-define(CALL, 30000).
+
+%%--------------------------------------------------------------------
+
+three_levels_show_in_the_rtt_matrix() ->
+    [{doc, "2 sites x 2 racks x 2 nodes (one way: rack 200 us, site 1000 us, cluster 5000 us): every pair's "
+           "round trip is at least twice its level's latency, and the medians fall into three separate "
+           "bands, rack < site < cluster, each pair in the band of its own level."}].
+three_levels_show_in_the_rtt_matrix(Config) ->
+    Terms = [{cluster, t, #{latency => 5000}} |
+             [{group, S, #{latency => 1000},
+               [{group, list_to_atom(atom_to_list(S) ++ "_" ++ atom_to_list(R)), #{latency => 200},
+                 [{node, list_to_atom(atom_to_list(S) ++ atom_to_list(R) ++ integer_to_list(I)), #{schedulers => 1}}
+                  || I <- [1, 2]]}
+                || R <- [r1, r2]]}
+              || S <- [s1, s2]]],
+    with_cluster(Terms, Config, fun(Spec, Nodes) ->
+        Pairs = [{A, B} || #{node := A} <- Nodes, #{node := B} <- Nodes, A < B],
+        ?assertEqual(28, length(Pairs)),
+        Names = maps:from_list([{N, Name} || #{node := N, name := Name} <- Nodes]),
+        Results = [begin
+                       #{latency := L} = terrain_lab_spec:link(Spec, maps:get(A, Names), maps:get(B, Names)),
+                       {Min, Median} = erpc:call(A, ?MODULE, rtt, [B, 30, 8], ?CALL),
+                       {L, A, B, Min, Median}
+                   end || {A, B} <- Pairs],
+        [ct:pal("~-24s ~-24s one-way ~5b us: rtt min ~6b median ~6b us", [A, B, L, Min, Median])
+         || {L, A, B, Min, Median} <- Results],
+        %% A proxy never delivers early: no round trip is shorter than twice the latency.
+        [?assert(Min >= 2 * L, {A, B, Min, L}) || {L, A, B, Min, _} <- Results],
+        Bands = [{L, [Median || {L1, _, _, _, Median} <- Results, L1 =:= L]} || L <- [200, 1000, 5000]],
+        ?assertEqual([4, 8, 16], [length(Ms) || {_, Ms} <- Bands]),
+        [{_, Rack}, {_, Site}, {_, Cluster}] = Bands,
+        ?assert(lists:max(Rack) < lists:min(Site), {Rack, Site}),
+        ?assert(lists:max(Site) < lists:min(Cluster), {Site, Cluster}),
+        %% Each pair's median is nearest (on a log scale) to twice its own level's latency.
+        Level = fun(Median) -> element(2, lists:min([{abs(math:log(Median / (2 * L))), L} || L <- [200, 1000, 5000]])) end,
+        ?assertEqual([L || {L, _, _, _, _} <- Results], [Level(M) || {_, _, _, _, M} <- Results]),
+        {comment, io_lib:format("median rtt: rack ~b-~b, site ~b-~b, cluster ~b-~b us",
+                                [lists:min(Rack), lists:max(Rack), lists:min(Site), lists:max(Site),
+                                 lists:min(Cluster), lists:max(Cluster)])}
+    end).
+
+partition_then_heal() ->
+    [{doc, "partition([a], [b]) from the controlling node: ping a->b and b->a fail, a still reaches c; "
+           "heal/0: the ping succeeds. isolate(c): c reaches nobody, a and b still reach each other; "
+           "heal([c]): c reaches both."}].
+partition_then_heal(Config) ->
+    Terms = [{cluster, t, #{latency => 1000}}, {group, r, #{latency => 100}, [{node, a, #{}}, {node, b, #{}}]},
+             {node, c, #{}}],
+    with_cluster(Terms, Config, fun(_Spec, [#{node := A}, #{node := B}, #{node := C}]) ->
+        [?assertEqual(pong, ping(X, Y)) || {X, Y} <- [{A, B}, {A, C}, {B, C}]],
+        ok = terrain_lab:partition([A], [B]),
+        %% The existing connection is cut, on both sides ...
+        await(fun() -> not lists:member(B, erpc:call(A, erlang, nodes, [], ?CALL)) end, "a to drop b"),
+        await(fun() -> not lists:member(A, erpc:call(B, erlang, nodes, [], ?CALL)) end, "b to drop a"),
+        %% ... and new ones are refused.
+        ?assertEqual(pang, ping(A, B)),
+        ?assertEqual(pang, ping(B, A)),
+        ?assertEqual(pong, ping(A, C)),
+        ?assertEqual(pong, ping(B, C)),
+        ok = terrain_lab:heal(),
+        ?assertEqual(pong, ping(A, B)),
+        ?assertEqual(pong, ping(B, A)),
+        ok = terrain_lab:isolate(C),
+        ?assertEqual(pang, ping(C, A)),
+        ?assertEqual(pang, ping(B, C)),
+        ?assertEqual(pong, ping(A, B)),
+        #{C := #{blocked := Blocked}} = terrain_lab_netem:status([C]),
+        ?assertEqual(lists:sort([A, B]), Blocked),
+        ok = terrain_lab:heal([C]),
+        ?assertEqual(pong, ping(C, A)),
+        ?assertEqual(pong, ping(B, C)),
+        ?assertEqual([[], [], []], [Bl || {_, #{blocked := Bl}} <- lists:sort(maps:to_list(terrain_lab_netem:status([A, B, C])))])
+    end).
+
+stream_of_10000_messages_arrives_complete_and_in_order() ->
+    [{doc, "10,000 messages of 1 B to 200 kB from a to b over a link with latency, jitter and bandwidth "
+           "arrive all, each once, in order, with their payloads intact; a proxy carried them."}].
+stream_of_10000_messages_arrives_complete_and_in_order(Config) ->
+    Terms = [{cluster, t, #{}}, {group, r, #{latency => 300, jitter => 250, bandwidth => 100000000},
+                                 [{node, a, #{}}, {node, b, #{}}]}],
+    with_cluster(Terms, Config, fun(_Spec, [#{node := A}, #{node := B}]) ->
+        connect_from(A, B),
+        Self = self(),
+        Receiver = erpc:call(B, erlang, spawn, [?MODULE, receive_stream, [Self, 10000, 0]], ?CALL),
+        Sent = erpc:call(A, ?MODULE, send_stream, [Receiver, 10000, 42], 120000),
+        Report = receive {stream, Receiver, R} -> R after 120000 -> ct:fail(no_stream_report) end,
+        ct:pal("sent ~p; received ~p", [Sent, Report]),
+        #{count := Count, out_of_order := OutOfOrder, corrupt := Corrupt, bytes := Bytes} = Report,
+        ?assertEqual(10000, Count),
+        ?assertEqual(0, OutOfOrder),
+        ?assertEqual(0, Corrupt),
+        ?assertEqual(maps:get(bytes, Sent), Bytes),
+        {comment, io_lib:format("~b messages, ~b bytes", [Count, Bytes])}
+    end).
+
+node_stopped_mid_stream_leaves_no_proxy_behind() ->
+    [{doc, "a streams to b through a proxy on a; b's VM is killed mid-stream: on a, the proxy's two "
+           "processes exit, the router forgets it, and no proxy process is left."}].
+node_stopped_mid_stream_leaves_no_proxy_behind(Config) ->
+    Terms = [{cluster, t, #{latency => 500}}, {group, r, #{}, [{node, a, #{}}, {node, b, #{}}]}, {node, c, #{}}],
+    with_cluster(Terms, Config, fun(_Spec, [#{node := A}, #{node := B, os_pid := BPid}, #{node := C}]) ->
+        ?assertEqual(pong, ping(A, C)),
+        connect_from(A, B),
+        Before = erpc:call(A, ?MODULE, proxy_processes, [], ?CALL),
+        ct:pal("proxy processes on a before: ~p", [Before]),
+        Self = self(),
+        Receiver = erpc:call(B, erlang, spawn, [?MODULE, receive_stream, [Self, infinity, 0]], ?CALL),
+        Sender = erpc:call(A, erlang, spawn, [?MODULE, send_stream, [Receiver, infinity, 7]], ?CALL),
+        receive {streaming, Receiver} -> ok after 30000 -> ct:fail(stream_did_not_start) end,
+        true = terrain_lab_os:kill(BPid),
+        await(fun() -> not lists:member(B, erpc:call(A, erlang, nodes, [], ?CALL)) end, "a to see b go"),
+        await(fun() -> [] =:= [P || {P, To} <- erpc:call(A, ?MODULE, proxy_processes, [], ?CALL), To =/= C] end,
+              "the proxy to b to exit"),
+        #{A := #{proxies := Proxies}} = terrain_lab_netem:status([A]),
+        ?assertEqual([], [P || {To, P} <- Proxies, To =:= B]),
+        Children = erpc:call(A, supervisor, count_children, [terrain_lab_netem_proxy_sup], ?CALL),
+        ?assertEqual(length(Proxies), proplists:get_value(active, Children)),
+        ?assertEqual([], [P || {P, To} <- erpc:call(A, ?MODULE, proxy_processes, [], ?CALL), To =/= C]),
+        erpc:call(A, erlang, exit, [Sender, kill], ?CALL)
+    end).
+
+close_on_either_side_ends_the_connection_and_its_proxy() ->
+    [{doc, "With the proxy on a: b disconnects (the far side closes) -> a sees nodedown and the proxy "
+           "exits; then a disconnects (the near side closes) -> b sees nodedown and the proxy exits."}].
+close_on_either_side_ends_the_connection_and_its_proxy(Config) ->
+    Terms = [{cluster, t, #{latency => 300}}, {group, r, #{}, [{node, a, #{}}, {node, b, #{}}]}],
+    with_cluster(Terms, Config, fun(_Spec, [#{node := A}, #{node := B}]) ->
+        lists:foreach(
+          fun(Closer) ->
+                  connect_from(A, B),
+                  ?assertMatch([_, _], erpc:call(A, ?MODULE, proxy_processes, [], ?CALL)),
+                  {Closing, Other} = case Closer of a -> {A, B}; b -> {B, A} end,
+                  true = erpc:call(Closing, erlang, disconnect_node, [Other], ?CALL),
+                  await(fun() -> not lists:member(Closing, erpc:call(Other, erlang, nodes, [], ?CALL)) end,
+                        "the other side to see the close"),
+                  await(fun() -> [] =:= erpc:call(A, ?MODULE, proxy_processes, [], ?CALL) end, "the proxy to exit")
+          end, [b, a])
+    end).
+
+bad_link_options_are_rejected() ->
+    [{doc, "A spec with a negative latency or an unknown link option is refused with its message, by the "
+           "launcher and by 'terrain up', before any node starts; so is a bad --netem."}].
+bad_link_options_are_rejected(Config) ->
+    Dir = ?config(priv_dir, Config),
+    Cases = [{"negative.cluster", "{cluster, c, #{}}.\n{group, g, #{latency => -3}, [{node, a, #{}}]}.\n",
+              "bad value for latency: -3 (expected a non-negative integer of microseconds)"},
+             {"jitter.cluster", "{cluster, c, #{jitter => -1}}.\n{node, a, #{}}.\n",
+              "bad value for jitter: -1"},
+             {"unknown.cluster", "{cluster, c, #{}}.\n{group, g, #{delay => 5}, [{node, a, #{}}]}.\n",
+              "unknown option delay (known: latency, jitter, bandwidth)"},
+             {"bandwidth.cluster", "{cluster, c, #{bandwidth => 0}}.\n{node, a, #{}}.\n",
+              "bad value for bandwidth: 0"}],
+    Before = peers_named(?config(prefix, Config)),
+    lists:foreach(fun({Name, Text, Expected}) ->
+                          File = filename:join(Dir, Name),
+                          ok = file:write_file(File, Text),
+                          {error, Reason} = terrain_lab:start_cluster(File, #{prefix => ?config(prefix, Config)}),
+                          Message = lists:flatten(io_lib:format("~ts", [terrain_lab:format_error(Reason)])),
+                          ct:pal("launcher: ~ts", [Message]),
+                          ?assertNotEqual(nomatch, string:find(Message, Expected)),
+                          State = filename:join(Dir, "state_" ++ Name),
+                          {Code, Out, Err} = terrain_lab_test_io:run(["up", "--state-dir", State, File]),
+                          ct:pal("terrain up: ~b ~ts", [Code, Err]),
+                          ?assertEqual({1, ""}, {Code, Out}),
+                          ?assertNotEqual(nomatch, string:find(Err, Expected)),
+                          ?assertNot(filelib:is_dir(State))
+                  end, Cases),
+    Good = filename:join(Dir, "good.cluster"),
+    ok = file:write_file(Good, "{cluster, c, #{latency => 10}}.\n{node, a, #{}}.\n"),
+    {1, "", Err} = terrain_lab_test_io:run(["up", "--netem", "maybe", "--state-dir", filename:join(Dir, "s"), Good]),
+    ?assertNotEqual(nomatch, string:find(Err, "--netem expects auto, on or off, got 'maybe'")),
+    ?assertEqual(Before, peers_named(?config(prefix, Config))).
+
+cli_up_status_partition_heal_down() ->
+    [{doc, "The escript: 'up' of a spec with link options starts an emulated cluster; 'status' lists each "
+           "level with its latency and round trip; 'netem partition' cuts a from b (ping fails), 'netem show' "
+           "says so, 'netem heal' restores it (ping succeeds); 'down' stops every VM."}].
+cli_up_status_partition_heal_down(Config) ->
+    Dir = ?config(priv_dir, Config),
+    Escript = {filename:join(root(), "bin/terrain"), Dir},
+    _ = filelib:is_regular(element(1, Escript)) orelse ct:fail("bin/terrain is missing: run 'make build' first"),
+    Spec = filename:join(Dir, "cli.cluster"),
+    ok = file:write_file(Spec, "{cluster, small, #{latency => 2000}}.\n"
+                               "{group, r1, #{latency => 150, jitter => 20}, [{node, a, #{}}, {node, b, #{}}]}.\n"
+                               "{group, r2, #{bandwidth => 50000000}, [{node, c, #{}}]}.\n"),
+    State = filename:join(Dir, "cli_state"),
+    Prefix = ?config(prefix, Config),
+    {0, UpOut, UpErr} = escript(Escript, ["up", "--state-dir", State, "--prefix", Prefix, Spec]),
+    ct:pal("up:~n~ts~ts", [UpErr, UpOut]),
+    {ok, Recorded} = terrain_json:read_file(filename:join(State, "cluster.json")),
+    OsPids = [binary_to_list(P) || #{<<"os_pid">> := P} <- maps:get(<<"nodes">>, Recorded)],
+    try
+        ?assertNotEqual(nomatch, string:find(UpErr, "network emulation on: cluster 2000 us, r1 150 us +-20 us")),
+        {0, Status, _} = escript(Escript, ["status", "--state-dir", State]),
+        ct:pal("status:~n~ts", [Status]),
+        [?assertNotEqual(nomatch, string:find(Status, Line), Line)
+         || Line <- ["network emulation on", "3 of 3 nodes reachable"]],
+        Levels = [string:lexemes(L, " ") || L <- string:lexemes(Status, "\n")],
+        ?assert(lists:member(["cluster", "2000", "us", "-", "-", "4000", "us"], Levels), Levels),
+        ?assert(lists:member(["r1", "150", "us", "20", "us", "-", "300", "us"], Levels), Levels),
+        ?assert(lists:member(["r2", "-", "-", "50000000", "B/s", "-"], Levels), Levels),
+        {0, Json, _} = escript(Escript, ["status", "--state-dir", State, "--json"]),
+        {ok, #{<<"netem">> := true, <<"levels">> := JsonLevels}} = terrain_json:decode(Json),
+        ?assertEqual([<<"cluster">>, <<"r1">>, <<"r2">>], [L || #{<<"level">> := L} <- JsonLevels]),
+        [A, B, C] = [binary_to_atom(N) || #{<<"node">> := N} <- maps:get(<<"nodes">>, Recorded)],
+        {ok, Cookie} = file:read_file(filename:join(State, "cookie")),
+        [true = erlang:set_cookie(N, binary_to_atom(string:trim(Cookie))) || N <- [A, B, C]],
+        ?assertEqual(pong, ping(A, B)),
+        {0, Cut, _} = escript(Escript, ["netem", "partition", "a", "b", "--state-dir", State]),
+        ?assertEqual("cut " ++ atom_to_list(A) ++ " from " ++ atom_to_list(B) ++ "\n", Cut),
+        ?assertEqual(pang, ping(A, B)),
+        ?assertEqual(pong, ping(A, C)),
+        {0, Show, _} = escript(Escript, ["netem", "show", "--state-dir", State]),
+        ct:pal("show:~n~ts", [Show]),
+        ShowLines = [string:lexemes(L, " ") || L <- string:lexemes(Show, "\n")],
+        ?assert(lists:member([atom_to_list(B), atom_to_list(A)], [[N, Blocked] || [N, _, Blocked] <- ShowLines]), ShowLines),
+        {1, "", Unknown} = escript(Escript, ["netem", "isolate", "zz", "--state-dir", State]),
+        ?assertNotEqual(nomatch, string:find(Unknown, "'zz' is no node or group of the cluster (known: a, b, c, r1, r2)")),
+        {0, _, _} = escript(Escript, ["netem", "isolate", "r2", "--state-dir", State]),
+        ?assertEqual(pang, ping(A, C)),
+        {0, "healed every partition\n", _} = escript(Escript, ["netem", "heal", "--state-dir", State]),
+        ?assertEqual(pong, ping(A, B)),
+        ?assertEqual(pong, ping(C, A)),
+        {0, _, _} = escript(Escript, ["down", "--state-dir", State]),
+        ?assertEqual([], terrain_lab_os:await_exit(OsPids, 5000))
+    after
+        [terrain_lab_os:kill(P) || P <- OsPids]
+    end.
+
+%%--------------------------------------------------------------------
+%% Run on the cluster nodes
+
+%% Round trips from this node to a fresh echo process on `Node': {Min, Median} in µs
+%% of `N' round trips after `Warm' unmeasured ones.
+rtt(Node, N, Warm) ->
+    Echo = spawn(Node, ?MODULE, echo, []),
+    [begin Echo ! {self(), warm}, receive warm -> ok end end || _ <- lists:seq(1, Warm)],
+    Times = lists:sort([begin
+                            T0 = erlang:monotonic_time(microsecond),
+                            Echo ! {self(), ping},
+                            receive ping -> erlang:monotonic_time(microsecond) - T0 end
+                        end || _ <- lists:seq(1, N)]),
+    exit(Echo, kill),
+    {hd(Times), lists:nth((N + 1) div 2, Times)}.
+
+echo() ->
+    receive {From, Message} -> From ! Message, echo() end.
+
+%% Sends `Count' (or endless) messages {stream, I, Payload, Hash}; payload sizes vary
+%% from 1 B to 200 kB. Waits for the receiver's acknowledgement every 500 messages, so
+%% the mailbox stays bounded.
+send_stream(Receiver, Count, Seed) ->
+    rand:seed(exsss, {Seed, Seed, Seed}),
+    send_stream(Receiver, Count, 1, 0).
+
+send_stream(_Receiver, Count, I, Bytes) when I > Count ->
+    #{count => Count, bytes => Bytes};
+send_stream(Receiver, Count, I, Bytes) ->
+    Size = case rand:uniform(100) of
+               100 -> 200000;
+               N when N > 90 -> rand:uniform(20000);
+               _ -> rand:uniform(300)
+           end,
+    Payload = rand:bytes(Size),
+    Receiver ! {stream, self(), I, Payload, erlang:phash2(Payload)},
+    _ = I rem 500 =:= 0 andalso receive {ack, I} -> ok after 60000 -> exit(no_ack) end,
+    send_stream(Receiver, Count, I + 1, Bytes + Size).
+
+%% Receives the stream and reports to `Report': counts, order and payload checks.
+receive_stream(Report, Count, _) ->
+    receive_stream(Report, Count, 1, #{count => 0, out_of_order => 0, corrupt => 0, bytes => 0}).
+
+receive_stream(Report, Count, Expected, Acc) when Expected > Count ->
+    Report ! {stream, self(), Acc};
+receive_stream(Report, Count, Expected, #{count := N, out_of_order := O, corrupt := C, bytes := B} = Acc) ->
+    receive
+        {stream, Sender, I, Payload, Hash} ->
+            _ = I =:= 100 andalso (Report ! {streaming, self()}),
+            _ = I rem 500 =:= 0 andalso (Sender ! {ack, I}),
+            Acc1 = Acc#{count => N + 1, bytes => B + byte_size(Payload),
+                        out_of_order => O + case I of Expected -> 0; _ -> 1 end,
+                        corrupt => C + case erlang:phash2(Payload) of Hash -> 0; _ -> 1 end},
+            receive_stream(Report, Count, I + 1, Acc1)
+    after 60000 ->
+        Report ! {stream, self(), Acc#{timeout => true}}
+    end.
+
+%% The proxy processes on this node (both directions), with the node each goes to.
+proxy_processes() ->
+    Targets = maps:from_list([{P, T} || {T, P} <- maps:get(proxies, terrain_lab_netem_server:status())]),
+    [{P, maps:get(P, Targets, maps:get(Proxy, Targets, unknown))}
+     || P <- processes(),
+        {terrain_lab_netem_proxy, _, _} <- [proc_lib:translate_initial_call(P)],
+        Proxy <- [case erlang:process_info(P, links) of
+                      {links, Links} -> hd([L || L <- Links, maps:is_key(L, Targets)] ++ [P]);
+                      undefined -> P
+                  end]].
+
+%%--------------------------------------------------------------------
+
+with_cluster(Terms, Config, Fun) ->
+    {ok, Spec} = terrain_lab_spec:from_terms(Terms, undefined),
+    {ok, Cluster} = terrain_lab:start_cluster(Spec, #{prefix => ?config(prefix, Config),
+                                                      code_path => [filename:dirname(code:which(?MODULE))]}),
+    Nodes = terrain_lab:cluster_nodes(Cluster),
+    try
+        Fun(Spec, Nodes)
+    after
+        ok = terrain_lab:stop_cluster(Cluster),
+        ?assertEqual([], [P || #{os_pid := P} <- Nodes, terrain_lab_os:alive(P)])
+    end.
+
+ping(From, To) ->
+    erpc:call(From, net_adm, ping, [To], ?CALL).
+
+%% Makes `A' open the connection to `B', so that its proxy runs on `A'.
+connect_from(A, B) ->
+    connect_from(A, B, 5).
+
+connect_from(A, B, 0) ->
+    ct:fail({no_proxy_from, A, B});
+connect_from(A, B, Tries) ->
+    _ = erpc:call(A, erlang, disconnect_node, [B], ?CALL),
+    await(fun() -> not lists:member(B, erpc:call(A, erlang, nodes, [], ?CALL)) end, "a disconnect"),
+    pong = ping(A, B),
+    #{A := #{proxies := Proxies}} = terrain_lab_netem:status([A]),
+    case lists:keymember(B, 1, Proxies) of
+        true -> ok;
+        false -> connect_from(A, B, Tries - 1)   % b connected first (global); try again
+    end.
+
+%% Polls `Condition' every 20 ms for up to 10 s.
+await(Condition, What) ->
+    await(Condition, What, erlang:monotonic_time(millisecond) + 10000).
+
+await(Condition, What, Deadline) ->
+    case Condition() of
+        true -> ok;
+        false ->
+            case erlang:monotonic_time(millisecond) > Deadline of
+                true -> ct:fail("timed out waiting for ~ts", [What]);
+                false -> receive after 20 -> await(Condition, What, Deadline) end
+            end
+    end.
+
+%% Runs the escript; returns {ExitStatus, Stdout, Stderr} (stderr through a file).
+escript({Escript, Dir}, Args) ->
+    ErrFile = filename:join(Dir, "stderr.txt"),
+    Command = lists:flatten(["sh -c '\"$0\" \"$@\" 2>", ErrFile, "' ", Escript, " ",
+                             lists:join(" ", [quote(A) || A <- Args])]),
+    Port = open_port({spawn, Command}, [exit_status, binary, stream]),
+    {Code, Out} = collect(Port, []),
+    {ok, Err} = file:read_file(ErrFile),
+    ok = file:delete(ErrFile),
+    {Code, Out, unicode:characters_to_list(Err)}.
+
+collect(Port, Acc) ->
+    receive
+        {Port, {data, D}} -> collect(Port, [D | Acc]);
+        {Port, {exit_status, Code}} -> {Code, unicode:characters_to_list(lists:reverse(Acc))}
+    after 120000 -> ct:fail(escript_timeout)
+    end.
+
+quote(Arg) ->
+    ["'", string:replace(Arg, "'", "'\\''", all), "'"].
+
+%% The repository: five levels above the ebin directory of terrain_lab_cli.
+root() ->
+    Ebin = filename:dirname(code:which(terrain_lab_cli)),
+    filename:join(lists:sublist(filename:split(Ebin), length(filename:split(Ebin)) - 5)).
+
+peers_named(Prefix) ->
+    lists:sort(string:lexemes(os:cmd("pgrep -f -- '-sname " ++ Prefix ++ "' || true"), "\n")).
