@@ -67,3 +67,14 @@ def test_empty_file_is_reported(tmp_path):
 def test_missing_file_raises_file_not_found(tmp_path):
     with pytest.raises(FileNotFoundError):
         read_durations(tmp_path / "absent.csv")
+
+
+def test_rows_whose_status_is_not_ok_are_left_out(tmp_path):
+    path = tmp_path / "tasks.csv"
+    path.write_text(
+        "run,total_s,slowest_node,slowest_s,nodes,failed,status\n"
+        "1,0.021,a@h,0.021,2,0,ok\n"
+        "2,0.300,a@h,0.020,2,1,failed\n"
+        "3,0.023,b@h,0.023,2,0,ok\n"
+    )
+    assert read_durations(path).tolist() == [0.021, 0.023]

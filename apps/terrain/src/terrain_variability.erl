@@ -128,6 +128,9 @@ format_error({variability, {file, File, Why}}) ->
     io_lib:format("cannot read GEV fit ~ts: ~ts", [File, file:format_error(Why)]);
 format_error({variability, {json, File, Offset, Why}}) ->
     io_lib:format("GEV fit ~ts is not valid JSON (byte ~b: ~s)", [File, Offset, Why]);
+format_error({variability, {not_converged, File}}) ->
+    io_lib:format("GEV fit ~ts did not converge (the likelihood has no maximum for that sample); "
+                  "it cannot be used to judge durations", [File]);
 format_error({variability, {format, Format}}) ->
     io_lib:format("GEV fit has format ~0tp, expected ~s", [Format, ?FORMAT]);
 format_error({variability, {missing, Key}}) ->
@@ -144,6 +147,7 @@ format_error({variability, {bad_fit, Fit}}) ->
 
 params(File) when is_list(File); is_binary(File) ->
     case terrain_json:read_file(File) of
+        {ok, #{<<"format">> := ?FORMAT, <<"converged">> := false}} -> {error, {variability, {not_converged, File}}};
         {ok, #{<<"format">> := ?FORMAT} = Fit} -> params(Fit);
         {ok, #{<<"format">> := Other}} -> {error, {variability, {format, Other}}};
         {ok, _} -> {error, {variability, {format, missing}}};

@@ -94,3 +94,29 @@ wrong_format_is_rejected_test() ->
     after
         file:delete(File)
     end.
+
+fit_that_did_not_converge_is_refused_test() ->
+    File = "/tmp/terrain_fit_nc_" ++ os:getpid() ++ ".json",
+    ok = file:write_file(File, <<"{\"format\": \"terrain.gev/1\", \"converged\": false, \"location\": 1.0, "
+                                 "\"scale\": 1.0, \"shape\": -0.9, \"se\": null}">>),
+    try
+        {error, Reason} = terrain_variability:load(File, #{name => nc}),
+        ?assertNotEqual(nomatch, string:find(lists:flatten(terrain_variability:format_error(Reason)), "did not converge")),
+        ?assertEqual(undefined, terrain_variability:model(nc))
+    after
+        file:delete(File)
+    end.
+
+loads_the_analysis_output_of_a_real_fit_test() ->
+    %% fit.json as terrain-analysis gev writes it carries "converged": true and many more keys.
+    File = "/tmp/terrain_fit_ok_" ++ os:getpid() ++ ".json",
+    ok = file:write_file(File, <<"{\"format\": \"terrain.gev/1\", \"converged\": true, \"n\": 100, \"location\": 0.286445, "
+                                 "\"scale\": 0.0404445, \"shape\": -0.138747, \"se\": {\"location\": 0.0046}, \"nll\": -170.59}">>),
+    try
+        ok = terrain_variability:load(File, #{name => real}),
+        ?assertMatch({ok, P} when P > 0.4, terrain_variability:check(real, 0.29)),
+        ?assertMatch({unlikely, _}, terrain_variability:check(real, 0.60))
+    after
+        terrain_variability:unload(real),
+        file:delete(File)
+    end.

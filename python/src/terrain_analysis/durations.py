@@ -3,6 +3,9 @@
 The format (docs in DESIGN.md, "File formats"): a header line, then one row per
 run, with columns at least ``run`` and ``total_s`` and one column per measured
 part (for instance ``open_s``, ``write_s``, ``close_s``). Values are seconds.
+When the file has a ``status`` column (``terrain time-task`` marks runs in which a
+node failed or missed the deadline as ``failed``), only rows whose status is ``ok``
+are read: a failed run's time is not a duration of the task.
 
 Examples
 --------
@@ -62,11 +65,14 @@ def read_durations(path: str | os.PathLike[str], column: str = DEFAULT_COLUMN) -
                 f"'column' must name a column of {str(path)!r}, got {column!r}; its columns are {', '.join(names)}"
             )
         index = names.index(column)
+        status = names.index("status") if "status" in names else None
         values = []
         for row in reader:
             if not row or (len(row) == 1 and not row[0].strip()):
                 continue  # a blank line, e.g. at the end of the file
             line = reader.line_num
+            if status is not None and status < len(row) and row[status].strip() != "ok":
+                continue  # a failed run: its time is not a duration of the task
             if index >= len(row) or not row[index].strip():
                 raise ValueError(f"line {line} of {str(path)!r} has no value in column {column!r}")
             text = row[index].strip()
