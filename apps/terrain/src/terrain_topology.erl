@@ -1,0 +1,460 @@
+%% @doc The topology model: a tree of networks whose leaves are Erlang nodes, and the
+%% communication distances it defines (seed 000, §4.1–4.2).
+%%
+%% A topology term, as in the seed, optionally with measured heights:
+%% ```
+%% {network, Name, Children} | {network, Children}
+%% {network, Name, #{height => Microseconds}, Children}
+%% {node, Node}
+%% '''
+%% Two metrics on the leaves:
+%% <ul>
+%% <li>`ultrametric' — the seed's d(x, y) = 2^−ℓ(x, y), where ℓ is the number of edges
+%%     the paths from the root to x and to y share; 0 for x = y. Nodes whose lowest
+%%     common network is the root are at distance 1.</li>
+%% <li>`measured' — the height of the lowest common network (µs, e.g. the diameter of
+%%     the cluster that topology discovery found); 0 for x = y. Needs a height on
+%%     every network.</li>
+%% </ul>
+%% Both are ultrametrics. The default metric is `measured' when every network has a
+%% height, else `ultrametric'. A node that is not in the tree is `anywhere': at a
+%% distance beyond every distance in the tree (2 for the ultrametric, twice the root's
+%% height for the measured metric).
+%%
+%% Levels name distances without numbers (seed §5.1.1): `same_node', then by the rank
+%% of the distance among the distinct distances the tree can produce, smallest first,
+%% `very_near' (the smallest), `near' (in the lower half of the ranks), `far' (the
+%% upper half), `very_far' (the largest), and `anywhere'. In a tree whose root holds
+%% only nodes, every pair is `near'. See docs/DISTANCES.md for a worked example.
+%%
+%% ```
+%% {ok, T} = terrain_topology:new({network, dc, [{network, r1, [{node, a@h}, {node, b@h}]},
+%%                                               {network, r2, [{node, c@h}]}]}),
+%% 0.5 = terrain_topology:distance(T, a@h, b@h),
+%% 1.0 = terrain_topology:distance(T, a@h, c@h),
+%% very_near = terrain_topology:level(T, a@h, b@h).
+%% '''
+-module(terrain_topology).
+
+%% API
+-export([new/1,
+         new/2,
+         read/1,
+         metric/1,
+         nodes/1,
+         member/2,
+         distance/3,
+         anywhere/1,
+         level/3,
+         level_rank/1,
+         disc/3,
+         subtree/2,
+         groups/1,
+         term/1,
+         render/2,
+         format_error/1]).
+
+-export_type([topology/0, tree/0, metric/0, level/0, format/0]).
+
+-compile({no_auto_import, [nodes/1]}).
+
+-type tree() :: {network, term(), [tree()]}
+              | {network, [tree()]}
+              | {network, term(), #{height => number()}, [tree()]}
+              | {node, node()}.
+-type metric() :: ultrametric | measured.
+-type level() :: same_node | very_near | near | far | very_far | anywhere.
+-type format() :: term | text | dot | newick | json.
+
+%% A group is one network of the tree: its id is its position path from the root.
+-type group_id() :: [pos_integer()].
+
+-opaque topology() ::
+        #{tree := tree(),
+          metric := metric(),
+          %% per node: the ids of its networks from the root down
+          paths := #{node() => [group_id()]},
+          %% per network: name (or generated), height, depth, member nodes
+          groups := #{group_id() => #{name := term(), height := number() | undefined,
+                                      depth := non_neg_integer(), members := [node()]}},
+          %% the distinct distances between two different nodes, ascending
+          distances := [number()]}.
+
+-type error_reason() :: {topology, [term()], term()}.
+
+%%--------------------------------------------------------------------
+%% API
+
+%% @doc Validates a topology term with the default metric.
+-spec new(tree()) -> {ok, topology()} | {error, error_reason()}.
+new(Tree) ->
+    new(Tree, #{}).
+
+%% @doc Validates a topology term; `#{metric => ultrametric | measured}' overrides
+%% the default.
+-spec new(tree(), #{metric => metric()}) -> {ok, topology()} | {error, error_reason()}.
+new(Tree, Options) ->
+    try
+        Groups = walk(Tree, [], [1], 0, #{}),
+        Paths = node_paths(Groups),
+        HasHeights = lists:all(fun(#{height := H}) -> H =/= undefined end, maps:values(Groups)),
+        Metric = case maps:get(metric, Options, default) of
+                     default when HasHeights -> measured;
+                     default -> ultrametric;
+                     measured when not HasHeights -> throw({[], measured_without_heights});
+                     M when M =:= measured; M =:= ultrametric -> M;
+                     Other -> throw({[], {bad_metric, Other}})
+                 end,
+        T = #{tree => Tree, metric => Metric, paths => Paths, groups => Groups, distances => []},
+        {ok, T#{distances => distinct_distances(T)}}
+    catch
+        throw:{Where, Why} -> {error, {topology, Where, Why}}
+    end.
+
+%% @doc Reads a topology term from a file (one term, `file:consult/1' syntax).
+-spec read(file:filename()) -> {ok, topology()} | {error, error_reason()}.
+read(File) ->
+    case file:consult(File) of
+        {ok, [Tree]} -> new(Tree);
+        {ok, Terms} -> {error, {topology, [{file, File}], {terms, length(Terms)}}};
+        {error, {Line, Mod, Term}} -> {error, {topology, [{file, File}, {line, Line}], {syntax, Mod:format_error(Term)}}};
+        {error, Why} -> {error, {topology, [{file, File}], {file, Why}}}
+    end.
+
+%% @doc The metric in use.
+-spec metric(topology()) -> metric().
+metric(#{metric := Metric}) ->
+    Metric.
+
+%% @doc The nodes of the tree, in the order of the term.
+-spec nodes(topology()) -> [node()].
+nodes(#{groups := Groups}) ->
+    maps:get(members, maps:get([1], Groups)).
+
+%% @doc Is `Node' a leaf of the tree?
+-spec member(topology(), node()) -> boolean().
+member(#{paths := Paths}, Node) ->
+    maps:is_key(Node, Paths).
+
+%% @doc d(A, B) under the topology's metric; {@link anywhere/1} if either is missing.
+-spec distance(topology(), node(), node()) -> number().
+distance(_T, Same, Same) ->
+    0;
+distance(#{paths := Paths} = T, A, B) ->
+    case {Paths, Paths} of
+        {#{A := PathA}, #{B := PathB}} -> lca_distance(T, lca(PathA, PathB));
+        _ -> anywhere(T)
+    end.
+
+%% @doc The distance of a node that is not in the tree: beyond every distance in it.
+-spec anywhere(topology()) -> number().
+anywhere(#{metric := ultrametric}) ->
+    2.0;
+anywhere(#{metric := measured, groups := #{[1] := #{height := Root}}}) ->
+    case Root of
+        0 -> 1;
+        _ -> 2 * Root
+    end.
+
+%% @doc The level of the distance between two nodes.
+-spec level(topology(), node(), node()) -> level().
+level(_T, Same, Same) ->
+    same_node;
+level(#{distances := Distances} = T, A, B) ->
+    D = distance(T, A, B),
+    case D =:= anywhere(T) andalso not (member(T, A) andalso member(T, B)) of
+        true -> anywhere;
+        false -> level_of(rank(D, Distances, 0), length(Distances))
+    end.
+
+%% @doc Levels in order from the nearest, for comparisons (`{level, le, near}').
+-spec level_rank(level()) -> 0..5.
+level_rank(same_node) -> 0;
+level_rank(very_near) -> 1;
+level_rank(near) -> 2;
+level_rank(far) -> 3;
+level_rank(very_far) -> 4;
+level_rank(anywhere) -> 5.
+
+%% @doc The closed disc D(Node, R) = {y : d(Node, y) ≤ R} over the nodes of the
+%% tree and Node itself, in the order of the tree.
+-spec disc(topology(), node(), number()) -> [node()].
+disc(T, Node, R) ->
+    Candidates = case member(T, Node) of
+                     true -> nodes(T);
+                     false -> [Node | nodes(T)]
+                 end,
+    [Y || Y <- Candidates, distance(T, Node, Y) =< R].
+
+%% @doc The nodes under the network named `Name' (`[]' if there is none).
+-spec subtree(topology(), term()) -> [node()].
+subtree(#{groups := Groups}, Name) ->
+    case [M || #{name := N, members := M} <- maps:values(Groups), N =:= Name] of
+        [Members | _] -> Members;
+        [] -> []
+    end.
+
+%% @doc Every network as `{Name, Depth, Height, Members}', root first, depth-first.
+-spec groups(topology()) -> [{term(), non_neg_integer(), number() | undefined, [node()]}].
+groups(#{groups := Groups}) ->
+    [{N, D, H, M} || {_, #{name := N, depth := D, height := H, members := M}} <- lists:sort(maps:to_list(Groups))].
+
+%% @doc The topology term it was made from.
+-spec term(topology()) -> tree().
+term(#{tree := Tree}) ->
+    Tree.
+
+%% @doc Renders the topology: `term' (Erlang term, consultable), `text' (indented),
+%% `dot' (Graphviz, in the seed's style: lowest-level networks as ellipses listing
+%% their members with size and diameter, higher ones as boxes with their diameter),
+%% `newick' (branch lengths from heights when measured), `json' (`terrain.topology/1').
+-spec render(topology(), format()) -> iodata().
+render(#{tree := Tree}, term) ->
+    io_lib:format("~tp.~n", [Tree]);
+render(T, text) ->
+    text(T, [1], 0);
+render(T, dot) ->
+    dot(T);
+render(T, newick) ->
+    [newick(T, [1], undefined), ";\n"];
+render(T, json) ->
+    [terrain_json:encode(#{format => <<"terrain.topology/1">>,
+                           metric => metric(T),
+                           tree => json_tree(T, [1])}, #{pretty => true}), $\n].
+
+%% @doc A sentence for an error of this module.
+-spec format_error(error_reason()) -> iolist().
+format_error({topology, Where, Why}) ->
+    ["topology", where(Where), ": ", why(Why)].
+
+%%--------------------------------------------------------------------
+%% Validation
+
+%% walk(Tree, NamePath, Id, Depth, Groups) -> Groups; throws {Where, Why}.
+walk({network, Children}, NamePath, Id, Depth, Groups) when is_list(Children) ->
+    walk({network, generated_name(Id), #{}, Children}, NamePath, Id, Depth, Groups);
+walk({network, Name, Children}, NamePath, Id, Depth, Groups) when is_list(Children) ->
+    walk({network, Name, #{}, Children}, NamePath, Id, Depth, Groups);
+walk({network, Name, Options, Children}, NamePath, Id, Depth, Groups) when is_map(Options), is_list(Children) ->
+    Where = NamePath ++ [Name],
+    _ = Children =:= [] andalso throw({Where, empty_network}),
+    maps:foreach(fun(height, H) when is_number(H), H >= 0 -> ok;
+                    (height, H) -> throw({Where, {bad_height, H}});
+                    (Key, _) -> throw({Where, {unknown_option, Key}})
+                 end, Options),
+    Height = maps:get(height, Options, undefined),
+    Numbered = lists:zip(lists:seq(1, length(Children)), Children),
+    Groups1 = lists:foldl(fun({I, Child}, Acc) -> walk(Child, Where, Id ++ [I], Depth + 1, Acc) end,
+                          Groups, Numbered),
+    ChildIds = [Id ++ [I] || {I, Child} <- Numbered, element(1, Child) =:= network],
+    Members = lists:append([case Child of
+                                {node, N} -> [N];
+                                _ -> maps:get(members, maps:get(Id ++ [I], Groups1))
+                            end || {I, Child} <- Numbered]),
+    check_heights(Where, Height, [maps:get(height, maps:get(C, Groups1)) || C <- ChildIds]),
+    case Members -- lists:usort(Members) of
+        [] -> ok;
+        [Dup | _] -> throw({Where, {duplicate_node, Dup}})
+    end,
+    Groups1#{Id => #{name => Name, height => Height, depth => Depth, members => Members}};
+walk({node, Node}, _NamePath, _Id, 0, _Groups) ->
+    throw({[], {root_is_a_node, Node}});
+walk({node, Node}, _NamePath, _Id, _Depth, Groups) when is_atom(Node) ->
+    Groups;
+walk({node, Node}, NamePath, _Id, _Depth, _Groups) ->
+    throw({NamePath, {bad_node, Node}});
+walk(Other, NamePath, _Id, _Depth, _Groups) ->
+    throw({NamePath, {unknown_shape, Other}}).
+
+check_heights(_Where, undefined, _ChildHeights) ->
+    ok;
+check_heights(Where, Height, ChildHeights) ->
+    case [H || H <- ChildHeights, H =/= undefined, H > Height] of
+        [] -> ok;
+        [H | _] -> throw({Where, {child_higher, H, Height}})
+    end.
+
+generated_name(Id) ->
+    list_to_atom("net" ++ lists:append(["_" ++ integer_to_list(I) || I <- tl(Id)])).
+
+node_paths(Groups) ->
+    Sorted = lists:sort(maps:to_list(Groups)),
+    lists:foldl(fun({Id, #{members := Members}}, Acc) ->
+                        lists:foldl(fun(N, A) -> maps:update_with(N, fun(P) -> P ++ [Id] end, [Id], A) end,
+                                    Acc, Members)
+                end, #{}, Sorted).
+
+%%--------------------------------------------------------------------
+%% Distances and levels
+
+lca([X | A], [X | B]) -> lca(A, B, X);
+lca(_, _) -> [1].
+
+lca([X | A], [X | B], _) -> lca(A, B, X);
+lca(_, _, Last) -> Last.
+
+lca_distance(#{metric := ultrametric}, Id) ->
+    math:pow(2, -(length(Id) - 1));
+lca_distance(#{metric := measured, groups := Groups}, Id) ->
+    maps:get(height, maps:get(Id, Groups)).
+
+%% The distances the tree can produce between two different nodes: one per network
+%% that is the lowest common network of some pair (it has two or more members).
+distinct_distances(#{groups := Groups} = T) ->
+    lists:usort([lca_distance(T, Id) || {Id, #{members := [_, _ | _]}} <- maps:to_list(Groups),
+                                        is_lca(Id, Groups)]).
+
+%% A network is the lowest common network of some pair when two of its members lie
+%% in different children (or directly under it).
+is_lca(Id, Groups) ->
+    #{members := Members} = maps:get(Id, Groups),
+    Children = [C || C <- maps:keys(Groups), length(C) =:= length(Id) + 1, lists:prefix(Id, C)],
+    InChildren = lists:append([maps:get(members, maps:get(C, Groups)) || C <- Children]),
+    Direct = length(Members) - length(InChildren),
+    Direct + length(Children) >= 2.
+
+rank(D, [X | _], R) when D =< X -> R;
+rank(D, [_ | Rest], R) -> rank(D, Rest, R + 1);
+rank(_D, [], R) -> R.
+
+level_of(_Rank, Count) when Count =< 1 -> near;
+level_of(0, _) -> very_near;
+level_of(Rank, Count) when Rank >= Count - 1 -> very_far;
+level_of(Rank, Count) when Rank / (Count - 1) =< 0.5 -> near;
+level_of(_, _) -> far.
+
+%%--------------------------------------------------------------------
+%% Rendering
+
+children(#{groups := Groups}, Id) ->
+    lists:sort([C || C <- maps:keys(Groups), length(C) =:= length(Id) + 1, lists:prefix(Id, C)]).
+
+%% The children of a network in term order: {group, Id} or {node, N}.
+ordered_children(#{groups := Groups} = T, Id) ->
+    Groups0 = [{lists:last(C), {group, C}} || C <- children(T, Id)],
+    GroupMembers = lists:append([maps:get(members, maps:get(C, Groups)) || C <- children(T, Id)]),
+    Direct = [N || N <- maps:get(members, maps:get(Id, Groups)), not lists:member(N, GroupMembers)],
+    %% Position of direct nodes: recover from the term.
+    Positions = direct_positions(T, Id),
+    [C || {_, C} <- lists:keysort(1, Groups0 ++ [{maps:get(N, Positions), {node, N}} || N <- Direct])].
+
+direct_positions(#{tree := Tree}, Id) ->
+    Sub = lists:foldl(fun(I, Node) -> lists:nth(I, tree_children(Node)) end, Tree, tl(Id)),
+    Numbered = lists:zip(lists:seq(1, length(tree_children(Sub))), tree_children(Sub)),
+    maps:from_list([{N, I} || {I, {node, N}} <- Numbered]).
+
+tree_children({network, C}) -> C;
+tree_children({network, _, C}) -> C;
+tree_children({network, _, _, C}) -> C.
+
+info(#{groups := Groups}, Id) ->
+    maps:get(Id, Groups).
+
+text(T, Id, Indent) ->
+    #{name := Name, height := H, members := M} = info(T, Id),
+    Pad = lists:duplicate(Indent, $\s),
+    [io_lib:format("~s~tp (~b nodes~s)~n", [Pad, Name, length(M), height_text(H)]),
+     [case C of
+          {group, G} -> text(T, G, Indent + 2);
+          {node, N} -> io_lib:format("~s  ~tp~n", [Pad, N])
+      end || C <- ordered_children(T, Id)]].
+
+height_text(undefined) -> "";
+height_text(H) -> io_lib:format(", diameter ~s us", [num(H)]).
+
+num(H) when is_integer(H) -> integer_to_list(H);
+num(H) -> float_to_list(float(H), [{decimals, 1}, compact]).
+
+dot(T) ->
+    ["graph topology {\n  node [fontname=\"Helvetica\"];\n",
+     dot_group(T, [1]),
+     "}\n"].
+
+dot_group(T, Id) ->
+    #{name := Name, height := H, members := M} = info(T, Id),
+    Kids = ordered_children(T, Id),
+    Label = dot_id(Id),
+    case [G || {group, G} <- Kids] of
+        [] ->
+            %% lowest level: an ellipse listing its members, with size and diameter
+            [io_lib:format("  ~s [shape=ellipse, label=\"~ts\\n~b nodes~ts\\n~ts\"];~n",
+                           [Label, escape(Name), length(M), dot_height(H),
+                            lists:join("\\n", [escape(N) || N <- M])])];
+        Groups ->
+            [io_lib:format("  ~s [shape=box, label=\"~ts~ts\"];~n", [Label, escape(Name), dot_height(H)]),
+             [[dot_group(T, G), io_lib:format("  ~s -- ~s;~n", [Label, dot_id(G)])] || G <- Groups],
+             [io_lib:format("  \"~ts\" [shape=plaintext];~n  ~s -- \"~ts\";~n", [escape(N), Label, escape(N)])
+              || {node, N} <- Kids]]
+    end.
+
+dot_id(Id) ->
+    "g" ++ lists:append(["_" ++ integer_to_list(I) || I <- Id]).
+
+dot_height(undefined) -> "";
+dot_height(H) -> io_lib:format("\\ndiameter ~s us", [num(H)]).
+
+escape(Term) ->
+    Text = case Term of
+               A when is_atom(A) -> atom_to_list(A);
+               _ -> io_lib:format("~tp", [Term])
+           end,
+    string:replace(string:replace(Text, "\\", "\\\\", all), "\"", "\\\"", all).
+
+%% Newick: branch length = parent height − own height (leaves height 0) when measured.
+newick(T, Id, ParentHeight) ->
+    #{name := Name, height := H} = info(T, Id),
+    Kids = [case C of
+                {group, G} -> newick(T, G, H);
+                {node, N} -> [newick_label(N), branch(H, 0)]
+            end || C <- ordered_children(T, Id)],
+    ["(", lists:join(",", Kids), ")", newick_label(Name), branch(ParentHeight, H)].
+
+branch(undefined, _) -> "";
+branch(_, undefined) -> "";
+branch(Parent, Own) -> [":", num(Parent - Own)].
+
+newick_label(Term) ->
+    Text = lists:flatten(escape(Term)),
+    case lists:any(fun(C) -> lists:member(C, " ()[]':;,") end, Text) of
+        true -> ["'", string:replace(Text, "'", "''", all), "'"];
+        false -> Text
+    end.
+
+json_tree(T, Id) ->
+    #{name := Name, height := H} = info(T, Id),
+    Base = #{name => json_name(Name),
+             children => [case C of
+                              {group, G} -> json_tree(T, G);
+                              {node, N} -> #{node => N}
+                          end || C <- ordered_children(T, Id)]},
+    case H of
+        undefined -> Base;
+        _ -> Base#{height => H}
+    end.
+
+json_name(A) when is_atom(A) -> A;
+json_name(Other) -> iolist_to_binary(io_lib:format("~tp", [Other])).
+
+%%--------------------------------------------------------------------
+%% Errors
+
+where([]) -> "";
+where(Where) -> [" at ", lists:join(" > ", [io_lib:format("~0tp", [W]) || W <- Where])].
+
+why(empty_network) -> "the network is empty: a network needs at least one node or network";
+why({bad_height, H}) -> io_lib:format("height ~0tp must be a non-negative number of microseconds", [H]);
+why({unknown_option, Key}) -> io_lib:format("unknown network option ~0tp (known: height)", [Key]);
+why({child_higher, Child, Parent}) ->
+    io_lib:format("a child network has height ~s above its parent's ~s (children may not be higher than parents)",
+                  [num(Child), num(Parent)]);
+why({duplicate_node, N}) -> io_lib:format("node ~0tp appears more than once", [N]);
+why({root_is_a_node, N}) -> io_lib:format("the root must be a network, got {node, ~0tp}", [N]);
+why({bad_node, N}) -> io_lib:format("node name ~0tp must be an atom", [N]);
+why({unknown_shape, Term}) ->
+    io_lib:format("unknown term ~0tP: expected {network, Name, Children}, {network, Children}, "
+                  "{network, Name, #{height => Us}, Children} or {node, Node}", [Term, 8]);
+why(measured_without_heights) -> "the measured metric needs a height on every network";
+why({bad_metric, M}) -> io_lib:format("unknown metric ~0tp (known: ultrametric, measured)", [M]);
+why({terms, N}) -> io_lib:format("expected one topology term, found ~b", [N]);
+why({syntax, Message}) -> ["syntax error: ", Message];
+why({file, Why}) -> file:format_error(Why).
