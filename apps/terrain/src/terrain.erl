@@ -467,12 +467,12 @@ context(Preds) ->
                    level => fun(_From, _To) -> undefined end}}
     end.
 
-%% The nodes of a pg group's members, in member order, each once.
+%% The nodes of a pg group's members, in member order, each once. (pg answers `[]'
+%% for a scope that does not exist, so check that the scope is running.)
 group_nodes(Scope, Group) ->
-    try pg:get_members(Scope, Group) of
-        Pids -> {ok, dedup([node(P) || P <- Pids])}
-    catch
-        error:badarg -> {error, {no_scope, Scope}}
+    case whereis(Scope) of
+        undefined -> {error, {no_scope, Scope}};
+        _ -> {ok, dedup([node(P) || P <- pg:get_members(Scope, Group)])}
     end.
 
 flatten(Ps) when is_list(Ps) -> lists:append([flatten(P) || P <- Ps]);
@@ -498,7 +498,7 @@ pick(round_robin, Nodes, _LoadAttr, _Values) ->
     lists:nth(1 + (terrain_attr_table:next_round_robin() rem length(Nodes)), Nodes);
 pick(least_loaded, Nodes, LoadAttr, Values) ->
     Loads = [{maps:get(LoadAttr, maps:get(N, Values, #{}), undefined), N} || N <- Nodes],
-    case [L || {L, _} = L <- Loads, L =/= undefined] of
+    case [{L, N} || {L, N} <- Loads, L =/= undefined] of
         [] ->
             pick(random, Nodes, LoadAttr, Values);
         Defined ->
