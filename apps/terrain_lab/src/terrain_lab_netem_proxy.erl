@@ -64,7 +64,7 @@
 -define(SPIN_NS, 1500000).
 %% Data messages a socket delivers before it must be re-armed ({active, N}).
 -define(ACTIVE_N, 64).
--define(SOCKET_OPTIONS, [binary, {packet, raw}, {active, false}, {nodelay, true}]).
+-define(SOCKET_OPTIONS, [binary, {packet, raw}, {active, false}, {nodelay, true}, {buffer, 262144}]).
 
 %%--------------------------------------------------------------------
 %% API
@@ -116,7 +116,7 @@ connect(Listen, #{address := {Ip, Port}, link := LinkOptions}) ->
     Link = terrain_lab_netem_link:new(LinkOptions),
     Inbound = proc_lib:spawn_link(?MODULE, inbound, [self(), Remote, Local, Link]),
     case gen_tcp:controlling_process(Remote, Inbound) of
-        ok -> Inbound ! {go, self()};
+        ok -> Inbound ! {go, self()}, ok;
         {error, Why} -> exit({shutdown, {controlling_process, Why}})
     end,
     run(Local, Remote, Link).

@@ -61,20 +61,20 @@ open(Target, Address) ->
 
 %% @doc Cuts this node's connections to `Nodes' and refuses new ones until they are
 %% unblocked.
--spec block([node()]) -> ok | {error, not_emulated}.
+-spec block([node()]) -> ok | {error, not_emulated | timeout}.
 block(Nodes) ->
     call({block, [short_name(N) || N <- Nodes]}).
 
 %% @doc Lets this node connect to `Nodes' (or to every node) again. Connections come
 %% back on demand, as after any disconnection.
--spec unblock(all | [node()]) -> ok | {error, not_emulated}.
+-spec unblock(all | [node()]) -> ok | {error, not_emulated | timeout}.
 unblock(all) ->
     call({unblock, all});
 unblock(Nodes) ->
     call({unblock, [short_name(N) || N <- Nodes]}).
 
 %% @doc The links, partitions and proxies of this node.
--spec status() -> status() | {error, not_emulated}.
+-spec status() -> status() | {error, not_emulated | timeout}.
 status() ->
     call(status).
 
@@ -142,7 +142,8 @@ call(Request) ->
     try
         gen_server:call(?MODULE, Request, ?CALL_TIMEOUT)
     catch
-        exit:{noproc, _} -> {error, not_emulated}
+        exit:{noproc, _} -> {error, not_emulated};
+        exit:{timeout, _} -> {error, timeout}
     end.
 
 short_name(Node) ->
