@@ -145,3 +145,13 @@ bad_arguments_are_refused_before_any_remote_call_test() ->
     ?assertEqual({error, {netem, {bad_option, timeout, 0}}}, terrain_lab_netem:partition([a@h], [b@h], #{timeout => 0})),
     Message = lists:flatten(terrain_lab:format_error({netem, {overlapping, [a@h]}})),
     ?assertEqual("cannot partition a node from itself: a@h on both sides", Message).
+
+example_specs_are_emulated_test() ->
+    Root = filename:join(lists:sublist(filename:split(filename:dirname(code:which(terrain_lab_spec))),
+                                       length(filename:split(filename:dirname(code:which(terrain_lab_spec)))) - 5)),
+    {ok, Wan} = terrain_lab_spec:read(filename:join([Root, "examples", "wan.cluster"])),
+    ?assert(terrain_lab_netem:enabled(Wan)),
+    ?assertEqual(#{latency => 60000, jitter => 5000, bandwidth => 2000000}, terrain_lab_spec:link(Wan, p1, t4)),
+    ?assertEqual(#{latency => 50}, terrain_lab_spec:link(Wan, t3, t4)),
+    {ok, Demo} = terrain_lab_spec:read(filename:join([Root, "examples", "demo.cluster"])),
+    ?assert(terrain_lab_netem:enabled(Demo)).
