@@ -408,7 +408,10 @@ select(Candidates, Preds, Opts, ExtraNames) ->
                     Names = lists:usort(terrain_select:attr_names(Preds) ++ ExtraNames
                                         ++ [A || {A, _} <- [maps:get(order_by, Opts, none)]]),
                     {Values, Unreachable} = fetch(Nodes, Names, Opts),
-                    Reachable = [N || N <- Nodes, not maps:is_key(N, Unreachable)],
+                    Reachable = case map_size(Unreachable) of
+                                    0 -> Nodes;
+                                    _ -> [N || N <- Nodes, not maps:is_key(N, Unreachable)]
+                                end,
                     {Selected, Dropped} =
                         case maps:get(relax, Opts, false) of
                             true -> terrain_select:relax(Reachable, Preds, Values, Ctx);
@@ -433,11 +436,7 @@ explain({Values, {Nodes, Preds, Unreachable, Ctx}}) ->
 fetch(_Nodes, [], _Opts) ->
     {#{}, #{}};
 fetch(Nodes, Names, Opts) ->
-    Results = terrain_attr_query:fetch(Nodes, Names, maps:get(timeout, Opts, ?DEFAULT_TIMEOUT),
-                                       maps:get(max_age, Opts, 0)),
-    maps:fold(fun(Node, {ok, Vs}, {V, U}) -> {V#{Node => Vs}, U};
-                 (Node, {error, Why}, {V, U}) -> {V, U#{Node => Why}}
-              end, {#{}, #{}}, Results).
+    terrain_attr_query:gather(Nodes, Names, maps:get(timeout, Opts, ?DEFAULT_TIMEOUT), maps:get(max_age, Opts, 0)).
 
 resolve_candidates(all) ->
     {ok, [node() | nodes()]};

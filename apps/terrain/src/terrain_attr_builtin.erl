@@ -21,7 +21,7 @@
 %% <li>`kernel_entities' — `{Runnable, Total}' scheduling entities, from `/proc/loadavg'</li>
 %% <li>`num_erlang_processes' — `erlang:system_info(process_count)'</li>
 %% <li>`vm_schedulers_online' — `erlang:system_info(schedulers_online)'</li>
-%% <li>`run_queue' — `erlang:statistics(run_queue)'</li>
+%% <li>`run_queue' — `erlang:statistics(total_run_queue_lengths_all)'</li>
 %% <li>`vm_memory_total' — `erlang:memory(total)', bytes</li>
 %% </ul>
 %% Sampled (a moving average the attribute server keeps):
@@ -145,7 +145,7 @@ system_info(schedulers_online) -> erlang:system_info(schedulers_online).
 %% @doc The total length of the run queues.
 -spec run_queue() -> non_neg_integer().
 run_queue() ->
-    erlang:statistics(run_queue).
+    erlang:statistics(total_run_queue_lengths_all).
 
 %% @doc Bytes allocated by the emulator.
 -spec vm_memory_total() -> non_neg_integer().

@@ -2,15 +2,17 @@
 %% @doc The node's cache of other nodes' attributes, its memory of failed nodes, and the
 %% subscriber side of push mode. Registered as `terrain_attr_cache'.
 %%
-%% Tables (both `protected', read by querying processes, written only here):
+%% Table `terrain_attr_cache' (`protected', read by querying processes, written only
+%% here), one row per node, `{Node, Values, Backoff}', so that a query reads one row
+%% per node:
 %% <ul>
-%% <li>`terrain_attr_cache' — `{Node, #{Name => {Value, Class, StampMs}}}', one row per
-%%     node. `static' values stay until the node goes down (or tells us its
-%%     configuration changed); `volatile' ones are used only while younger than a
-%%     query's `max_age'. Values come from queries ({@link store/2}) and pushes.</li>
-%% <li>`terrain_attr_backoff' — `{Node, UntilMs, Reason, Failures}': a node that failed
-%%     a query is not asked again until UntilMs (500 ms doubling per consecutive failure,
-%%     at most 30 s) or until it comes back (nodeup).</li>
+%% <li>Values — `#{Name => {Value, Class, StampMs}}'. `static' values stay until the
+%%     node goes down (or tells us its configuration changed); `volatile' ones are used
+%%     only while younger than a query's `max_age'. Values come from queries
+%%     ({@link store/2}) and pushes.</li>
+%% <li>Backoff — `none' or `{UntilMs, Reason, Failures}': a node that failed a query is
+%%     not asked again until UntilMs (500 ms, doubling with each consecutive failure, at
+%%     most 30 s) or until it comes back (nodeup).</li>
 %% </ul>
 %%
 %% Push mode: {@link subscribe/4} asks each node's attribute server for a pusher that
@@ -25,8 +27,8 @@
 -export([start_link/0,
          store/2,
          failed/2,
+         lookup/1,
          cached/1,
-         backoff/2,
          subscribe/4,
          unsubscribe/1]).
 
@@ -37,7 +39,6 @@
          handle_info/2]).
 
 -define(CACHE, terrain_attr_cache).
--define(BACKOFF, terrain_attr_backoff).
 -define(BACKOFF_BASE_MS, 500).
 -define(BACKOFF_MAX_MS, 30000).
 -define(RESUBSCRIBE_MS, 1000).
@@ -75,25 +76,20 @@ failed(_Stamp, []) ->
 failed(Stamp, Failures) ->
     gen_server:cast(?MODULE, {failed, Stamp, Failures}).
 
+%% @doc One node's cached values and backoff, read in the caller.
+-spec lookup(node()) -> {cached(), none | {integer(), failure(), pos_integer()}}.
+lookup(Node) ->
+    try ets:lookup(?CACHE, Node) of
+        [{_, Values, Backoff}] -> {Values, Backoff};
+        [] -> {#{}, none}
+    catch
+        error:badarg -> {#{}, none}
+    end.
+
 %% @doc The cached values of one node, read in the caller.
 -spec cached(node()) -> cached().
 cached(Node) ->
-    try ets:lookup(?CACHE, Node) of
-        [{_, Values}] -> Values;
-        [] -> #{}
-    catch
-        error:badarg -> #{}
-    end.
-
-%% @doc `{error, Reason}' if the node is in backoff at NowMs, else `ok'. Read in the caller.
--spec backoff(node(), integer()) -> ok | {error, failure()}.
-backoff(Node, Now) ->
-    try ets:lookup(?BACKOFF, Node) of
-        [{_, Until, Reason, _}] when Now < Until -> {error, Reason};
-        _ -> ok
-    catch
-        error:badarg -> ok
-    end.
+    element(1, lookup(Node)).
 
 %% @doc Subscribes the caller (Owner) to pushes of Names from Nodes every Interval ms.
 -spec subscribe([node()], [terrain:attr_name()], pos_integer(), pid()) -> {ok, reference()}.
@@ -113,7 +109,6 @@ unsubscribe(Ref) ->
 init([]) ->
     Options = [named_table, protected, set, {read_concurrency, true}],
     ?CACHE = ets:new(?CACHE, Options),
-    ?BACKOFF = ets:new(?BACKOFF, Options),
     ok = net_kernel:monitor_nodes(true),
     {ok, #{subs => #{}, refs => #{}}}.
 
@@ -141,18 +136,21 @@ handle_call(_Request, _From, State) ->
 -spec handle_cast(term(), state()) -> {noreply, state()}.
 handle_cast({store, Stamp, Results}, State) ->
     _ = [begin
-             merge(Node, [{Name, {Value, Class, Stamp}} || {Name, Value, Class} <- Entries]),
-             ets:delete(?BACKOFF, Node)
+             {Old, _Backoff} = lookup(Node),
+             New = maps:from_list([{Name, {Value, Class, Stamp}} || {Name, Value, Class} <- Entries,
+                                                                   is_atom(Name)]),
+             ets:insert(?CACHE, {Node, maps:merge(Old, New), none})
          end || {Node, Entries} <- Results],
     {noreply, State};
 handle_cast({failed, Stamp, Failures}, State) ->
     _ = [begin
-             Count = case ets:lookup(?BACKOFF, Node) of
-                         [{_, _, _, C}] -> C + 1;
-                         [] -> 1
+             {Values, Backoff} = lookup(Node),
+             Count = case Backoff of
+                         {_, _, C} -> C + 1;
+                         none -> 1
                      end,
              Delay = min(?BACKOFF_MAX_MS, ?BACKOFF_BASE_MS bsl min(Count - 1, 16)),
-             ets:insert(?BACKOFF, {Node, Stamp + Delay, Reason, Count})
+             ets:insert(?CACHE, {Node, Values, {Stamp + Delay, Reason, Count}})
          end || {Node, Reason} <- Failures],
     {noreply, State};
 handle_cast(_Msg, State) ->
@@ -162,14 +160,17 @@ handle_cast(_Msg, State) ->
 %% @private
 -spec handle_info(term(), state()) -> {noreply, state()}.
 handle_info({nodeup, Node}, #{subs := Subs} = State) ->
-    true = ets:delete(?BACKOFF, Node),
+    case lookup(Node) of
+        {Values, _} when map_size(Values) =:= 0 -> ets:delete(?CACHE, Node);
+        _ -> ets:update_element(?CACHE, Node, {3, none})
+    end,
     Waiting = [Ref || {Ref, #{nodes := #{Node := waiting}}} <- maps:to_list(Subs)],
     {noreply, lists:foldl(fun(Ref, S) -> request_pusher(Ref, Node, S) end, State, Waiting)};
 handle_info({nodedown, Node}, State) ->
-    true = ets:delete(?CACHE, Node),
+    forget_values(Node),
     {noreply, State};
 handle_info({'$terrain_attr_invalidate', Node}, State) when is_atom(Node) ->
-    true = ets:delete(?CACHE, Node),
+    forget_values(Node),
     {noreply, State};
 handle_info({'$terrain_attr_push', Ref, Node, Changed}, #{refs := Refs} = State) when is_list(Changed) ->
     case Refs of
@@ -225,24 +226,19 @@ handle_info(_Msg, State) ->
 %%--------------------------------------------------------------------
 %% Internal
 
-merge(_Node, []) ->
-    ok;
-merge(Node, New) ->
-    Old = case ets:lookup(?CACHE, Node) of
-              [{_, Values}] -> Values;
-              [] -> #{}
-          end,
-    true = ets:insert(?CACHE, {Node, maps:merge(Old, maps:from_list(New))}),
+%% Drops a node's values but keeps its backoff (the row goes when there is none).
+forget_values(Node) ->
+    _ = case lookup(Node) of
+            {_, none} -> ets:delete(?CACHE, Node);
+            {_, Backoff} -> ets:insert(?CACHE, {Node, #{}, Backoff})
+        end,
     ok.
 
 %% A push: store the changed values and mark every subscribed value fresh as of now.
 pushed(SubRef, Node, Changed, #{subs := Subs}) ->
     Now = erlang:monotonic_time(millisecond),
     #{SubRef := #{names := Names}} = Subs,
-    Old = case ets:lookup(?CACHE, Node) of
-              [{_, Values}] -> Values;
-              [] -> #{}
-          end,
+    {Old, Backoff} = lookup(Node),
     Refreshed = maps:map(fun(Name, {Value, Class, Stamp}) ->
                                  case lists:member(Name, Names) of
                                      true -> {Value, Class, Now};
@@ -250,7 +246,7 @@ pushed(SubRef, Node, Changed, #{subs := Subs}) ->
                                  end
                          end, Old),
     New = maps:from_list([{Name, {Value, Class, Now}} || {Name, Value, Class} <- Changed, is_atom(Name)]),
-    true = ets:insert(?CACHE, {Node, maps:merge(Refreshed, New)}),
+    true = ets:insert(?CACHE, {Node, maps:merge(Refreshed, New), Backoff}),
     ok.
 
 request_pusher(SubRef, Node, #{subs := Subs, refs := Refs} = State) ->

@@ -14,68 +14,103 @@
 -module(terrain_attr_query).
 
 %% API
--export([fetch/4]).
+-export([fetch/4,
+         gather/4]).
 
 -type result() :: {ok, #{terrain:attr_name() => term()}} | {error, terrain_attr_cache:failure()}.
 -export_type([result/0]).
 
 -define(SERVER, terrain_attr_server).
 
-%% @doc Fetches Names (or `all') from Nodes. Timeout and MaxAge in ms.
+%% @doc Fetches Names (or `all') from Nodes, one answer per node. Timeout and MaxAge in ms.
 -spec fetch([node()], [terrain:attr_name()] | all, non_neg_integer(), non_neg_integer() | infinity) ->
           #{node() => result()}.
 fetch(Nodes, Names, Timeout, MaxAge) ->
-    terrain_attr_table:count(queries),
+    {Values, Errors} = gather(Nodes, Names, Timeout, MaxAge),
+    maps:fold(fun(Node, Reason, Acc) -> Acc#{Node => {error, Reason}} end,
+              maps:map(fun(_Node, V) -> {ok, V} end, Values), Errors).
+
+%% @doc As {@link fetch/4}, split into the values of the nodes that answered and the
+%% errors of those that did not (what selection needs).
+-spec gather([node()], [terrain:attr_name()] | all, non_neg_integer(), non_neg_integer() | infinity) ->
+          {#{node() => #{terrain:attr_name() => term()}}, #{node() => terrain_attr_cache:failure()}}.
+gather(Nodes, Names, Timeout, MaxAge) ->
     Now = erlang:monotonic_time(millisecond),
     Deadline = Now + Timeout,
-    Distinct = lists:usort(Nodes),
-    Plans = [{Node, plan(Node, Names, Now, MaxAge)} || Node <- Distinct],
-    Pending = maps:from_list([{send(Node, Missing), {Node, Cached}}
-                              || {Node, {fetch, Missing, Cached}} <- Plans, is_alive()]),
-    Immediate = [{Node, immediate(Node, Plan, Names)} || {Node, Plan} <- Plans,
-                                                         not is_fetch(Plan) orelse not is_alive()],
+    {Values, Errors, Pending, Local, Hits, Skips} =
+        plan(lists:usort(Nodes), Names, Now, MaxAge, is_alive(), #{}, #{}, #{}, false, 0, 0),
+    count(Hits, Skips, map_size(Pending)),
+    %% the local node is read while the remote answers travel
+    {Values1, Errors1} = case Local of
+                             false -> {Values, Errors};
+                             true ->
+                                 case local(Names) of
+                                     {ok, V} -> {Values#{node() => V}, Errors};
+                                     {error, Reason} -> {Values, Errors#{node() => Reason}}
+                                 end
+                         end,
     {Fetched, Failed} = collect(Pending, Deadline, [], []),
     terrain_attr_cache:store(Now, [{Node, Entries} || {Node, Entries, _} <- Fetched]),
     terrain_attr_cache:failed(Now, Failed),
-    maps:from_list(Immediate
-                   ++ [{Node, {ok, values(Names, Entries, Cached)}} || {Node, Entries, Cached} <- Fetched]
-                   ++ [{Node, {error, Reason}} || {Node, Reason} <- Failed]).
+    {lists:foldl(fun({Node, Entries, Cached}, Acc) -> Acc#{Node => values(Names, Entries, Cached)} end,
+                 Values1, Fetched),
+     lists:foldl(fun({Node, Reason}, Acc) -> Acc#{Node => Reason} end, Errors1, Failed)}.
 
 %%--------------------------------------------------------------------
 %% Internal
 
-%% What to do for one node: read it here, answer from the cache or the backoff table,
-%% or fetch the names the cache cannot give.
-plan(Node, _Names, _Now, _MaxAge) when Node =:= node() ->
-    local;
-plan(Node, Names, Now, MaxAge) ->
-    case terrain_attr_cache:backoff(Node, Now) of
-        {error, Reason} ->
-            terrain_attr_table:count(backoff_skips),
-            {error, Reason};
-        ok when Names =:= all ->
-            {fetch, all, #{}};
-        ok ->
-            Cache = terrain_attr_cache:cached(Node),
-            {Fresh, Missing} =
-                lists:foldl(fun(Name, {F, M}) ->
-                                    case Cache of
-                                        #{Name := {Value, static, _}} -> {F#{Name => Value}, M};
-                                        #{Name := {Value, volatile, Stamp}} when Now - Stamp < MaxAge ->
-                                            {F#{Name => Value}, M};
-                                        _ -> {F, [Name | M]}
-                                    end
-                            end, {#{}, []}, Names),
-            case Missing of
-                [] -> terrain_attr_table:count(cache_hits), {cached, Fresh};
-                _ -> {fetch, lists:reverse(Missing), Fresh}
+%% One pass over the nodes: answer from the cache or the backoff when possible, send
+%% a request for what is missing, note whether the local node is among them.
+plan([], _Names, _Now, _MaxAge, _Alive, Values, Errors, Pending, Local, Hits, Skips) ->
+    {Values, Errors, Pending, Local, Hits, Skips};
+plan([Node | Nodes], Names, Now, MaxAge, Alive, Values, Errors, Pending, _Local, Hits, Skips)
+  when Node =:= node() ->
+    plan(Nodes, Names, Now, MaxAge, Alive, Values, Errors, Pending, true, Hits, Skips);
+plan([Node | Nodes], Names, Now, MaxAge, Alive, Values, Errors, Pending, Local, Hits, Skips) ->
+    case terrain_attr_cache:lookup(Node) of
+        {_, {Until, Reason, _}} when Now < Until ->
+            plan(Nodes, Names, Now, MaxAge, Alive, Values, Errors#{Node => Reason}, Pending, Local,
+                 Hits, Skips + 1);
+        {Cache, _} ->
+            case from_cache(Names, Cache, Now, MaxAge, #{}, []) of
+                {Fresh, []} ->
+                    plan(Nodes, Names, Now, MaxAge, Alive, Values#{Node => Fresh}, Errors, Pending, Local,
+                         Hits + 1, Skips);
+                {_, _} when not Alive ->
+                    terrain_attr_table:count(noconnection),
+                    plan(Nodes, Names, Now, MaxAge, Alive, Values, Errors#{Node => noconnection}, Pending,
+                         Local, Hits, Skips);
+                {Fresh, Missing} ->
+                    MRef = send(Node, Missing),
+                    plan(Nodes, Names, Now, MaxAge, Alive, Values, Errors, Pending#{MRef => {Node, Fresh}},
+                         Local, Hits, Skips)
             end
     end.
 
-is_fetch({fetch, _, _}) -> true;
-is_fetch(_) -> false.
+%% The names the cache can answer (static always, volatile while younger than
+%% MaxAge), and the names it cannot, in their order.
+from_cache(all, _Cache, _Now, _MaxAge, _Fresh, _Missing) ->
+    {#{}, all};
+from_cache([], _Cache, _Now, _MaxAge, Fresh, Missing) ->
+    {Fresh, lists:reverse(Missing)};
+from_cache([Name | Names], Cache, Now, MaxAge, Fresh, Missing) ->
+    case Cache of
+        #{Name := {Value, static, _}} ->
+            from_cache(Names, Cache, Now, MaxAge, Fresh#{Name => Value}, Missing);
+        #{Name := {Value, volatile, Stamp}} when Now - Stamp < MaxAge ->
+            from_cache(Names, Cache, Now, MaxAge, Fresh#{Name => Value}, Missing);
+        _ ->
+            from_cache(Names, Cache, Now, MaxAge, Fresh, [Name | Missing])
+    end.
 
-immediate(_Node, local, Names) ->
+count(Hits, Skips, Requests) ->
+    terrain_attr_table:count(queries),
+    _ = Hits > 0 andalso terrain_attr_table:count(cache_hits, Hits),
+    _ = Skips > 0 andalso terrain_attr_table:count(backoff_skips, Skips),
+    _ = Requests > 0 andalso terrain_attr_table:count(node_requests, Requests),
+    ok.
+
+local(Names) ->
     try
         Entries = case Names of
                       all -> terrain_attr_server:read_all();
@@ -84,17 +119,9 @@ immediate(_Node, local, Names) ->
         {ok, values(Names, Entries, #{})}
     catch
         error:badarg -> {error, not_running}   % the attribute tables do not exist
-    end;
-immediate(_Node, {error, Reason}, _Names) ->
-    {error, Reason};
-immediate(_Node, {cached, Values}, _Names) ->
-    {ok, Values};
-immediate(_Node, {fetch, _, _}, _Names) ->
-    terrain_attr_table:count(noconnection),
-    {error, noconnection}.   % this node is not distributed
+    end.
 
 send(Node, Names) ->
-    terrain_attr_table:count(node_requests),
     Dest = {?SERVER, Node},
     MRef = monitor(process, Dest, [{alias, demonitor}]),
     Dest ! {'$terrain_attrs', 1, MRef, Names},

@@ -108,7 +108,7 @@ attr_names(Preds) ->
 %% @doc The candidates (in their order, duplicates kept) for which the predicate is true.
 -spec select([node()], terrain:predicate() | [terrain:predicate()], values(), context()) -> [node()].
 select(Candidates, Preds, Values, Ctx) ->
-    Compiled = compile(Preds, distinct(Candidates), Values, Ctx),
+    Compiled = compile(Preds, fun() -> distinct(Candidates) end, Values, Ctx),
     [N || N <- Candidates, eval(Compiled, N, Values, Ctx) =:= true].
 
 %% @doc Explains an empty selection: applies the top-level predicates one after the
@@ -227,6 +227,8 @@ distinct([N | Ns], Seen, Acc) ->
     end.
 
 %% Relative predicates become the set of nodes for which they hold; the rest is kept.
+%% Distinct gives the distinct candidates, computed only if a relative predicate
+%% needs them.
 compile(Preds, Distinct, Values, Ctx) when is_list(Preds) ->
     {'and', [compile(P, Distinct, Values, Ctx) || P <- Preds]};
 compile({'not', P}, D, V, C) -> {'not', compile(P, D, V, C)};
@@ -235,9 +237,9 @@ compile({'and', Ps}, D, V, C) -> {'and', [compile(P, D, V, C) || P <- Ps]};
 compile({group, Scope, Group}, _D, _V, #{groups := Groups}) ->
     {members, maps:from_list([{N, true} || N <- maps:get({Scope, Group}, Groups, [])])};
 compile({A, Rel}, Distinct, Values, _Ctx) when Rel =:= low; Rel =:= high ->
-    {set, A, relative(A, Rel, Distinct, Values)};
+    {set, A, relative(A, Rel, Distinct(), Values)};
 compile({A, Rel, K}, Distinct, Values, _Ctx) when Rel =:= top; Rel =:= bottom ->
-    {set, A, ranked(A, Rel, K, Distinct, Values)};
+    {set, A, ranked(A, Rel, K, Distinct(), Values)};
 compile(P, _D, _V, _C) ->
     P.
 
@@ -287,8 +289,8 @@ value(Node, Attr, Values) ->
         _ -> undefined
     end.
 
-eval({'and', Ps}, N, V, C) -> and3([eval(P, N, V, C) || P <- Ps]);
-eval({'or', Ps}, N, V, C) -> or3([eval(P, N, V, C) || P <- Ps]);
+eval({'and', Ps}, N, V, C) -> eval_and(Ps, N, V, C, true);
+eval({'or', Ps}, N, V, C) -> eval_or(Ps, N, V, C, false);
 eval({'not', P}, N, V, C) -> not3(eval(P, N, V, C));
 eval({members, Set}, N, _V, _C) -> maps:is_key(N, Set);
 eval({set, A, Set}, N, V, _C) ->
@@ -337,16 +339,22 @@ compare(ge, X, Y) -> X >= Y.
 rank(Level) ->
     length(lists:takewhile(fun(L) -> L =/= Level end, ?LEVELS)).
 
-and3(Values) ->
-    case lists:member(false, Values) of
-        true -> false;
-        false -> not lists:member(unknown, Values) orelse unknown
+%% false wins, then unknown; stops at the first false.
+eval_and([], _N, _V, _C, Acc) -> Acc;
+eval_and([P | Ps], N, V, C, Acc) ->
+    case eval(P, N, V, C) of
+        false -> false;
+        true -> eval_and(Ps, N, V, C, Acc);
+        unknown -> eval_and(Ps, N, V, C, unknown)
     end.
 
-or3(Values) ->
-    case lists:member(true, Values) of
+%% true wins, then unknown; stops at the first true.
+eval_or([], _N, _V, _C, Acc) -> Acc;
+eval_or([P | Ps], N, V, C, Acc) ->
+    case eval(P, N, V, C) of
         true -> true;
-        false -> case lists:member(unknown, Values) of true -> unknown; false -> false end
+        false -> eval_or(Ps, N, V, C, Acc);
+        unknown -> eval_or(Ps, N, V, C, unknown)
     end.
 
 not3(true) -> false;
@@ -361,7 +369,7 @@ explain_steps(_Preds, [], _Distinct, _Values, _Ctx, Acc) ->
 explain_steps([], _Remaining, _Distinct, _Values, _Ctx, Acc) ->
     Acc;
 explain_steps([P | Ps], Remaining, Distinct, Values, Ctx, #{steps := Steps} = Acc) ->
-    Compiled = compile(P, Distinct, Values, Ctx),
+    Compiled = compile(P, fun() -> Distinct end, Values, Ctx),
     Kept = [N || N <- Remaining, eval(Compiled, N, Values, Ctx) =:= true],
     Acc1 = Acc#{steps := Steps ++ [{P, length(Kept)}]},
     case Kept of
