@@ -1,0 +1,142 @@
+%% @private
+%% @doc `terrain choose PRED...': the nodes of the running cluster (or of `--nodes')
+%% that satisfy the predicates, one per line; when none does, why not (on stderr,
+%% with exit status 1).
+%%
+%% Each PRED is an Erlang term in the predicate language of `terrain:choose_nodes/3',
+%% e.g. `'{vm_num_processors, ge, 8}'' or `'{loadavg5, low}''; several are combined
+%% with `and'. Terms are parsed as literals, never evaluated.
+-module(terrain_lab_cmd_choose).
+
+%% API (CLI handler)
+-export([command/0,
+         run/3]).
+
+%% @doc The subcommand, as `terrain_lab_cli:commands/0' lists it.
+-spec command() -> terrain_lab_cli:command().
+command() ->
+    #{name => "choose",
+      summary => "Print the nodes that satisfy predicates, or why none does",
+      usage => "PRED...",
+      description => "Chooses among the nodes of the cluster that 'terrain up' started (or --nodes) with the "
+                     "predicate language of terrain:choose_nodes/3. Each PRED is one Erlang term, e.g. "
+                     "'{vm_num_processors, ge, 8}' '{loadavg5, low}' \"{'not', {gpu, true}}\"; several "
+                     "are combined with and. Prints the chosen nodes in the cluster's order (or --order-by), "
+                     "one per line. When none matches, prints which predicate removed the last candidates "
+                     "and their values, on stderr, and exits with status 1. --relax drops predicates from "
+                     "the end until a node matches; --pick prints one node.",
+      args => {1, infinity},
+      options => [#{name => nodes, long => "nodes", type => string, metavar => "NODE,...",
+                    help => "nodes to choose from instead of the running cluster"},
+                  #{name => order_by, long => "order-by", type => string, metavar => "ATTR[:asc|desc]",
+                    help => "sort the chosen nodes by an attribute"},
+                  #{name => relax, long => "relax", type => flag,
+                    help => "drop predicates from the end until a node matches"},
+                  #{name => pick, long => "pick", type => string, metavar => "HOW",
+                    help => "print one chosen node: random, first, least_loaded or round_robin"},
+                  #{name => load_attr, long => "load-attr", type => string, metavar => "ATTR",
+                    help => "the attribute least_loaded compares (default scheduler_utilisation)"},
+                  #{name => timeout, long => "timeout", type => integer, default => 2000, metavar => "MS",
+                    help => "deadline for asking all the nodes"},
+                  #{name => state_dir, long => "state-dir", type => string, default => ".terrain",
+                    metavar => "DIR", help => "where the running cluster is recorded (env TERRAIN_STATE_DIR)"}],
+      run => {?MODULE, run}}.
+
+%% @doc Runs `terrain choose'.
+-spec run(#{atom() => term()}, [string()], terrain_lab_cli:io()) -> ok | {error, term()}.
+run(Options, Args, Io) ->
+    case predicates(Args, Io) of
+        {ok, Preds} ->
+            case choose_options(Options) of
+                {ok, ChooseOptions} ->
+                    case terrain_lab_up:connect(Options) of
+                        {ok, Nodes} -> choose(Nodes, Preds, ChooseOptions, pick(Options), Io);
+                        {error, _} = Error -> Error
+                    end;
+                {error, _} = Error ->
+                    Error
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+%%--------------------------------------------------------------------
+%% Internal
+
+choose(Nodes, Preds, Options, undefined, Io) ->
+    case terrain:choose_nodes(Nodes, Preds, Options#{explain => true}) of
+        {[], Explanation} when is_map(Explanation) ->
+            terrain_lab_cli:progress(Io, "~ts", [terrain:format_explanation(Explanation)]),
+            {error, none};
+        {Chosen, Dropped} when is_list(Dropped) ->
+            [terrain_lab_cli:progress(Io, "relaxed: dropped ~0tp~n", [P]) || P <- Dropped],
+            print(Chosen, Io);
+        {error, _} = Error ->
+            Error;
+        Chosen ->
+            print(Chosen, Io)
+    end;
+choose(Nodes, Preds, Options, {Pick, LoadAttr}, Io) ->
+    case terrain:choose_node(Nodes, Preds, maps:merge(Options, LoadAttr#{pick => Pick})) of
+        {ok, Node} -> print([Node], Io);
+        {error, none} ->
+            %% ask again for the explanation
+            _ = choose(Nodes, Preds, maps:remove(relax, Options), undefined, Io),
+            {error, none};
+        {error, _} = Error -> Error
+    end.
+
+pick(Options) ->
+    case maps:get(pick, Options, undefined) of
+        undefined ->
+            undefined;
+        Text ->
+            LoadAttr = case maps:get(load_attr, Options, undefined) of
+                           undefined -> #{};
+                           Attr -> #{load_attr => list_to_atom(Attr)}
+                       end,
+            {list_to_atom(Text), LoadAttr}
+    end.
+
+print(Nodes, Io) ->
+    [terrain_lab_cli:out(Io, "~ts~n", [N]) || N <- Nodes],
+    ok.
+
+%% One predicate per argument, parsed as a literal term; several mean `and'.
+predicates(Args, Io) ->
+    Parsed = [parse(A) || A <- Args],
+    case [{A, Why} || {A, {error, Why}} <- lists:zip(Args, Parsed)] of
+        [{Text, Why} | _] ->
+            terrain_lab_cli:progress(Io, "terrain choose: cannot read ~ts: ~ts~n", [Text, Why]),
+            {error, {bad_predicate, Text}};
+        [] ->
+            case [P || {ok, P} <- Parsed] of
+                [One] -> {ok, One};
+                Many -> {ok, Many}
+            end
+    end.
+
+parse(Text) ->
+    case erl_scan:string(Text ++ " .") of
+        {ok, Tokens, _} ->
+            case erl_parse:parse_term(Tokens) of
+                {ok, Term} -> {ok, Term};
+                {error, {_, Mod, Desc}} -> {error, lists:flatten(Mod:format_error(Desc))}
+            end;
+        {error, {_, Mod, Desc}, _} ->
+            {error, lists:flatten(Mod:format_error(Desc))}
+    end.
+
+choose_options(Options) ->
+    Base = #{timeout => maps:get(timeout, Options), relax => maps:get(relax, Options, false)},
+    case maps:get(order_by, Options, undefined) of
+        undefined ->
+            {ok, Base};
+        Text ->
+            case string:split(Text, ":") of
+                [Attr] -> {ok, Base#{order_by => {list_to_atom(Attr), asc}}};
+                [Attr, "asc"] -> {ok, Base#{order_by => {list_to_atom(Attr), asc}}};
+                [Attr, "desc"] -> {ok, Base#{order_by => {list_to_atom(Attr), desc}}};
+                _ -> {error, {bad_option, order_by, Text}}
+            end
+    end.
