@@ -1,0 +1,125 @@
+%% The topology model: the seed's ultrametric, the measured metric, levels, discs,
+%% missing nodes, validation messages, and the renderings.
+-module(terrain_topology_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+%% dc > {s1 > {r1: a b, r2: c}, s2 > {d, r3: e}}
+tree() ->
+    {network, dc, [{network, s1, [{network, r1, [{node, a}, {node, b}]}, {network, r2, [{node, c}]}]},
+                   {network, s2, [{node, d}, {network, r3, [{node, e}]}]}]}.
+
+new(Tree) -> {ok, T} = terrain_topology:new(Tree), T.
+
+ultrametric_is_two_to_minus_shared_path_test() ->
+    T = new(tree()),
+    ?assertEqual(ultrametric, terrain_topology:metric(T)),
+    ?assertEqual(0, terrain_topology:distance(T, a, a)),
+    ?assertEqual(0.25, terrain_topology:distance(T, a, b)),   % share dc-s1-r1: 2 edges
+    ?assertEqual(0.5, terrain_topology:distance(T, a, c)),    % share dc-s1: 1 edge
+    ?assertEqual(1.0, terrain_topology:distance(T, a, e)),    % share only the root
+    ?assertEqual(0.5, terrain_topology:distance(T, d, e)),
+    ?assertEqual(terrain_topology:distance(T, e, a), terrain_topology:distance(T, a, e)).
+
+measured_metric_is_height_of_lowest_common_network_test() ->
+    T = new({network, root, #{height => 8000},
+             [{network, x, #{height => 600}, [{node, a}, {node, b}]},
+              {network, y, #{height => 500}, [{node, c}, {node, d}]}]}),
+    ?assertEqual(measured, terrain_topology:metric(T)),
+    ?assertEqual(600, terrain_topology:distance(T, a, b)),
+    ?assertEqual(8000, terrain_topology:distance(T, b, c)),
+    ?assertEqual(16000, terrain_topology:anywhere(T)),
+    {ok, U} = terrain_topology:new(terrain_topology:term(T), #{metric => ultrametric}),
+    ?assertEqual(0.5, terrain_topology:distance(U, a, b)).
+
+missing_nodes_are_anywhere_test() ->
+    T = new(tree()),
+    ?assertEqual(2.0, terrain_topology:distance(T, a, stranger)),
+    ?assertEqual(anywhere, terrain_topology:level(T, a, stranger)),
+    ?assertEqual(anywhere, terrain_topology:level(T, stranger, other)),
+    ?assertEqual(same_node, terrain_topology:level(T, stranger, stranger)),
+    ?assertEqual([stranger], terrain_topology:disc(T, stranger, 1.0)),
+    ?assertEqual([stranger, a, b, c, d, e], terrain_topology:disc(T, stranger, 2.0)).
+
+levels_follow_the_rank_of_the_distance_test() ->
+    T = new(tree()),
+    ?assertEqual(very_near, terrain_topology:level(T, a, b)),
+    ?assertEqual(near, terrain_topology:level(T, a, c)),
+    ?assertEqual(very_far, terrain_topology:level(T, a, e)),
+    %% four distinct distances: very_near, near, far, very_far
+    Deep = new({network, l0, [{network, l1, [{network, l2, [{network, l3, [{node, p}, {node, q}]}, {node, r}]}, {node, s}]},
+                              {node, t}]}),
+    ?assertEqual([very_near, near, far, very_far],
+                 [terrain_topology:level(Deep, p, X) || X <- [q, r, s, t]]),
+    Flat = new({network, [{node, x}, {node, y}]}),
+    ?assertEqual(near, terrain_topology:level(Flat, x, y)).
+
+disc_is_the_closed_ball_test() ->
+    T = new(tree()),
+    ?assertEqual([a], terrain_topology:disc(T, a, 0)),
+    ?assertEqual([a, b], terrain_topology:disc(T, a, 0.25)),
+    ?assertEqual([a, b, c], terrain_topology:disc(T, a, 0.5)),
+    ?assertEqual([a, b, c, d, e], terrain_topology:disc(T, a, 1)).
+
+subtree_and_groups_test() ->
+    T = new(tree()),
+    ?assertEqual([a, b, c], terrain_topology:subtree(T, s1)),
+    ?assertEqual([d, e], terrain_topology:subtree(T, s2)),
+    ?assertEqual([], terrain_topology:subtree(T, nowhere)),
+    ?assertEqual([a, b, c, d, e], terrain_topology:nodes(T)),
+    ?assertEqual([dc, s1, r1, r2, s2, r3], [N || {N, _, _, _} <- terrain_topology:groups(T)]).
+
+unnamed_networks_get_names_test() ->
+    T = new({network, [{network, [{node, a}]}, {node, b}]}),
+    ?assertEqual([net, net_1], [N || {N, _, _, _} <- terrain_topology:groups(T)]).
+
+invalid_trees_are_rejected_with_a_sentence_test() ->
+    Cases = [{{network, r, []}, "topology at r: the network is empty"},
+             {{network, r, [{network, s, [{node, a}]}, {node, a}]}, "topology at r: node a appears more than once"},
+             {{network, r, #{height => -1}, [{node, a}]}, "at r: height -1 must be a non-negative number"},
+             {{network, r, #{height => 10}, [{network, s, #{height => 20}, [{node, a}]}]},
+              "at r: a child network has height 20 above its parent's 10"},
+             {{network, r, #{weight => 1}, [{node, a}]}, "unknown network option weight"},
+             {{network, r, [{host, a}]}, "at r: unknown term {host,a}"},
+             {{node, a}, "the root must be a network"},
+             {{network, r, [{node, "a"}]}, "node name \"a\" must be an atom"},
+             {[a, b], "unknown term [a,b]"}],
+    [begin
+         {error, Reason} = terrain_topology:new(Tree),
+         Message = lists:flatten(terrain_topology:format_error(Reason)),
+         ?assert(string:find(Message, Expected) =/= nomatch, Message)
+     end || {Tree, Expected} <- Cases],
+    {error, R} = terrain_topology:new(tree(), #{metric => measured}),
+    ?assertEqual("topology: the measured metric needs a height on every network",
+                 lists:flatten(terrain_topology:format_error(R))).
+
+read_file_test() ->
+    File = "/tmp/terrain_topo_" ++ os:getpid() ++ ".term",
+    ok = file:write_file(File, io_lib:format("~p.~n", [tree()])),
+    try
+        {ok, T} = terrain_topology:read(File),
+        ?assertEqual(tree(), terrain_topology:term(T)),
+        ok = file:write_file(File, "{network, r, [{node, a}]}.\n{network, s, [{node, b}]}.\n"),
+        {error, R} = terrain_topology:read(File),
+        ?assertNotEqual(nomatch, string:find(lists:flatten(terrain_topology:format_error(R)), "expected one topology term, found 2"))
+    after
+        file:delete(File)
+    end.
+
+renderings_test() ->
+    T = new({network, root, #{height => 8000},
+             [{network, x, #{height => 600}, [{node, a}, {node, b}]}, {node, c}]}),
+    ?assertEqual("((a:600,b:600)x:7400,c:8000)root;\n", lists:flatten(io_lib:format("~s", [terrain_topology:render(T, newick)]))),
+    {ok, Json} = terrain_json:decode(iolist_to_binary(terrain_topology:render(T, json))),
+    ?assertMatch(#{<<"format">> := <<"terrain.topology/1">>, <<"metric">> := <<"measured">>,
+                   <<"tree">> := #{<<"name">> := <<"root">>, <<"height">> := 8000,
+                                   <<"children">> := [#{<<"name">> := <<"x">>, <<"height">> := 600,
+                                                        <<"children">> := [#{<<"node">> := <<"a">>}, #{<<"node">> := <<"b">>}]},
+                                                      #{<<"node">> := <<"c">>}]}}, Json),
+    Dot = lists:flatten(io_lib:format("~s", [terrain_topology:render(T, dot)])),
+    ?assertNotEqual(nomatch, string:find(Dot, "shape=ellipse, label=\"x\\n2 nodes\\ndiameter 600 us\\na\\nb\"")),
+    ?assertNotEqual(nomatch, string:find(Dot, "shape=box, label=\"root\\ndiameter 8000 us\"")),
+    {ok, Tokens, _} = erl_scan:string(lists:flatten(io_lib:format("~s", [terrain_topology:render(T, term)]))),
+    {ok, Term} = erl_parse:parse_term(Tokens),
+    ?assertEqual(terrain_topology:term(T), Term),
+    Text = lists:flatten(io_lib:format("~s", [terrain_topology:render(T, text)])),
+    ?assertEqual("root (3 nodes, diameter 8000 us)\n  x (2 nodes, diameter 600 us)\n    a\n    b\n  c\n", Text).
