@@ -47,14 +47,17 @@
          anywhere/1,
          level/3,
          level_rank/1,
+         slow_distance/1,
          disc/3,
          subtree/2,
          groups/1,
+         subnetworks/2,
+         network_members/2,
          term/1,
          render/2,
          format_error/1]).
 
--export_type([topology/0, tree/0, metric/0, level/0, format/0]).
+-export_type([topology/0, tree/0, metric/0, level/0, format/0, network_id/0]).
 
 -compile({no_auto_import, [nodes/1]}).
 
@@ -66,8 +69,10 @@
 -type level() :: same_node | very_near | near | far | very_far | anywhere.
 -type format() :: term | text | dot | newick | json.
 
-%% A group is one network of the tree: its id is its position path from the root.
--type group_id() :: [pos_integer()].
+%% A network of the tree is identified by its position path from the root: `[1]' is
+%% the root, `[1, 2]' its second child, and so on.
+-type network_id() :: [pos_integer(), ...].
+-type group_id() :: network_id().
 
 -opaque topology() ::
         #{tree := tree(),
@@ -167,6 +172,17 @@ level(#{distances := Distances} = T, A, B) ->
         false -> level_of(rank(D, Distances, 0), length(Distances))
     end.
 
+%% @doc The smallest distance whose level is `far' or beyond: an edge at least this
+%% long is a slow link (seed 000 §4.6, Figures 27–28).
+-spec slow_distance(topology()) -> number().
+slow_distance(#{distances := Distances} = T) ->
+    Count = length(Distances),
+    case [D || {R, D} <- lists:zip(lists:seq(0, Count - 1), Distances),
+               level_rank(level_of(R, Count)) >= level_rank(far)] of
+        [First | _] -> First;
+        [] -> anywhere(T)
+    end.
+
 %% @doc Levels in order from the nearest, for comparisons (`{level, le, near}').
 -spec level_rank(level()) -> 0..5.
 level_rank(same_node) -> 0;
@@ -198,6 +214,17 @@ subtree(#{groups := Groups}, Name) ->
 -spec groups(topology()) -> [{term(), non_neg_integer(), number() | undefined, [node()]}].
 groups(#{groups := Groups}) ->
     [{N, D, H, M} || {_, #{name := N, depth := D, height := H, members := M}} <- lists:sort(maps:to_list(Groups))].
+
+%% @doc The child networks of a network, in the order of the term (`[]' for a
+%% lowest-level network). The root is `[1]'.
+-spec subnetworks(topology(), network_id()) -> [network_id()].
+subnetworks(T, Id) ->
+    children(T, Id).
+
+%% @doc The nodes under a network, in the order of the term.
+-spec network_members(topology(), network_id()) -> [node()].
+network_members(#{groups := Groups}, Id) ->
+    maps:get(members, maps:get(Id, Groups)).
 
 %% @doc The topology term it was made from.
 -spec term(topology()) -> tree().
