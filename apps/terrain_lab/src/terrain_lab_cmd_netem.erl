@@ -23,6 +23,18 @@
 %% @doc Runs `terrain netem ACTION ...'.
 -spec run(#{atom() => term()}, [string()], terrain_lab_cli:io()) -> ok | {error, term()}.
 run(Options, [Action | Args], Io) ->
+    case {Action, length(Args)} of
+        {"partition", 2} -> run_on_cluster(Options, Action, Args, Io);
+        {"isolate", 1} -> run_on_cluster(Options, Action, Args, Io);
+        {"heal", N} when N =< 1 -> run_on_cluster(Options, Action, Args, Io);
+        {"show", 0} -> run_on_cluster(Options, Action, Args, Io);
+        _ -> {error, {netem, {usage, [Action | Args]}}}
+    end.
+
+%%--------------------------------------------------------------------
+%% Internal functions
+
+run_on_cluster(Options, Action, Args, Io) ->
     case terrain_lab_up:read_state(terrain_lab_up:state_dir(Options)) of
         {ok, #{<<"nodes">> := Recorded}} ->
             case terrain_lab_up:connect(Options) of
@@ -32,9 +44,6 @@ run(Options, [Action | Args], Io) ->
         {error, _} = Error ->
             Error
     end.
-
-%%--------------------------------------------------------------------
-%% Internal functions
 
 action("partition", [A, B], Recorded, _All, Options, Io) ->
     with_nodes([A, B], Recorded,
@@ -70,9 +79,7 @@ action("show", [], _Recorded, All, Options, Io) ->
                                   terrain_lab_cli:out(Io, "~-28s ~8s  ~ts~n",
                                                       [Node, "?", terrain_lab_netem:format_error({netem, {failed, [{Node, Why}]}})])
                           end
-                  end, All);
-action(Action, Args, _Recorded, _All, _Options, _Io) ->
-    {error, {netem, {usage, [Action | Args]}}}.
+                  end, All).
 
 %% Resolves each comma-separated list of names against the recorded nodes.
 with_nodes(Lists, Recorded, Fun) ->

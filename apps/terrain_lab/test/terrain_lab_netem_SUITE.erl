@@ -213,7 +213,8 @@ bad_link_options_are_rejected(Config) ->
 cli_up_status_partition_heal_down() ->
     [{doc, "The escript: 'up' of a spec with link options starts an emulated cluster; 'status' lists each "
            "level with its latency and round trip; 'netem partition' cuts a from b (ping fails), 'netem show' "
-           "says so, 'netem heal' restores it (ping succeeds); 'down' stops every VM."}].
+           "says so, a bad action or name is refused with its message, 'netem isolate GROUP' cuts it off, "
+           "'netem heal' restores everything (pings succeed); 'down' stops every VM."}].
 cli_up_status_partition_heal_down(Config) ->
     Dir = ?config(priv_dir, Config),
     Escript = {filename:join(root(), "bin/terrain"), Dir},
@@ -253,6 +254,8 @@ cli_up_status_partition_heal_down(Config) ->
         ct:pal("show:~n~ts", [Show]),
         ShowLines = [string:lexemes(L, " ") || L <- string:lexemes(Show, "\n")],
         ?assert(lists:member([atom_to_list(B), atom_to_list(A)], [[N, Blocked] || [N, _, Blocked] <- ShowLines]), ShowLines),
+        {1, "", Usage} = escript(Escript, ["netem", "partition", "a", "--state-dir", State]),
+        ?assertNotEqual(nomatch, string:find(Usage, "cannot do 'partition a': expected partition NODES NODES")),
         {1, "", Unknown} = escript(Escript, ["netem", "isolate", "zz", "--state-dir", State]),
         ?assertNotEqual(nomatch, string:find(Unknown, "'zz' is no node or group of the cluster (known: a, b, c, r1, r2)")),
         {0, _, _} = escript(Escript, ["netem", "isolate", "r2", "--state-dir", State]),
