@@ -8,7 +8,7 @@
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
 
--export([suite/0, all/0, init_per_testcase/2, end_per_testcase/2]).
+-export([suite/0, all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
 -export([three_levels_show_in_the_rtt_matrix/0, three_levels_show_in_the_rtt_matrix/1,
          partition_then_heal/0, partition_then_heal/1,
          stream_of_10000_messages_arrives_complete_and_in_order/0,
@@ -29,6 +29,15 @@ all() ->
     [three_levels_show_in_the_rtt_matrix, partition_then_heal, stream_of_10000_messages_arrives_complete_and_in_order,
      node_stopped_mid_stream_leaves_no_proxy_behind, close_on_either_side_ends_the_connection_and_its_proxy,
      bad_link_options_are_rejected, cli_up_status_partition_heal_down].
+
+%% The test node talks to the clusters' nodes itself (pings, cookies), so it must be
+%% distributed even when a case runs alone.
+init_per_suite(Config) ->
+    ok = terrain_lab_dist:ensure_started(#{}),
+    Config.
+
+end_per_suite(_Config) ->
+    ok.
 
 init_per_testcase(Case, Config) ->
     [{prefix, "ne" ++ os:getpid() ++ "_" ++ integer_to_list(erlang:phash2(Case, 1000)) ++ "_"} | Config].
