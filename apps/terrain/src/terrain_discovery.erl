@@ -1,0 +1,426 @@
+%% @private
+%% @doc Topology discovery: from a latency matrix (`latency.json', written by
+%% `terrain probe') to a topology term with measured heights, with OTP alone, so a
+%% production node can rediscover its own topology (seed 000, §4.3–4.5).
+%%
+%% == Pipeline ==
+%% <ol>
+%% <li><b>Statistic</b>: one of the per-pair matrices of `latency.json' — `median'
+%%     (default), `min', `mean' or `p95' of the per-exchange round-trip time.</li>
+%% <li><b>Symmetrisation</b>: d(a, b) combines the round trip measured from a with the
+%%     one measured from b: `min' (default: noise only ever adds time, so the smaller
+%%     is the better estimate of the path), `mean' or `max'. A missing value (`null')
+%%     takes the other direction's.</li>
+%% <li><b>Outliers</b> (`repair', the default): a first pass clusters with `average'
+%%     linkage and automatic α. An inflated pair weighs 1/(|A||B|) in the mean
+%%     distance between clusters A and B, so a few outliers cannot move a cluster,
+%%     whereas one of them decides a complete-linkage distance (the seed's weakness:
+%%     1% of pairs ×5 turns a clean 1,000-node hierarchy into noise). In that tree the
+%%     round trips whose lowest common cluster is C all cross the same level; one more
+%%     than `outlier_factor' (3) times their median away from it, above or below, is
+%%     an outlier and is replaced by the median. `keep' skips this.</li>
+%% <li><b>Clustering</b>: the seed's α algorithm ({@link terrain_alpha}) with the
+%%     chosen linkage (`complete', the seed's, by default) on the repaired matrix;
+%%     `alpha' a number runs it with that α, `auto' (default) chooses α per level.</li>
+%% <li><b>The topology term</b>: `{network, Name, #{height => Us}, Children}' and
+%%     `{node, Node}', names `c' (the root), `c1', `c1_2', … by position, children in
+%%     the order of the matrix. A height is the cluster's δ in µs of round trip: with
+%%     `complete' linkage its diameter, the largest round trip between two of its
+%%     nodes (outliers repaired), as in the seed's figures; never below a child's.</li>
+%% </ol>
+%%
+%% ```
+%% {ok, Latency} = terrain_discovery:read_latency("runs/20261121T160258Z/latency.json"),
+%% {ok, Found} = terrain_discovery:discover(Latency, #{}),
+%% Tree = terrain_discovery:topology(Found),
+%% io:put_chars(terrain_discovery:render(Found, text)).
+%% '''
+-module(terrain_discovery).
+
+%% API
+-export([read_latency/1,
+         discover/2,
+         topology/1,
+         render/2,
+         matrix/2,
+         repair/3,
+         to_topology/2,
+         validate_options/1,
+         format_error/1]).
+
+-export_type([options/0, latency/0, result/0, error_reason/0]).
+
+-define(LATENCY_FORMAT, <<"terrain.latency/1">>).
+-define(SAMPLE, 50000).
+
+-type options() ::
+        #{statistic => min | median | mean | p95,  % matrix of latency.json to cluster (default median)
+          symmetrise => min | mean | max,          % combine a→b with b→a (default min)
+          linkage => terrain_linkage:method(),     % complete (default), average or single
+          alpha => auto | number(),                % auto (default, per level) or a fixed α ≥ 1
+          outliers => repair | keep,               % repair outliers first (default) or not
+          outlier_factor => number(),              % > 1: how far from its level's median a
+                                                   % round trip is an outlier (default 3)
+          alpha_range => {number(), number()},     % α grid of auto (default {1, 4})
+          alpha_steps => pos_integer(),            % grid values of auto, ≥ 2 (default 31)
+          alpha_min_plateau => number()}.          % > 1: auto keeps a level only if its partition
+                                                   % holds while α grows this much (default 1.25)
+
+%% A latency matrix: the node names and, per statistic, n rows of n round trips in µs
+%% (`null' where there is no measurement; the diagonal is ignored).
+-type latency() :: #{nodes := [node()],
+                     stats := #{atom() => [[number() | null]]},
+                     atom() => term()}.
+
+-type result() :: #{topology := terrain_topology:tree(),
+                    nodes := [node()],
+                    options := options(),
+                    levels => [terrain_alpha:level()],
+                    single_alpha => {float(), float()} | none,
+                    repaired := non_neg_integer(),
+                    pairs := non_neg_integer()}.
+
+-type error_reason() :: {discovery, term()}.
+
+-define(DEFAULTS, #{statistic => median, symmetrise => min, linkage => complete, alpha => auto,
+                    outliers => repair, outlier_factor => 3, alpha_range => {1, 4}, alpha_steps => 31,
+                    alpha_min_plateau => 1.25}).
+
+%%--------------------------------------------------------------------
+%% API
+
+%% @doc Reads a `latency.json' file (format `terrain.latency/1').
+-spec read_latency(file:filename()) -> {ok, latency()} | {error, error_reason() | term()}.
+read_latency(File) ->
+    case terrain_json:read_file(File) of
+        {ok, Doc} -> latency_from_json(Doc, File);
+        {error, _} = Error -> Error
+    end.
+
+%% @doc Discovers the topology of a latency matrix.
+-spec discover(latency(), options()) -> {ok, result()} | {error, error_reason()}.
+discover(#{nodes := Nodes} = Latency, Options) ->
+    case validate_options(Options) of
+        {ok, Opts} ->
+            case matrix(Latency, Opts) of
+                {ok, Matrix} -> {ok, cluster(Nodes, Matrix, Opts)};
+                {error, _} = Error -> Error
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+%% @doc The topology term of a result.
+-spec topology(result()) -> terrain_topology:tree().
+topology(#{topology := Tree}) ->
+    Tree.
+
+%% @doc Renders a result: `term', `text', `dot', `newick' as `terrain_topology'
+%% renders the topology; `json' is `terrain.topology/1' with a `discovery' object
+%% saying how the tree was found.
+-spec render(result(), terrain_topology:format()) -> iodata().
+render(#{topology := Tree} = Result, Format) ->
+    {ok, T} = terrain_topology:new(Tree),
+    case Format of
+        json ->
+            {ok, Doc} = terrain_json:decode(terrain_topology:render(T, json)),
+            [terrain_json:encode(Doc#{<<"discovery">> => discovery_json(Result)}, #{pretty => true}), $\n];
+        _ ->
+            terrain_topology:render(T, Format)
+    end.
+
+%% @doc The symmetric matrix to cluster: the chosen statistic, symmetrised.
+-spec matrix(latency(), options()) -> {ok, terrain_linkage:matrix()} | {error, error_reason()}.
+matrix(#{nodes := Nodes, stats := Stats}, Options) ->
+    #{statistic := Statistic, symmetrise := Symmetrise} = maps:merge(?DEFAULTS, Options),
+    N = length(Nodes),
+    case maps:find(Statistic, Stats) of
+        {ok, Rows} when length(Rows) =:= N ->
+            case lists:all(fun(Row) -> is_list(Row) andalso length(Row) =:= N end, Rows) of
+                true -> symmetric(Nodes, list_to_tuple([list_to_tuple(R) || R <- Rows]), Symmetrise, Statistic);
+                false -> {error, {discovery, {not_square, Statistic, N}}}
+            end;
+        {ok, _} ->
+            {error, {discovery, {not_square, Statistic, N}}};
+        error ->
+            {error, {discovery, {no_statistic, Statistic}}}
+    end.
+
+%% @doc Repairs outliers against a tree of the matrix's points: for every cluster of
+%% `Tree', the distances whose lowest common cluster it is are one population; a
+%% distance more than `Factor' times its population's median away from it is set to
+%% the median. Returns the repaired copy and the number of distances changed.
+-spec repair(terrain_linkage:matrix(), terrain_alpha:tree(), number()) -> {terrain_linkage:matrix(), non_neg_integer()}.
+repair(Matrix, Tree, Factor) ->
+    Copy = terrain_linkage:copy(Matrix),
+    {_, Count} = repair_tree(Copy, Tree, float(Factor)),
+    {Copy, Count}.
+
+%% @doc The topology term of an α tree whose point i is `Nodes''s i-th node.
+-spec to_topology(terrain_alpha:tree(), [node()]) -> terrain_topology:tree().
+to_topology({point, I}, [_ | _] = Nodes) ->
+    {network, c, #{height => 0.0}, [{node, lists:nth(I + 1, Nodes)}]};
+to_topology(Tree, Nodes) ->
+    term(Tree, list_to_tuple(Nodes), "c").
+
+%% @doc Validates options and fills in the defaults.
+-spec validate_options(term()) -> {ok, options()} | {error, error_reason()}.
+validate_options(Options) when is_map(Options) ->
+    try
+        maps:foreach(fun check_option/2, Options),
+        {ok, maps:merge(?DEFAULTS, Options)}
+    catch
+        throw:Reason -> {error, {discovery, Reason}}
+    end;
+validate_options(Options) ->
+    {error, {discovery, {bad_options, Options}}}.
+
+%% @doc A sentence for an error of this module.
+-spec format_error(error_reason()) -> iolist().
+format_error({discovery, {bad_option, Key, Value}}) ->
+    io_lib:format("bad value for option ~0tp: ~0tp (~ts)", [Key, Value, option_help(Key)]);
+format_error({discovery, {unknown_option, Key}}) ->
+    io_lib:format("unknown option ~0tp (known: ~ts)",
+                  [Key, lists:join(", ", [atom_to_list(K) || K <- lists:sort(maps:keys(?DEFAULTS))])]);
+format_error({discovery, {bad_options, Options}}) ->
+    io_lib:format("options must be a map, got ~0tP", [Options, 10]);
+format_error({discovery, {no_statistic, Statistic}}) ->
+    io_lib:format("the latency matrix has no '~ts' statistic", [Statistic]);
+format_error({discovery, {not_square, Statistic, N}}) ->
+    io_lib:format("the '~ts' matrix is not ~b x ~b, one row and column per node", [Statistic, N, N]);
+format_error({discovery, {bad_value, A, B, Value}}) ->
+    io_lib:format("round trip ~0tp -> ~0tp is ~0tP: expected a non-negative number of microseconds or null",
+                  [A, B, Value, 6]);
+format_error({discovery, {missing_pair, A, B}}) ->
+    io_lib:format("no round trip between ~0tp and ~0tp in either direction", [A, B]);
+format_error({discovery, {latency, File, Why}}) ->
+    io_lib:format("~ts: not a latency matrix: ~ts", [File, latency_why(Why)]).
+
+%%--------------------------------------------------------------------
+%% Options
+
+check_option(statistic, V) when V =:= min; V =:= median; V =:= mean; V =:= p95 -> ok;
+check_option(symmetrise, V) when V =:= min; V =:= mean; V =:= max -> ok;
+check_option(linkage, V) when V =:= complete; V =:= average; V =:= single -> ok;
+check_option(alpha, auto) -> ok;
+check_option(alpha, V) when is_number(V), V >= 1 -> ok;
+check_option(outliers, V) when V =:= repair; V =:= keep -> ok;
+check_option(outlier_factor, V) when is_number(V), V > 1 -> ok;
+check_option(alpha_range, {Lo, Hi} = V) when is_number(Lo), is_number(Hi), Lo >= 1, Hi > Lo -> _ = V, ok;
+check_option(alpha_steps, V) when is_integer(V), V >= 2 -> ok;
+check_option(alpha_min_plateau, V) when is_number(V), V > 1 -> ok;
+check_option(Key, Value) ->
+    case maps:is_key(Key, ?DEFAULTS) of
+        true -> throw({bad_option, Key, Value});
+        false -> throw({unknown_option, Key})
+    end.
+
+option_help(statistic) -> "min, median, mean or p95";
+option_help(symmetrise) -> "min, mean or max";
+option_help(linkage) -> "complete, average or single";
+option_help(alpha) -> "auto or a number >= 1";
+option_help(outliers) -> "repair or keep";
+option_help(outlier_factor) -> "a number > 1";
+option_help(alpha_range) -> "{Lo, Hi} with 1 =< Lo < Hi";
+option_help(alpha_steps) -> "an integer >= 2";
+option_help(alpha_min_plateau) -> "a number > 1";
+option_help(_) -> "".
+
+%%--------------------------------------------------------------------
+%% Reading latency.json
+
+latency_from_json(#{<<"format">> := ?LATENCY_FORMAT, <<"nodes">> := Names, <<"stats">> := Stats} = Doc, File)
+  when is_list(Names), is_map(Stats) ->
+    case lists:all(fun is_binary/1, Names) andalso length(lists:usort(Names)) =:= length(Names) of
+        true ->
+            Matrices = maps:from_list([{binary_to_atom(K), V} || {K, V} <- maps:to_list(Stats),
+                                                                 lists:member(K, [<<"min">>, <<"median">>, <<"mean">>,
+                                                                                  <<"p95">>, <<"stddev">>])]),
+            Extra = maps:from_list([{binary_to_atom(K), V} || {K, V} <- maps:to_list(Doc),
+                                                              lists:member(K, [<<"strategy">>, <<"batches">>,
+                                                                               <<"messages">>, <<"payload_bytes">>,
+                                                                               <<"started_at">>, <<"unit">>])]),
+            {ok, Extra#{nodes => [binary_to_atom(N) || N <- Names], stats => Matrices}};
+        false ->
+            {error, {discovery, {latency, File, bad_nodes}}}
+    end;
+latency_from_json(#{<<"format">> := ?LATENCY_FORMAT}, File) ->
+    {error, {discovery, {latency, File, missing_fields}}};
+latency_from_json(#{<<"format">> := Other}, File) ->
+    {error, {discovery, {latency, File, {format, Other}}}};
+latency_from_json(_, File) ->
+    {error, {discovery, {latency, File, {format, none}}}}.
+
+latency_why(bad_nodes) -> "'nodes' must be a list of distinct node names";
+latency_why(missing_fields) -> "it needs 'nodes' (a list) and 'stats' (an object of matrices)";
+latency_why({format, none}) -> "no \"format\" field (expected \"terrain.latency/1\")";
+latency_why({format, F}) -> io_lib:format("unknown format ~0tp (expected \"terrain.latency/1\")", [F]).
+
+%%--------------------------------------------------------------------
+%% The matrix
+
+symmetric(Nodes, Rows, How, _Statistic) ->
+    N = tuple_size(Rows),
+    Names = list_to_tuple(Nodes),
+    try
+        M = terrain_linkage:from_fun(N, fun(I, J) ->
+                                                 combine(How, value(Rows, Names, I, J), value(Rows, Names, J, I),
+                                                         element(I + 1, Names), element(J + 1, Names))
+                                         end),
+        {ok, M}
+    catch
+        throw:Reason -> {error, {discovery, Reason}}
+    end.
+
+value(Rows, Names, I, J) ->
+    case element(J + 1, element(I + 1, Rows)) of
+        null -> null;
+        V when is_number(V), V >= 0 -> float(V);
+        V -> throw({bad_value, element(I + 1, Names), element(J + 1, Names), V})
+    end.
+
+combine(_How, null, null, A, B) -> throw({missing_pair, A, B});
+combine(_How, X, null, _A, _B) -> X;
+combine(_How, null, Y, _A, _B) -> Y;
+combine(min, X, Y, _A, _B) -> min(X, Y);
+combine(max, X, Y, _A, _B) -> max(X, Y);
+combine(mean, X, Y, _A, _B) -> (X + Y) / 2.
+
+%%--------------------------------------------------------------------
+%% Clustering
+
+cluster(Nodes, Matrix, #{linkage := Linkage, alpha := Alpha, outliers := Outliers,
+                         outlier_factor := Factor} = Opts) ->
+    Auto = #{range => float_range(maps:get(alpha_range, Opts)), steps => maps:get(alpha_steps, Opts),
+             min_plateau => float(maps:get(alpha_min_plateau, Opts))},
+    N = terrain_linkage:size(Matrix),
+    {Clean, Repaired} = case Outliers of
+                            repair when N > 2 ->
+                                {First, _} = terrain_alpha:auto(Matrix, average, Auto),
+                                repair(Matrix, First, Factor);
+                            _ ->
+                                {Matrix, 0}
+                        end,
+    Base = #{nodes => Nodes, options => Opts, repaired => Repaired, pairs => N * (N - 1) div 2},
+    case Alpha of
+        auto ->
+            {Tree, Levels} = terrain_alpha:auto(Clean, Linkage, Auto),
+            Base#{topology => to_topology(Tree, Nodes), levels => Levels, single_alpha => single_alpha(Levels)};
+        _ ->
+            Tree = terrain_alpha:run(Clean, Linkage, Alpha),
+            Base#{topology => to_topology(Tree, Nodes)}
+    end.
+
+float_range({Lo, Hi}) -> {float(Lo), float(Hi)}.
+
+%% The α range that every level's plateau contains, if any.
+single_alpha([]) ->
+    none;
+single_alpha(Levels) ->
+    case [P || #{plateau := P} <- Levels] of
+        Plateaus when is_tuple(hd(Plateaus)) ->
+            case lists:member(none, Plateaus) of
+                true ->
+                    none;
+                false ->
+                    Lo = lists:max([L || {L, _} <- Plateaus]),
+                    Hi = lists:min([H || {_, H} <- Plateaus]),
+                    case Lo =< Hi of
+                        true -> {Lo, Hi};
+                        false -> none
+                    end
+            end;
+        _ ->
+            none
+    end.
+
+%%--------------------------------------------------------------------
+%% Outliers
+
+%% Returns the cluster's points and the repairs made in it and below.
+repair_tree(_M, {point, P}, _Factor) ->
+    {[P], 0};
+repair_tree(M, {cluster, _, Children}, Factor) ->
+    Parts = [repair_tree(M, C, Factor) || C <- Children],
+    Below = lists:sum([C || {_, C} <- Parts]),
+    Sets = [Ps || {Ps, _} <- Parts],
+    Total = cross_pairs(Sets),
+    Stride = max(1, (Total + ?SAMPLE - 1) div ?SAMPLE),
+    {Sample, _} = fold_cross(fun(I, J, {Acc, K}) ->
+                                     case K rem Stride of
+                                         0 -> {[terrain_linkage:get(M, I, J) | Acc], K + 1};
+                                         _ -> {Acc, K + 1}
+                                     end
+                             end, {[], 0}, Sets),
+    Median = median(Sample),
+    Here = fold_cross(fun(I, J, Count) ->
+                              V = terrain_linkage:get(M, I, J),
+                              case V > Factor * Median orelse V * Factor < Median of
+                                  true -> terrain_linkage:set(M, I, J, Median), Count + 1;
+                                  false -> Count
+                              end
+                      end, 0, Sets),
+    {lists:append(Sets), Below + Here}.
+
+cross_pairs([]) -> 0;
+cross_pairs([S | Rest]) -> length(S) * length(lists:append(Rest)) + cross_pairs(Rest).
+
+%% Folds over every pair of points in two different sets.
+fold_cross(_Fun, Acc, []) ->
+    Acc;
+fold_cross(Fun, Acc, [Set | Rest]) ->
+    Others = lists:append(Rest),
+    Acc1 = lists:foldl(fun(I, A) -> lists:foldl(fun(J, B) -> Fun(I, J, B) end, A, Others) end, Acc, Set),
+    fold_cross(Fun, Acc1, Rest).
+
+median([]) ->
+    0.0;
+median(Xs) ->
+    Sorted = lists:sort(Xs),
+    Len = length(Sorted),
+    case Len rem 2 of
+        1 -> lists:nth(Len div 2 + 1, Sorted);
+        0 -> (lists:nth(Len div 2, Sorted) + lists:nth(Len div 2 + 1, Sorted)) / 2
+    end.
+
+%%--------------------------------------------------------------------
+%% The topology term
+
+term({point, I}, Nodes, _Name) ->
+    {node, element(I + 1, Nodes)};
+term({cluster, H, Children}, Nodes, Name) ->
+    Ordered = lists:sort([{first_point(C), C} || C <- Children]),
+    Numbered = lists:zip(lists:seq(1, length(Ordered)), [C || {_, C} <- Ordered]),
+    {network, list_to_atom(Name), #{height => H},
+     [term(C, Nodes, child_name(Name, K)) || {K, C} <- Numbered]}.
+
+child_name("c", K) -> "c" ++ integer_to_list(K);
+child_name(Name, K) -> Name ++ "_" ++ integer_to_list(K).
+
+first_point({point, P}) -> P;
+first_point({cluster, _, Children}) -> lists:min([first_point(C) || C <- Children]).
+
+%%--------------------------------------------------------------------
+%% JSON
+
+discovery_json(#{options := Opts, repaired := Repaired, pairs := Pairs} = Result) ->
+    Base = #{statistic => maps:get(statistic, Opts),
+             symmetrise => maps:get(symmetrise, Opts),
+             linkage => maps:get(linkage, Opts),
+             alpha => maps:get(alpha, Opts),
+             outliers => #{mode => maps:get(outliers, Opts),
+                           factor => maps:get(outlier_factor, Opts),
+                           repaired => Repaired,
+                           pairs => Pairs}},
+    case Result of
+        #{levels := Levels, single_alpha := Single} ->
+            Base#{levels => [#{points => P, clusters => C, alpha => null_if_none(A),
+                               plateau => case Plateau of {Lo, Hi} -> [Lo, Hi]; none -> null end}
+                             || #{points := P, clusters := C, alpha := A, plateau := Plateau} <- Levels],
+                  single_alpha => case Single of none -> null; {Lo, Hi} -> [Lo, Hi] end};
+        #{} ->
+            Base
+    end.
+
+null_if_none(none) -> null;
+null_if_none(X) -> X.
