@@ -88,7 +88,9 @@ delete(Name) ->
 %% Dynamic attributes are evaluated in parallel, each isolated and under its timeout.
 -spec read([terrain:attr_name()]) -> [{terrain:attr_name(), term(), class()}].
 read(Names) ->
-    Rows = [{Name, row(Name)} || Name <- Names],
+    read_rows([{Name, row(Name)} || Name <- Names]).
+
+read_rows(Rows) ->
     Jobs = [{Name, MFA, Timeout} || {Name, {_, dynamic, {MFA, Timeout}, _}} <- Rows],
     Dynamic = maps:from_list(terrain_attr_eval:many(Jobs)),
     [{Name, value(Row, Dynamic), class(Row)} || {Name, Row} <- Rows].
@@ -97,6 +99,7 @@ read(Names) ->
 -spec read_all() -> [{terrain:attr_name(), term(), class()}].
 read_all() ->
     read(lists:sort(ets:select(?TABLE, [{{'$1', '_', '_', '_'}, [], ['$1']}]))).
+
 
 %% @doc The local value of one attribute, `undefined' if it has none.
 -spec lookup(terrain:attr_name()) -> term().
@@ -341,20 +344,18 @@ valid_names(Names) ->
 
 answer(ReplyTo, Names) ->
     terrain_attr_table:count(requests_served),
-    Read = case Names of all -> fun read_all/0; _ -> fun() -> read(Names) end end,
-    case needs_isolation(Names) of
+    Rows = case Names of
+               all -> [{Name, row(Name)} || Name <- lists:sort(ets:select(?TABLE, [{{'$1', '_', '_', '_'}, [], ['$1']}]))];
+               _ -> [{Name, row(Name)} || Name <- Names]
+           end,
+    case lists:any(fun({_, Row}) -> is_tuple(Row) andalso element(2, Row) =:= dynamic end, Rows) of
         false ->
-            ReplyTo ! {ReplyTo, Read()},
+            ReplyTo ! {ReplyTo, read_rows(Rows)},
             ok;
         true ->
-            _ = spawn(fun() -> ReplyTo ! {ReplyTo, Read()} end),
+            _ = spawn(fun() -> ReplyTo ! {ReplyTo, read_rows(Rows)} end),
             ok
     end.
-
-needs_isolation(all) ->
-    ets:select_count(?TABLE, [{{'_', dynamic, '_', '_'}, [], [true]}]) > 0;
-needs_isolation(Names) ->
-    lists:any(fun(Name) -> case row(Name) of {_, dynamic, _, _} -> true; _ -> false end end, Names).
 
 row(Name) ->
     case ets:lookup(?TABLE, Name) of

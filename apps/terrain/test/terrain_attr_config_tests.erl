@@ -132,3 +132,11 @@ errors_render_as_sentences_test_() ->
      ?_assertNotEqual(nomatch, string:find(Render("[{a, 1},\n {a, 2}].\n"), "line 2: attribute a is defined more than once")),
      ?_assertNotEqual(nomatch, string:find(Render("[{a, {dynamc, {erlang, node}}}].\n"), "unknown kind dynamc")),
      ?_assertNotEqual(nomatch, string:find(Render("[{a, {dynamic, {nomod, f}}}].\n"), "nomod:f/0, which does not exist"))].
+
+%% The example configurations in examples/ load (they are documentation).
+examples_parse_test_() ->
+    Ebin = filename:split(filename:dirname(code:which(terrain_attr_config))),   % ROOT/_build/PROFILE/lib/terrain/ebin
+    Examples = filename:join(lists:sublist(Ebin, length(Ebin) - 5) ++ ["examples"]),
+    Files = filelib:wildcard(filename:join(Examples, "*.attrs")),
+    [?_assert(length(Files) >= 2)]
+        ++ [{filename:basename(F), ?_assertMatch({ok, [_ | _]}, terrain_attr_config:parse_file(F))} || F <- Files].
