@@ -17,7 +17,9 @@
          remote_server_killed_keeps_values/0, remote_server_killed_keeps_values/1,
          cache_honours_max_age_and_nodedown/0, cache_honours_max_age_and_nodedown/1,
          push_subscription_feeds_the_cache/0, push_subscription_feeds_the_cache/1,
-         remote_writes_are_refused/0, remote_writes_are_refused/1]).
+         remote_writes_are_refused/0, remote_writes_are_refused/1,
+         remote_dynamic_attributes_that_hang_or_crash/0, remote_dynamic_attributes_that_hang_or_crash/1,
+         bad_configuration_on_a_remote_node/0, bad_configuration_on_a_remote_node/1]).
 
 %% run on peers
 -export([hold/2, join_forever/2, remote_write/1, send_junk/1]).
@@ -31,7 +33,8 @@ all() ->
     [fan_out_reaches_every_node, choose_nodes_over_the_cluster, choose_node_picks,
      explain_and_relax_over_the_cluster, groups_as_candidates_and_predicates, stopped_and_disconnected_nodes,
      hung_server_and_missing_application, remote_server_killed_keeps_values, cache_honours_max_age_and_nodedown,
-     push_subscription_feeds_the_cache, remote_writes_are_refused].
+     push_subscription_feeds_the_cache, remote_writes_are_refused, remote_dynamic_attributes_that_hang_or_crash,
+     bad_configuration_on_a_remote_node].
 
 %% Attributes of the eight peers: rack, cores, load (p8 has none), gpu on p2 and p6.
 attrs_of(p1) -> [{rack, r1}, {cores, 2}, {load, 0.1}];
@@ -139,8 +142,11 @@ choose(Preds, Config) ->
     labels(terrain:choose_nodes(all_nodes(Config), Preds), Config).
 
 extra_peers(Labels, Config) ->
+    extra_peers(Labels, [{attrs, [{rack, r3}, {cores, 1}]}], Config).
+
+extra_peers(Labels, Env, Config) ->
     Names = [list_to_atom(?config(prefix, Config) ++ atom_to_list(L)) || L <- Labels],
-    Peers = terrain_test_peers:start(Names, [{attrs, [{rack, r3}, {cores, 1}]}]),
+    Peers = terrain_test_peers:start(Names, Env),
     put(extra_peers, Peers ++ case get(extra_peers) of undefined -> []; E -> E end),
     Peers.
 
@@ -414,3 +420,43 @@ remote_writes_are_refused(Config) ->
     terrain_test_peers:wait_until(fun() -> stat(malformed_dropped) >= Dropped + 5 end, 5000, "junk counted"),
     ?assertEqual(Dropped + 5, stat(malformed_dropped)),
     ?assert(is_process_alive(whereis(terrain_attr_server))).
+
+remote_dynamic_attributes_that_hang_or_crash() ->
+    [{doc, "On another node, a dynamic attribute that hangs and one that crashes answer undefined within their "
+           "timeout; the node's other values come with them, well before the query's deadline, and the node "
+           "keeps answering."}].
+remote_dynamic_attributes_that_hang_or_crash(Config) ->
+    [Peer] = extra_peers([x_dyn], [{attrs, [{rack, r3},
+                                            {hangs, {dynamic, {terrain_attr_SUITE, hang, []}, #{timeout => 300}}},
+                                            {crashes, {dynamic, {terrain_attr_SUITE, crash, []}}}]}], Config),
+    N = terrain_test_peers:node_of(Peer),
+    {Ms, Result} = elapsed_ms(fun() -> terrain:attrs([N | all_nodes(Config)], [rack, hangs, crashes],
+                                                      #{timeout => 3000}) end),
+    ct:pal("hanging (300 ms) and crashing attributes on one of 9 nodes: ~b ms", [Ms]),
+    ?assertEqual({ok, #{rack => r3, hangs => undefined, crashes => undefined}}, maps:get(N, Result)),
+    ?assertEqual(9, length([ok || {ok, _} <- maps:values(Result)])),
+    ?assert(Ms < 3000),
+    #{dynamic_timeouts := T, dynamic_crashes := C} = terrain_test_peers:call(Peer, terrain, stats, []),
+    ?assertEqual({1, 1}, {T, C}),
+    %% several requests at once do not queue behind each other
+    {Ms2, Results} = elapsed_ms(fun() -> [terrain:attrs([N], [hangs], #{timeout => 3000}) || _ <- lists:seq(1, 3)] end),
+    ?assertEqual([#{N => {ok, #{hangs => undefined}}} || _ <- lists:seq(1, 3)], Results),
+    ?assert(Ms2 < 3 * 3000),
+    ?assertEqual([r3], [V || #{N := {ok, #{rack := V}}} <- [terrain:attrs([N], [rack])]]).
+
+bad_configuration_on_a_remote_node() ->
+    [{doc, "A node started with a bad attr_config file runs with its other attributes; load_attrs of a bad file "
+           "there returns the error and changes nothing; the node answers throughout."}].
+bad_configuration_on_a_remote_node(Config) ->
+    Dir = ?config(priv_dir, Config),
+    Bad = filename:join(Dir, "remote_bad.attrs"),
+    ok = file:write_file(Bad, "[{fine, 1},\n {fine, 2}].\n"),
+    [Peer] = extra_peers([x_badconf], [{attr_config, Bad}, {attrs, [{rack, r3}]}], Config),
+    N = terrain_test_peers:node_of(Peer),
+    ?assertEqual({ok, #{rack => r3, fine => undefined}}, maps:get(N, terrain:attrs([N], [rack, fine]))),
+    Unknown = filename:join(Dir, "remote_unknown_kind.attrs"),
+    ok = file:write_file(Unknown, "{fine, 1}.\n{worse, {dynamc, {erlang, node}}}.\n"),
+    ?assertEqual({error, {config, Unknown, {line, 2}, {unknown_kind, worse, dynamc}}},
+                 terrain_test_peers:call(Peer, terrain, load_attrs, [Unknown])),
+    ?assertEqual({ok, #{rack => r3, fine => undefined, worse => undefined}},
+                 maps:get(N, terrain:attrs([N], [rack, fine, worse]))).
