@@ -146,8 +146,9 @@ escript() ->
     Ebin = filename:split(filename:dirname(code:which(terrain_lab_cli))),   % ROOT/_build/PROFILE/lib/terrain_lab/ebin
     Root = filename:join(lists:sublist(Ebin, length(Ebin) - 5)),
     Candidates = [filename:join(Root, "bin/terrain"), filename:join(Root, "_build/default/bin/terrain")],
-    case [E || E <- Candidates, filelib:is_regular(E)] of
-        [E | _] -> E;
+    %% the newer of the two: `make build' copies the one to the other
+    case lists:reverse(lists:sort([{filelib:last_modified(E), E} || E <- Candidates, filelib:is_regular(E)])) of
+        [{_, E} | _] -> E;
         [] -> ct:fail("the terrain escript is missing: run 'make build' first (looked at ~p)", [Candidates])
     end.
 
