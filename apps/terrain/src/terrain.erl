@@ -80,6 +80,15 @@
          choose_node/3,
          format_explanation/1]).
 
+%% API: topology and placement
+-export([load_topology/1,
+         topology/0,
+         distance/2,
+         level/2,
+         disc/2,
+         spawn_on/3,
+         place_tree/2]).
+
 -export_type([attr_name/0,
               attr_result/0,
               set_options/0,
@@ -89,7 +98,10 @@
               level/0,
               choose_options/0,
               choose_node_options/0,
-              explanation/0]).
+              explanation/0,
+              spawn_options/0,
+              process_tree/0,
+              place_options/0]).
 
 %%--------------------------------------------------------------------
 %% Types
@@ -136,6 +148,7 @@
                    | {dist, node(), eq | ne | lt | le | gt | ge, number()}
                    | {level, eq | ne | lt | le | gt | ge, level()}
                    | {group, Scope :: atom(), Group :: term()}
+                   | {in_subtree, Network :: term()}
                    | {'not', predicate()}
                    | {'or', [predicate()]}
                    | {'and', [predicate()]}
@@ -143,13 +156,14 @@
 
 -type choose_options() :: #{timeout => non_neg_integer(),
                             max_age => non_neg_integer() | infinity,
-                            order_by => {attr_name(), asc | desc},
+                            order_by => {attr_name(), asc | desc} | distance,
                             explain => boolean(),
                             relax => boolean()}.
 %% Options of {@link choose_nodes/3}:
 %% <ul>
 %% <li>`timeout', `max_age' — as in {@link query_options()}.</li>
-%% <li>`order_by' — sort the result by an attribute (nodes without it last) instead of
+%% <li>`order_by' — sort the result by an attribute (nodes without it last), or by
+%%     `distance' from this node (nearest first, ties in candidate order), instead of
 %%     keeping the candidates' order.</li>
 %% <li>`explain' — when nothing matches, return `{[], Explanation}' instead of `[]'.</li>
 %% <li>`relax' — drop predicates from the end of the list until a node matches; the
@@ -158,7 +172,7 @@
 
 -type choose_node_options() :: #{timeout => non_neg_integer(),
                                  max_age => non_neg_integer() | infinity,
-                                 order_by => {attr_name(), asc | desc},
+                                 order_by => {attr_name(), asc | desc} | distance,
                                  relax => boolean(),
                                  pick => random | first | least_loaded | round_robin,
                                  load_attr => attr_name()}.
@@ -174,6 +188,45 @@
 
 -type explanation() :: terrain_select:explanation().
 %% Why nothing matched; render it with {@link format_explanation/1}.
+
+-type spawn_options() :: #{candidates => candidates(),
+                           pick => random | first | least_loaded | round_robin,
+                           link => boolean(),
+                           monitor => boolean(),
+                           attempts => pos_integer(),
+                           timeout => non_neg_integer(),
+                           max_age => non_neg_integer() | infinity}.
+%% Options of {@link spawn_on/3}:
+%% <ul>
+%% <li>`candidates' — where to look (default `all').</li>
+%% <li>`pick' — as in {@link choose_node_options()} (default `random').</li>
+%% <li>`link', `monitor' — link to or monitor the new process, atomically with the
+%%     spawn (default false). With `monitor' the result carries the monitor reference.</li>
+%% <li>`attempts' — how many chosen nodes to try when a chosen node cannot take the
+%%     process (it went down, or does not answer within `timeout'), each failed node
+%%     being left out of the next choice (default 3).</li>
+%% <li>`timeout', `max_age' — as in {@link query_options()}; `timeout' also bounds
+%%     each spawn request.</li>
+%% </ul>
+
+-type process_tree() :: {vertex, Name :: term(), Children :: [process_tree()]}
+                      | {vertex, Name :: term(), Preds :: predicate() | [predicate()], Children :: [process_tree()]}.
+%% An application's process tree for {@link place_tree/2}: names are unique; a
+%% vertex's predicates restrict the nodes it may run on.
+
+-type place_options() :: #{candidates => candidates(),
+                           capacity => pos_integer(),
+                           random_rounds => pos_integer(),
+                           timeout => non_neg_integer(),
+                           max_age => non_neg_integer() | infinity}.
+%% Options of {@link place_tree/2}:
+%% <ul>
+%% <li>`candidates' — the nodes to place on (default `all').</li>
+%% <li>`capacity' — vertices per node (default ⌈vertices / nodes⌉, which spreads the
+%%     tree over all the candidates).</li>
+%% <li>`random_rounds' — random placements averaged for the comparison (default 20).</li>
+%% <li>`timeout', `max_age' — for the attributes the vertices' predicates need.</li>
+%% </ul>
 
 -define(DEFAULT_TIMEOUT, 1000).
 
@@ -351,6 +404,97 @@ format_explanation(Explanation) ->
     terrain_select:format_explanation(Explanation).
 
 %%====================================================================
+%% API: topology and placement
+
+%% @doc Replaces this node's topology: a file holding one topology term, or the
+%% term itself (see the topology section above). The topology is validated first; a
+%% bad one is refused with a sentence and the current one stays.
+-spec load_topology(FileOrTerm :: file:filename() | terrain_topology:tree()) -> ok | {error, term()}.
+load_topology(File) when is_list(File); is_binary(File) ->
+    store_topology(terrain_topology:read(File));
+load_topology(Tree) ->
+    store_topology(terrain_topology:new(Tree)).
+
+%% @doc The current topology term, or `undefined' when none is loaded.
+-spec topology() -> terrain_topology:tree() | undefined.
+topology() ->
+    case terrain_topology_server:current() of
+        undefined -> undefined;
+        T -> terrain_topology:term(T)
+    end.
+
+%% @doc The communication distance between two nodes under the current topology: the
+%% seed's ultrametric 2^−ℓ, or the measured height of their lowest common network.
+%% A node missing from the topology (or every other node, without a topology) is
+%% `anywhere': beyond every distance in the tree.
+-spec distance(A :: node(), B :: node()) -> number().
+distance(A, B) ->
+    topology_distance(terrain_topology_server:current(), A, B).
+
+%% @doc The distance between two nodes as a level: `same_node', `very_near', `near',
+%% `far', `very_far' or `anywhere' (relative to the tree's depth; docs/DISTANCES.md).
+-spec level(A :: node(), B :: node()) -> level().
+level(A, B) ->
+    topology_level(terrain_topology_server:current(), A, B).
+
+%% @doc The closed disc D(Node, R): the nodes of the topology at distance at most R
+%% from Node (Node itself included).
+-spec disc(Node :: node(), R :: number()) -> [node()].
+disc(Node, R) ->
+    case terrain_topology_server:current() of
+        undefined -> [Node];
+        T -> terrain_topology:disc(T, Node, R)
+    end.
+
+%% @doc Spawns `Fun' (or `{M, F, A}') on a node chosen by the predicates. A chosen
+%% node that cannot take the process is left out and another is chosen, up to
+%% `attempts' times. Returns the process and its node (and the monitor reference with
+%% `monitor => true'), or `{error, {no_node, Why}}'.
+-spec spawn_on(Preds :: predicate() | [predicate()], What :: fun(() -> term()) | {module(), atom(), [term()]},
+               Opts :: spawn_options()) ->
+          {ok, pid(), node()} | {ok, pid(), node(), reference()} | {error, term()}.
+spawn_on(Preds, What, Opts) ->
+    Checks = (query_checks())#{candidates => fun(_) -> true end,
+                               pick => fun(P) -> lists:member(P, [random, first, least_loaded, round_robin]) end,
+                               link => fun is_boolean/1,
+                               monitor => fun is_boolean/1,
+                               attempts => fun(N) -> is_integer(N) andalso N > 0 end},
+    maybe_run([fun() -> terrain_select:validate(Preds) end,
+               fun() -> check_options(Opts, Checks) end,
+               fun() -> check_spawnable(What) end],
+              fun() ->
+                      case resolve_candidates(maps:get(candidates, Opts, all)) of
+                          {ok, Candidates} -> spawn_attempts(Preds, What, Opts, Candidates, maps:get(attempts, Opts, 3), []);
+                          {error, _} = Error -> Error
+                      end
+              end).
+
+%% @doc Places the vertices of a process tree on nodes so that children sit near
+%% their parents and no root-to-leaf path crosses more than one slow link where the
+%% topology allows it (seed 000 §4.6). Returns the assignment, its cost (sum and
+%% maximum over root-to-leaf paths of the edge distances, and the most slow edges on
+%% one path) and the average cost of random placements for comparison. Spawning is
+%% left to the caller (e.g. with `spawn_on(..., #{candidates => [Node]})').
+-spec place_tree(ProcessTree :: process_tree(), Opts :: place_options()) ->
+          {ok, #{assignment := #{term() => node()}, cost := map(), random := map()}} | {error, term()}.
+place_tree(ProcessTree, Opts) ->
+    Checks = (query_checks())#{candidates => fun(_) -> true end,
+                               capacity => fun(C) -> is_integer(C) andalso C > 0 end,
+                               random_rounds => fun(R) -> is_integer(R) andalso R > 0 end},
+    maybe_run([fun() -> check_process_tree(ProcessTree) end,
+               fun() -> check_options(Opts, Checks) end],
+              fun() ->
+                      case {terrain_topology_server:current(), resolve_candidates(maps:get(candidates, Opts, all))} of
+                          {undefined, _} ->
+                              {error, no_topology};
+                          {_, {error, _} = Error} ->
+                              Error;
+                          {Topology, {ok, Candidates}} ->
+                              place_resolved(ProcessTree, Topology, dedup(Candidates), Opts)
+                      end
+              end).
+
+%%====================================================================
 %% API: errors
 
 %% @doc Turns an `{error, Reason}' returned by this module into a sentence.
@@ -360,6 +504,23 @@ format_error({json, Where, Why}) ->
 format_error({config, Source, Where, Why}) ->
     [io_lib:format("attribute configuration ~ts~ts: ", [source_text(Source), where_text(Where)]),
      config_why(Why)];
+format_error({topology, _, _} = Reason) ->
+    terrain_topology:format_error(Reason);
+format_error(no_topology) ->
+    "no topology is loaded on this node (terrain:load_topology/1 or the app env key topology)";
+format_error({no_node, {vertex, Name}}) ->
+    io_lib:format("no candidate node can take process-tree vertex ~0tp (its predicates or the capacity exclude them all)", [Name]);
+format_error({no_node, {tried, Failures}}) ->
+    io_lib:format("every chosen node failed to take the process: ~ts",
+                  [lists:join(", ", [io_lib:format("~0tp (~0tp)", [N, Why]) || {N, Why} <- Failures])]);
+format_error({no_node, none}) ->
+    "no node satisfies the predicates";
+format_error({no_node, Other}) ->
+    io_lib:format("no node to spawn on: ~ts", [format_error(Other)]);
+format_error({bad_spawn, What}) ->
+    io_lib:format("expected a fun of arity 0 or {Module, Function, Args}, got ~0tP", [What, 6]);
+format_error({bad_process_tree, Why}) ->
+    io_lib:format("bad process tree: ~ts", [Why]);
 format_error({bad_predicate, P}) ->
     io_lib:format("malformed predicate: ~0tp (see the predicate list in docs/ATTRIBUTES.md)", [P]);
 format_error({bad_option, Key, Value}) ->
@@ -418,6 +579,7 @@ select(Candidates, Preds, Opts, ExtraNames) ->
                             false -> {terrain_select:select(Reachable, Preds, Values, Ctx), []}
                         end,
                     Ordered = case maps:get(order_by, Opts, none) of
+                                  distance -> order_by_distance(Selected, Ctx);
                                   {Attr, Direction} -> terrain_select:order_by(Selected, Attr, Direction, Values);
                                   none -> Selected
                               end,
@@ -450,9 +612,9 @@ resolve_candidates(Nodes) when is_list(Nodes) ->
 resolve_candidates(Other) ->
     {error, {bad_candidates, Other}}.
 
-%% The evaluation context: group members now; distances and levels come from the
-%% topology, which this build does not hold yet, so they are `undefined' (a distance
-%% or level predicate is then never true, and `explain' shows `undefined').
+%% The evaluation context: group members now; distances, levels and subtrees from the
+%% node's topology. Without a topology every other node is `anywhere' (distance 2.0)
+%% and no network exists.
 context(Preds) ->
     Groups = lists:usort([{Scope, Group} || {group, Scope, Group} <- flatten(Preds)]),
     Members = [{Key, group_nodes(Scope, Group)} || {Scope, Group} = Key <- Groups],
@@ -460,11 +622,137 @@ context(Preds) ->
         [Error | _] ->
             Error;
         [] ->
+            Topology = terrain_topology_server:current(),
             {ok, #{self => node(),
                    groups => maps:from_list([{Key, Nodes} || {Key, {ok, Nodes}} <- Members]),
-                   distance => fun(_From, _To) -> undefined end,
-                   level => fun(_From, _To) -> undefined end}}
+                   distance => fun(From, To) -> topology_distance(Topology, From, To) end,
+                   level => fun(From, To) -> topology_level(Topology, From, To) end,
+                   subtree => fun(Network) -> topology_subtree(Topology, Network) end}}
     end.
+
+%%====================================================================
+%% Internal: topology, spawning, placement
+
+store_topology({ok, Topology}) ->
+    try terrain_topology_server:put(Topology)
+    catch exit:{noproc, _} -> {error, not_running}
+    end;
+store_topology({error, _} = Error) ->
+    Error.
+
+topology_distance(_T, Same, Same) -> 0;
+topology_distance(undefined, _A, _B) -> 2.0;
+topology_distance(T, A, B) -> terrain_topology:distance(T, A, B).
+
+topology_level(_T, Same, Same) -> same_node;
+topology_level(undefined, _A, _B) -> anywhere;
+topology_level(T, A, B) -> terrain_topology:level(T, A, B).
+
+topology_subtree(undefined, _Network) -> [];
+topology_subtree(T, Network) -> terrain_topology:subtree(T, Network).
+
+%% Nearest first; a stable sort keeps the candidates' order among equals.
+order_by_distance(Nodes, #{self := Self, distance := Distance}) ->
+    [N || {_, _, N} <- lists:sort([{Distance(Self, N), I, N} || {I, N} <- lists:zip(lists:seq(1, length(Nodes)), Nodes)])].
+
+check_spawnable(Fun) when is_function(Fun, 0) -> ok;
+check_spawnable({M, F, A}) when is_atom(M), is_atom(F), is_list(A) -> ok;
+check_spawnable(What) -> {error, {bad_spawn, What}}.
+
+spawn_attempts(_Preds, _What, _Opts, _Candidates, 0, Failures) ->
+    {error, {no_node, {tried, lists:reverse(Failures)}}};
+spawn_attempts(Preds, What, Opts, Candidates, Left, Failures) ->
+    ChooseOpts = maps:with([pick, timeout, max_age], Opts),
+    case choose_node(Candidates, Preds, ChooseOpts) of
+        {ok, Node} ->
+            case spawn_request_on(Node, What, Opts) of
+                {ok, Pid, MRef} when MRef =/= undefined -> {ok, Pid, Node, MRef};
+                {ok, Pid, undefined} -> {ok, Pid, Node};
+                {error, Why} ->
+                    spawn_attempts(Preds, What, Opts, lists:delete(Node, Candidates), Left - 1, [{Node, Why} | Failures])
+            end;
+        {error, none} when Failures =:= [] ->
+            {error, {no_node, none}};
+        {error, none} ->
+            {error, {no_node, {tried, lists:reverse(Failures)}}};
+        {error, Why} ->
+            {error, {no_node, Why}}
+    end.
+
+%% An asynchronous spawn request with a deadline: a node that went down answers
+%% `noconnection' at once; one that hangs is given up after `timeout'.
+spawn_request_on(Node, What, Opts) ->
+    Monitor = maps:get(monitor, Opts, false),
+    SpawnOpts = [{reply, yes}] ++ [link || maps:get(link, Opts, false)] ++ [monitor || Monitor],
+    ReqId = case What of
+                {M, F, A} -> erlang:spawn_request(Node, M, F, A, SpawnOpts);
+                Fun -> erlang:spawn_request(Node, Fun, SpawnOpts)
+            end,
+    receive
+        {spawn_reply, ReqId, ok, Pid} ->
+            {ok, Pid, case Monitor of true -> ReqId; false -> undefined end};
+        {spawn_reply, ReqId, error, Why} ->
+            {error, Why}
+    after maps:get(timeout, Opts, ?DEFAULT_TIMEOUT) ->
+            case erlang:spawn_request_abandon(ReqId) of
+                true -> {error, timeout};
+                false ->
+                    %% The reply raced the abandon: take it.
+                    receive
+                        {spawn_reply, ReqId, ok, Pid} ->
+                            {ok, Pid, case Monitor of true -> ReqId; false -> undefined end};
+                        {spawn_reply, ReqId, error, Why} ->
+                            {error, Why}
+                    end
+            end
+    end.
+
+check_process_tree(Tree) ->
+    try
+        Names = tree_names(Tree),
+        case Names -- lists:usort(Names) of
+            [] -> ok;
+            [Dup | _] -> {error, {bad_process_tree, io_lib:format("vertex name ~0tp is used more than once", [Dup])}}
+        end
+    catch
+        throw:{bad_vertex, V} ->
+            {error, {bad_process_tree, io_lib:format("expected {vertex, Name, Children} or {vertex, Name, Preds, Children}, got ~0tP", [V, 6])}};
+        throw:{bad_predicate, _} = Bad ->
+            {error, Bad}
+    end.
+
+tree_names({vertex, Name, Children}) when is_list(Children) ->
+    [Name | lists:append([tree_names(C) || C <- Children])];
+tree_names({vertex, Name, Preds, Children}) when is_list(Children) ->
+    case terrain_select:validate(Preds) of
+        ok -> [Name | lists:append([tree_names(C) || C <- Children])];
+        {error, Bad} -> throw(Bad)
+    end;
+tree_names(Other) ->
+    throw({bad_vertex, Other}).
+
+%% Resolves every vertex's predicates to its eligible candidates (attributes fetched
+%% once for the whole tree) and places the tree.
+place_resolved(Tree, Topology, Candidates, Opts) ->
+    Vertices = terrain_place:vertices(Tree),
+    AllPreds = [P || {_, P, _, _} <- Vertices, P =/= all],
+    Names = lists:usort(lists:append([terrain_select:attr_names(P) || P <- AllPreds])),
+    case context(AllPreds) of
+        {ok, Ctx} ->
+            {Values, Unreachable} = fetch(Candidates, Names, Opts),
+            Reachable = [N || N <- Candidates, not maps:is_key(N, Unreachable)],
+            Resolved = resolve_tree(Tree, Reachable, Values, Ctx),
+            terrain_place:place(Resolved, Topology, maps:merge(maps:with([capacity, random_rounds], Opts),
+                                                               #{nodes => Reachable}));
+        {error, _} = Error ->
+            Error
+    end.
+
+resolve_tree({vertex, Name, Children}, Nodes, Values, Ctx) ->
+    {vertex, Name, [resolve_tree(C, Nodes, Values, Ctx) || C <- Children]};
+resolve_tree({vertex, Name, Preds, Children}, Nodes, Values, Ctx) ->
+    {vertex, Name, terrain_select:select(Nodes, Preds, Values, Ctx),
+     [resolve_tree(C, Nodes, Values, Ctx) || C <- Children]}.
 
 %% The nodes of a pg group's members, in member order, each once. (pg answers `[]'
 %% for a scope that does not exist, so check that the scope is running.)
@@ -539,6 +827,7 @@ query_checks() ->
 
 choose_checks() ->
     (query_checks())#{order_by => fun({A, D}) -> is_atom(A) andalso (D =:= asc orelse D =:= desc);
+                                     (distance) -> true;
                                      (_) -> false
                                   end,
                       explain => fun is_boolean/1,

@@ -145,7 +145,7 @@ check_value_size(Name, Value) ->
 %% @doc Names that the predicate language uses for itself and so cannot name attributes.
 -spec reserved_names() -> [atom()].
 reserved_names() ->
-    [dist, level, group, 'not', 'or', 'and', undefined].
+    [dist, level, group, in_subtree, 'not', 'or', 'and', undefined].
 
 %% @doc The size limits a configuration must respect.
 -spec limits() -> #{file_bytes := pos_integer(), entries := pos_integer(),

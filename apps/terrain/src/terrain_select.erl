@@ -49,9 +49,11 @@
 -type context() :: #{self := node(),
                      groups := #{{atom(), term()} => [node()]},
                      distance := fun((node(), node()) -> number() | undefined),
-                     level := fun((node(), node()) -> terrain:level() | undefined)}.
+                     level := fun((node(), node()) -> terrain:level() | undefined),
+                     subtree := fun((term()) -> [node()])}.
 %% `groups' holds the member nodes of every `{group, Scope, Group}' in the predicates;
-%% `distance' and `level' come from the topology (they give `undefined' without one).
+%% `distance', `level' and `subtree' (the nodes under a named network) come from the
+%% topology.
 
 -type explanation() :: #{candidates := non_neg_integer(),
                          unreachable := #{node() => term()},
@@ -90,6 +92,7 @@ validate({level, Op, Level} = P) ->
         false -> {error, {bad_predicate, P}}
     end;
 validate({group, Scope, _Group} = P) when is_atom(Scope) -> ok_if(true, P);
+validate({in_subtree, _Network}) -> ok;
 validate({A, Op, K} = P) when Op =:= top; Op =:= bottom ->
     ok_if(attribute(A) andalso is_integer(K) andalso K > 0, P);
 validate({A, Op, _} = P) when is_atom(Op) ->
@@ -208,6 +211,7 @@ names({dist, _, _}) -> [];
 names({dist, _, _, _}) -> [];
 names({level, _, _}) -> [];
 names({group, _, _}) -> [];
+names({in_subtree, _}) -> [];
 names(P) -> [element(1, P)].
 
 %%--------------------------------------------------------------------
@@ -236,6 +240,8 @@ compile({'or', Ps}, D, V, C) -> {'or', [compile(P, D, V, C) || P <- Ps]};
 compile({'and', Ps}, D, V, C) -> {'and', [compile(P, D, V, C) || P <- Ps]};
 compile({group, Scope, Group}, _D, _V, #{groups := Groups}) ->
     {members, maps:from_list([{N, true} || N <- maps:get({Scope, Group}, Groups, [])])};
+compile({in_subtree, Network}, _D, _V, #{subtree := Subtree}) ->
+    {members, maps:from_list([{N, true} || N <- Subtree(Network)])};
 compile({A, Rel}, Distinct, Values, _Ctx) when Rel =:= low; Rel =:= high ->
     {set, A, relative(A, Rel, Distinct(), Values)};
 compile({A, Rel, K}, Distinct, Values, _Ctx) when Rel =:= top; Rel =:= bottom ->
@@ -395,6 +401,8 @@ flatten(P) -> [P].
 extra({dist, _, _}, N, #{self := Self} = Ctx) -> extra({dist, Self, x, 0}, N, Ctx);
 extra({dist, From, _, _}, N, #{distance := Distance}) -> [{{dist, From}, Distance(From, N)}];
 extra({level, _, _}, N, #{self := Self, level := LevelOf}) -> [{level, LevelOf(Self, N)}];
+extra({in_subtree, Network}, N, #{subtree := Subtree}) ->
+    [{{in_subtree, Network}, lists:member(N, Subtree(Network))}];
 extra({group, Scope, Group}, N, #{groups := Groups}) ->
     [{{group, Scope, Group}, lists:member(N, maps:get({Scope, Group}, Groups, []))}];
 extra(_, _, _) -> [].

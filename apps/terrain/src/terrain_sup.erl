@@ -31,7 +31,9 @@ init([]) ->
     Flags = #{strategy => rest_for_one, intensity => 10, period => 10},
     Children = [worker(terrain_attr_table),
                 worker(terrain_attr_cache),
-                worker(terrain_attr_server)],
+                worker(terrain_attr_server),
+                %% last: it depends on nothing, and its restart restarts nothing else
+                worker(terrain_topology_server)],
     {ok, {Flags, Children}}.
 
 worker(Module) ->

@@ -114,8 +114,10 @@ format_error({boot_failed, Name, Why}) ->
     io_lib:format("node ~0tp failed to boot: ~0tp", [Name, Why]);
 format_error({setup_failed, Name, Why}) ->
     io_lib:format("node ~0tp booted but terrain could not start on it: ~0tp", [Name, Why]);
-format_error({bad_option, Key, Value}) ->
+format_error({cluster_option, Key, Value}) ->
     io_lib:format("bad cluster option ~0tp: ~0tp", [Key, Value]);
+format_error({at_failed, Node, Why}) ->
+    io_lib:format("could not choose at ~0tp: ~0tp", [Node, Why]);
 format_error({distribution, Why}) ->
     io_lib:format("cannot start distribution on this node (is epmd available?): ~0tp", [Why]);
 format_error({code_load, Node, Why}) ->

@@ -145,10 +145,10 @@ validate_options(Options) when is_map(Options) ->
                       end, Options),
     case maps:to_list(Bad) of
         [] -> ok;
-        [{Key, Value} | _] -> {error, {bad_option, Key, Value}}
+        [{Key, Value} | _] -> {error, {cluster_option, Key, Value}}
     end;
 validate_options(Options) ->
-    {error, {bad_option, options, Options}}.
+    {error, {cluster_option, options, Options}}.
 
 boot(Spec, Options) ->
     Prefix = maps:get(prefix, Options, ""),
@@ -165,7 +165,9 @@ boot(Spec, Options) ->
     case Failures of
         [] ->
             Peers = maps:from_list([{Node, maps:get(Name, Pids)} || {Name, {ok, Node}} <- maps:to_list(Booted)]),
-            case setup_all(Specs, Booted, Deadline) of
+            Names = maps:from_list([{Name, Node} || {Name, {ok, Node}} <- maps:to_list(Booted)]),
+            Topology = terrain_lab_spec:topology(Spec, fun(Name) -> maps:get(Name, Names) end),
+            case setup_all([S#{topology => Topology} || S <- Specs], Booted, Deadline) of
                 {ok, Nodes} ->
                     {ok, Nodes, Peers};
                 {error, Why, OsPids} ->
@@ -263,9 +265,11 @@ lab_vm_args() ->
     ?LAB_VM_ARGS.
 
 %% @doc Prepares a booted node (started with `terrain_lab_code:vm_args()'): sets the
-%% attributes of its spec and starts the `terrain' application, all before `Deadline'
-%% (monotonic ms).
--spec setup_node(terrain_lab_spec:node_spec(), node(), integer()) -> {ok, node_info()} | {error, term()}.
+%% attributes of its spec and the cluster's topology (the node spec's `topology' key,
+%% see {@link terrain_lab_spec:topology/2}) and starts the `terrain' application, all
+%% before `Deadline' (monotonic ms).
+-spec setup_node(terrain_lab_spec:node_spec() | #{topology => terrain_topology:tree()}, node(), integer()) ->
+          {ok, node_info()} | {error, term()}.
 setup_node(#{name := Name, path := Path} = NodeSpec, Node, Deadline) ->
     Timeout = max(1, Deadline - erlang:monotonic_time(millisecond)),
     try
@@ -273,6 +277,8 @@ setup_node(#{name := Name, path := Path} = NodeSpec, Node, Deadline) ->
         ok = load_app(Node, Timeout),
         _ = maps:is_key(attrs, NodeSpec)
             andalso erpc:call(Node, application, set_env, [terrain, attrs, maps:get(attrs, NodeSpec)], Timeout),
+        _ = maps:is_key(topology, NodeSpec)
+            andalso erpc:call(Node, application, set_env, [terrain, topology, maps:get(topology, NodeSpec)], Timeout),
         {ok, _} = erpc:call(Node, application, ensure_all_started, [terrain], Timeout),
         Schedulers = erpc:call(Node, erlang, system_info, [schedulers_online], Timeout),
         {ok, #{name => Name, node => Node, path => Path, schedulers => Schedulers, os_pid => OsPid}}

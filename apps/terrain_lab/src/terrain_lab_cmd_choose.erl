@@ -24,12 +24,16 @@ command() ->
                      "are combined with and. Prints the chosen nodes in the cluster's order (or --order-by), "
                      "one per line. When none matches, prints which predicate removed the last candidates "
                      "and their values, on stderr, and exits with status 1. --relax drops predicates from "
-                     "the end until a node matches; --pick prints one node.",
+                     "the end until a node matches; --pick prints one node. Distance predicates "
+                     "({dist, le, R}, {level, le, near}, {in_subtree, Net}) need a topology: --at NODE asks a "
+                     "node of the cluster (which holds the cluster's topology) to choose, as that node.",
       args => {1, infinity},
       options => [#{name => nodes, long => "nodes", type => string, metavar => "NODE,...",
                     help => "nodes to choose from instead of the running cluster"},
                   #{name => order_by, long => "order-by", type => string, metavar => "ATTR[:asc|desc]",
-                    help => "sort the chosen nodes by an attribute"},
+                    help => "sort the chosen nodes by an attribute, or by 'distance' from the --at node"},
+                  #{name => at, long => "at", type => string, metavar => "NODE",
+                    help => "evaluate on NODE, with its topology: distances and levels are from NODE"},
                   #{name => relax, long => "relax", type => flag,
                     help => "drop predicates from the end until a node matches"},
                   #{name => pick, long => "pick", type => string, metavar => "HOW",
@@ -64,7 +68,7 @@ run(Options, Args, Io) ->
 %% Internal
 
 choose(Nodes, Preds, Options, undefined, Io) ->
-    case terrain:choose_nodes(Nodes, Preds, Options#{explain => true}) of
+    case at(Options, choose_nodes, [Nodes, Preds, maps:remove(at, Options#{explain => true})]) of
         {[], Explanation} when is_map(Explanation) ->
             terrain_lab_cli:progress(Io, "~ts", [terrain:format_explanation(Explanation)]),
             {error, none};
@@ -77,7 +81,7 @@ choose(Nodes, Preds, Options, undefined, Io) ->
             print(Chosen, Io)
     end;
 choose(Nodes, Preds, Options, {Pick, LoadAttr}, Io) ->
-    case terrain:choose_node(Nodes, Preds, maps:merge(Options, LoadAttr#{pick => Pick})) of
+    case at(Options, choose_node, [Nodes, Preds, maps:remove(at, maps:merge(Options, LoadAttr#{pick => Pick}))]) of
         {ok, Node} -> print([Node], Io);
         {error, none} ->
             %% ask again for the explanation
@@ -85,6 +89,16 @@ choose(Nodes, Preds, Options, {Pick, LoadAttr}, Io) ->
             {error, none};
         {error, _} = Error -> Error
     end.
+
+%% Runs terrain:F(Args...) here, or on the --at node under the query's deadline plus
+%% a second.
+at(#{at := Node, timeout := Timeout}, F, Args) ->
+    try erpc:call(Node, terrain, F, Args, Timeout + 1000)
+    catch
+        Class:Reason -> {error, {at_failed, Node, {Class, Reason}}}
+    end;
+at(_Options, F, Args) ->
+    apply(terrain, F, Args).
 
 pick(Options) ->
     case maps:get(pick, Options, undefined) of
@@ -128,10 +142,16 @@ parse(Text) ->
     end.
 
 choose_options(Options) ->
-    Base = #{timeout => maps:get(timeout, Options), relax => maps:get(relax, Options, false)},
+    Base0 = #{timeout => maps:get(timeout, Options), relax => maps:get(relax, Options, false)},
+    Base = case maps:get(at, Options, undefined) of
+               undefined -> Base0;
+               At -> Base0#{at => list_to_atom(At)}
+           end,
     case maps:get(order_by, Options, undefined) of
         undefined ->
             {ok, Base};
+        "distance" ->
+            {ok, Base#{order_by => distance}};
         Text ->
             case string:split(Text, ":") of
                 [Attr] -> {ok, Base#{order_by => {list_to_atom(Attr), asc}}};

@@ -24,6 +24,7 @@
          node_names/1,
          link/3,
          levels/1,
+         topology/2,
          format_error/1]).
 
 -export_type([spec/0, node_spec/0, link_options/0, error_reason/0]).
@@ -106,6 +107,31 @@ link(#{options := ClusterOptions, groups := Groups} = Spec, A, B) ->
 -spec levels(spec()) -> [{cluster | [atom()], link_options()}].
 levels(#{options := ClusterOptions, groups := Groups}) ->
     [{cluster, ClusterOptions} | Groups].
+
+%% @doc The spec's group hierarchy as a topology term (terrain_topology), with the
+%% nodes' full names from `NodeName'. Each network's height is the round trip of its
+%% link (2 × the one-way `latency', µs) when the cluster and every group carry a
+%% latency and the heights shrink towards the leaves; otherwise there are no heights
+%% (the ultrametric applies).
+-spec topology(spec(), fun((atom()) -> node())) -> terrain_topology:tree().
+topology(#{name := Cluster, options := ClusterOptions, groups := Groups, nodes := Nodes}, NodeName) ->
+    Heights = [maps:get(latency, O, undefined) || O <- [ClusterOptions | [O || {_, O} <- Groups]]],
+    WithHeights = not lists:member(undefined, Heights),
+    Tree = network(Cluster, ClusterOptions, [], Groups, Nodes, NodeName, WithHeights),
+    case WithHeights andalso element(1, terrain_topology:new(Tree)) =:= error of
+        true -> network(Cluster, ClusterOptions, [], Groups, Nodes, NodeName, false);
+        false -> Tree
+    end.
+
+network(Name, Options, Path, Groups, Nodes, NodeName, WithHeights) ->
+    %% Children in file order: the groups directly below Path, then its nodes.
+    SubGroups = [{P, O} || {P, O} <- Groups, length(P) =:= length(Path) + 1, lists:prefix(Path, P)],
+    Children = [network(lists:last(P), O, P, Groups, Nodes, NodeName, WithHeights) || {P, O} <- SubGroups]
+        ++ [{node, NodeName(N)} || #{name := N, path := P} <- Nodes, P =:= Path],
+    case WithHeights of
+        true -> {network, Name, #{height => 2 * maps:get(latency, Options)}, Children};
+        false -> {network, Name, Children}
+    end.
 
 %% @doc A sentence for an error returned by this module.
 -spec format_error(error_reason()) -> iolist().

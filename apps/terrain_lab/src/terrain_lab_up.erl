@@ -190,7 +190,8 @@ start_detached(Spec, Netem, SpecPath, Dir, Options, Io) ->
                           spawn_vm(NodeSpec, Node, Dir, NetemArgs)
                   end, Nodes),
     Self = self(),
-    Workers = [spawn_monitor(fun() -> Self ! {self(), bring_up(NodeSpec, Node, Dir, Deadline)} end)
+    Topology = terrain_lab_spec:topology(Spec, fun(Name) -> proplists:get_value(Name, [{N, Node} || {#{name := N}, Node} <- Nodes]) end),
+    Workers = [spawn_monitor(fun() -> Self ! {self(), bring_up(NodeSpec#{topology => Topology}, Node, Dir, Deadline)} end)
                || {NodeSpec, Node} <- Nodes],
     Results = [receive {Pid, Result} -> erlang:demonitor(Ref, [flush]), Result;
                        {'DOWN', Ref, process, Pid, Why} -> {error, {crashed, Why}}

@@ -150,8 +150,8 @@ invalid_specs_are_rejected(Config) ->
                 "bad value for latency: -3", "syntax error"],
     [?assertNotEqual(nomatch, string:find(M, E)) || {M, E} <- lists:zip(Messages, Expected)],
     {ok, Spec} = terrain_lab_spec:from_terms([{cluster, c, #{}}, {node, a, #{}}], undefined),
-    ?assertEqual({error, {bad_option, boot_timeout, -1}}, terrain_lab:start_cluster(Spec, #{boot_timeout => -1})),
-    ?assertEqual({error, {bad_option, colour, red}}, terrain_lab:start_cluster(Spec, #{colour => red})).
+    ?assertEqual({error, {cluster_option, boot_timeout, -1}}, terrain_lab:start_cluster(Spec, #{boot_timeout => -1})),
+    ?assertEqual({error, {cluster_option, colour, red}}, terrain_lab:start_cluster(Spec, #{colour => red})).
 
 %%--------------------------------------------------------------------
 

@@ -1,0 +1,100 @@
+%% @private
+%% @doc Holds this node's topology (seed 000 §5.1.5: replaceable at run time).
+%%
+%% The current topology lives in `persistent_term' under `{terrain_topology, current}'
+%% so that every distance, level or selection reads it in the caller without a copy
+%% and without a message; replacing it (rare) goes through this server, which
+%% serialises writers. Validation happens in the caller before the server is asked,
+%% so a bad topology never reaches the server and never replaces a good one.
+%%
+%% At start the server takes the topology that is already in place (it survives a
+%% restart of this server) or else the `terrain' app env key `topology' (a file name
+%% or a topology term). A bad app env value is logged and ignored: the node runs
+%% without a topology, every other node counting as `anywhere'.
+-module(terrain_topology_server).
+-behaviour(gen_server).
+
+%% API
+-export([start_link/0,
+         current/0,
+         put/1,
+         clear/0]).
+
+%% gen_server callbacks
+-export([init/1, handle_call/3, handle_cast/2, terminate/2]).
+
+-define(KEY, {terrain_topology, current}).
+-define(CALL_TIMEOUT, 5000).
+
+%%--------------------------------------------------------------------
+%% API
+
+-spec start_link() -> {ok, pid()} | ignore | {error, term()}.
+start_link() ->
+    gen_server:start_link({local, ?MODULE}, ?MODULE, [], []).
+
+%% @doc The current topology, read in the caller.
+-spec current() -> terrain_topology:topology() | undefined.
+current() ->
+    persistent_term:get(?KEY, undefined).
+
+%% @doc Replaces the current topology with a validated one.
+-spec put(terrain_topology:topology()) -> ok.
+put(Topology) ->
+    gen_server:call(?MODULE, {put, Topology}, ?CALL_TIMEOUT).
+
+%% @doc Forgets the topology.
+-spec clear() -> ok.
+clear() ->
+    gen_server:call(?MODULE, clear, ?CALL_TIMEOUT).
+
+%%--------------------------------------------------------------------
+%% gen_server callbacks
+
+-spec init([]) -> {ok, undefined}.
+init([]) ->
+    process_flag(trap_exit, true),
+    case {current(), application:get_env(terrain, topology)} of
+        {undefined, {ok, Source}} ->
+            case load(Source) of
+                {ok, Topology} ->
+                    persistent_term:put(?KEY, Topology);
+                {error, Reason} ->
+                    logger:error("terrain: ignoring the topology in the app env: ~ts",
+                                 [terrain_topology:format_error(Reason)])
+            end;
+        _ ->
+            ok
+    end,
+    {ok, undefined}.
+
+-spec handle_call(term(), gen_server:from(), undefined) -> {reply, ok | {error, term()}, undefined}.
+handle_call({put, Topology}, _From, State) ->
+    persistent_term:put(?KEY, Topology),
+    {reply, ok, State};
+handle_call(clear, _From, State) ->
+    _ = persistent_term:erase(?KEY),
+    {reply, ok, State};
+handle_call(Request, _From, State) ->
+    {reply, {error, {unknown_request, Request}}, State}.
+
+-spec handle_cast(term(), undefined) -> {noreply, undefined}.
+handle_cast(_Request, State) ->
+    {noreply, State}.
+
+%% The topology outlives a crash of this server (it is taken up again by init/1) but
+%% not the application: a shutdown erases it.
+-spec terminate(term(), undefined) -> ok.
+terminate(shutdown, _State) ->
+    _ = persistent_term:erase(?KEY),
+    ok;
+terminate(_Reason, _State) ->
+    ok.
+
+%%--------------------------------------------------------------------
+%% Internal functions
+
+load(File) when is_list(File); is_binary(File) ->
+    terrain_topology:read(File);
+load(Tree) ->
+    terrain_topology:new(Tree).
