@@ -34,7 +34,7 @@
 -export_type([process_tree/0, placement/0, cost/0]).
 
 -type process_tree() :: {vertex, term(), [process_tree()]}
-                      | {vertex, term(), [node()] | all, [process_tree()]}.
+                      | {vertex, term(), [node()] | #{node() => true} | all, [process_tree()]}.
 -type placement() :: #{term() => node()}.
 -type cost() :: #{sum := number(), max := number(), max_slow := non_neg_integer(), paths := non_neg_integer()}.
 
@@ -50,7 +50,8 @@
 -spec place(process_tree(), terrain_topology:topology(), #{nodes := [node()]} | options()) ->
           {ok, #{assignment := placement(), cost := cost(), random := cost()}}
         | {error, {no_node, term()}}.
-place(Tree, Topology, #{nodes := Nodes} = Options) ->
+place(Tree0, Topology, #{nodes := Nodes} = Options) ->
+    Tree = as_sets(Tree0),
     Vertices = vertices(Tree),
     Capacity = maps:get(capacity, Options, ceil_div(length(Vertices), max(1, length(Nodes)))),
     Free0 = maps:from_list([{N, Capacity} || N <- Nodes]),
@@ -88,7 +89,8 @@ cost(Tree, Assignment, Topology) ->
 
 %% @doc The average cost of random placements with the same eligibility and capacity.
 -spec random_cost(process_tree(), terrain_topology:topology(), [node()], options()) -> cost().
-random_cost(Tree, Topology, Nodes, Options) ->
+random_cost(Tree0, Topology, Nodes, Options) ->
+    Tree = as_sets(Tree0),
     Rounds = maps:get(random_rounds, Options, 20),
     Vertices = vertices(Tree),
     Capacity = maps:get(capacity, Options, ceil_div(length(Vertices), max(1, length(Nodes)))),
@@ -100,7 +102,7 @@ random_cost(Tree, Topology, Nodes, Options) ->
     #{sum => Mean(sum), max => Mean(max), max_slow => round(Mean(max_slow)), paths => maps:get(paths, hd(Costs))}.
 
 %% @doc The vertices as `{Name, Eligible, Children, SubtreeSize}', depth-first.
--spec vertices(process_tree()) -> [{term(), [node()] | all, [process_tree()], pos_integer()}].
+-spec vertices(process_tree()) -> [{term(), [node()] | #{node() => true} | all, [process_tree()], pos_integer()}].
 vertices({vertex, Name, Children}) ->
     vertices({vertex, Name, all, Children});
 vertices({vertex, Name, Eligible, Children}) ->
@@ -110,9 +112,19 @@ vertices({vertex, Name, Eligible, Children}) ->
 %%--------------------------------------------------------------------
 %% Placement
 
+%% Eligible node lists become sets (maps) once, so that membership is cheap.
+as_sets({vertex, Name, Children}) ->
+    {vertex, Name, all, [as_sets(C) || C <- Children]};
+as_sets({vertex, Name, all, Children}) ->
+    {vertex, Name, all, [as_sets(C) || C <- Children]};
+as_sets({vertex, Name, Eligible, Children}) when is_list(Eligible) ->
+    {vertex, Name, maps:from_list([{N, true} || N <- Eligible]), [as_sets(C) || C <- Children]};
+as_sets({vertex, Name, Eligible, Children}) when is_map(Eligible) ->
+    {vertex, Name, Eligible, [as_sets(C) || C <- Children]}.
+
 check_eligible(Vertices, Nodes) ->
     case [Name || {Name, Eligible, _, _} <- Vertices, Eligible =/= all,
-                  [N || N <- Eligible, lists:member(N, Nodes)] =:= []] of
+                  [N || N <- Nodes, eligible(N, Eligible)] =:= []] of
         [] -> ok;
         [Name | _] -> {error, {no_node, {vertex, Name}}}
     end.
@@ -207,7 +219,7 @@ pick_in([Group | Rest], Eligible, Ctx, Free) ->
     end.
 
 eligible(_Node, all) -> true;
-eligible(Node, Eligible) -> lists:member(Node, Eligible).
+eligible(Node, Eligible) -> maps:is_key(Node, Eligible).
 
 %%--------------------------------------------------------------------
 %% Local improvement
