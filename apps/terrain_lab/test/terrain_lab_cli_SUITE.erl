@@ -72,6 +72,13 @@ up_status_down(Config) ->
         ?assertEqual(list_to_binary(CookieFile), maps:get(<<"cookie_file">>, Status)),
         ?assertEqual([<<"up">>, <<"up">>, <<"up">>], [S || #{<<"state">> := S} <- maps:get(<<"nodes">>, Status)]),
         ?assertEqual(OsPids, [binary_to_list(P) || #{<<"os_pid">> := P} <- maps:get(<<"nodes">>, Status)]),
+        %% the nodes hold the spec's tree: from a, b (same group r1) is very near, c is not
+        [A, B, _C] = [binary_to_list(N) || #{<<"node">> := N} <- maps:get(<<"nodes">>, Recorded)],
+        {0, Near, _} = terrain(Config, ["choose", "--state-dir", State, "--at", A, "{level, le, very_near}"]),
+        ?assertEqual(A ++ "\n" ++ B ++ "\n", Near),
+        {0, Sorted, _} = terrain(Config, ["choose", "--state-dir", State, "--at", A, "--order-by", "distance",
+                                          "{in_subtree, r1}"]),
+        ?assertEqual(A ++ "\n" ++ B ++ "\n", Sorted),
         {1, "", Refused} = terrain(Config, ["up", "--state-dir", State, "--prefix", Prefix, Spec]),
         ?assertNotEqual(nomatch, string:find(Refused, "is still running")),
         [?assertEqual(nomatch, string:find(Text, binary_to_list(Cookie))) || Text <- [UpOut, UpErr, StatusOut, Json, Refused]],
