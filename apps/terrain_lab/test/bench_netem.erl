@@ -12,7 +12,7 @@
 -export([run/0]).
 
 %% Run on the cluster nodes.
--export([round_trips/3, echo/0, send_stream/3, receive_stream/2]).
+-export([round_trips/3, round_trips/4, echo/0, send_stream/3, receive_stream/2]).
 
 -define(ROUND_TRIPS, 1000).
 -define(MB, 1000000).
@@ -55,12 +55,18 @@ latency() ->
                                          yes_no(abs(Median - Expected) =< Goal)])
                       end, [{b, 0}, {c, 200}, {d, 1000}, {e, 5000}, {f, 20000}])
     end),
-    %% The same round trip without a proxy, for reference.
+    %% The same round trip without a proxy, for reference: back to back, and after the
+    %% nodes were idle as long as an emulated round trip keeps them (their schedulers
+    %% fall asleep, and waking them costs time the emulated one pays too).
     with_cluster([{cluster, bench, #{}}, {node, a, #{}}, {node, b, #{}}], "direct", #{netem => false},
                  fun(#{a := A, b := B}) ->
-                         Times = erpc:call(A, ?MODULE, round_trips, [B, ?ROUND_TRIPS, 20], ?CALL),
-                         io:format("~10s ~10s ~10b ~10s ~10s ~10b  (direct connection, no proxy)~n",
-                                   ["-", "-", percentile(Times, 50), "-", "-", percentile(Times, 99)])
+                         io:format("direct connection, no proxy:~n"),
+                         lists:foreach(
+                           fun({Idle, N}) ->
+                                   Times = erpc:call(A, ?MODULE, round_trips, [B, N, 20, Idle], ?CALL),
+                                   io:format("  ~b round trips, ~2b ms idle before each: median ~b, p99 ~b~n",
+                                             [N, Idle, percentile(Times, 50), percentile(Times, 99)])
+                           end, [{0, ?ROUND_TRIPS}, {2, 200}, {10, 200}, {40, 200}])
                  end).
 
 throughput() ->
@@ -109,9 +115,14 @@ paced_rate(#{a := A, b := B}, Count) ->
 
 %% Round trip times (µs, sorted) to a fresh echo process on `Node'.
 round_trips(Node, N, Warm) ->
+    round_trips(Node, N, Warm, 0).
+
+%% ... each after `IdleMs' without traffic.
+round_trips(Node, N, Warm, IdleMs) ->
     Echo = spawn(Node, ?MODULE, echo, []),
     [begin Echo ! {self(), warm}, receive warm -> ok end end || _ <- lists:seq(1, Warm)],
     Times = [begin
+                 _ = IdleMs > 0 andalso receive after IdleMs -> true end,
                  T0 = erlang:monotonic_time(microsecond),
                  Echo ! {self(), ping},
                  receive ping -> erlang:monotonic_time(microsecond) - T0 end
