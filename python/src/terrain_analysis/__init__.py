@@ -1,10 +1,12 @@
 """terrain-analysis: statistics and plots for terrain runs.
 
 The package reads what the Erlang side of terrain writes (durations CSV files,
-run manifests) and turns it into fitted models, diagnostics and reports. Its
-first tool is the extreme-value analysis of run durations from the seed paper
-"Time taken to write data in parallel on Lustre follows extreme statistics":
-:func:`fit_gev` and the ``terrain-analysis gev`` command.
+latency matrices, run manifests) and turns it into fitted models, diagnostics and
+reports: the extreme-value analysis of run durations from the seed paper "Time
+taken to write data in parallel on Lustre follows extreme statistics"
+(:func:`fit_gev`, ``terrain-analysis gev``), and topology discovery from a latency
+matrix with the seed's non-binary α clustering (:func:`discover`,
+``terrain-analysis topology``).
 
 Modules
 -------
@@ -21,6 +23,11 @@ fit_json
     Writing and reading ``fit.json`` (format ``terrain.gev/1``).
 plots
     Diagnostic plots (probability, quantile, density, return level).
+topology
+    latency.json, the α algorithm with automatic α per level, outlier repair,
+    topology JSON, adjusted Rand index.
+topology_plots
+    Heatmap ordered by the tree, dendrogram, the non-binary tree.
 cli
     The ``terrain-analysis`` command.
 """
@@ -40,6 +47,7 @@ from terrain_analysis.gev import (
     quantile_band,
     return_levels,
 )
+from terrain_analysis.topology import Cluster, Discovery, alpha_tree, auto_alpha, discover, read_latency
 
 try:
     __version__ = version("terrain-analysis")
@@ -47,18 +55,24 @@ except PackageNotFoundError:  # running from a source tree that was never instal
     __version__ = "0+unknown"
 
 __all__ = [
+    "Cluster",
+    "Discovery",
     "GEVAnalysis",
     "GEVFit",
     "GumbelFit",
     "ModelFit",
     "__version__",
+    "alpha_tree",
     "analyse_gev",
+    "auto_alpha",
     "compare_models",
+    "discover",
     "fit_gev",
     "fit_gumbel",
     "gumbel_likelihood_ratio_test",
     "profile_shape_interval",
     "quantile_band",
     "read_durations",
+    "read_latency",
     "return_levels",
 ]

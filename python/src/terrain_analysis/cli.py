@@ -12,6 +12,7 @@ Shell::
 
     terrain-analysis gev runs/20240607T101500Z/durations.csv --out runs/20240607T101500Z/gev
     terrain-analysis gev durations.csv --column write_s --out gev-write
+    terrain-analysis topology runs/20240607T101500Z/latency.json --out runs/20240607T101500Z/topology
 
 Python, as the tests do::
 
@@ -22,6 +23,7 @@ Python, as the tests do::
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -34,6 +36,8 @@ from terrain_analysis.analysis import DEFAULT_RETURN_PERIODS, GEVAnalysis, analy
 from terrain_analysis.durations import DEFAULT_COLUMN, read_durations
 from terrain_analysis.fit_json import write_fit_json
 from terrain_analysis.plots import write_plots
+from terrain_analysis.topology import Discovery, discover, read_latency, read_topology, topology_document
+from terrain_analysis.topology_plots import write_topology_plots
 
 __all__ = ["PROGRAM", "SUBCOMMANDS", "CommandError", "Subcommand", "build_parser", "main"]
 
@@ -184,6 +188,93 @@ def _print_summary(analysis: GEVAnalysis, out: TextIO) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
+# topology
+# --------------------------------------------------------------------------------------------------
+
+
+def _topology_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("latency", type=Path, help="latency.json written by 'terrain probe'")
+    parser.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="directory for the plots and topology.json"
+    )
+    parser.add_argument(
+        "--statistic", choices=("median", "min", "mean", "p95"), default="median", help="per-pair matrix to cluster"
+    )
+    parser.add_argument(
+        "--symmetrise", choices=("min", "mean", "max"), default="min", help="how to combine the two directions"
+    )
+    parser.add_argument("--linkage", choices=("complete", "average", "single"), default="complete")
+    parser.add_argument("--alpha", type=_alpha, default="auto", help="auto (per level, default) or a number >= 1")
+    parser.add_argument("--outliers", choices=("repair", "keep"), default="repair")
+    parser.add_argument(
+        "--topology",
+        type=Path,
+        metavar="FILE",
+        help="draw this tree ('terrain topology --format json') instead of clustering here",
+    )
+
+
+def _alpha(text: str) -> float | str:
+    if text == "auto":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be 'auto' or a number >= 1, got {text!r}") from None
+    if not value >= 1:
+        raise argparse.ArgumentTypeError(f"must be 'auto' or a number >= 1, got {text!r}")
+    return value
+
+
+def _run_topology(arguments: argparse.Namespace, out: TextIO) -> int:
+    source: Path = arguments.latency
+    try:
+        latency = read_latency(source)
+    except OSError as error:
+        raise CommandError(f"cannot read {str(source)!r}: {error.strerror or error}") from None
+    except ValueError as error:
+        raise CommandError(str(error)) from None
+    try:
+        found = discover(
+            latency,
+            statistic=arguments.statistic,
+            symmetrise=arguments.symmetrise,
+            linkage=arguments.linkage,
+            alpha=arguments.alpha,
+            outliers=arguments.outliers,
+        )
+        if arguments.topology is not None:
+            tree = read_topology(arguments.topology, latency.nodes)
+            found = Discovery(tree, found.nodes, found.distances, [], found.repaired,
+                              {**found.options, "alpha": "from " + str(arguments.topology)})
+    except OSError as error:
+        raise CommandError(f"cannot read {str(arguments.topology)!r}: {error.strerror or error}") from None
+    except ValueError as error:
+        raise CommandError(f"{source}: {error}") from None
+    directory: Path = arguments.out
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        written = write_topology_plots(found, directory)
+        if arguments.topology is None:
+            document_path = directory / "topology.json"
+            document_path.write_text(json.dumps(topology_document(found), indent=2) + "\n")
+            written.append(document_path)
+    except OSError as error:
+        raise CommandError(f"cannot write to {str(directory)!r}: {error.strerror or error}") from None
+    bottom = [c for c in found.tree.clusters() if all(isinstance(x, int) for x in c.children)]
+    print(f"{len(found.nodes)} nodes, {len(found.tree.clusters())} clusters "
+          f"({len(bottom)} at the lowest level), root height {found.tree.height:.1f} us", file=out)
+    for level in found.levels:
+        alpha = "root" if level.alpha is None else f"alpha {level.alpha:.3g}"
+        print(f"  level: {level.points} points -> {level.clusters} clusters ({alpha})", file=out)
+    if found.repaired:
+        print(f"  {found.repaired} outlying round trips repaired", file=out)
+    for path in written:
+        print(f"wrote {path}", file=out)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------------
 # The command
 # --------------------------------------------------------------------------------------------------
 
@@ -198,6 +289,18 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         ),
         add_arguments=_gev_arguments,
         run=_run_gev,
+    ),
+    Subcommand(
+        name="topology",
+        summary="discover the topology of a latency matrix and draw it",
+        description=(
+            "Cluster latency.json (format terrain.latency/1) with the seed's non-binary alpha algorithm, as "
+            "'terrain topology' does, and draw the heatmap ordered by the tree (seed Figure 16), the binary "
+            "complete-linkage dendrogram and the non-binary tree (PNG and SVG) to --out, with topology.json "
+            "(format terrain.topology/1). --topology draws a tree found by terrain instead."
+        ),
+        add_arguments=_topology_arguments,
+        run=_run_topology,
     ),
 )
 """The subcommands, in the order ``--help`` lists them."""
