@@ -149,7 +149,9 @@ matrix(#{nodes := Nodes, stats := Stats}, Options) ->
 %% @doc Repairs outliers against a tree of the matrix's points: for every cluster of
 %% `Tree', the distances whose lowest common cluster it is are one population; a
 %% distance more than `Factor' times its population's median away from it is set to
-%% the median. Returns the repaired copy and the number of distances changed.
+%% the median. A population of more than 50,000 pairs is represented by a sample for
+%% its median: about 50,000 pairs {I, J}, I &lt; J, those with (I n + J) mod s = 0.
+%% Returns the repaired copy and the number of distances changed.
 -spec repair(terrain_linkage:matrix(), terrain_alpha:tree(), number()) -> {terrain_linkage:matrix(), non_neg_integer()}.
 repair(Matrix, Tree, Factor) ->
     Copy = terrain_linkage:copy(Matrix),
@@ -345,13 +347,16 @@ repair_tree(M, {cluster, _, Children}, Factor) ->
     Below = lists:sum([C || {_, C} <- Parts]),
     Sets = [Ps || {Ps, _} <- Parts],
     Total = cross_pairs(Sets),
+    %% Large populations: the median of a sample, pair {I, J} (I < J) taken when
+    %% (I n + J) mod Stride = 0, which does not depend on the order of the points.
     Stride = max(1, (Total + ?SAMPLE - 1) div ?SAMPLE),
-    {Sample, _} = fold_cross(fun(I, J, {Acc, K}) ->
-                                     case K rem Stride of
-                                         0 -> {[terrain_linkage:get(M, I, J) | Acc], K + 1};
-                                         _ -> {Acc, K + 1}
-                                     end
-                             end, {[], 0}, Sets),
+    N = terrain_linkage:size(M),
+    Sample = fold_cross(fun(I, J, Acc) ->
+                                case (min(I, J) * N + max(I, J)) rem Stride of
+                                    0 -> [terrain_linkage:get(M, I, J) | Acc];
+                                    _ -> Acc
+                                end
+                        end, [], Sets),
     Median = median(Sample),
     Here = fold_cross(fun(I, J, Count) ->
                               V = terrain_linkage:get(M, I, J),
