@@ -16,8 +16,9 @@
 %% most of its children. Capacity per node is `capacity' vertices (default ⌈V / N⌉, so
 %% a tree is spread over all the nodes). Where a subtree cannot stay below one link
 %% (not enough capacity, or predicates exclude the nodes there), it spills to the
-%% parent network: the placement degrades, it never fails while some eligible node
-%% has room.
+%% parent network. Capacity is a target, not a limit: a vertex whose eligible nodes
+%% are all full goes to the least loaded of them. Placement fails only for a vertex
+%% that no candidate node is eligible for.
 %%
 %% Cost: every tree edge costs the distance between its endpoints' nodes. Reported: the
 %% sum and the maximum over root-to-leaf paths, the largest number of slow edges
@@ -208,8 +209,15 @@ pick_node(Eligible, #{parent := Parent} = Ctx, Preferred, Group, Free) ->
         false -> pick_in([G || G <- [Preferred, Group, [1]], G =/= none], Eligible, Ctx, Free)
     end.
 
-pick_in([], _Eligible, _Ctx, _Free) ->
-    error;
+pick_in([], Eligible, Ctx, Free) ->
+    %% Every eligible node is full: capacity is a balancing target, so the least
+    %% loaded eligible node takes the vertex.
+    case [N || N <- members(Ctx, [1]), eligible(N, Eligible)] of
+        [] -> error;
+        Candidates ->
+            {_, Node} = lists:min([{-maps:get(N, Free, 0), N} || N <- Candidates]),
+            {ok, Node}
+    end;
 pick_in([Group | Rest], Eligible, Ctx, Free) ->
     case [N || N <- members(Ctx, Group), maps:get(N, Free, 0) > 0, eligible(N, Eligible)] of
         [] -> pick_in(Rest, Eligible, Ctx, Free);

@@ -65,9 +65,20 @@ full_capacity_spills_instead_of_failing_test() ->
     Used = lists:usort(maps:values(A)),
     ?assertEqual(Rack1, [N || N <- Used, lists:member(N, Rack1)]),
     ?assertNotEqual([], [N || N <- Used, lists:member(N, Rack2)]),
-    %% 18 places for 21 vertices: an error that names a vertex, not a crash.
-    ?assertMatch({error, {no_node, {vertex, {leaf, _}}}},
-                 terrain_place:place(Tree, T, #{nodes => Rack1 ++ [node(1, 2, 1)], capacity => 2})).
+    %% 18 places for 21 vertices: capacity is a target, the three extra go to the least loaded.
+    {ok, #{assignment := Over}} = terrain_place:place(Tree, T, #{nodes => Rack1 ++ [node(1, 2, 1)], capacity => 2}),
+    Load = lists:foldl(fun(N, M) -> maps:update_with(N, fun(C) -> C + 1 end, 1, M) end, #{}, maps:values(Over)),
+    ?assertEqual(21, lists:sum(maps:values(Load))),
+    ?assertEqual(9, map_size(Load)),
+    ?assert(lists:max(maps:values(Load)) =< 3).
+
+constrained_vertices_overflow_onto_eligible_nodes_test() ->
+    T = topology(),
+    Big = [node(2, 1, I) || I <- [1, 2]],
+    %% 6 leaves that only fit on 2 nodes, capacity 1: they share those 2 nodes.
+    Tree = {vertex, root, [{vertex, {leaf, I}, Big, []} || I <- lists:seq(1, 6)]},
+    {ok, #{assignment := A}} = terrain_place:place(Tree, T, #{nodes => terrain_topology:nodes(T), capacity => 1}),
+    ?assertEqual(Big, lists:usort([maps:get({leaf, I}, A) || I <- lists:seq(1, 6)])).
 
 nodes_outside_the_topology_are_used_last_test() ->
     T = topology(),

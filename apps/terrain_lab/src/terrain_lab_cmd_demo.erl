@@ -1,7 +1,17 @@
 %% @private
 %% @doc `terrain demo': the main job of `make demo'. Starts the demo cluster with the
-%% launcher, shows every node, records the run under `runs/<UTC stamp>/' and stops the
-%% cluster. Later parts of terrain add their steps here; it stays one command.
+%% launcher and walks through terrain on it, recording the run under
+%% `runs/<UTC stamp>/' (manifest.json lists every file), then stops the cluster:
+%% <ol>
+%% <li>the nodes, their group paths and schedulers (cluster.json);</li>
+%% <li>a few of their attributes, asked all at once under one deadline;</li>
+%% <li>selections made at the first node: attributes, levels, subtrees, nearest first;</li>
+%% <li>a process tree placed by distance, its cost against random placement;</li>
+%% <li>a timed parallel task on every node (durations.csv), fitted with a GEV by
+%%     `terrain-analysis gev' when it is installed (gev/fit.json and plots), the fit
+%%     loaded into `terrain_variability' and the slowest run checked against it.</li>
+%% </ol>
+%% Later parts of terrain add their steps here; it stays one command.
 -module(terrain_lab_cmd_demo).
 
 %% API (CLI handler)
@@ -34,7 +44,12 @@ with_cluster(Spec, SpecFile, RunDir, Io) ->
             try
                 Nodes = terrain_lab:cluster_nodes(Cluster),
                 print_table(Nodes, Io),
-                record(Spec, SpecFile, RunDir, Nodes, Elapsed, Io)
+                Names = [N || #{node := N} <- Nodes],
+                show_attributes(Names, Io),
+                show_choices(Names, Prefix, Io),
+                show_placement(Names, Prefix, Io),
+                Outputs = time_and_fit(Names, Prefix, RunDir, Io),
+                record(Spec, SpecFile, RunDir, Nodes, Elapsed, Outputs, Io)
             after
                 ok = terrain_lab:stop_cluster(Cluster),
                 terrain_lab_cli:progress(Io, "cluster stopped~n", [])
@@ -50,7 +65,7 @@ print_table(Nodes, Io) ->
                                               [Node, lists:join("/", [atom_to_list(P) || P <- Path]), S])
                   end, Nodes).
 
-record(Spec, SpecFile, RunDir, Nodes, Elapsed, Io) ->
+record(Spec, SpecFile, RunDir, Nodes, Elapsed, Outputs, Io) ->
     Cluster = #{format => ?CLUSTER_FORMAT,
                 cluster => maps:get(name, Spec),
                 spec => list_to_binary(filename:absname(SpecFile)),
@@ -61,10 +76,152 @@ record(Spec, SpecFile, RunDir, Nodes, Elapsed, Io) ->
                terrain_lab_run:write_manifest(RunDir, demo,
                                               [#{kind => cluster, file => <<"cluster.json">>,
                                                  parameters => #{spec => list_to_binary(SpecFile),
-                                                                 nodes => length(Nodes)}}])],
+                                                                 nodes => length(Nodes)}} | Outputs])],
     case [E || {error, _} = E <- Written] of
         [] ->
             terrain_lab_cli:out(Io, "run recorded in ~ts~n", [filename:join(RunDir, "manifest.json")]);
         [Error | _] ->
             Error
+    end.
+
+%%--------------------------------------------------------------------
+%% The walk-through
+
+section(Io, Title) ->
+    terrain_lab_cli:out(Io, "~n== ~ts ==~n", [Title]).
+
+short(Node, Prefix) ->
+    [Name, _Host] = string:split(atom_to_list(Node), "@"),
+    lists:nthtail(length(Prefix), Name).
+
+show_attributes(Nodes, Io) ->
+    section(Io, "attributes (terrain:attrs/3, all nodes at once, one deadline)"),
+    Names = [vm_schedulers_online, gpu, num_erlang_processes],
+    Answers = terrain:attrs(Nodes, Names, #{timeout => 3000}),
+    terrain_lab_cli:out(Io, "~-26s ~22s ~10s ~22s~n", ["NODE" | [atom_to_list(N) || N <- Names]]),
+    lists:foreach(fun(Node) ->
+                          Cells = case maps:get(Node, Answers) of
+                                      {ok, Values} -> [io_lib:format("~0tp", [maps:get(N, Values)]) || N <- Names];
+                                      {error, Why} -> [io_lib:format("(~0tp)", [Why]), "", ""]
+                                  end,
+                          terrain_lab_cli:out(Io, "~-26s ~22ts ~10ts ~22ts~n", [Node | Cells])
+                  end, Nodes).
+
+%% Selections made at the first node, which holds the cluster's topology.
+show_choices([At | _] = Nodes, Prefix, Io) ->
+    section(Io, io_lib:format("choose_nodes at ~ts (distances from there)", [short(At, Prefix)])),
+    Queries = [{"near, with 2+ schedulers", [{level, le, near}, {vm_schedulers_online, ge, 2}], #{}},
+               {"GPUs, nearest first", [{gpu, true}], #{order_by => distance}},
+               {"rack us_r2 or a GPU, outside eu", [{'or', [{in_subtree, us_r2}, {gpu, true}]}, {'not', {in_subtree, eu}}], #{}},
+               {"very near, 4+ schedulers", [{level, eq, very_near}, {vm_schedulers_online, ge, 4}], #{explain => true}}],
+    lists:foreach(
+      fun({Label, Preds, Opts}) ->
+              Result = erpc:call(At, terrain, choose_nodes, [Nodes, Preds, Opts#{timeout => 3000}], 5000),
+              terrain_lab_cli:out(Io, "~-34ts ~0tp~n", [Label, Preds]),
+              case Result of
+                  {[], Why} ->
+                      terrain_lab_cli:out(Io, "  none: ~ts", [indent(terrain:format_explanation(Why))]);
+                  Chosen when is_list(Chosen) ->
+                      terrain_lab_cli:out(Io, "  -> ~ts~n", [lists:join(" ", [short(N, Prefix) || N <- Chosen])])
+              end
+      end, Queries).
+
+indent(Text) ->
+    [string:replace(string:trim(lists:flatten(io_lib:format("~ts", [Text])), trailing), "\n", "\n  ", all), $\n].
+
+show_placement([At | _] = Nodes, Prefix, Io) ->
+    section(Io, "place_tree: 1 master, 4 submasters, 3 colonies each (colonies need 2+ schedulers)"),
+    Tree = {vertex, master, [{vertex, {sub, S}, [{vertex, {colony, S, C}, [{vm_schedulers_online, ge, 2}], []}
+                                                 || C <- lists:seq(1, 3)]}
+                             || S <- lists:seq(1, 4)]},
+    {ok, #{assignment := A, cost := Cost, random := Random}} =
+        erpc:call(At, terrain, place_tree, [Tree, #{candidates => Nodes}], 10000),
+    lists:foreach(fun(S) ->
+                          terrain_lab_cli:out(Io, "  sub ~b on ~-6ts colonies on ~ts~n",
+                                              [S, short(maps:get({sub, S}, A), Prefix),
+                                               lists:join(" ", [short(maps:get({colony, S, C}, A), Prefix) || C <- lists:seq(1, 3)])])
+                  end, lists:seq(1, 4)),
+    terrain_lab_cli:out(Io, "  master on ~ts~n", [short(maps:get(master, A), Prefix)]),
+    terrain_lab_cli:out(Io, "  cost over root-to-leaf paths (us of round trip): sum ~s, max ~s, slow links per path ~b~n"
+                            "  random placement (mean of 20):                 sum ~s, max ~s, slow links per path ~b~n",
+                        [num(maps:get(sum, Cost)), num(maps:get(max, Cost)), maps:get(max_slow, Cost),
+                         num(maps:get(sum, Random)), num(maps:get(max, Random)), maps:get(max_slow, Random)]).
+
+num(X) when is_integer(X) -> integer_to_list(X);
+num(X) -> float_to_list(float(X), [{decimals, 1}]).
+
+-define(TASK_RUNS, 60).
+
+%% A timed parallel task from the first node to every node (over the emulated links:
+%% the controlling node's own connections are not emulated), then its extreme-value
+%% fit and an online check.
+time_and_fit([At | _] = Nodes, Prefix, RunDir, Io) ->
+    section(Io, io_lib:format("time-task at ~ts: erlang:node() on all ~b nodes at once, ~b runs",
+                              [short(At, Prefix), length(Nodes), ?TASK_RUNS])),
+    Csv = filename:join(RunDir, "durations.csv"),
+    {ok, File} = terrain_lab_csv:create(Csv, terrain_lab_time_task:columns()),
+    Rows = try [begin Row = erpc:call(At, terrain_lab_time_task, one_run, [{erlang, node, []}, Nodes, 5000, R], 10000),
+                      ok = terrain_lab_csv:write_row(File, Row),
+                      Row
+                end || R <- lists:seq(1, ?TASK_RUNS)]
+           after terrain_lab_csv:close(File)
+           end,
+    Totals = lists:sort([T || #{total_s := T, status := ok} <- Rows]),
+    terrain_lab_cli:out(Io, "  ~b runs ok; until every node answered: min ~.1f ms, median ~.1f ms, max ~.1f ms~n",
+                        [length(Totals), 1000 * hd(Totals), 1000 * lists:nth((length(Totals) + 1) div 2, Totals),
+                         1000 * lists:last(Totals)]),
+    Task = #{kind => durations, file => <<"durations.csv">>,
+             parameters => #{task => <<"erlang:node/0 on every node">>, runs => ?TASK_RUNS,
+                             from => atom_to_binary(At)}},
+    case analysis_command() of
+        false ->
+            terrain_lab_cli:out(Io, "  GEV fit skipped: terrain-analysis is not installed here (make demo installs it)~n", []),
+            [Task];
+        Command ->
+            GevDir = filename:join(RunDir, "gev"),
+            case run_analysis(Command, ["gev", Csv, "--out", GevDir]) of
+                {0, _Output} ->
+                    Fit = filename:join(GevDir, "fit.json"),
+                    check_slowest(Fit, lists:last(Totals), Io),
+                    [Task, #{kind => gev_fit, file => <<"gev/fit.json">>,
+                             parameters => #{source => <<"durations.csv">>, column => <<"total_s">>}}];
+                {Status, Output} ->
+                    terrain_lab_cli:out(Io, "  GEV fit failed (exit ~b):~n~ts~n", [Status, Output]),
+                    [Task]
+            end
+    end.
+
+check_slowest(Fit, Slowest, Io) ->
+    case terrain_variability:load(Fit, #{name => demo, tail => 0.01}) of
+        ok ->
+            #{location := Mu, scale := Sigma, shape := Xi} = terrain_variability:model(demo),
+            terrain_lab_cli:out(Io, "  GEV fit (gev/fit.json): location ~.2f ms, scale ~.2f ms, shape xi ~.3f~n",
+                                [1000 * Mu, 1000 * Sigma, Xi]),
+            {Verdict, P} = terrain_variability:check(demo, Slowest),
+            terrain_lab_cli:out(Io, "  terrain_variability:check(~.1f ms) -> ~s, upper tail p = ~.3g (unlikely below 0.01)~n",
+                                [1000 * Slowest, Verdict, P]),
+            terrain_variability:unload(demo);
+        {error, Reason} ->
+            terrain_lab_cli:out(Io, "  the fit could not be loaded: ~ts~n", [terrain_variability:format_error(Reason)])
+    end.
+
+%% terrain-analysis from the project's virtualenv, else from PATH.
+analysis_command() ->
+    Local = filename:absname(".venv/bin/terrain-analysis"),
+    case filelib:is_regular(Local) of
+        true -> Local;
+        false -> os:find_executable("terrain-analysis")
+    end.
+
+run_analysis(Command, Args) ->
+    Port = open_port({spawn_executable, Command}, [{args, Args}, exit_status, stderr_to_stdout, binary]),
+    collect(Port, []).
+
+collect(Port, Acc) ->
+    receive
+        {Port, {data, D}} -> collect(Port, [D | Acc]);
+        {Port, {exit_status, Status}} -> {Status, iolist_to_binary(lists:reverse(Acc))}
+    after 120000 ->
+        port_close(Port),
+        {124, <<"terrain-analysis did not finish within 120 s">>}
     end.

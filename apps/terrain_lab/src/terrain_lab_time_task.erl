@@ -18,6 +18,8 @@
 
 %% Internal exports
 -export([parse_mfa/1,
+         columns/0,
+         one_run/4,
          format_error/1]).
 
 -define(COLUMNS, [run, total_s, slowest_node, slowest_s, nodes, failed, status]).
@@ -106,7 +108,14 @@ start({M, F, A} = MFA, Nodes, Runs, Timeout, Out, Io) ->
             Error
     end.
 
-%% All requests go out at once; answers are collected as they come, under one deadline.
+%% @doc The CSV columns of a run's row.
+-spec columns() -> [atom()].
+columns() ->
+    ?COLUMNS.
+
+%% @doc One run: all requests go out at once; answers are collected as they come,
+%% under one deadline. Returns the CSV row.
+-spec one_run({module(), atom(), [term()]}, [node()], pos_integer(), pos_integer()) -> #{atom() => term()}.
 one_run({M, F, A}, Nodes, Timeout, Run) ->
     T0 = erlang:monotonic_time(),
     Deadline = erlang:monotonic_time(millisecond) + Timeout,
