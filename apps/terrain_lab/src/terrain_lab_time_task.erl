@@ -149,7 +149,7 @@ collect(Requests, Deadline, T0, Answers, Failed) ->
             catch
                 error:{erpc, timeout} ->
                     {Answers, Failed + Left};
-                _Class:{_Reason, _Node, Rest} when is_map(Rest) ->
+                _Class:{_Reason, _Node, Rest} ->
                     collect(Rest, Deadline, T0, Answers, Failed + 1)
             end
     end.
