@@ -185,6 +185,9 @@ spawn_on_skips_a_chosen_node_that_is_down(Config) ->
     F = ?config(full, Config),
     [D3Peer] = [P || P <- ?config(peers, Config), terrain_test_peers:node_of(P) =:= F(d3)],
     terrain_test_peers:stop([D3Peer]),
+    %% gone for a1 too (peer:stop can return while the VM is still halting)
+    ok = terrain_test_peers:wait_until(fun() -> erpc:call(F(a1), net_adm, ping, [F(d3)], 5000) =:= pang end,
+                                       20000, "d3 unreachable from a1"),
     %% a topology-only predicate needs no attribute fetch, so d3 stays a candidate
     Result = erpc:call(F(a1), terrain, spawn_on,
                        [[{in_subtree, s2r2}], {timer, sleep, [60000]}, #{candidates => [F(d3), F(d2)], pick => first}],

@@ -65,7 +65,7 @@ nodes_follow_their_spec(Config) ->
         ?assertEqual(3, erpc:call(B, erlang, system_info, [schedulers_online], 5000)),
         ?assertEqual("yes", erpc:call(A, os, getenv, ["TERRAIN_T"], 5000)),
         ?assertEqual({ok, [{gpu, true}]}, erpc:call(B, application, get_env, [terrain, attrs], 5000)),
-        ?assertEqual(undefined, erpc:call(A, application, get_env, [terrain, attrs], 5000))
+        ?assertEqual({ok, []}, erpc:call(A, application, get_env, [terrain, attrs], 5000))
     after
         terrain_lab:stop_cluster(Cluster)
     end.
