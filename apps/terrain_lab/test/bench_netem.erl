@@ -88,7 +88,8 @@ bandwidth() ->
     io:format("~nstream of 1 MB messages over a link with bandwidth set (receiver: first to last message):~n"),
     lists:foreach(fun({Bandwidth, Count}) ->
                           Terms = [{cluster, bench, #{bandwidth => Bandwidth}}, {node, a, #{}}, {node, b, #{}}],
-                          Rate = with_cluster(Terms, "bw", #{}, fun(Nodes) -> paced_rate(Nodes, Count) end),
+                          Tag = "bw" ++ integer_to_list(Bandwidth div ?MB),
+                          Rate = with_cluster(Terms, Tag, #{}, fun(Nodes) -> paced_rate(Nodes, Count) end),
                           Error = 100 * (Rate * ?MB - Bandwidth) / Bandwidth,
                           io:format("  bandwidth ~6.1f MB/s: measured ~6.2f MB/s over ~b MB, error ~ts% (goal +-10%: ~s)~n",
                                     [Bandwidth / ?MB, Rate, Count, signed(Error), yes_no(abs(Error) =< 10)])
