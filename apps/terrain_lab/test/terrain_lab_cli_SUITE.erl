@@ -18,11 +18,7 @@ all() ->
     [bad_invocation_exits_non_zero_with_stderr, help_and_version, up_status_down, down_after_a_node_died].
 
 init_per_suite(Config) ->
-    Escript = filename:join(root(), "bin/terrain"),
-    case filelib:is_regular(Escript) of
-        true -> [{escript, Escript} | Config];
-        false -> ct:fail("~ts is missing: run 'make build' first", [Escript])
-    end.
+    [{escript, terrain_lab_test_escript:path()} | Config].
 
 end_per_suite(_Config) ->
     ok.
@@ -127,27 +123,4 @@ setup(Config, Name) ->
 
 %% Runs the escript; returns {ExitStatus, Stdout, Stderr}.
 terrain(Config, Args) ->
-    Dir = ?config(priv_dir, Config),
-    ErrFile = filename:join(Dir, "stderr.txt"),
-    Command = lists:flatten(["sh -c '\"$0\" \"$@\" 2>", ErrFile, "' ", ?config(escript, Config), " ",
-                             lists:join(" ", [quote(A) || A <- Args])]),
-    Port = open_port({spawn, Command},
-                     [exit_status, binary, stream]),
-    Out = collect(Port, []),
-    {ok, Err} = file:read_file(ErrFile),
-    {Code, Stdout} = Out,
-    {Code, Stdout, unicode:characters_to_list(Err)}.
-
-collect(Port, Acc) ->
-    receive
-        {Port, {data, D}} -> collect(Port, [D | Acc]);
-        {Port, {exit_status, Code}} -> {Code, unicode:characters_to_list(lists:reverse(Acc))}
-    after 120000 -> ct:fail(escript_timeout)
-    end.
-
-quote(Arg) ->
-    ["'", string:replace(Arg, "'", "'\\''", all), "'"].
-
-root() ->
-    Ebin = filename:dirname(code:which(terrain_lab_cli)),
-    filename:join(lists:sublist(filename:split(Ebin), length(filename:split(Ebin)) - 5)).
+    terrain_lab_test_escript:run(?config(escript, Config), ?config(priv_dir, Config), Args).

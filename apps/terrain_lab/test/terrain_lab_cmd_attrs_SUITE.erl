@@ -143,31 +143,8 @@ real_escript(Config) ->
     ?assertNotEqual(nomatch, string:find(Usage, "terrain choose")).
 
 escript() ->
-    Ebin = filename:split(filename:dirname(code:which(terrain_lab_cli))),   % ROOT/_build/PROFILE/lib/terrain_lab/ebin
-    Root = filename:join(lists:sublist(Ebin, length(Ebin) - 5)),
-    Candidates = [filename:join(Root, "bin/terrain"), filename:join(Root, "_build/default/bin/terrain")],
-    %% the newer of the two: `make build' copies the one to the other
-    case lists:reverse(lists:sort([{filelib:last_modified(E), E} || E <- Candidates, filelib:is_regular(E)])) of
-        [{_, E} | _] -> E;
-        [] -> ct:fail("the terrain escript is missing: run 'make build' first (looked at ~p)", [Candidates])
-    end.
+    terrain_lab_test_escript:path().
 
 %% Runs the escript; returns {ExitStatus, Stdout, Stderr}.
 run(Config, Escript, Args) ->
-    ErrFile = filename:join(?config(priv_dir, Config), "stderr.txt"),
-    Command = lists:flatten(["sh -c '\"$0\" \"$@\" 2>", ErrFile, "' ", Escript, " ",
-                             lists:join(" ", [quote(A) || A <- Args])]),
-    Port = open_port({spawn, Command}, [exit_status, binary, stream]),
-    {Code, Out} = collect(Port, []),
-    {ok, Err} = file:read_file(ErrFile),
-    {Code, Out, unicode:characters_to_list(Err)}.
-
-collect(Port, Acc) ->
-    receive
-        {Port, {data, D}} -> collect(Port, [D | Acc]);
-        {Port, {exit_status, Code}} -> {Code, unicode:characters_to_list(lists:reverse(Acc))}
-    after 60000 -> ct:fail(escript_timeout)
-    end.
-
-quote(Arg) ->
-    "'" ++ lists:flatten(string:replace(Arg, "'", "'\\''", all)) ++ "'".
+    terrain_lab_test_escript:run(Escript, ?config(priv_dir, Config), Args).

@@ -90,6 +90,4 @@ duplicate_attr_test() -> rejects([?CLUSTER, {node, a, #{attrs => [{gpu, true}, {
 args_not_strings_test() -> rejects([?CLUSTER, {node, a, #{args => [foo]}}], "bad value for args: [foo] (expected a list of non-empty strings)").
 
 root() ->
-    %% _build/test/lib/terrain_lab/ebin -> repository root
-    Ebin = filename:dirname(code:which(terrain_lab_spec)),
-    filename:join(lists:sublist(filename:split(Ebin), length(filename:split(Ebin)) - 5)).
+    terrain_lab_test_escript:root().
