@@ -146,7 +146,7 @@ def test_distance_matrix_errors_name_the_argument(latency_file):
         distance_matrix(latency, symmetrise="avg")
     with pytest.raises(ValueError, match="'statistic' 'p95' is not in the latency matrix"):
         distance_matrix(latency, statistic="p95")
-    missing = Latency(["a", "b"], {"median": np.array([[0, np.nan], [np.nan, 0]])})
+    missing = Latency(["a", "b"], {"min": np.array([[0, np.nan], [np.nan, 0]])})
     with pytest.raises(ValueError, match="no round trip between a and b in either direction"):
         distance_matrix(missing)
 

@@ -420,11 +420,14 @@ parallel_map(Fun, List, Workers) ->
 parallel_map(_Fun, [], _Free, Running, Done) when map_size(Running) =:= 0 ->
     [V || {_, V} <- lists:sort(maps:to_list(Done))];
 parallel_map(Fun, [{I, X} | Rest], Free, Running, Done) when Free > 0 ->
-    {Pid, Ref} = spawn_monitor(fun() -> exit({result, Fun(X)}) end),
+    Parent = self(),
+    {Pid, Ref} = spawn_monitor(fun() -> Parent ! {alpha_result, self(), Fun(X)} end),
     parallel_map(Fun, Rest, Free - 1, Running#{Ref => {Pid, I}}, Done);
 parallel_map(Fun, Pending, Free, Running, Done) ->
     receive
-        {'DOWN', Ref, process, _, {result, Value}} when is_map_key(Ref, Running) ->
+        {'DOWN', Ref, process, Pid, normal} when is_map_key(Ref, Running) ->
+            %% the result was sent before the worker ended
+            Value = receive {alpha_result, Pid, V} -> V end,
             {{_, I}, Running1} = maps:take(Ref, Running),
             parallel_map(Fun, Pending, Free + 1, Running1, Done#{I => Value});
         {'DOWN', Ref, process, _, Reason} when is_map_key(Ref, Running) ->

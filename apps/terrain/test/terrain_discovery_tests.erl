@@ -128,7 +128,7 @@ per_level_alpha_test() ->
     %% and discovery reports that no single α fits
     Names = [list_to_atom("n" ++ integer_to_list(I)) || I <- lists:seq(0, 15)],
     Rows = [[if I =:= J -> 0; true -> D(min(I, J), max(I, J)) end || J <- lists:seq(0, 15)] || I <- lists:seq(0, 15)],
-    {ok, R} = terrain_discovery:discover(#{nodes => Names, stats => #{median => Rows}}, #{outliers => keep}),
+    {ok, R} = terrain_discovery:discover(#{nodes => Names, stats => #{min => Rows}}, #{outliers => keep}),
     ?assertMatch(#{single_alpha := none}, R).
 
 %%--------------------------------------------------------------------
@@ -166,7 +166,7 @@ fixed_alpha_test() ->
     ?assertMatch({network, c, _, [_, _]}, terrain_discovery:topology(R)).
 
 one_node_test() ->
-    {ok, R} = terrain_discovery:discover(#{nodes => ['a@h'], stats => #{median => [[0]]}}, #{}),
+    {ok, R} = terrain_discovery:discover(#{nodes => ['a@h'], stats => #{min => [[0]]}}, #{}),
     ?assertEqual({network, c, #{height => 0.0}, [{node, 'a@h'}]}, terrain_discovery:topology(R)).
 
 bad_options_test_() ->
@@ -184,9 +184,9 @@ bad_matrices_test_() ->
     Negative = [[0, -3, 1, 1], [1, 0, 1, 1], [1, 1, 0, 1], [1, 1, 1, 0]],
     [?_assertMatch({error, {discovery, {missing_pair, 'a@h', 'b@h'}}}, terrain_discovery:discover(latency(Missing), #{})),
      ?_assertMatch({error, {discovery, {bad_value, 'a@h', 'b@h', -3}}}, terrain_discovery:discover(latency(Negative), #{})),
-     ?_assertMatch({error, {discovery, {not_square, median, 4}}},
+     ?_assertMatch({error, {discovery, {not_square, min, 4}}},
                    terrain_discovery:discover(latency(tl(Rows)), #{})),
-     ?_assertMatch({error, {discovery, {not_square, median, 4}}},
+     ?_assertMatch({error, {discovery, {not_square, min, 4}}},
                    terrain_discovery:discover(latency([tl(R) || R <- Rows]), #{}))].
 
 error_sentences_test_() ->
@@ -228,7 +228,7 @@ render_test() ->
     {ok, Json} = terrain_json:decode(terrain_discovery:render(R, json)),
     ?assertMatch(#{<<"format">> := <<"terrain.topology/1">>,
                    <<"discovery">> := #{<<"linkage">> := <<"complete">>, <<"alpha">> := <<"auto">>,
-                                        <<"statistic">> := <<"median">>, <<"levels">> := [_, _]},
+                                        <<"statistic">> := <<"min">>, <<"levels">> := [_, _]},
                    <<"tree">> := #{<<"name">> := <<"c">>, <<"height">> := 950.0}}, Json),
     {ok, [Term]} = consult(terrain_discovery:render(R, term)),
     ?assertEqual(terrain_discovery:topology(R), Term).

@@ -108,6 +108,14 @@ format_error({time_task, _} = Reason) ->
     terrain_lab_time_task:format_error(Reason);
 format_error({netem, _} = Reason) ->
     terrain_lab_netem:format_error(Reason);
+format_error({probe, _} = Reason) ->
+    terrain_lab_probe:format_error(Reason);
+format_error({topology_cmd, _} = Reason) ->
+    terrain_lab_cmd_topology:format_error(Reason);
+format_error({discovery, _} = Reason) ->
+    terrain_discovery:format_error(Reason);
+format_error({compare, _} = Reason) ->
+    terrain_tree_compare:format_error(Reason);
 format_error({terrain_netem, bad_links, Text}) ->
     io_lib:format("bad -terrain_netem link table: ~ts", [Text]);
 format_error({boot_failed, Name, Why}) ->

@@ -198,7 +198,7 @@ def _topology_arguments(parser: argparse.ArgumentParser) -> None:
         "--out", type=Path, required=True, metavar="DIR", help="directory for the plots and topology.json"
     )
     parser.add_argument(
-        "--statistic", choices=("median", "min", "mean", "p95"), default="median", help="per-pair matrix to cluster"
+        "--statistic", choices=("min", "median", "mean", "p95"), default="min", help="per-pair matrix to cluster"
     )
     parser.add_argument(
         "--symmetrise", choices=("min", "mean", "max"), default="min", help="how to combine the two directions"

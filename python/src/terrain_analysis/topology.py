@@ -7,7 +7,8 @@ test suite checks that they give the same trees.
 
 Pipeline (seed 000, §4.3–4.5):
 
-1. **Statistic**: one per-pair matrix of ``latency.json`` (``median`` by default).
+1. **Statistic**: one per-pair matrix of ``latency.json`` (``min`` by default: delays
+   only add, so the fastest exchange estimates the path).
 2. **Symmetrisation**: d(a, b) combines the two directions (``min`` by default; a
    missing value takes the other direction's).
 3. **Outliers** (``repair``): a first pass with average linkage and automatic α;
@@ -226,14 +227,14 @@ def read_latency(path: str | os.PathLike[str]) -> Latency:
     return Latency(nodes=list(nodes), stats=matrices, metadata=metadata)
 
 
-def distance_matrix(latency: Latency, statistic: str = "median", symmetrise: str = "min") -> FloatArray:
+def distance_matrix(latency: Latency, statistic: str = "min", symmetrise: str = "min") -> FloatArray:
     """The symmetric matrix to cluster: one statistic, the two directions combined.
 
     Parameters
     ----------
     latency : Latency
         The measurements.
-    statistic : {'median', 'min', 'mean', 'p95'}
+    statistic : {'min', 'median', 'mean', 'p95'}
         Which per-pair matrix.
     symmetrise : {'min', 'mean', 'max'}
         How d(a, b) combines a→b and b→a; NaN takes the other direction.
@@ -591,7 +592,7 @@ def repair_outliers(distances: npt.ArrayLike, tree: Cluster, factor: float = 3.0
 def discover(
     latency: Latency,
     *,
-    statistic: str = "median",
+    statistic: str = "min",
     symmetrise: str = "min",
     linkage: str = "complete",
     alpha: float | Literal["auto"] = "auto",
@@ -603,7 +604,7 @@ def discover(
     Parameters
     ----------
     latency : Latency
-    statistic : {'median', 'min', 'mean', 'p95'}
+    statistic : {'min', 'median', 'mean', 'p95'}
     symmetrise : {'min', 'mean', 'max'}
     linkage : {'complete', 'average', 'single'}
     alpha : float or 'auto'

@@ -1,0 +1,394 @@
+%% @private
+%% @doc `terrain topology': discover a topology from a latency matrix, compare two
+%% topologies, show one.
+%%
+%% ```
+%% terrain topology MATRIX.json [--linkage complete|average|single] [--alpha auto|X]
+%%                  [--statistic min|median|mean|p95] [--symmetrise min|mean|max]
+%%                  [--outliers repair|keep] [--format term|json|dot|newick|text] [--out FILE]
+%% terrain topology compare FOUND TRUTH [--prefix P]
+%% terrain topology show FILE [--format ...]
+%% '''
+%% The first argument chooses: `compare', `show', or else the file to cluster (a
+%% matrix file named `compare' or `show' can be given as `./compare').
+%%
+%% Discovery writes the topology to `--out' (stdout without it) in `--format'; without
+%% `--format' the format follows the extension of `--out' (`.json', `.dot'/`.gv',
+%% `.nwk'/`.newick', `.txt') and is otherwise `term', the Erlang term that
+%% `terrain:load_topology/1' reads. How the tree was found (the α of each level, the
+%% outliers repaired) goes to stderr.
+%%
+%% `compare' prints, for every level of TRUTH, the adjusted Rand index of the two
+%% trees' partitions at that depth, then clade recall and precision. FOUND and TRUTH
+%% are topology files (Erlang term or `terrain.topology/1' JSON); TRUTH may also be a
+%% cluster spec, whose groups are the true tree; its node names are then matched with
+%% the local part of FOUND's node names (before `@') after removing `--prefix'.
+-module(terrain_lab_cmd_topology).
+
+%% API (CLI handler)
+-export([command/0,
+         run/3]).
+
+%% Internal exports
+-export([read_tree/1,
+         spec_tree/1,
+         format_error/1]).
+
+-define(FORMATS, [term, json, dot, newick, text]).
+
+%% @doc The command's entry in `terrain_lab_cli:commands/0'.
+-spec command() -> terrain_lab_cli:command().
+command() ->
+    #{name => "topology",
+      summary => "Discover the topology of a latency matrix; compare or show topologies",
+      usage => "MATRIX.json | compare FOUND TRUTH | show FILE",
+      description => "MATRIX.json (latency.json from 'terrain probe'): clusters the round trips with the seed's "
+                     "non-binary alpha algorithm and writes the topology term (or --format) to --out or stdout; "
+                     "without --format the format follows --out's extension (.json .dot .gv .nwk .newick .txt), "
+                     "else term. --alpha auto chooses alpha per level (docs/TOPOLOGY_DISCOVERY.md); outliers "
+                     "are repaired against a robust first pass unless --outliers keep. "
+                     "compare FOUND TRUTH: per-level adjusted Rand index and clade recall of FOUND against "
+                     "TRUTH (topology term or JSON files; TRUTH may be a cluster spec, matched by node name "
+                     "without host and --prefix). show FILE: renders a topology file.",
+      args => {1, 3},
+      options => [#{name => linkage, long => "linkage", type => string, default => "complete",
+                    metavar => "complete|average|single", help => "cluster distance"},
+                  #{name => alpha, long => "alpha", type => string, default => "auto", metavar => "auto|X",
+                    help => "threshold alpha >= 1, or auto (per level)"},
+                  #{name => statistic, long => "statistic", type => string, default => "min",
+                    metavar => "min|median|mean|p95", help => "per-pair statistic to cluster"},
+                  #{name => symmetrise, long => "symmetrise", type => string, default => "min",
+                    metavar => "min|mean|max", help => "how to combine a->b with b->a"},
+                  #{name => outliers, long => "outliers", type => string, default => "repair",
+                    metavar => "repair|keep", help => "repair round trips far from their level's median"},
+                  #{name => outlier_factor, long => "outlier-factor", type => float, default => 3.0,
+                    metavar => "F", help => "an outlier is more than F times its level's median away"},
+                  #{name => format, long => "format", type => string, metavar => "term|json|dot|newick|text",
+                    help => "output format (default: from --out's extension, else term; text for show)"},
+                  #{name => out, long => "out", type => string, metavar => "FILE",
+                    help => "write here instead of stdout"},
+                  #{name => prefix, long => "prefix", type => string, default => "", metavar => "P",
+                    help => "compare: node name prefix to drop when TRUTH is a cluster spec"}],
+      run => {?MODULE, run}}.
+
+%% @doc Runs `terrain topology'.
+-spec run(#{atom() => term()}, [string()], terrain_lab_cli:io()) -> ok | {error, term()}.
+run(Options, ["compare", Found, Truth], Io) ->
+    compare(Options, Found, Truth, Io);
+run(_Options, ["compare" | Args], _Io) ->
+    {error, {topology_cmd, {usage, "compare FOUND TRUTH", length(Args)}}};
+run(Options, ["show", File], Io) ->
+    show(Options, File, Io);
+run(_Options, ["show" | Args], _Io) ->
+    {error, {topology_cmd, {usage, "show FILE", length(Args)}}};
+run(Options, [Matrix], Io) ->
+    discover(Options, Matrix, Io);
+run(_Options, Args, _Io) ->
+    {error, {topology_cmd, {usage, "MATRIX.json", length(Args)}}}.
+
+%%--------------------------------------------------------------------
+%% Discovery
+
+discover(Options, File, Io) ->
+    case {discovery_options(Options), output_format(Options)} of
+        {{ok, Opts}, {ok, Format}} ->
+            case terrain_discovery:read_latency(File) of
+                {ok, Latency} ->
+                    terrain_lab_cli:progress(Io, "topology: clustering ~b nodes (~ts)~n",
+                                             [length(maps:get(nodes, Latency)), describe(Opts)]),
+                    case terrain_discovery:discover(Latency, Opts) of
+                        {ok, Result} ->
+                            report(Result, Io),
+                            emit(terrain_discovery:render(Result, Format), Options, Io);
+                        {error, _} = Error ->
+                            Error
+                    end;
+                {error, _} = Error ->
+                    Error
+            end;
+        {{error, _} = Error, _} ->
+            Error;
+        {_, {error, _} = Error} ->
+            Error
+    end.
+
+discovery_options(Options) ->
+    try
+        Linkage = choice(linkage, Options, ["complete", "average", "single"]),
+        Statistic = choice(statistic, Options, ["min", "median", "mean", "p95"]),
+        Symmetrise = choice(symmetrise, Options, ["min", "mean", "max"]),
+        Outliers = choice(outliers, Options, ["repair", "keep"]),
+        Alpha = case maps:get(alpha, Options, "auto") of
+                    "auto" -> auto;
+                    Text -> case number(Text) of
+                                {ok, A} when A >= 1 -> A;
+                                _ -> throw({bad_option, "alpha", Text, "auto or a number >= 1"})
+                            end
+                end,
+        Factor = case maps:get(outlier_factor, Options, 3.0) of
+                     F when is_number(F), F > 1 -> F;
+                     F -> throw({bad_option, "outlier-factor", F, "a number > 1"})
+                 end,
+        terrain_discovery:validate_options(#{linkage => Linkage, statistic => Statistic, symmetrise => Symmetrise,
+                                             outliers => Outliers, alpha => Alpha, outlier_factor => Factor})
+    catch
+        throw:Reason -> {error, {topology_cmd, Reason}}
+    end.
+
+choice(Key, Options, Allowed) ->
+    Name = string:replace(atom_to_list(Key), "_", "-", all),
+    case maps:get(Key, Options) of
+        Value when is_list(Value) ->
+            case lists:member(Value, Allowed) of
+                true -> list_to_atom(Value);
+                false -> throw({bad_option, lists:flatten(Name), Value, lists:join(", ", Allowed)})
+            end
+    end.
+
+number(Text) ->
+    try {ok, list_to_float(Text)}
+    catch error:badarg ->
+            try {ok, list_to_integer(Text)} catch error:badarg -> error end
+    end.
+
+output_format(Options) ->
+    case maps:get(format, Options, undefined) of
+        undefined ->
+            {ok, case maps:get(out, Options, undefined) of
+                     undefined -> term;
+                     Out -> format_of(string:lowercase(filename:extension(Out)))
+                 end};
+        Text ->
+            case [F || F <- ?FORMATS, atom_to_list(F) =:= Text] of
+                [F] -> {ok, F};
+                [] -> {error, {topology_cmd, {bad_option, "format", Text, "term, json, dot, newick or text"}}}
+            end
+    end.
+
+format_of(".json") -> json;
+format_of(".dot") -> dot;
+format_of(".gv") -> dot;
+format_of(".nwk") -> newick;
+format_of(".newick") -> newick;
+format_of(".txt") -> text;
+format_of(_) -> term.
+
+describe(#{linkage := L, alpha := A, statistic := S, symmetrise := Sym, outliers := O}) ->
+    io_lib:format("~s of each pair, symmetrised by ~s, outliers ~s, ~s linkage, alpha ~ts",
+                  [S, Sym, O, L, case A of auto -> "auto"; _ -> io_lib:format("~p", [A]) end]).
+
+report(#{repaired := Repaired, pairs := Pairs} = Result, Io) ->
+    _ = Repaired > 0 andalso
+        terrain_lab_cli:progress(Io, "topology: repaired ~b of ~b round trips (outliers of their level)~n",
+                                 [Repaired, Pairs]),
+    case Result of
+        #{levels := Levels, single_alpha := Single} ->
+            lists:foreach(
+              fun(#{points := P, clusters := 1, alpha := none}) ->
+                      terrain_lab_cli:progress(Io, "topology: ~b points join under the root~n", [P]);
+                 (#{points := P, clusters := C, alpha := A, plateau := {Lo, Hi}}) ->
+                      terrain_lab_cli:progress(Io, "topology: ~b points -> ~b clusters, alpha ~.2f "
+                                               "(same partition for alpha ~.2f..~.2f)~n", [P, C, A, Lo, Hi])
+              end, Levels),
+            case Single of
+                {Lo, Hi} -> terrain_lab_cli:progress(Io, "topology: one alpha in ~.2f..~.2f gives the same tree~n",
+                                                     [Lo, Hi]);
+                none -> terrain_lab_cli:progress(Io, "topology: no single alpha gives this tree~n", [])
+            end;
+        #{} ->
+            ok
+    end.
+
+emit(Text, Options, Io) ->
+    case maps:get(out, Options, undefined) of
+        undefined ->
+            terrain_lab_cli:out(Io, "~ts", [Text]);
+        Out ->
+            Tmp = Out ++ ".tmp",
+            case file:write_file(Tmp, Text) of
+                ok ->
+                    case file:rename(Tmp, Out) of
+                        ok -> terrain_lab_cli:progress(Io, "topology: wrote ~ts~n", [Out]);
+                        {error, Why} -> _ = file:delete(Tmp), {error, {file, Out, Why}}
+                    end;
+                {error, Why} ->
+                    {error, {file, Out, Why}}
+            end
+    end.
+
+%%--------------------------------------------------------------------
+%% Show
+
+show(Options, File, Io) ->
+    Format = case maps:get(format, Options, undefined) of undefined -> {ok, text}; _ -> output_format(Options) end,
+    case Format of
+        {ok, F} ->
+            case read_tree(File) of
+                {ok, Tree} ->
+                    case terrain_topology:new(Tree) of
+                        {ok, T} -> emit(terrain_topology:render(T, F), Options, Io);
+                        {error, _} = Error -> Error
+                    end;
+                {error, _} = Error ->
+                    Error
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+%%--------------------------------------------------------------------
+%% Compare
+
+compare(Options, FoundFile, TruthFile, Io) ->
+    case {read_tree(FoundFile), read_tree(TruthFile)} of
+        {{ok, Found}, {ok, Truth}} ->
+            Found1 = match_names(Found, Truth, maps:get(prefix, Options, "")),
+            case terrain_tree_compare:compare(Found1, Truth) of
+                {ok, #{levels := Levels} = Report} ->
+                    lists:foreach(fun(#{level := K, truth_clusters := T, found_clusters := F, ari := A}) ->
+                                          terrain_lab_cli:out(Io, "level ~b: ~b true clusters, ~b found, ARI ~.3f~n",
+                                                              [K, T, F, A])
+                                  end, Levels),
+                    #{clade_recall := R, clade_precision := P, truth_clades := TC, found_clades := FC,
+                      common_clades := C, nodes := N} = Report,
+                    terrain_lab_cli:out(Io, "clades: recall ~.3f (~b of ~b true clades found), "
+                                        "precision ~.3f (~b of ~b found clades true); ~b nodes~n",
+                                        [R, C, TC, P, C, FC, N]);
+                {error, _} = Error ->
+                    Error
+            end;
+        {{error, _} = Error, _} ->
+            Error;
+        {_, {error, _} = Error} ->
+            Error
+    end.
+
+%% When the truth is a spec (short names) and the found tree has full node names,
+%% compare by the local part without the prefix.
+match_names(Found, Truth, Prefix) ->
+    TruthNodes = terrain_tree_compare:nodes(Truth),
+    case lists:any(fun has_host/1, TruthNodes) orelse not lists:any(fun has_host/1, terrain_tree_compare:nodes(Found)) of
+        true -> Found;
+        false -> rename(Found, fun(N) -> short(N, Prefix) end)
+    end.
+
+has_host(Node) ->
+    is_atom(Node) andalso lists:member($@, atom_to_list(Node)).
+
+short(Node, Prefix) ->
+    [Local | _] = string:split(atom_to_list(Node), "@"),
+    list_to_atom(case lists:prefix(Prefix, Local) of
+                     true -> lists:nthtail(length(Prefix), Local);
+                     false -> Local
+                 end).
+
+rename({node, N}, Fun) -> {node, Fun(N)};
+rename({network, C}, Fun) -> {network, [rename(X, Fun) || X <- C]};
+rename({network, Name, C}, Fun) -> {network, Name, [rename(X, Fun) || X <- C]};
+rename({network, Name, Opts, C}, Fun) -> {network, Name, Opts, [rename(X, Fun) || X <- C]}.
+
+%% @doc Reads a topology: a `terrain.topology/1' JSON file, a file of one topology
+%% term, or a cluster spec (its groups as the tree).
+-spec read_tree(file:filename()) -> {ok, terrain_topology:tree()} | {error, term()}.
+read_tree(File) ->
+    case file:read_file(File) of
+        {ok, <<"{", _/binary>> = Bin} ->
+            json_tree(File, Bin);
+        {ok, Bin} ->
+            case string:trim(Bin, leading) of
+                <<"{", _/binary>> = Trimmed -> json_tree(File, Trimmed);
+                _ -> term_tree(File)
+            end;
+        {error, Why} ->
+            {error, {file, File, Why}}
+    end.
+
+json_tree(File, Bin) ->
+    case terrain_json:decode(Bin) of
+        {ok, #{<<"format">> := <<"terrain.topology/1">>, <<"tree">> := Tree}} ->
+            try {ok, from_json(Tree)}
+            catch throw:Why -> {error, {topology_cmd, {bad_topology, File, Why}}}
+            end;
+        {ok, #{<<"format">> := Other}} ->
+            {error, {topology_cmd, {bad_topology, File, {format, Other}}}};
+        {ok, _} ->
+            {error, {topology_cmd, {bad_topology, File, {format, none}}}};
+        {error, Why} ->
+            {error, {topology_cmd, {bad_topology, File, Why}}}
+    end.
+
+from_json(#{<<"node">> := Node}) when is_binary(Node) ->
+    {node, binary_to_atom(Node)};
+from_json(#{<<"children">> := Children} = Network) when is_list(Children) ->
+    Name = case maps:get(<<"name">>, Network, null) of
+               B when is_binary(B) -> binary_to_atom(B);
+               _ -> undefined
+           end,
+    Kids = [from_json(C) || C <- Children],
+    case {Name, maps:get(<<"height">>, Network, null)} of
+        {undefined, null} -> {network, Kids};
+        {_, null} -> {network, Name, Kids};
+        {_, H} when is_number(H) -> {network, Name, #{height => H}, Kids};
+        {_, H} -> throw({bad_height, H})
+    end;
+from_json(Other) ->
+    throw({bad_entry, Other}).
+
+term_tree(File) ->
+    case file:consult(File) of
+        {ok, [{cluster, _, _} | _] = Terms} ->
+            case terrain_lab_spec:from_terms(Terms, File) of
+                {ok, Spec} -> {ok, spec_tree(Spec)};
+                {error, _} = Error -> Error
+            end;
+        {ok, [Tree]} ->
+            {ok, Tree};
+        {ok, Terms} ->
+            {error, {topology_cmd, {bad_topology, File, {terms, length(Terms)}}}};
+        {error, {Line, Mod, Term}} ->
+            {error, {topology_cmd, {bad_topology, File, {syntax, Line, Mod:format_error(Term)}}}};
+        {error, Why} ->
+            {error, {file, File, Why}}
+    end.
+
+%% @doc The true tree of a cluster spec: its groups nested as in the file, its node
+%% names as leaves, the cluster as the root.
+-spec spec_tree(terrain_lab_spec:spec()) -> terrain_topology:tree().
+spec_tree(#{name := Name} = Spec) ->
+    Nodes = [{Path, N} || #{name := N, path := Path} <- terrain_lab_spec:nodes(Spec)],
+    {network, Name, group_children(Nodes)}.
+
+group_children(Nodes) ->
+    %% keep the order of first appearance
+    lists:reverse(
+      lists:foldl(fun({[], N}, Acc) -> [{node, N} | Acc];
+                     ({[G | _], _}, Acc) ->
+                          case lists:keymember(G, 2, Acc) of
+                              true -> Acc;
+                              false ->
+                                  Members = [{Rest, N} || {[G1 | Rest], N} <- Nodes, G1 =:= G],
+                                  [{network, G, group_children(Members)} | Acc]
+                          end
+                  end, [], Nodes)).
+
+%%--------------------------------------------------------------------
+%% Errors
+
+%% @doc A sentence for the errors of this command.
+-spec format_error({topology_cmd, term()}) -> iolist().
+format_error({topology_cmd, {usage, Usage, Count}}) ->
+    io_lib:format("expected 'terrain topology ~ts' (~b argument~s after it)", [Usage, Count, case Count of 1 -> ""; _ -> "s" end]);
+format_error({topology_cmd, {bad_option, Name, Value, Allowed}}) ->
+    io_lib:format("--~ts ~0tp: expected ~ts", [Name, Value, Allowed]);
+format_error({topology_cmd, {bad_topology, File, {format, none}}}) ->
+    io_lib:format("~ts: not a topology: no \"format\" field (expected \"terrain.topology/1\")", [File]);
+format_error({topology_cmd, {bad_topology, File, {format, F}}}) ->
+    io_lib:format("~ts: not a topology: format ~0tp (expected \"terrain.topology/1\")", [File, F]);
+format_error({topology_cmd, {bad_topology, File, {terms, N}}}) ->
+    io_lib:format("~ts: expected one topology term or a cluster spec, found ~b terms", [File, N]);
+format_error({topology_cmd, {bad_topology, File, {syntax, Line, Message}}}) ->
+    io_lib:format("~ts:~p: ~ts", [File, Line, Message]);
+format_error({topology_cmd, {bad_topology, File, {json, Offset, Why}}}) ->
+    io_lib:format("~ts: invalid JSON at byte ~b: ~ts", [File, Offset, Why]);
+format_error({topology_cmd, {bad_topology, File, Why}}) ->
+    io_lib:format("~ts: not a topology: ~0tP", [File, Why, 8]).

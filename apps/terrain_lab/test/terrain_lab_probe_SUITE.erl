@@ -1,0 +1,211 @@
+%% The latency probe on real local nodes: both strategies, the files it writes, a node
+%% that dies mid-probe, unreachable nodes, and `terrain probe' / `terrain topology' from
+%% the command line (in-process, and the escript for bad invocations).
+-module(terrain_lab_probe_SUITE).
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([suite/0, all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([both_strategies_measure_every_ordered_pair/0, both_strategies_measure_every_ordered_pair/1,
+         files_follow_the_latency_format/0, files_follow_the_latency_format/1,
+         a_node_that_dies_fails_only_its_pairs/0, a_node_that_dies_fails_only_its_pairs/1,
+         unreachable_nodes_are_named/0, unreachable_nodes_are_named/1,
+         bad_options_are_refused/0, bad_options_are_refused/1,
+         cli_probe_topology_compare/0, cli_probe_topology_compare/1,
+         escript_bad_invocations/0, escript_bad_invocations/1]).
+
+suite() ->
+    [{timetrap, {minutes, 3}}].
+
+all() ->
+    [both_strategies_measure_every_ordered_pair, files_follow_the_latency_format, a_node_that_dies_fails_only_its_pairs,
+     unreachable_nodes_are_named, bad_options_are_refused, cli_probe_topology_compare, escript_bad_invocations].
+
+init_per_suite(Config) ->
+    ok = terrain_lab_dist:ensure_started(#{}),
+    Config.
+
+end_per_suite(_Config) ->
+    ok.
+
+init_per_testcase(Case, Config) ->
+    Prefix = "pr" ++ os:getpid() ++ "_" ++ integer_to_list(erlang:phash2(Case, 1000)) ++ "_",
+    {ok, Spec} = terrain_lab_spec:from_terms([{cluster, probe, #{}},
+                                              {group, g, #{}, [{node, list_to_atom("n" ++ integer_to_list(I)),
+                                                                #{schedulers => 1}} || I <- lists:seq(1, 4)]}],
+                                             undefined),
+    {ok, Cluster} = terrain_lab:start_cluster(Spec, #{prefix => Prefix, netem => false}),
+    Infos = terrain_lab:cluster_nodes(Cluster),
+    [{cluster, Cluster}, {infos, Infos}, {nodes, [N || #{node := N} <- Infos]} | Config].
+
+end_per_testcase(_Case, Config) ->
+    Infos = ?config(infos, Config),
+    ok = terrain_lab:stop_cluster(?config(cluster, Config)),
+    ?assertEqual([], [P || #{os_pid := P} <- Infos, terrain_lab_os:alive(P)]).
+
+%%--------------------------------------------------------------------
+
+both_strategies_measure_every_ordered_pair() ->
+    [{doc, "4 nodes, 5 x 10 exchanges per pair: with either strategy every one of the 12 ordered pairs has "
+           "50 recorded exchanges and min <= median <= p95, min <= mean, all positive."}].
+both_strategies_measure_every_ordered_pair(Config) ->
+    Nodes = ?config(nodes, Config),
+    [begin
+         {ok, #{pairs := Pairs, options := #{strategy := Strategy}}} =
+             terrain_lab_probe:probe(Nodes, #{batches => 5, messages => 10, warmup => 5, strategy => Strategy}),
+         ?assertEqual(lists:sort([{A, B} || A <- Nodes, B <- Nodes, A =/= B]), lists:sort(maps:keys(Pairs))),
+         [begin
+              ?assertMatch({ok, #{exchanges := 50}}, Result, Pair),
+              {ok, #{min := Min, median := Median, p95 := P95, mean := Mean, stddev := Sd}} = Result,
+              ?assert(0 < Min andalso Min =< Median andalso Median =< P95 andalso Min =< Mean andalso Sd >= 0,
+                      {Pair, Result})
+          end || {Pair, Result} <- maps:to_list(Pairs)]
+     end || Strategy <- [sequential, concurrent]],
+    ok.
+
+files_follow_the_latency_format() ->
+    [{doc, "write/3 produces latency.json (terrain.latency/1: nodes, unit us, strategy, batches, messages, "
+           "payload_bytes, started_at, five n x n matrices with a zero diagonal) that terrain_discovery reads, "
+           "latency.csv with a row per ordered pair, and manifest.json listing both."}].
+files_follow_the_latency_format(Config) ->
+    Nodes = ?config(nodes, Config),
+    {ok, Result} = terrain_lab_probe:probe(Nodes, #{batches => 3, messages => 4, payload => 64}),
+    {ok, Dir} = terrain_lab_run:create(?config(priv_dir, Config)),
+    {ok, [Json, Csv, Manifest]} = terrain_lab_probe:write(Result, Dir, #{}),
+    {ok, Doc} = terrain_json:read_file(Json),
+    Names = [atom_to_binary(N) || N <- Nodes],
+    ?assertMatch(#{<<"format">> := <<"terrain.latency/1">>, <<"unit">> := <<"us">>, <<"strategy">> := <<"sequential">>,
+                   <<"batches">> := 3, <<"messages">> := 4, <<"payload_bytes">> := 64, <<"started_at">> := <<_/binary>>,
+                   <<"failed">> := []}, Doc),
+    ?assertEqual(Names, maps:get(<<"nodes">>, Doc)),
+    Stats = maps:get(<<"stats">>, Doc),
+    ?assertEqual([<<"mean">>, <<"median">>, <<"min">>, <<"p95">>, <<"stddev">>], lists:sort(maps:keys(Stats))),
+    [begin
+         ?assertEqual(4, length(Rows)),
+         [?assertEqual(0, lists:nth(I, lists:nth(I, Rows))) || I <- lists:seq(1, 4)],
+         [?assert(is_float(X) andalso X >= 0) || {I, Row} <- lists:zip(lists:seq(1, 4), Rows),
+                                                  {J, X} <- lists:zip(lists:seq(1, 4), Row), I =/= J]
+     end || Rows <- maps:values(Stats)],
+    ?assertMatch({ok, #{nodes := [_, _, _, _]}}, terrain_discovery:read_latency(Json)),
+    {ok, CsvText} = file:read_file(Csv),
+    [Header | Rows] = string:lexemes(CsvText, "\n"),
+    ?assertEqual(<<"from,to,exchanges,min_us,median_us,mean_us,p95_us,stddev_us,status">>, Header),
+    ?assertEqual(12, length(Rows)),
+    {ok, #{<<"kind">> := <<"probe">>, <<"outputs">> := Outputs}} = terrain_json:read_file(Manifest),
+    ?assertEqual([<<"latency.csv">>, <<"latency.json">>], lists:sort([F || #{<<"file">> := F} <- Outputs])).
+
+a_node_that_dies_fails_only_its_pairs() ->
+    [{doc, "A node halted while the probe runs: exactly the pairs from and to it fail (null in latency.json); "
+           "the other 6 pairs are measured in full."}].
+a_node_that_dies_fails_only_its_pairs(Config) ->
+    [_, _, _, Victim] = Nodes = ?config(nodes, Config),
+    Self = self(),
+    Probe = spawn_link(fun() ->
+                               Result = terrain_lab_probe:probe(Nodes, #{batches => 400, messages => 50, strategy => concurrent,
+                                                                         timeout => 2000,
+                                                                         progress => fun(P) -> Self ! {progress, P} end}),
+                               Self ! {probe_result, Result}
+                       end),
+    receive {progress, _} -> ok after 60000 -> ct:fail(no_progress) end,
+    erpc:cast(Victim, erlang, halt, []),
+    Result = receive {probe_result, R} -> R after 120000 -> ct:fail({probe_did_not_finish, Probe}) end,
+    {ok, #{pairs := Pairs} = Full} = Result,
+    Failed = lists:sort([P || {P, {error, _}} <- maps:to_list(Pairs)]),
+    Expected = lists:sort([{A, B} || A <- Nodes, B <- Nodes, A =/= B, A =:= Victim orelse B =:= Victim]),
+    ?assertEqual(Expected, Failed),
+    [?assertMatch({ok, #{exchanges := 20000}}, maps:get({A, B}, Pairs))
+     || A <- Nodes, B <- Nodes, A =/= B, A =/= Victim, B =/= Victim],
+    {ok, Dir} = terrain_lab_run:create(?config(priv_dir, Config)),
+    {ok, [Json | _]} = terrain_lab_probe:write(Full, Dir, #{}),
+    {ok, #{<<"stats">> := #{<<"min">> := Rows}, <<"failed">> := FailedJson}} = terrain_json:read_file(Json),
+    ?assertEqual(6, length(FailedJson)),
+    ?assertEqual([null, null, null, 0], lists:nth(4, Rows)).
+
+unreachable_nodes_are_named() ->
+    [{doc, "A node that is not there is named in the error before anything is measured; one node is too few."}].
+unreachable_nodes_are_named(Config) ->
+    [N1 | _] = ?config(nodes, Config),
+    Missing = list_to_atom("nobody" ++ os:getpid() ++ "@localhost"),
+    {error, {probe, {unreachable, [{Missing, Why}]}} = Reason} = terrain_lab_probe:probe([N1, Missing], #{}),
+    ?assert(Why =:= noconnection orelse Why =:= timeout, Why),
+    Text = lists:flatten(io_lib:format("~ts", [terrain_lab:format_error(Reason)])),
+    ?assertNotEqual(nomatch, string:find(Text, atom_to_list(Missing))),
+    ?assertEqual({error, {probe, too_few_nodes}}, terrain_lab_probe:probe([N1], #{})),
+    ?assertEqual({error, {probe, {duplicate_nodes, [N1]}}}, terrain_lab_probe:probe([N1, N1], #{})).
+
+bad_options_are_refused() ->
+    [{doc, "Options are checked once, with a sentence for each error."}].
+bad_options_are_refused(_Config) ->
+    ?assertEqual({error, {probe, {bad_option, batches, 0}}}, terrain_lab_probe:validate_options(#{batches => 0})),
+    ?assertEqual({error, {probe, {bad_option, strategy, fast}}}, terrain_lab_probe:validate_options(#{strategy => fast})),
+    ?assertEqual({error, {probe, {unknown_option, colour}}}, terrain_lab_probe:validate_options(#{colour => red})),
+    ?assertMatch({ok, #{batches := 100, messages := 100, warmup := 100, strategy := sequential, payload := 0}},
+                 terrain_lab_probe:validate_options(#{})),
+    ?assertEqual("--strategy fast: expected concurrent or sequential",
+                 lists:flatten(terrain_lab:format_error({probe, {bad_option, strategy, fast}}))).
+
+cli_probe_topology_compare() ->
+    [{doc, "terrain probe --nodes ... writes a run directory; terrain topology clusters its latency.json into a "
+           "JSON topology; terrain topology compare prints per-level ARI and clade recall; show renders it."}].
+cli_probe_topology_compare(Config) ->
+    Nodes = ?config(nodes, Config),
+    Priv = ?config(priv_dir, Config),
+    RunsDir = filename:join(Priv, "runs"),
+    NodeList = lists:join(",", [atom_to_list(N) || N <- Nodes]),
+    {0, Out, Err} = terrain_lab_test_io:run(["probe", "--nodes", lists:flatten(NodeList), "--batches", "3",
+                                             "--messages", "5", "--runs-dir", RunsDir,
+                                             "--state-dir", filename:join(Priv, "state")]),
+    ?assertNotEqual(nomatch, string:find(Err, "probe: 4 nodes, 12 ordered pairs, sequential, 3 batches x 5 messages")),
+    ?assertNotEqual(nomatch, string:find(Err, "ETA")),
+    [Json] = [string:prefix(string:trim(L), "wrote ") || L <- string:lexemes(Out, "\n"),
+                                                      string:find(L, "latency.json") =/= nomatch],
+    Topology = filename:join(Priv, "found.json"),
+    {0, "", Err2} = terrain_lab_test_io:run(["topology", Json, "--out", Topology]),
+    ?assertNotEqual(nomatch, string:find(Err2, "topology: clustering 4 nodes")),
+    {ok, #{<<"format">> := <<"terrain.topology/1">>, <<"discovery">> := #{<<"statistic">> := <<"min">>}}} =
+        terrain_json:read_file(Topology),
+    {0, Compared, _} = terrain_lab_test_io:run(["topology", "compare", Topology, Topology]),
+    ?assertNotEqual(nomatch, string:find(Compared, "clades: recall 1.000")),
+    {0, Shown, _} = terrain_lab_test_io:run(["topology", "show", Topology]),
+    [?assertNotEqual(nomatch, string:find(Shown, atom_to_list(N))) || N <- Nodes],
+    {0, Term, _} = terrain_lab_test_io:run(["topology", Json, "--alpha", "1.5", "--linkage", "average"]),
+    {ok, Tokens, _} = erl_scan:string(Term),
+    {ok, Tree} = erl_parse:parse_term(Tokens),
+    ?assertMatch({ok, _}, terrain_topology:new(Tree)),
+    {1, "", BadAlpha} = terrain_lab_test_io:run(["topology", Json, "--alpha", "0.5"]),
+    ?assertNotEqual(nomatch, string:find(BadAlpha, "--alpha \"0.5\": expected auto or a number >= 1")).
+
+escript_bad_invocations() ->
+    [{doc, "The escript: a bad strategy and a missing matrix exit 1 with a sentence on stderr; topology "
+           "without arguments is a usage error (exit 2)."}].
+escript_bad_invocations(Config) ->
+    Escript = filename:join(root(), "bin/terrain"),
+    filelib:is_regular(Escript) orelse ct:fail("~ts is missing: run 'make build' first", [Escript]),
+    {1, "", Err1} = run(Escript, ["probe", "--strategy", "fast", "--nodes", "a@b"], Config),
+    ?assertNotEqual(nomatch, string:find(Err1, "terrain probe: --strategy \"fast\": expected concurrent or sequential")),
+    {1, "", Err2} = run(Escript, ["topology", "/nonexistent/latency.json"], Config),
+    ?assertNotEqual(nomatch, string:find(Err2, "/nonexistent/latency.json")),
+    {2, "", Err3} = run(Escript, ["topology"], Config),
+    ?assertNotEqual(nomatch, string:find(Err3, "expected at least 1 argument")).
+
+%%--------------------------------------------------------------------
+
+run(Escript, Args, Config) ->
+    ErrFile = filename:join(?config(priv_dir, Config), "stderr.txt"),
+    Command = lists:flatten(["sh -c '\"$0\" \"$@\" 2>", ErrFile, "' ", Escript, " ",
+                             lists:join(" ", [["'", A, "'"] || A <- Args])]),
+    Port = open_port({spawn, Command}, [exit_status, binary, stream]),
+    {Code, Out} = collect(Port, []),
+    {ok, Err} = file:read_file(ErrFile),
+    {Code, Out, unicode:characters_to_list(Err)}.
+
+collect(Port, Acc) ->
+    receive
+        {Port, {data, D}} -> collect(Port, [D | Acc]);
+        {Port, {exit_status, Code}} -> {Code, unicode:characters_to_list(lists:reverse(Acc))}
+    after 60000 -> ct:fail(escript_timeout)
+    end.
+
+root() ->
+    Ebin = filename:dirname(code:which(terrain_lab_cli)),
+    filename:join(lists:sublist(filename:split(Ebin), length(filename:split(Ebin)) - 5)).

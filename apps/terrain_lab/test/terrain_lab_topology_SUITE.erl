@@ -1,0 +1,93 @@
+%% Topology discovery end to end on emulated clusters (issue 6's accuracy checks):
+%% three levels of one-way latency — 0 inside a rack, 500 µs between the racks of a
+%% site, 4 ms between sites — started by the launcher with network emulation, probed
+%% with `terrain_lab_probe' (10 batches × 20 messages to keep the suite short), and
+%% clustered with automatic α: the spec's tree comes back exactly (per-level ARI 1.0,
+%% every clade).
+%%
+%% The probe uses the defaults that `terrain probe' and `terrain topology' use: the
+%% sequential strategy and the per-pair minimum (docs/TOPOLOGY_DISCOVERY.md says why).
+-module(terrain_lab_topology_SUITE).
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([suite/0, all/0, init_per_suite/1, end_per_suite/1]).
+-export([twelve_nodes_three_levels/0, twelve_nodes_three_levels/1,
+         twenty_four_nodes_three_levels/0, twenty_four_nodes_three_levels/1]).
+
+suite() ->
+    [{timetrap, {minutes, 6}}].
+
+all() ->
+    [twelve_nodes_three_levels, twenty_four_nodes_three_levels].
+
+init_per_suite(Config) ->
+    ok = terrain_lab_dist:ensure_started(#{}),
+    Config.
+
+end_per_suite(_Config) ->
+    ok.
+
+twelve_nodes_three_levels() ->
+    [{doc, "2 sites x 2 racks x 3 nodes, one way 0 / 500 us / 4 ms: probe 10 x 20, then automatic alpha "
+           "recovers the spec's tree (ARI 1.0 at both levels, all 6 clades)."}].
+twelve_nodes_three_levels(Config) ->
+    recover({2, 2, 3}, Config).
+
+twenty_four_nodes_three_levels() ->
+    [{doc, "2 sites x 3 racks x 4 nodes, one way 0 / 500 us / 4 ms: probe 10 x 20, then automatic alpha "
+           "recovers the spec's tree (ARI 1.0 at both levels, all 8 clades)."}].
+twenty_four_nodes_three_levels(Config) ->
+    recover({2, 3, 4}, Config).
+
+%%--------------------------------------------------------------------
+
+spec({Sites, Racks, PerRack}) ->
+    Name = fun(Parts) -> list_to_atom(lists:append([P ++ integer_to_list(I) || {P, I} <- Parts])) end,
+    [{cluster, emulated, #{latency => 4000}} |
+     [{group, Name([{"s", S}]), #{latency => 500},
+       [{group, Name([{"s", S}, {"r", R}]), #{latency => 0},
+         [{node, Name([{"s", S}, {"r", R}, {"n", I}]), #{schedulers => 1}} || I <- lists:seq(1, PerRack)]}
+        || R <- lists:seq(1, Racks)]}
+      || S <- lists:seq(1, Sites)]].
+
+recover(Shape, Config) ->
+    {ok, Spec} = terrain_lab_spec:from_terms(spec(Shape), undefined),
+    Prefix = "tp" ++ os:getpid() ++ "_" ++ integer_to_list(tuple_size(Shape) * 100 + element(3, Shape)) ++ "_",
+    {ok, Cluster} = terrain_lab:start_cluster(Spec, #{prefix => Prefix}),
+    Infos = terrain_lab:cluster_nodes(Cluster),
+    try
+        Nodes = [N || #{node := N} <- Infos],
+        T0 = erlang:monotonic_time(millisecond),
+        {ok, Result} = terrain_lab_probe:probe(Nodes, #{batches => 10, messages => 20}),
+        ProbeMs = erlang:monotonic_time(millisecond) - T0,
+        ?assertEqual([], [P || {P, {error, _}} <- maps:to_list(maps:get(pairs, Result))]),
+        {ok, Dir} = terrain_lab_run:create(?config(priv_dir, Config)),
+        {ok, [Json | _]} = terrain_lab_probe:write(Result, Dir, #{}),
+        %% as `terrain topology latency.json --alpha auto' does
+        {ok, Latency} = terrain_discovery:read_latency(Json),
+        {ok, Found} = terrain_discovery:discover(Latency, #{alpha => auto}),
+        Tree = terrain_discovery:topology(Found),
+        ?assertMatch({ok, _}, terrain_topology:new(Tree)),
+        ByName = maps:from_list([{Name, N} || #{name := Name, node := N} <- Infos]),
+        Truth = rename(terrain_lab_cmd_topology:spec_tree(Spec), ByName),
+        {ok, Report} = terrain_tree_compare:compare(Tree, Truth),
+        ct:pal("probe ~b ms~n~ts~nlevels ~p~nreport ~p", [ProbeMs, terrain_discovery:render(Found, text),
+                                                          maps:get(levels, Found), Report]),
+        ?assertEqual([1.0, 1.0], [A || #{ari := A} <- maps:get(levels, Report)]),
+        ?assertMatch(#{clade_recall := 1.0, clade_precision := 1.0}, Report),
+        %% the heights order the levels: racks < sites < root
+        {network, _, #{height := Root}, Sites} = Tree,
+        [begin
+             {network, _, #{height := Site}, Racks} = S,
+             ?assert(Site < Root),
+             [?assert(Rack < Site) || {network, _, #{height := Rack}, _} <- Racks]
+         end || S <- Sites],
+        {comment, io_lib:format("probe ~b ms; root ~.1f us", [ProbeMs, Root])}
+    after
+        ok = terrain_lab:stop_cluster(Cluster),
+        ?assertEqual([], [P || #{os_pid := P} <- Infos, terrain_lab_os:alive(P)])
+    end.
+
+rename({node, N}, ByName) -> {node, maps:get(N, ByName)};
+rename({network, Name, Children}, ByName) -> {network, Name, [rename(C, ByName) || C <- Children]}.
