@@ -226,8 +226,7 @@ cli_up_status_partition_heal_down() ->
            "'netem heal' restores everything (pings succeed); 'down' stops every VM."}].
 cli_up_status_partition_heal_down(Config) ->
     Dir = ?config(priv_dir, Config),
-    Escript = {filename:join(root(), "bin/terrain"), Dir},
-    _ = filelib:is_regular(element(1, Escript)) orelse ct:fail("bin/terrain is missing: run 'make build' first"),
+    Escript = {terrain_lab_test_escript:path(), Dir},
     Spec = filename:join(Dir, "cli.cluster"),
     ok = file:write_file(Spec, "{cluster, small, #{latency => 2000}}.\n"
                                "{group, r1, #{latency => 150, jitter => 20}, [{node, a, #{}}, {node, b, #{}}]}.\n"
@@ -394,31 +393,9 @@ await(Condition, What, Deadline) ->
             end
     end.
 
-%% Runs the escript; returns {ExitStatus, Stdout, Stderr} (stderr through a file).
+%% Runs the escript; returns {ExitStatus, Stdout, Stderr}.
 escript({Escript, Dir}, Args) ->
-    ErrFile = filename:join(Dir, "stderr.txt"),
-    Command = lists:flatten(["sh -c '\"$0\" \"$@\" 2>", ErrFile, "' ", Escript, " ",
-                             lists:join(" ", [quote(A) || A <- Args])]),
-    Port = open_port({spawn, Command}, [exit_status, binary, stream]),
-    {Code, Out} = collect(Port, []),
-    {ok, Err} = file:read_file(ErrFile),
-    ok = file:delete(ErrFile),
-    {Code, Out, unicode:characters_to_list(Err)}.
-
-collect(Port, Acc) ->
-    receive
-        {Port, {data, D}} -> collect(Port, [D | Acc]);
-        {Port, {exit_status, Code}} -> {Code, unicode:characters_to_list(lists:reverse(Acc))}
-    after 120000 -> ct:fail(escript_timeout)
-    end.
-
-quote(Arg) ->
-    ["'", string:replace(Arg, "'", "'\\''", all), "'"].
-
-%% The repository: five levels above the ebin directory of terrain_lab_cli.
-root() ->
-    Ebin = filename:dirname(code:which(terrain_lab_cli)),
-    filename:join(lists:sublist(filename:split(Ebin), length(filename:split(Ebin)) - 5)).
+    terrain_lab_test_escript:run(Escript, Dir, Args).
 
 peers_named(Prefix) ->
     lists:sort(string:lexemes(os:cmd("pgrep -f -- '-sname " ++ Prefix ++ "' || true"), "\n")).
