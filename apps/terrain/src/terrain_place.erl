@@ -366,21 +366,41 @@ paths({vertex, Name, _, Children}, A, T, Cost, Slow, Parent) ->
     end.
 
 %% Each vertex on a uniformly random eligible node that still has room (or on any
-%% eligible node when none has).
+%% eligible node when none has). Eligible nodes are found by drawing from the open
+%% nodes and rejecting ineligible ones (uniform over the eligible open nodes); after
+%% a few misses the open nodes are filtered instead.
 random_assignment(Vertices, Nodes, Capacity, Rand0) ->
     {Assignment, _, _, Rand} =
         lists:foldl(fun({Name, Eligible, _, _}, {A, Open, Free, R}) ->
-                            Pool = case Eligible of
-                                       all -> Open;
-                                       _ -> [N || N <- Open, eligible(N, Eligible)]
-                                   end,
-                            Pool1 = case Pool of [] -> [N || N <- Nodes, eligible(N, Eligible)]; _ -> Pool end,
-                            {I, R1} = rand:uniform_s(length(Pool1), R),
-                            Node = lists:nth(I, Pool1),
+                            {Node, R1} = random_node(Open, Eligible, Nodes, R),
                             Left = maps:get(Node, Free, 1) - 1,
                             Open1 = case Left > 0 of true -> Open; false -> lists:delete(Node, Open) end,
                             {A#{Name => Node}, Open1, Free#{Node => Left}, R1}
                     end, {#{}, Nodes, maps:from_list([{N, Capacity} || N <- Nodes]), Rand0}, Vertices),
     {Assignment, Rand}.
+
+-define(DRAWS, 8).
+
+random_node(Open, Eligible, Nodes, R) ->
+    case draw(Open, length(Open), Eligible, ?DRAWS, R) of
+        {ok, Node, R1} -> {Node, R1};
+        {miss, R1} ->
+            Pool = case [N || N <- Open, eligible(N, Eligible)] of
+                       [] -> [N || N <- Nodes, eligible(N, Eligible)];
+                       P -> P
+                   end,
+            {I, R2} = rand:uniform_s(length(Pool), R1),
+            {lists:nth(I, Pool), R2}
+    end.
+
+draw(_Open, 0, _Eligible, _Left, R) -> {miss, R};
+draw(_Open, _Len, _Eligible, 0, R) -> {miss, R};
+draw(Open, Len, Eligible, Left, R) ->
+    {I, R1} = rand:uniform_s(Len, R),
+    Node = lists:nth(I, Open),
+    case eligible(Node, Eligible) of
+        true -> {ok, Node, R1};
+        false -> draw(Open, Len, Eligible, Left - 1, R1)
+    end.
 
 ceil_div(A, B) -> (A + B - 1) div B.

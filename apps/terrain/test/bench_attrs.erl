@@ -55,6 +55,8 @@ run() ->
 
 bench(Peers, Doomed) ->
     Nodes = [N || {_, N} <- Peers],
+    Idle = terrain_test_peers:wait_quiet(0.7, 60000),
+    io:format("CPU ~.1f% idle before measuring~n", [100 * Idle]),
     io:format("machine: ~b cores (schedulers online here: ~b), load ~ts~n",
               [erlang:system_info(logical_processors_available), erlang:system_info(schedulers_online),
                string:trim(os:cmd("cut -d' ' -f1-3 /proc/loadavg"))]),

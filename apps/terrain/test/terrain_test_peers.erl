@@ -9,7 +9,7 @@
 -module(terrain_test_peers).
 
 -export([ensure_distributed/0, start/2, start/3, stop/1, call/4, call/5, node_of/1, wait_until/2, wait_until/3,
-         beam_count/0, unique_prefix/1]).
+         beam_count/0, unique_prefix/1, wait_quiet/2]).
 
 -type peer() :: {pid(), node()}.
 -export_type([peer/0]).
@@ -134,3 +134,30 @@ beam_count() ->
 -spec unique_prefix(atom()) -> string().
 unique_prefix(Case) ->
     "t" ++ os:getpid() ++ "_" ++ integer_to_list(erlang:phash2(Case, 100000)) ++ "_".
+
+%% @doc For benchmarks: waits until the machine's CPUs are at least `Idle' (0..1) idle
+%% over one second (read from /proc/stat), or `MaxMs' have passed. Returns the last
+%% idle fraction measured. Freshly booted peers keep the CPUs busy for a while.
+-spec wait_quiet(float(), pos_integer()) -> float().
+wait_quiet(Idle, MaxMs) ->
+    Deadline = erlang:monotonic_time(millisecond) + MaxMs,
+    quiet(Idle, Deadline).
+
+quiet(Idle, Deadline) ->
+    {Busy0, Total0} = cpu_times(),
+    receive after 1000 -> ok end,
+    {Busy1, Total1} = cpu_times(),
+    Fraction = 1 - (Busy1 - Busy0) / max(1, Total1 - Total0),
+    case Fraction >= Idle orelse erlang:monotonic_time(millisecond) > Deadline of
+        true -> Fraction;
+        false -> quiet(Idle, Deadline)
+    end.
+
+%% user + nice + system + irq + softirq + steal, and the total, from the first line.
+cpu_times() ->
+    {ok, Bin} = file:read_file("/proc/stat"),
+    [Line | _] = binary:split(Bin, <<"\n">>),
+    [_Cpu | Fields] = string:lexemes(binary_to_list(Line), " "),
+    [User, Nice, System, IdleT, IoWait, Irq, SoftIrq, Steal | _] = [list_to_integer(F) || F <- Fields],
+    Busy = User + Nice + System + Irq + SoftIrq + Steal,
+    {Busy, Busy + IdleT + IoWait}.
