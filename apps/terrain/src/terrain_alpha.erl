@@ -31,11 +31,15 @@
 %%     children are all points, and every other point on its own.</li>
 %% <li>A level that really exists shows as a partition that stays the same over a wide
 %%     range of α: α must exceed the spread inside its clusters and stay below the gap
-%%     to the next level. Take the widest run of equal partitions over the grid (ties:
-%%     the smaller α, the finer structure) and α in its middle.</li>
-%% <li>If that partition is a single block, it is the root. Otherwise its clusters
-%%     become the points of the next level (distances between them: the same linkage
-%%     over their members) and the search repeats.</li>
+%%     to the next level. Among the partitions other than the single block, take the
+%%     widest run of equal partitions over the grid (width: the ratio of its end α's;
+%%     ties: the smaller α, the finer structure), if it is at least `min_plateau'
+%%     (1.2) wide, and α in its middle.</li>
+%% <li>Its clusters become the points of the next level (distances between them: the
+%%     same linkage over their members) and the search repeats. When no partition
+%%     qualifies, the points join under the root. (The single block is not a
+%%     candidate: it holds for every α above some value, so its width would only
+%%     measure where the grid stops.)</li>
 %% </ol>
 %% Each level thus has its own α, which answers the seed's open problem that one α may
 %% not fit all scales; when the levels' ranges overlap, one α (reported as
@@ -58,7 +62,7 @@
         #{range => {float(), float()},   % α searched over [Lo, Hi], 1 ≤ Lo < Hi (default {1.0, 4.0})
           steps => pos_integer(),        % grid values, geometric, ends included (default 31)
           min_plateau => float(),        % a level's partition must stay the same while α
-                                         % grows by this factor (default 1.25)
+                                         % grows by this factor (default 1.2)
           workers => pos_integer()}.     % concurrent runs (default: schedulers online)
 
 -type level() ::
@@ -124,7 +128,7 @@ bottom_partition(Tree) ->
 -spec default_auto_options() -> #{range := {float(), float()}, steps := pos_integer(), min_plateau := float(),
                                   workers := pos_integer()}.
 default_auto_options() ->
-    #{range => {1.0, 4.0}, steps => 31, min_plateau => 1.25, workers => erlang:system_info(schedulers_online)}.
+    #{range => {1.0, 4.0}, steps => 31, min_plateau => 1.2, workers => erlang:system_info(schedulers_online)}.
 
 %%--------------------------------------------------------------------
 %% The α algorithm

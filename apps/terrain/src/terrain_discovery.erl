@@ -21,16 +21,22 @@
 %%     whereas one of them decides a complete-linkage distance (the seed's weakness:
 %%     1% of pairs ×5 turns a clean 1,000-node hierarchy into noise). In that tree the
 %%     round trips whose lowest common cluster is C all cross the same level; one more
-%%     than `outlier_factor' (3) times their median away from it, above or below, is
-%%     an outlier and is replaced by the median. `keep' skips this.</li>
-%% <li><b>Clustering</b>: the seed's α algorithm ({@link terrain_alpha}) with the
-%%     chosen linkage (`complete', the seed's, by default) on the repaired matrix;
-%%     `alpha' a number runs it with that α, `auto' (default) chooses α per level.</li>
+%%     than `outlier_factor' (3) times their median is an outlier and is replaced by
+%%     the median. Only upwards: delays only add, and a value far below its level's
+%%     median is structure the first pass missed, not noise. `keep' skips this.</li>
+%% <li><b>Clustering</b>: the seed's α algorithm ({@link terrain_alpha}) on the
+%%     repaired matrix with the chosen linkage: `average' by default, `complete' as in
+%%     the seed, or `single'. Average linkage separates levels that are only twice as
+%%     far apart under 10% jitter, where complete linkage's δ — set by the closest
+%%     pair, then by the largest of many jittered values — leaves no range of α that
+%%     holds (docs/TOPOLOGY_DISCOVERY.md). `alpha' a number runs the algorithm with
+%%     that α; `auto' (default) chooses α per level.</li>
 %% <li><b>The topology term</b>: `{network, Name, #{height => Us}, Children}' and
 %%     `{node, Node}', names `c' (the root), `c1', `c1_2', … by position, children in
-%%     the order of the matrix. A height is the cluster's δ in µs of round trip: with
-%%     `complete' linkage its diameter, the largest round trip between two of its
-%%     nodes (outliers repaired), as in the seed's figures; never below a child's.</li>
+%%     the order of the matrix. A height is the cluster's diameter in µs of round trip,
+%%     the largest round trip between two of its nodes after the repair, as in the
+%%     seed's figures (with `complete' linkage this is the α algorithm's δ); never
+%%     below a child's.</li>
 %% </ol>
 %%
 %% ```
@@ -60,15 +66,15 @@
 -type options() ::
         #{statistic => min | median | mean | p95,  % matrix of latency.json to cluster (default min)
           symmetrise => min | mean | max,          % combine a→b with b→a (default min)
-          linkage => terrain_linkage:method(),     % complete (default), average or single
+          linkage => terrain_linkage:method(),     % average (default), complete or single
           alpha => auto | number(),                % auto (default, per level) or a fixed α ≥ 1
           outliers => repair | keep,               % repair outliers first (default) or not
-          outlier_factor => number(),              % > 1: how far from its level's median a
-                                                   % round trip is an outlier (default 3)
+          outlier_factor => number(),              % > 1: a round trip above this many times its
+                                                   % level's median is an outlier (default 3)
           alpha_range => {number(), number()},     % α grid of auto (default {1, 4})
           alpha_steps => pos_integer(),            % grid values of auto, ≥ 2 (default 31)
           alpha_min_plateau => number()}.          % > 1: auto keeps a level only if its partition
-                                                   % holds while α grows this much (default 1.25)
+                                                   % holds while α grows this much (default 1.2)
 
 %% A latency matrix: the node names and, per statistic, n rows of n round trips in µs
 %% (`null' where there is no measurement; the diagonal is ignored).
@@ -86,9 +92,9 @@
 
 -type error_reason() :: {discovery, term()}.
 
--define(DEFAULTS, #{statistic => min, symmetrise => min, linkage => complete, alpha => auto,
+-define(DEFAULTS, #{statistic => min, symmetrise => min, linkage => average, alpha => auto,
                     outliers => repair, outlier_factor => 3, alpha_range => {1, 4}, alpha_steps => 31,
-                    alpha_min_plateau => 1.25}).
+                    alpha_min_plateau => 1.2}).
 
 %%--------------------------------------------------------------------
 %% API
@@ -152,8 +158,8 @@ matrix(#{nodes := Nodes, stats := Stats}, Options) ->
 
 %% @doc Repairs outliers against a tree of the matrix's points: for every cluster of
 %% `Tree', the distances whose lowest common cluster it is are one population; a
-%% distance more than `Factor' times its population's median away from it is set to
-%% the median. A population of more than 50,000 pairs is represented by a sample for
+%% distance more than `Factor' times its population's median is set to the median
+%% (values below the median are kept: delays only add). A population of more than 50,000 pairs is represented by a sample for
 %% its median: about 50,000 pairs {I, J}, I &lt; J, those with (I n + J) mod s = 0.
 %% Returns the repaired copy and the number of distances changed.
 -spec repair(terrain_linkage:matrix(), terrain_alpha:tree(), number()) -> {terrain_linkage:matrix(), non_neg_integer()}.
@@ -311,10 +317,11 @@ cluster(Nodes, Matrix, #{linkage := Linkage, alpha := Alpha, outliers := Outlier
     case Alpha of
         auto ->
             {Tree, Levels} = terrain_alpha:auto(Clean, Linkage, Auto),
-            Base#{topology => to_topology(Tree, Nodes), levels => Levels, single_alpha => single_alpha(Levels)};
+            Base#{topology => to_topology(diameters(Tree, Clean), Nodes), levels => Levels,
+                  single_alpha => single_alpha(Levels)};
         _ ->
             Tree = terrain_alpha:run(Clean, Linkage, Alpha),
-            Base#{topology => to_topology(Tree, Nodes)}
+            Base#{topology => to_topology(diameters(Tree, Clean), Nodes)}
     end.
 
 float_range({Lo, Hi}) -> {float(Lo), float(Hi)}.
@@ -340,6 +347,19 @@ single_alpha(Levels) ->
             none
     end.
 
+%% Every cluster's height becomes its diameter: the largest distance between two of
+%% its points (each pair counted at its lowest common cluster, so O(n²) in all).
+diameters({point, _} = Point, _M) ->
+    Point;
+diameters({cluster, _, Children}, M) ->
+    Kids = [diameters(C, M) || C <- Children],
+    Sets = [points(C) || C <- Kids],
+    Across = fold_cross(fun(I, J, Max) -> max(Max, terrain_linkage:get(M, I, J)) end, 0.0, Sets),
+    {cluster, lists:max([Across | [H || {cluster, H, _} <- Kids]]), Kids}.
+
+points({point, P}) -> [P];
+points({cluster, _, Children}) -> lists:append([points(C) || C <- Children]).
+
 %%--------------------------------------------------------------------
 %% Outliers
 
@@ -364,7 +384,7 @@ repair_tree(M, {cluster, _, Children}, Factor) ->
     Median = median(Sample),
     Here = fold_cross(fun(I, J, Count) ->
                               V = terrain_linkage:get(M, I, J),
-                              case V > Factor * Median orelse V * Factor < Median of
+                              case V > Factor * Median of
                                   true -> terrain_linkage:set(M, I, J, Median), Count + 1;
                                   false -> Count
                               end

@@ -92,6 +92,30 @@ expansion_remeasures_the_diameter_test() ->
     ?assertEqual([4, [0, 1, 2, 3]], shape(terrain_alpha:run(M, complete, 1.5))),
     ?assertEqual([4, [3, [2, [0, 1]]]], shape(terrain_alpha:run(M, complete, 1.4))).
 
+%% PropEr counterexample (prop_large_alpha_gives_one_cluster): d = 24, 52, 23. At α
+%% exactly 52/23 the test d(x, K) ≤ α δ compares 52 with (52/23) × 23, which rounds
+%% below 52: point 0 stays out. Just above the ratio, one cluster.
+alpha_at_the_exact_ratio_test() ->
+    M = terrain_linkage:from_rows([[0, 24, 52], [24, 0, 23], [52, 23, 0]]),
+    ?assert((52 / 23) * 23 < 52),
+    ?assertEqual([0, [1, 2]], shape(terrain_alpha:run(M, complete, 52 / 23))),
+    ?assertEqual([0, 1, 2], shape(terrain_alpha:run(M, complete, 52 / 23 * (1 + 1.0e-9)))).
+
+%% PropEr counterexample (prop_auto_recovers_random_hierarchies, complete linkage,
+%% σ = 0.04): two nodes directly under the root drew a low round trip (327 µs of 360),
+%% while complete linkage puts the rest of the tree at its largest round trip (395 µs):
+%% the pair held over α in [1, 1.21), wide enough to count as a level. Average linkage,
+%% the default, measures the rest by its mean and finds the true tree.
+complete_linkage_spurious_pair_test() ->
+    H = {net, [leaf, {net, [{net, [leaf, leaf]}, {net, [leaf, leaf]}]}, leaf]},
+    {Truth, Rows, Nodes} = prop_discovery:realise(H, 57, 0.04),
+    Latency = #{nodes => Nodes, stats => #{min => Rows}},
+    {ok, Complete} = terrain_discovery:discover(Latency, #{linkage => complete}),
+    ?assertMatch({ok, #{clade_precision := 0.75}}, terrain_tree_compare:compare(terrain_discovery:topology(Complete), Truth)),
+    {ok, Average} = terrain_discovery:discover(Latency, #{}),
+    ?assertMatch({ok, #{clade_precision := 1.0, clade_recall := 1.0}},
+                 terrain_tree_compare:compare(terrain_discovery:topology(Average), Truth)).
+
 bottom_partition_test() ->
     Tree = terrain_alpha:run(six(), complete, 1.0),
     ?assertEqual([[0, 1], [2], [3, 4], [5]], terrain_alpha:bottom_partition(Tree)).
@@ -227,7 +251,7 @@ render_test() ->
                                             "\\(c@h:115(\\.0)?,d@h:115(\\.0)?\\)c2:835(\\.0)?\\)c;\n$")),
     {ok, Json} = terrain_json:decode(terrain_discovery:render(R, json)),
     ?assertMatch(#{<<"format">> := <<"terrain.topology/1">>,
-                   <<"discovery">> := #{<<"linkage">> := <<"complete">>, <<"alpha">> := <<"auto">>,
+                   <<"discovery">> := #{<<"linkage">> := <<"average">>, <<"alpha">> := <<"auto">>,
                                         <<"statistic">> := <<"min">>, <<"levels">> := [_, _]},
                    <<"tree">> := #{<<"name">> := <<"c">>, <<"height">> := 950.0}}, Json),
     {ok, [Term]} = consult(terrain_discovery:render(R, term)),
@@ -326,12 +350,12 @@ synthetic_1000_with_outliers_test_() ->
      end}.
 
 %% The seed's method (complete linkage, no repair) on the same matrix: the outliers
-%% break the hierarchy — the weakness the repair exists for.
+%% break the hierarchy — the weakness the repair and average linkage exist for.
 synthetic_1000_outliers_break_plain_complete_linkage_test_() ->
     {timeout, 600,
      fun() ->
              {Latency, Truth} = synthetic({0.01, 5}),
-             {ok, R} = terrain_discovery:discover(Latency, #{outliers => keep}),
+             {ok, R} = terrain_discovery:discover(Latency, #{linkage => complete, outliers => keep}),
              {_, #{clade_precision := Precision}} = aris(terrain_discovery:topology(R), Truth),
              ?assert(Precision < 0.95, Precision)
      end}.

@@ -3,7 +3,7 @@
 %% topologies, show one.
 %%
 %% ```
-%% terrain topology MATRIX.json [--linkage complete|average|single] [--alpha auto|X]
+%% terrain topology MATRIX.json [--linkage average|complete|single] [--alpha auto|X]
 %%                  [--statistic min|median|mean|p95] [--symmetrise min|mean|max]
 %%                  [--outliers repair|keep] [--format term|json|dot|newick|text] [--out FILE]
 %% terrain topology compare FOUND TRUTH [--prefix P]
@@ -51,8 +51,8 @@ command() ->
                      "TRUTH (topology term or JSON files; TRUTH may be a cluster spec, matched by node name "
                      "without host and --prefix). show FILE: renders a topology file.",
       args => {1, 3},
-      options => [#{name => linkage, long => "linkage", type => string, default => "complete",
-                    metavar => "complete|average|single", help => "cluster distance"},
+      options => [#{name => linkage, long => "linkage", type => string, default => "average",
+                    metavar => "average|complete|single", help => "cluster distance"},
                   #{name => alpha, long => "alpha", type => string, default => "auto", metavar => "auto|X",
                     help => "threshold alpha >= 1, or auto (per level)"},
                   #{name => statistic, long => "statistic", type => string, default => "min",
@@ -114,7 +114,7 @@ discover(Options, File, Io) ->
 
 discovery_options(Options) ->
     try
-        Linkage = choice(linkage, Options, ["complete", "average", "single"]),
+        Linkage = choice(linkage, Options, ["average", "complete", "single"]),
         Statistic = choice(statistic, Options, ["min", "median", "mean", "p95"]),
         Symmetrise = choice(symmetrise, Options, ["min", "mean", "max"]),
         Outliers = choice(outliers, Options, ["repair", "keep"]),

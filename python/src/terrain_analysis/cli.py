@@ -203,7 +203,7 @@ def _topology_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--symmetrise", choices=("min", "mean", "max"), default="min", help="how to combine the two directions"
     )
-    parser.add_argument("--linkage", choices=("complete", "average", "single"), default="complete")
+    parser.add_argument("--linkage", choices=("average", "complete", "single"), default="average")
     parser.add_argument("--alpha", type=_alpha, default="auto", help="auto (per level, default) or a number >= 1")
     parser.add_argument("--outliers", choices=("repair", "keep"), default="repair")
     parser.add_argument(

@@ -13,13 +13,16 @@ Pipeline (seed 000, §4.3–4.5):
    missing value takes the other direction's).
 3. **Outliers** (``repair``): a first pass with average linkage and automatic α;
    in its tree the distances whose lowest common cluster is C form one population,
-   and a distance more than ``outlier_factor`` times its median away is set to it.
+   and a distance more than ``outlier_factor`` times its median is set to it (only
+   upwards: delays only add, and a low value is structure the first pass missed).
 4. **The α algorithm**: every point its own cluster; merge the two closest clusters
    into K; δ = diam(K); add to K every cluster x with d(x, K) ≤ αδ, closest first,
-   re-measuring δ and d; repeat until one cluster is left.
+   re-measuring δ and d; repeat until one cluster is left. :func:`discover` uses
+   average linkage by default (complete as in the seed on request) and reports each
+   cluster's diameter as its height.
 5. **Automatic α**, level by level: over a geometric grid of α in [1, 4], the
    *bottom partition* (clusters whose children are all points) of each run; the
-   widest run of equal non-trivial partitions at least ×1.25 wide wins and α is its
+   widest run of equal non-trivial partitions at least ×1.2 wide wins and α is its
    middle; its clusters become the points of the next level. No such run: the
    points join under the root.
 
@@ -58,6 +61,7 @@ __all__ = [
     "alpha_tree",
     "auto_alpha",
     "bottom_partition",
+    "diameters",
     "discover",
     "distance_matrix",
     "read_latency",
@@ -431,7 +435,7 @@ def auto_alpha(
     *,
     alpha_range: tuple[float, float] = (1.0, 4.0),
     steps: int = 31,
-    min_plateau: float = 1.25,
+    min_plateau: float = 1.2,
 ) -> tuple[Cluster, list[Level]]:
     """The α tree with α chosen per level (see the module docstring).
 
@@ -445,7 +449,7 @@ def auto_alpha(
     steps : int
         Grid values, geometric, ends included; ≥ 2.
     min_plateau : float
-        A level's partition must hold while α grows by this factor; > 1.
+        A level's partition must hold while α grows by this factor; > 1 (default 1.2).
 
     Returns
     -------
@@ -540,8 +544,9 @@ def repair_outliers(distances: npt.ArrayLike, tree: Cluster, factor: float = 3.0
     """Replace distances far from their level's median by the median.
 
     For every cluster of ``tree``, the distances whose lowest common cluster it is
-    form one population; one more than ``factor`` times the population's median
-    away from it (above or below) is set to the median. Populations over 50,000 pairs
+    form one population; one more than ``factor`` times the population's median is
+    set to the median. Values below the median are kept: delays only add, so a low
+    value is structure the tree missed, not noise. Populations over 50,000 pairs
     take their median from the pairs (i, j), i < j, with (i n + j) mod s = 0.
 
     Parameters
@@ -582,7 +587,7 @@ def repair_outliers(distances: npt.ArrayLike, tree: Cluster, factor: float = 3.0
         stride = max(1, -(-values.size // _SAMPLE))
         sample = values[(i * n + j) % stride == 0]
         median = float(np.median(sample)) if sample.size else 0.0
-        far = (values > factor * median) | (values * factor < median)
+        far = values > factor * median
         count += int(far.sum())
         d[i[far], j[far]] = median
         d[j[far], i[far]] = median
@@ -594,7 +599,7 @@ def discover(
     *,
     statistic: str = "min",
     symmetrise: str = "min",
-    linkage: str = "complete",
+    linkage: str = "average",
     alpha: float | Literal["auto"] = "auto",
     outliers: str = "repair",
     outlier_factor: float = 3.0,
@@ -635,7 +640,35 @@ def discover(
         tree, levels = auto_alpha(d, linkage)
     else:
         tree, levels = alpha_tree(d, float(alpha), linkage), []
-    return Discovery(tree, list(latency.nodes), d, levels, repaired, options)
+    return Discovery(diameters(tree, d), list(latency.nodes), d, levels, repaired, options)
+
+
+def diameters(tree: Cluster, distances: npt.ArrayLike) -> Cluster:
+    """The same tree with every height replaced by the cluster's diameter.
+
+    Parameters
+    ----------
+    tree : Cluster
+    distances : array_like
+        The matrix the tree is over.
+
+    Returns
+    -------
+    Cluster
+        Heights: the largest distance between two points of each cluster.
+    """
+    d = np.asarray(distances, dtype=np.float64)
+
+    def walk(node: Cluster | int) -> Cluster | int:
+        if isinstance(node, int):
+            return node
+        points = node.leaves()
+        height = float(d[np.ix_(points, points)].max()) if len(points) > 1 else 0.0
+        return Cluster(height, tuple(walk(child) for child in node.children))
+
+    result = walk(tree)
+    assert isinstance(result, Cluster)
+    return result
 
 
 # --------------------------------------------------------------------------------------------------
