@@ -287,17 +287,20 @@ rename({network, C}, Fun) -> {network, [rename(X, Fun) || X <- C]};
 rename({network, Name, C}, Fun) -> {network, Name, [rename(X, Fun) || X <- C]};
 rename({network, Name, Opts, C}, Fun) -> {network, Name, Opts, [rename(X, Fun) || X <- C]}.
 
-%% @doc Reads a topology: a `terrain.topology/1' JSON file, a file of one topology
-%% term, or a cluster spec (its groups as the tree).
+%% @doc Reads a topology: a file of one topology term, a cluster spec (its groups as
+%% the tree), or a `terrain.topology/1' JSON file (what does not parse as Erlang terms).
 -spec read_tree(file:filename()) -> {ok, terrain_topology:tree()} | {error, term()}.
 read_tree(File) ->
     case file:read_file(File) of
-        {ok, <<"{", _/binary>> = Bin} ->
-            json_tree(File, Bin);
         {ok, Bin} ->
-            case string:trim(Bin, leading) of
-                <<"{", _/binary>> = Trimmed -> json_tree(File, Trimmed);
-                _ -> term_tree(File)
+            case term_tree(File) of
+                {error, {topology_cmd, {bad_topology, _, {syntax, _, _}}}} = Error ->
+                    case string:trim(Bin, leading) of
+                        <<"{", _/binary>> = Json -> json_tree(File, Json);
+                        _ -> Error
+                    end;
+                Result ->
+                    Result
             end;
         {error, Why} ->
             {error, {file, File, Why}}

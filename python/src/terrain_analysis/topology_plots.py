@@ -174,7 +174,7 @@ def tree_figure(discovery: Discovery) -> Figure:
     ax.set_ylabel("height (µs)")
     alphas = [f"{lv.alpha:.2f}" for lv in discovery.levels if lv.alpha is not None]
     how = f"α per level {', '.join(alphas)}" if alphas else f"α = {discovery.options.get('alpha')}"
-    ax.set_title(f"Non-binary α tree ({how}); labels: nodes / diameter µs")
+    ax.set_title(f"Non-binary α tree ({how}); labels: nodes / diameter µs", fontsize=9)
     figure.tight_layout()
     return figure
 
