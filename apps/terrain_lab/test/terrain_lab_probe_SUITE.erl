@@ -36,7 +36,7 @@ init_per_testcase(Case, Config) ->
                                              undefined),
     {ok, Cluster} = terrain_lab:start_cluster(Spec, #{prefix => Prefix, netem => false}),
     Infos = terrain_lab:cluster_nodes(Cluster),
-    [{cluster, Cluster}, {infos, Infos}, {nodes, [N || #{node := N} <- Infos]} | Config].
+    [{cluster, Cluster}, {infos, Infos}, {nodes, [N || #{node := N} <- Infos]}, {prefix, Prefix} | Config].
 
 end_per_testcase(_Case, Config) ->
     Infos = ?config(infos, Config),
@@ -166,6 +166,20 @@ cli_probe_topology_compare(Config) ->
         terrain_json:read_file(Topology),
     {0, Compared, _} = terrain_lab_test_io:run(["topology", "compare", Topology, Topology]),
     ?assertNotEqual(nomatch, string:find(Compared, "clades: recall 1.000")),
+    %% an Erlang term file (which also starts with '{') against the JSON, and against
+    %% the cluster spec as the truth, its short names matched after the prefix
+    TermFile = filename:join(Priv, "found.term"),
+    {0, "", _} = terrain_lab_test_io:run(["topology", Json, "--out", TermFile]),
+    {0, Compared2, _} = terrain_lab_test_io:run(["topology", "compare", TermFile, Topology]),
+    ?assertNotEqual(nomatch, string:find(Compared2, "clades: recall 1.000")),
+    SpecFile = filename:join(Priv, "probe.cluster"),
+    ok = file:write_file(SpecFile, "{cluster, probe, #{}}.\n{group, g, #{}, [{node, n1, #{}}, {node, n2, #{}}, "
+                                   "{node, n3, #{}}, {node, n4, #{}}]}.\n"),
+    {0, Compared3, _} = terrain_lab_test_io:run(["topology", "compare", TermFile, SpecFile,
+                                                 "--prefix", ?config(prefix, Config)]),
+    ?assertNotEqual(nomatch, string:find(Compared3, "level 1: 1 true clusters")),
+    {1, "", Different} = terrain_lab_test_io:run(["topology", "compare", TermFile, SpecFile]),
+    ?assertNotEqual(nomatch, string:find(Different, "the trees have different nodes")),
     {0, Shown, _} = terrain_lab_test_io:run(["topology", "show", Topology]),
     [?assertNotEqual(nomatch, string:find(Shown, atom_to_list(N))) || N <- Nodes],
     {0, Term, _} = terrain_lab_test_io:run(["topology", Json, "--alpha", "1.5", "--linkage", "average"]),
@@ -179,33 +193,10 @@ escript_bad_invocations() ->
     [{doc, "The escript: a bad strategy and a missing matrix exit 1 with a sentence on stderr; topology "
            "without arguments is a usage error (exit 2)."}].
 escript_bad_invocations(Config) ->
-    Escript = filename:join(root(), "bin/terrain"),
-    filelib:is_regular(Escript) orelse ct:fail("~ts is missing: run 'make build' first", [Escript]),
-    {1, "", Err1} = run(Escript, ["probe", "--strategy", "fast", "--nodes", "a@b"], Config),
+    Dir = ?config(priv_dir, Config),
+    {1, "", Err1} = terrain_lab_test_escript:run(Dir, ["probe", "--strategy", "fast", "--nodes", "a@b"]),
     ?assertNotEqual(nomatch, string:find(Err1, "terrain probe: --strategy \"fast\": expected concurrent or sequential")),
-    {1, "", Err2} = run(Escript, ["topology", "/nonexistent/latency.json"], Config),
+    {1, "", Err2} = terrain_lab_test_escript:run(Dir, ["topology", "/nonexistent/latency.json"]),
     ?assertNotEqual(nomatch, string:find(Err2, "/nonexistent/latency.json")),
-    {2, "", Err3} = run(Escript, ["topology"], Config),
+    {2, "", Err3} = terrain_lab_test_escript:run(Dir, ["topology"]),
     ?assertNotEqual(nomatch, string:find(Err3, "expected at least 1 argument")).
-
-%%--------------------------------------------------------------------
-
-run(Escript, Args, Config) ->
-    ErrFile = filename:join(?config(priv_dir, Config), "stderr.txt"),
-    Command = lists:flatten(["sh -c '\"$0\" \"$@\" 2>", ErrFile, "' ", Escript, " ",
-                             lists:join(" ", [["'", A, "'"] || A <- Args])]),
-    Port = open_port({spawn, Command}, [exit_status, binary, stream]),
-    {Code, Out} = collect(Port, []),
-    {ok, Err} = file:read_file(ErrFile),
-    {Code, Out, unicode:characters_to_list(Err)}.
-
-collect(Port, Acc) ->
-    receive
-        {Port, {data, D}} -> collect(Port, [D | Acc]);
-        {Port, {exit_status, Code}} -> {Code, unicode:characters_to_list(lists:reverse(Acc))}
-    after 60000 -> ct:fail(escript_timeout)
-    end.
-
-root() ->
-    Ebin = filename:dirname(code:which(terrain_lab_cli)),
-    filename:join(lists:sublist(filename:split(Ebin), length(filename:split(Ebin)) - 5)).
