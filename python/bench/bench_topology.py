@@ -102,8 +102,10 @@ def main(argv: list[str] | None = None) -> None:
     start = time.perf_counter()
     found = discover(latency)
     elapsed = time.perf_counter() - start
-    print(f"terrain_analysis.topology.discover, 5 x 10 x 20 with 1% of pairs x5: {elapsed:.2f} s, "
-          f"{found.repaired} round trips repaired, levels {[lv.clusters for lv in found.levels]}")
+    print(
+        f"terrain_analysis.topology.discover, 5 x 10 x 20 with 1% of pairs x5: {elapsed:.2f} s, "
+        f"{found.repaired} round trips repaired, levels {[lv.clusters for lv in found.levels]}"
+    )
 
 
 if __name__ == "__main__":

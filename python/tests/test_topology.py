@@ -192,8 +192,12 @@ def test_bottom_partition():
     assert bottom_partition(alpha_tree(SIX, 1.0)) == [[0, 1], [2], [3, 4], [5]]
 
 
-@given(st.integers(2, 12), st.integers(0, 2**32 - 1), st.sampled_from(["complete", "average", "single"]),
-       st.floats(1.0, 4.0))
+@given(
+    st.integers(2, 12),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from(["complete", "average", "single"]),
+    st.floats(1.0, 4.0),
+)
 def test_alpha_tree_heights_never_grow_downwards(n, seed, linkage, alpha):
     d = squareform(np.random.default_rng(seed).random(n * (n - 1) // 2))
     tree = alpha_tree(d, alpha, linkage)
@@ -228,8 +232,10 @@ def test_per_level_alpha_where_no_single_alpha_fits():
 def test_synthetic_1000_nodes_per_level_ari(inflate, floor):
     latency, truth = hierarchy([5, 10, 20], [8000.0, 1000.0, 100.0], np.random.default_rng(2026), inflate=inflate)
     found = discover(latency)
-    aris = [adjusted_rand_index(level_labels(found.tree, depth, 1000), labels) for depth, labels in
-            enumerate(truth, start=1)]
+    aris = [
+        adjusted_rand_index(level_labels(found.tree, depth, 1000), labels)
+        for depth, labels in enumerate(truth, start=1)
+    ]
     assert all(a >= floor for a in aris), aris
     if inflate:
         assert 4000 < found.repaired < 6000
@@ -300,8 +306,14 @@ def test_cli_topology(tmp_path, latency_file, capsys):
     assert (out / "topology.json").exists() and (out / "topology_tree.svg").exists()
     # a tree found elsewhere (terrain topology --format json) is drawn as given
     flat = tmp_path / "flat.json"
-    flat.write_text(json.dumps({"format": "terrain.topology/1", "tree": {"name": "c", "height": 950.0, "children": [
-        {"node": n} for n in ["a@h", "b@h", "c@h", "d@h"]]}}))
+    flat.write_text(
+        json.dumps(
+            {
+                "format": "terrain.topology/1",
+                "tree": {"name": "c", "height": 950.0, "children": [{"node": n} for n in ["a@h", "b@h", "c@h", "d@h"]]},
+            }
+        )
+    )
     assert main(["topology", str(latency_file), "--out", str(tmp_path / "p2"), "--topology", str(flat)]) == 0
     assert "4 nodes, 1 clusters (1 at the lowest level)" in capsys.readouterr().out
 

@@ -102,7 +102,8 @@ def test_linkage_equals_scipy(tmp_path):
         got = np.array(answer, dtype=float).reshape(-1, 4)
         assert got.shape == expected.shape
         np.testing.assert_allclose(got[:, 2], expected[:, 2], rtol=1e-12, atol=0)
-        if case["method"] != "single" or len(np.unique(squareform(d, checks=False))) == d.shape[0] * (d.shape[0] - 1) // 2:
+        condensed = squareform(d, checks=False)
+        if case["method"] != "single" or len(np.unique(condensed)) == condensed.size:
             # scipy's single linkage is a minimum spanning tree: with equal distances
             # it may pair different clusters at the same heights
             np.testing.assert_array_equal(got[:, [0, 1, 3]], expected[:, [0, 1, 3]])
@@ -152,30 +153,42 @@ def _hierarchy(shape: list[int], heights: list[float], rng: np.random.Generator,
     return Latency(nodes=names, stats={"median": d, "min": d}), d
 
 
+def _indexed(entry: dict[str, Any], index: dict[str, int]) -> Any:
+    """A terrain.topology/1 tree with node names replaced by matrix indices."""
+    if "node" in entry:
+        return index[entry["node"]]
+    return {"height": entry["height"], "children": [_indexed(c, index) for c in entry["children"]]}
+
+
 def test_discovery_equals_erlang_on_hierarchies(tmp_path):
     rng = np.random.default_rng(11)
     cases, expected = [], []
     for k, (shape, heights, inflate) in enumerate(
-        [([2, 2, 3], [8000.0, 1000.0, 60.0], 0.0), ([3, 4, 6], [8000.0, 1000.0, 100.0], 0.02),
-         ([4, 10], [900.0, 100.0], 0.01)]
+        [
+            ([2, 2, 3], [8000.0, 1000.0, 60.0], 0.0),
+            ([3, 4, 6], [8000.0, 1000.0, 100.0], 0.02),
+            ([4, 10], [900.0, 100.0], 0.01),
+        ]
     ):
         latency, d = _hierarchy(shape, heights, rng, inflate)
         path = tmp_path / f"latency{k}.json"
         rows = d.tolist()
-        path.write_text(json.dumps({"format": "terrain.latency/1", "nodes": latency.nodes, "unit": "us",
-                                    "stats": {"median": rows, "min": rows}}))
+        path.write_text(
+            json.dumps(
+                {
+                    "format": "terrain.latency/1",
+                    "nodes": latency.nodes,
+                    "unit": "us",
+                    "stats": {"median": rows, "min": rows},
+                }
+            )
+        )
         for method in ("complete", "average"):
             cases.append({"kind": "discover", "file": str(path), "linkage": method})
             expected.append(discover(latency, linkage=method))
     answers = _run_erlang(tmp_path, cases)
     for case, answer, python in zip(cases, answers, expected, strict=True):
         index = {name: i for i, name in enumerate(python.nodes)}
-
-        def tree(entry: dict[str, Any]) -> Any:
-            if "node" in entry:
-                return index[entry["node"]]
-            return {"height": entry["height"], "children": [tree(c) for c in entry["children"]]}
-
-        assert _canonical(tree(answer["tree"])) == _canonical(python.tree), case
+        assert _canonical(_indexed(answer["tree"], index)) == _canonical(python.tree), case
         assert answer["discovery"]["outliers"]["repaired"] == python.repaired
         assert [lv["clusters"] for lv in answer["discovery"]["levels"]] == [lv.clusters for lv in python.levels]

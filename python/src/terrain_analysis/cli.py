@@ -245,8 +245,14 @@ def _run_topology(arguments: argparse.Namespace, out: TextIO) -> int:
         )
         if arguments.topology is not None:
             tree = read_topology(arguments.topology, latency.nodes)
-            found = Discovery(tree, found.nodes, found.distances, [], found.repaired,
-                              {**found.options, "alpha": "from " + str(arguments.topology)})
+            found = Discovery(
+                tree,
+                found.nodes,
+                found.distances,
+                [],
+                found.repaired,
+                {**found.options, "alpha": "from " + str(arguments.topology)},
+            )
     except OSError as error:
         raise CommandError(f"cannot read {str(arguments.topology)!r}: {error.strerror or error}") from None
     except ValueError as error:
@@ -262,8 +268,11 @@ def _run_topology(arguments: argparse.Namespace, out: TextIO) -> int:
     except OSError as error:
         raise CommandError(f"cannot write to {str(directory)!r}: {error.strerror or error}") from None
     bottom = [c for c in found.tree.clusters() if all(isinstance(x, int) for x in c.children)]
-    print(f"{len(found.nodes)} nodes, {len(found.tree.clusters())} clusters "
-          f"({len(bottom)} at the lowest level), root height {found.tree.height:.1f} us", file=out)
+    print(
+        f"{len(found.nodes)} nodes, {len(found.tree.clusters())} clusters "
+        f"({len(bottom)} at the lowest level), root height {found.tree.height:.1f} us",
+        file=out,
+    )
     for level in found.levels:
         alpha = "root" if level.alpha is None else f"alpha {level.alpha:.3g}"
         print(f"  level: {level.points} points -> {level.clusters} clusters ({alpha})", file=out)

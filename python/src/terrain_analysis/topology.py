@@ -514,9 +514,9 @@ def auto_alpha(
         d = _contract(d, [g[0] for g in groups], np.array(sizes), linkage)
         points = new_points
         if len(points) == 1:
-            root = points[0][0]
-            assert isinstance(root, Cluster)
-            return root, levels
+            last = points[0][0]
+            assert isinstance(last, Cluster)
+            return last, levels
 
 
 def _contract(d: FloatArray, groups: list[list[int]], sizes: FloatArray, linkage: str) -> FloatArray:
@@ -628,8 +628,14 @@ def discover(
         raise ValueError(f"'alpha' must be 'auto' or a number >= 1, got {alpha!r}")
     d = distance_matrix(latency, statistic, symmetrise)
     n = d.shape[0]
-    options = dict(statistic=statistic, symmetrise=symmetrise, linkage=linkage, alpha=alpha, outliers=outliers,
-                   outlier_factor=outlier_factor)
+    options = dict(
+        statistic=statistic,
+        symmetrise=symmetrise,
+        linkage=linkage,
+        alpha=alpha,
+        outliers=outliers,
+        outlier_factor=outlier_factor,
+    )
     if n == 1:
         return Discovery(Cluster(0.0, (0,)), list(latency.nodes), d, [], 0, options)
     repaired = 0
@@ -703,8 +709,12 @@ def topology_document(discovery: Discovery) -> dict[str, Any]:
             **{k: v for k, v in discovery.options.items()},
             "repaired": discovery.repaired,
             "levels": [
-                {"points": lv.points, "clusters": lv.clusters, "alpha": lv.alpha,
-                 "plateau": list(lv.plateau) if lv.plateau else None}
+                {
+                    "points": lv.points,
+                    "clusters": lv.clusters,
+                    "alpha": lv.alpha,
+                    "plateau": list(lv.plateau) if lv.plateau else None,
+                }
                 for lv in discovery.levels
             ],
             "source": "terrain-analysis",

@@ -158,11 +158,18 @@ def tree_figure(discovery: Discovery) -> Figure:
             ax.plot([cx, cx], [cy, node.height], color="black", linewidth=0.8)
         ax.plot([min(xs), max(xs)], [node.height, node.height], color="black", linewidth=0.8)
         bottom = all(isinstance(child, int) for child in node.children)
-        ax.plot([x], [node.height], marker="o" if bottom else "s", markersize=4,
-                color="tab:red" if bottom else "tab:blue")
+        ax.plot(
+            [x], [node.height], marker="o" if bottom else "s", markersize=4, color="tab:red" if bottom else "tab:blue"
+        )
         if bottom or len(node.children) > 2:
-            ax.annotate(f"{len(node.leaves())} / {node.height:.0f}", (x, node.height), textcoords="offset points",
-                        xytext=(0, 4), ha="center", fontsize=6)
+            ax.annotate(
+                f"{len(node.leaves())} / {node.height:.0f}",
+                (x, node.height),
+                textcoords="offset points",
+                xytext=(0, 4),
+                ha="center",
+                fontsize=6,
+            )
         return x, node.height
 
     draw(tree)
