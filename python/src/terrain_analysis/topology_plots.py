@@ -122,6 +122,7 @@ def dendrogram_figure(discovery: Discovery) -> Figure:
             color_threshold=0,
             above_threshold_color="black",
             leaf_font_size=6,
+            leaf_rotation=90,
         )
     ax.set_ylabel("height (µs)")
     ax.set_title("Complete-linkage dendrogram (binary)")
