@@ -33,9 +33,10 @@ pipeline() ->
                                                            jitter => 0.1, inflate => Inflate, seed => 2026}),
          {Micros, Peak, {ok, Result}} = measure(fun() -> terrain_discovery:discover(Latency, #{}) end),
          {ok, #{levels := Levels}} = terrain_tree_compare:compare(terrain_discovery:topology(Result), Truth),
-         io:format("terrain_discovery:discover/2, synthetic 5 x 10 x 20 (1,000 nodes), outliers ~p: ~.2f s, "
-                   "peak extra memory ~.1f MB, per-level ARI ~w, ~b round trips repaired~n",
-                   [Inflate, Micros / 1.0e6, Peak / 1.0e6, [round(A * 1000) / 1000 || #{ari := A} <- Levels],
+         {Fraction, Factor} = Inflate,
+         io:format("terrain_discovery:discover/2 (defaults), synthetic 5 x 10 x 20 (1,000 nodes), ~g of pairs x~b: "
+                   "~.2f s, peak extra memory ~.1f MB, per-level ARI ~w, ~b round trips repaired~n",
+                   [Fraction, Factor, Micros / 1.0e6, Peak / 1.0e6, [round(A * 1000) / 1000 || #{ari := A} <- Levels],
                     maps:get(repaired, Result)])
      end || Inflate <- [{0.0, 1}, {0.01, 5}]].
 
