@@ -7,6 +7,8 @@
 %% <li>a few of their attributes, asked all at once under one deadline;</li>
 %% <li>selections made at the first node: attributes, levels, subtrees, nearest first;</li>
 %% <li>a process tree placed by distance, its cost against random placement;</li>
+%% <li>the round trips between every pair of nodes (latency.json), the topology
+%%     discovered from them, and how it compares with the spec's tree;</li>
 %% <li>a timed parallel task on every node (durations.csv), fitted with a GEV by
 %%     `terrain-analysis gev' when it is installed (gev/fit.json and plots), the fit
 %%     loaded into `terrain_variability' and the slowest run checked against it.</li>
@@ -48,7 +50,8 @@ with_cluster(Spec, SpecFile, RunDir, Io) ->
                 show_attributes(Names, Io),
                 show_choices(Names, Prefix, Io),
                 show_placement(Names, Prefix, Io),
-                Outputs = time_and_fit(Names, Prefix, RunDir, Io),
+                Discovered = probe_and_discover(Spec, Nodes, Prefix, RunDir, Io),
+                Outputs = Discovered ++ time_and_fit(Names, Prefix, RunDir, Io),
                 record(Spec, SpecFile, RunDir, Nodes, Elapsed, Outputs, Io)
             after
                 ok = terrain_lab:stop_cluster(Cluster),
@@ -149,6 +152,34 @@ show_placement([At | _] = Nodes, Prefix, Io) ->
 
 num(X) when is_integer(X) -> integer_to_list(X);
 num(X) -> float_to_list(float(X), [{decimals, 1}]).
+
+%% A short probe (all pairs at once), then discovery and a comparison with the spec.
+probe_and_discover(Spec, Nodes, Prefix, RunDir, Io) ->
+    Names = [N || #{node := N} <- Nodes],
+    Options = #{batches => 5, messages => 10, strategy => concurrent},
+    section(Io, io_lib:format("probe: round trips between all ~b ordered pairs (concurrent, 5 x 10), then topology discovery",
+                              [length(Names) * (length(Names) - 1)])),
+    case terrain_lab_probe:probe(Names, Options) of
+        {ok, Result} ->
+            {ok, _Files} = terrain_lab_probe:write(Result, RunDir, #{}),
+            {ok, Latency} = terrain_discovery:read_latency(filename:join(RunDir, "latency.json")),
+            {ok, #{topology := Found}} = terrain_discovery:discover(Latency, #{}),
+            {ok, T} = terrain_topology:new(Found),
+            terrain_lab_cli:out(Io, "  ~ts", [indent(string:replace(lists:flatten(io_lib:format("~ts", [terrain_topology:render(T, text)])),
+                                                                  Prefix, "", all))]),
+            ByName = maps:from_list([{N, Node} || #{name := N, node := Node} <- Nodes]),
+            Truth = terrain_lab_spec:topology(Spec, fun(N) -> maps:get(N, ByName) end),
+            {ok, #{levels := Levels, clade_recall := Recall}} = terrain_tree_compare:compare(Found, Truth),
+            [terrain_lab_cli:out(Io, "  against the spec, level ~b: ~b true clusters, ~b found, ARI ~.3f~n",
+                                 [L, TC, FC, Ari])
+             || #{level := L, truth_clusters := TC, found_clusters := FC, ari := Ari} <- Levels],
+            terrain_lab_cli:out(Io, "  clade recall ~.3f~n", [Recall]),
+            [#{kind => latency, file => <<"latency.json">>,
+               parameters => #{batches => 5, messages => 10, strategy => concurrent}}];
+        {error, Reason} ->
+            terrain_lab_cli:out(Io, "  probe failed: ~ts~n", [terrain_lab:format_error(Reason)]),
+            []
+    end.
 
 -define(TASK_RUNS, 60).
 
