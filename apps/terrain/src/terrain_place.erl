@@ -29,7 +29,6 @@
 %% API
 -export([place/3,
          cost/3,
-         random_cost/4,
          vertices/1]).
 
 -export_type([process_tree/0, placement/0, cost/0]).
@@ -88,7 +87,7 @@ cost(Tree, Assignment, Topology) ->
       max_slow => lists:max([S || {_, S} <- Paths]),
       paths => length(Paths)}.
 
-%% @doc The average cost of random placements with the same eligibility and capacity.
+%% The average cost of random placements with the same eligibility and capacity.
 -spec random_cost(process_tree(), terrain_topology:topology(), [node()], options()) -> cost().
 random_cost(Tree0, Topology, Nodes, Options) ->
     Tree = as_sets(Tree0),

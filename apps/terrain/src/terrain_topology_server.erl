@@ -17,8 +17,7 @@
 %% API
 -export([start_link/0,
          current/0,
-         put/1,
-         clear/0]).
+         put/1]).
 
 %% gen_server callbacks
 -export([init/1, handle_call/3, handle_cast/2, terminate/2]).
@@ -43,11 +42,6 @@ current() ->
 put(Topology) ->
     gen_server:call(?MODULE, {put, Topology}, ?CALL_TIMEOUT).
 
-%% @doc Forgets the topology.
--spec clear() -> ok.
-clear() ->
-    gen_server:call(?MODULE, clear, ?CALL_TIMEOUT).
-
 %%--------------------------------------------------------------------
 %% gen_server callbacks
 
@@ -71,9 +65,6 @@ init([]) ->
 -spec handle_call(term(), gen_server:from(), undefined) -> {reply, ok | {error, term()}, undefined}.
 handle_call({put, Topology}, _From, State) ->
     persistent_term:put(?KEY, Topology),
-    {reply, ok, State};
-handle_call(clear, _From, State) ->
-    _ = persistent_term:erase(?KEY),
     {reply, ok, State};
 handle_call(Request, _From, State) ->
     {reply, {error, {unknown_request, Request}}, State}.

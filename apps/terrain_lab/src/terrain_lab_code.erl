@@ -11,8 +11,7 @@
 -module(terrain_lab_code).
 
 %% API
--export([vm_args/0,
-         ebin_dirs/0]).
+-export([vm_args/0]).
 
 -define(APPS, [terrain, terrain_lab]).
 
@@ -21,8 +20,7 @@
 vm_args() ->
     lists:append([["-pa", Dir] || Dir <- ebin_dirs()]).
 
-%% @doc The ebin directories of terrain and terrain_lab, on disk.
--spec ebin_dirs() -> [file:filename()].
+%% The ebin directories of terrain and terrain_lab, on disk.
 ebin_dirs() ->
     Loaded = [{App, filename:dirname(code:which(app_module(App)))} || App <- ?APPS],
     case lists:all(fun({_, Dir}) -> filelib:is_dir(Dir) end, Loaded) of
