@@ -278,7 +278,11 @@ stopped_and_disconnected_nodes(Config) ->
     ?assertEqual({error, noconnection}, maps:get(C, After)),
     ?assertEqual(8, length([ok || {ok, _} <- maps:values(After)])),
     ?assert(Ms < 2000),
-    %% the next call does not ask them again
+    %% the next call does not ask them again (the cache server records failures from a
+    %% cast: wait until both backoffs are in its table)
+    terrain_test_peers:wait_until(fun() -> lists:all(fun(N) -> element(2, terrain_attr_cache:lookup(N)) =/= none end,
+                                                     [S, C]) end,
+                                  5000, "backoffs recorded"),
     {Skips, Requests} = {stat(backoff_skips), stat(node_requests)},
     After2 = terrain:attrs(Nodes, [rack, vm_memory_total]),
     ?assertEqual({error, noconnection}, maps:get(S, After2)),
