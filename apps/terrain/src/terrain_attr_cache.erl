@@ -3,16 +3,24 @@
 %% subscriber side of push mode. Registered as `terrain_attr_cache'.
 %%
 %% Table `terrain_attr_cache' (`protected', read by querying processes, written only
-%% here), one row per node, `{Node, Values, Backoff}', so that a query reads one row
-%% per node:
+%% here), one row per node, `{Node, Values, Stamps, Backoff, Watched}', so that a query
+%% reads one row per node and selects on Values as they are:
 %% <ul>
-%% <li>Values — `#{Name => {Value, Class, StampMs}}'. `static' values stay until the
-%%     node goes down (or tells us its configuration changed); `volatile' ones are used
-%%     only while younger than a query's `max_age'. Values come from queries
-%%     ({@link store/2}) and pushes.</li>
+%% <li>Values — `#{Name => Value}', the node's cached values.</li>
+%% <li>Stamps — `#{Name => static | StampMs}'. `static' values stay until the node goes
+%%     down (or tells us its configuration changed); the others are used only while
+%%     younger than a query's `max_age'. Values come from queries ({@link store/2}) and
+%%     pushes.</li>
 %% <li>Backoff — `none' or `{UntilMs, Reason, Failures}': a node that failed a query is
 %%     not asked again until UntilMs (500 ms, doubling with each consecutive failure, at
 %%     most 30 s) or until it comes back (nodeup).</li>
+%% <li>Watched — whether this server holds a monitor on the node's attribute server.
+%%     The first answer from a node starts the watch; it ends when that server stops or
+%%     the connection goes. While a node is watched and connected, queries send their
+%%     requests without a monitor of their own (a monitor and its removal are two more
+%%     distribution signals per node and query, and wake the remote VM once more); a
+%%     node that is not watched is asked under a monitor, which answers "no such
+%%     server" (`not_running') and "no connection" at once.</li>
 %% </ul>
 %%
 %% Push mode: {@link subscribe/4} asks each node's attribute server for a pusher that
@@ -27,7 +35,8 @@
 -export([start_link/0,
          store/2,
          failed/2,
-         lookup/1,
+         row/1,
+         backoff/1,
          cached/1,
          subscribe/4,
          unsubscribe/1]).
@@ -43,16 +52,20 @@
 -define(BACKOFF_MAX_MS, 30000).
 -define(RESUBSCRIBE_MS, 1000).
 
--type cached() :: #{terrain:attr_name() => {term(), terrain_attr_server:class(), integer()}}.
+-type stamps() :: #{terrain:attr_name() => static | integer()}.
 -type failure() :: timeout | noconnection | not_running.
--export_type([cached/0, failure/0]).
+-type backoff() :: none | {integer(), failure(), pos_integer()}.
+-export_type([stamps/0, failure/0, backoff/0]).
 
 -type per_node() :: {pending, reference()} | {active, pid(), reference(), reference()} | waiting.
 -type subscription() :: #{owner := pid(), owner_monitor := reference(), names := [atom()],
                           interval := pos_integer(), nodes := #{node() => per_node()}}.
 -type state() :: #{subs := #{reference() => subscription()},
                    %% monitor/alias reference => {subscription, node}
-                   refs := #{reference() => {reference(), node()}}}.
+                   refs := #{reference() => {reference(), node()}},
+                   %% the monitors on other nodes' attribute servers, both ways
+                   watching := #{node() => reference()},
+                   watches := #{reference() => node()}}.
 
 %%--------------------------------------------------------------------
 %% API
@@ -76,20 +89,26 @@ failed(_Stamp, []) ->
 failed(Stamp, Failures) ->
     gen_server:cast(?MODULE, {failed, Stamp, Failures}).
 
-%% @doc One node's cached values and backoff, read in the caller.
--spec lookup(node()) -> {cached(), none | {integer(), failure(), pos_integer()}}.
-lookup(Node) ->
+%% @doc One node's row, read in the caller: its cached values, their stamps, its
+%% backoff and whether it is watched.
+-spec row(node()) -> {#{terrain:attr_name() => term()}, stamps(), backoff(), boolean()}.
+row(Node) ->
     try ets:lookup(?CACHE, Node) of
-        [{_, Values, Backoff}] -> {Values, Backoff};
-        [] -> {#{}, none}
+        [{_, Values, Stamps, Backoff, Watched}] -> {Values, Stamps, Backoff, Watched};
+        [] -> {#{}, #{}, none, false}
     catch
-        error:badarg -> {#{}, none}
+        error:badarg -> {#{}, #{}, none, false}
     end.
 
+%% @doc The backoff of one node, read in the caller.
+-spec backoff(node()) -> backoff().
+backoff(Node) ->
+    element(3, row(Node)).
+
 %% @doc The cached values of one node, read in the caller.
--spec cached(node()) -> cached().
+-spec cached(node()) -> #{terrain:attr_name() => term()}.
 cached(Node) ->
-    element(1, lookup(Node)).
+    element(1, row(Node)).
 
 %% @doc Subscribes the caller (Owner) to pushes of Names from Nodes every Interval ms.
 -spec subscribe([node()], [terrain:attr_name()], pos_integer(), pid()) -> {ok, reference()}.
@@ -110,7 +129,7 @@ init([]) ->
     Options = [named_table, protected, set, {read_concurrency, true}],
     ?CACHE = ets:new(?CACHE, Options),
     ok = net_kernel:monitor_nodes(true),
-    {ok, #{subs => #{}, refs => #{}}}.
+    {ok, #{subs => #{}, refs => #{}, watching => #{}, watches => #{}}}.
 
 %% @private
 -spec handle_call(term(), gen_server:from(), state()) -> {reply, term(), state()}.
@@ -135,22 +154,17 @@ handle_call(_Request, _From, State) ->
 %% @private
 -spec handle_cast(term(), state()) -> {noreply, state()}.
 handle_cast({store, Stamp, Results}, State) ->
+    {noreply, lists:foldl(fun({Node, Entries}, S) -> store_node(Node, Entries, Stamp, S) end, State, Results)};
+handle_cast({failed, Stamp, Failures}, #{watching := Watching} = State) ->
     _ = [begin
-             {Old, _Backoff} = lookup(Node),
-             New = maps:from_list([{Name, {Value, Class, Stamp}} || {Name, Value, Class} <- Entries,
-                                                                   is_atom(Name)]),
-             ets:insert(?CACHE, {Node, maps:merge(Old, New), none})
-         end || {Node, Entries} <- Results],
-    {noreply, State};
-handle_cast({failed, Stamp, Failures}, State) ->
-    _ = [begin
-             {Values, Backoff} = lookup(Node),
+             {Values, Stamps, Backoff, _} = row(Node),
              Count = case Backoff of
                          {_, _, C} -> C + 1;
                          none -> 1
                      end,
              Delay = min(?BACKOFF_MAX_MS, ?BACKOFF_BASE_MS bsl min(Count - 1, 16)),
-             ets:insert(?CACHE, {Node, Values, {Stamp + Delay, Reason, Count}})
+             ets:insert(?CACHE, {Node, Values, Stamps, {Stamp + Delay, Reason, Count},
+                                 maps:is_key(Node, Watching)})
          end || {Node, Reason} <- Failures],
     {noreply, State};
 handle_cast(_Msg, State) ->
@@ -160,9 +174,9 @@ handle_cast(_Msg, State) ->
 %% @private
 -spec handle_info(term(), state()) -> {noreply, state()}.
 handle_info({nodeup, Node}, #{subs := Subs} = State) ->
-    case lookup(Node) of
-        {Values, _} when map_size(Values) =:= 0 -> ets:delete(?CACHE, Node);
-        _ -> ets:update_element(?CACHE, Node, {3, none})
+    case row(Node) of
+        {Values, _, _, _} when map_size(Values) =:= 0 -> ets:delete(?CACHE, Node);
+        _ -> ets:update_element(?CACHE, Node, {4, none})
     end,
     Waiting = [Ref || {Ref, #{nodes := #{Node := waiting}}} <- maps:to_list(Subs)],
     {noreply, lists:foldl(fun(Ref, S) -> request_pusher(Ref, Node, S) end, State, Waiting)};
@@ -203,6 +217,8 @@ handle_info({Ref, {'$terrain_attr_subscribe_refused', Why}}, #{refs := Refs} = S
         _ ->
             {noreply, State}
     end;
+handle_info({'DOWN', MRef, process, _, _}, #{watches := Watches} = State) when is_map_key(MRef, Watches) ->
+    {noreply, unwatch(map_get(MRef, Watches), MRef, State)};
 handle_info({'DOWN', MRef, process, _, _}, #{subs := Subs, refs := Refs} = State) ->
     case Refs of
         #{MRef := {SubRef, Node}} ->
@@ -226,27 +242,63 @@ handle_info(_Msg, State) ->
 %%--------------------------------------------------------------------
 %% Internal
 
+%% Values fetched from a node: merge them into its row, clear its backoff, and start
+%% watching its attribute server if nobody does yet.
+store_node(Node, Entries, Stamp, #{watching := Watching, watches := Watches} = State) ->
+    {Values, Stamps, _Backoff, _} = row(Node),
+    {Values1, Stamps1} = merge(Entries, Stamp, Values, Stamps),
+    State1 = case Watching of
+                 #{Node := _} ->
+                     State;
+                 _ ->
+                     try monitor(process, {terrain_attr_server, Node}) of
+                         MRef -> State#{watching := Watching#{Node => MRef}, watches := Watches#{MRef => Node}}
+                     catch
+                         error:badarg -> State  % this node is not distributed (any more)
+                     end
+             end,
+    true = ets:insert(?CACHE, {Node, Values1, Stamps1, none, is_map_key(Node, map_get(watching, State1))}),
+    State1.
+
+merge([], _Stamp, Values, Stamps) ->
+    {Values, Stamps};
+merge([{Name, Value, Class} | Entries], Stamp, Values, Stamps) when is_atom(Name) ->
+    merge(Entries, Stamp, Values#{Name => Value},
+          Stamps#{Name => case Class of static -> static; _ -> Stamp end});
+merge([_ | Entries], Stamp, Values, Stamps) ->
+    merge(Entries, Stamp, Values, Stamps).
+
+%% The watch on a node's attribute server ended (it stopped, or the connection went):
+%% its next queries carry a monitor again.
+unwatch(Node, MRef, #{watching := Watching, watches := Watches} = State) ->
+    _ = ets:update_element(?CACHE, Node, {5, false}),
+    State#{watching := case Watching of
+                           #{Node := MRef} -> maps:remove(Node, Watching);
+                           _ -> Watching
+                       end,
+           watches := maps:remove(MRef, Watches)}.
+
 %% Drops a node's values but keeps its backoff (the row goes when there is none).
 forget_values(Node) ->
-    _ = case lookup(Node) of
-            {_, none} -> ets:delete(?CACHE, Node);
-            {_, Backoff} -> ets:insert(?CACHE, {Node, #{}, Backoff})
+    _ = case row(Node) of
+            {_, _, none, _} -> ets:delete(?CACHE, Node);
+            {_, _, Backoff, Watched} -> ets:insert(?CACHE, {Node, #{}, #{}, Backoff, Watched})
         end,
     ok.
 
 %% A push: store the changed values and mark every subscribed value fresh as of now.
-pushed(SubRef, Node, Changed, #{subs := Subs}) ->
+pushed(SubRef, Node, Changed, #{subs := Subs, watching := Watching}) ->
     Now = erlang:monotonic_time(millisecond),
     #{SubRef := #{names := Names}} = Subs,
-    {Old, Backoff} = lookup(Node),
-    Refreshed = maps:map(fun(Name, {Value, Class, Stamp}) ->
-                                 case lists:member(Name, Names) of
-                                     true -> {Value, Class, Now};
-                                     false -> {Value, Class, Stamp}
-                                 end
-                         end, Old),
-    New = maps:from_list([{Name, {Value, Class, Now}} || {Name, Value, Class} <- Changed, is_atom(Name)]),
-    true = ets:insert(?CACHE, {Node, maps:merge(Refreshed, New), Backoff}),
+    {Values, Stamps, Backoff, _} = row(Node),
+    Refreshed = lists:foldl(fun(Name, Acc) ->
+                                    case Acc of
+                                        #{Name := Stamp} when is_integer(Stamp) -> Acc#{Name := Now};
+                                        _ -> Acc
+                                    end
+                            end, Stamps, Names),
+    {Values1, Stamps1} = merge(Changed, Now, Values, Refreshed),
+    true = ets:insert(?CACHE, {Node, Values1, Stamps1, Backoff, maps:is_key(Node, Watching)}),
     ok.
 
 request_pusher(SubRef, Node, #{subs := Subs, refs := Refs} = State) ->

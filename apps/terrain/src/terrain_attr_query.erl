@@ -7,10 +7,16 @@
 %% always, volatile ones younger than `max_age') are used; the rest is requested from
 %% the node's attribute server. Every request is sent before any reply is awaited,
 %% and one deadline bounds the whole wait: the call never takes much longer than its
-%% timeout however many nodes are slow, down or gone. A monitor on each remote server
-%% turns "no such process" and "no connection" into immediate answers; the monitor is
-%% also the reply alias, so a reply that arrives after the deadline is dropped by the
-%% runtime and never reaches the caller's mailbox.
+%% timeout however many nodes are slow, down or gone.
+%%
+%% Each request carries a reply alias, so a reply that arrives after the deadline is
+%% dropped by the runtime and never reaches the caller's mailbox. A node whose
+%% attribute server the cache watches (see {@link terrain_attr_cache}) and that is
+%% connected is asked with the alias alone: a request and its reply, as cheap as a
+%% plain round trip. Any other node is asked under a monitor that doubles as the
+%% alias, which turns "no such process" (`not_running') and "no connection" into
+%% immediate answers. A watched node that dies while a request is out is noticed at
+%% the deadline (`timeout'), by the watch for the calls after.
 -module(terrain_attr_query).
 
 %% API
@@ -28,79 +34,92 @@
 fetch(Nodes, Names, Timeout, MaxAge) ->
     {Values, Errors} = gather(Nodes, Names, Timeout, MaxAge),
     maps:fold(fun(Node, Reason, Acc) -> Acc#{Node => {error, Reason}} end,
-              maps:map(fun(_Node, V) -> {ok, V} end, Values), Errors).
+              maps:map(fun(_Node, V) -> {ok, values(Names, V)} end, Values), Errors).
 
 %% @doc As {@link fetch/4}, split into the values of the nodes that answered and the
-%% errors of those that did not (what selection needs).
+%% errors of those that did not (what selection needs). A node's values may hold
+%% more names than were asked for (what its cache row holds); a name without a value
+%% is absent or `undefined'.
 -spec gather([node()], [terrain:attr_name()] | all, non_neg_integer(), non_neg_integer() | infinity) ->
           {#{node() => #{terrain:attr_name() => term()}}, #{node() => terrain_attr_cache:failure()}}.
 gather(Nodes, Names, Timeout, MaxAge) ->
     Now = erlang:monotonic_time(millisecond),
     Deadline = Now + Timeout,
-    {Values, Errors, Pending, Local, Hits, Skips} =
-        plan(lists:usort(Nodes), Names, Now, MaxAge, is_alive(), #{}, #{}, #{}, false, 0, 0),
+    {Values, Errors, Ask, Local, Hits, Skips} =
+        plan(lists:usort(Nodes), Names, Now, MaxAge, #{}, #{}, [], false, 0, 0),
+    {Pending, Errors1} = send_all(Ask, Errors),
     count(Hits, Skips, map_size(Pending)),
     %% the local node is read while the remote answers travel
-    {Values1, Errors1} = case Local of
-                             false -> {Values, Errors};
+    {Values1, Errors2} = case Local of
+                             false -> {Values, Errors1};
                              true ->
                                  case local(Names) of
-                                     {ok, V} -> {Values#{node() => V}, Errors};
-                                     {error, Reason} -> {Values, Errors#{node() => Reason}}
+                                     {ok, V} -> {Values#{node() => V}, Errors1};
+                                     {error, Reason} -> {Values, Errors1#{node() => Reason}}
                                  end
                          end,
     {Fetched, Failed} = collect(Pending, Deadline, [], []),
     terrain_attr_cache:store(Now, [{Node, Entries} || {Node, Entries, _} <- Fetched]),
     terrain_attr_cache:failed(Now, Failed),
-    {lists:foldl(fun({Node, Entries, Cached}, Acc) -> Acc#{Node => values(Names, Entries, Cached)} end,
+    {lists:foldl(fun({Node, Entries, Cached}, Acc) -> Acc#{Node => merge(Entries, Cached)} end,
                  Values1, Fetched),
-     lists:foldl(fun({Node, Reason}, Acc) -> Acc#{Node => Reason} end, Errors1, Failed)}.
+     lists:foldl(fun({Node, Reason}, Acc) -> Acc#{Node => Reason} end, Errors2, Failed)}.
 
 %%--------------------------------------------------------------------
 %% Internal
 
-%% One pass over the nodes: answer from the cache or the backoff when possible, send
-%% a request for what is missing, note whether the local node is among them.
-plan([], _Names, _Now, _MaxAge, _Alive, Values, Errors, Pending, Local, Hits, Skips) ->
-    {Values, Errors, Pending, Local, Hits, Skips};
-plan([Node | Nodes], Names, Now, MaxAge, Alive, Values, Errors, Pending, _Local, Hits, Skips)
+%% One pass over the nodes: answer from the cache or the backoff when possible, list
+%% what must be asked, note whether the local node is among them. The values of a
+%% cache hit are the cached map as it is (it may hold more names than were asked for).
+plan([], _Names, _Now, _MaxAge, Values, Errors, Ask, Local, Hits, Skips) ->
+    {Values, Errors, Ask, Local, Hits, Skips};
+plan([Node | Nodes], Names, Now, MaxAge, Values, Errors, Ask, _Local, Hits, Skips)
   when Node =:= node() ->
-    plan(Nodes, Names, Now, MaxAge, Alive, Values, Errors, Pending, true, Hits, Skips);
-plan([Node | Nodes], Names, Now, MaxAge, Alive, Values, Errors, Pending, Local, Hits, Skips) ->
-    case terrain_attr_cache:lookup(Node) of
-        {_, {Until, Reason, _}} when Now < Until ->
-            plan(Nodes, Names, Now, MaxAge, Alive, Values, Errors#{Node => Reason}, Pending, Local,
-                 Hits, Skips + 1);
-        {Cache, _} ->
-            case from_cache(Names, Cache, Now, MaxAge, #{}, []) of
-                {Fresh, []} ->
-                    plan(Nodes, Names, Now, MaxAge, Alive, Values#{Node => Fresh}, Errors, Pending, Local,
+    plan(Nodes, Names, Now, MaxAge, Values, Errors, Ask, true, Hits, Skips);
+plan([Node | Nodes], Names, Now, MaxAge, Values, Errors, Ask, Local, Hits, Skips) ->
+    case terrain_attr_cache:row(Node) of
+        {_, _, {Until, Reason, _}, _} when Now < Until ->
+            plan(Nodes, Names, Now, MaxAge, Values, Errors#{Node => Reason}, Ask, Local, Hits, Skips + 1);
+        {Cached, Stamps, _, Watched} ->
+            case missing(Names, Stamps, Now, MaxAge, []) of
+                [] ->
+                    plan(Nodes, Names, Now, MaxAge, Values#{Node => Cached}, Errors, Ask, Local,
                          Hits + 1, Skips);
-                {_, _} when not Alive ->
-                    terrain_attr_table:count(noconnection),
-                    plan(Nodes, Names, Now, MaxAge, Alive, Values, Errors#{Node => noconnection}, Pending,
+                all ->
+                    plan(Nodes, Names, Now, MaxAge, Values, Errors, [{Node, all, #{}, Watched} | Ask],
                          Local, Hits, Skips);
-                {Fresh, Missing} ->
-                    MRef = send(Node, Missing),
-                    plan(Nodes, Names, Now, MaxAge, Alive, Values, Errors, Pending#{MRef => {Node, Fresh}},
+                Missing ->
+                    plan(Nodes, Names, Now, MaxAge, Values, Errors, [{Node, Missing, Cached, Watched} | Ask],
                          Local, Hits, Skips)
             end
     end.
 
-%% The names the cache can answer (static always, volatile while younger than
-%% MaxAge), and the names it cannot, in their order.
-from_cache(all, _Cache, _Now, _MaxAge, _Fresh, _Missing) ->
-    {#{}, all};
-from_cache([], _Cache, _Now, _MaxAge, Fresh, Missing) ->
-    {Fresh, lists:reverse(Missing)};
-from_cache([Name | Names], Cache, Now, MaxAge, Fresh, Missing) ->
-    case Cache of
-        #{Name := {Value, static, _}} ->
-            from_cache(Names, Cache, Now, MaxAge, Fresh#{Name => Value}, Missing);
-        #{Name := {Value, volatile, Stamp}} when Now - Stamp < MaxAge ->
-            from_cache(Names, Cache, Now, MaxAge, Fresh#{Name => Value}, Missing);
-        _ ->
-            from_cache(Names, Cache, Now, MaxAge, Fresh, [Name | Missing])
+%% The names the cache cannot answer (static ones always can, the others while younger
+%% than MaxAge), in their order.
+missing(all, _Stamps, _Now, _MaxAge, _Missing) ->
+    all;
+missing([], _Stamps, _Now, _MaxAge, Missing) ->
+    lists:reverse(Missing);
+missing([Name | Names], Stamps, Now, MaxAge, Missing) ->
+    case Stamps of
+        #{Name := static} -> missing(Names, Stamps, Now, MaxAge, Missing);
+        #{Name := Stamp} when Now - Stamp < MaxAge -> missing(Names, Stamps, Now, MaxAge, Missing);
+        _ -> missing(Names, Stamps, Now, MaxAge, [Name | Missing])
+    end.
+
+%% Sends every request. Without distribution no remote node can be asked.
+send_all([], Errors) ->
+    {#{}, Errors};
+send_all(Ask, Errors) ->
+    case is_alive() of
+        false ->
+            terrain_attr_table:count(noconnection, length(Ask)),
+            {#{}, lists:foldl(fun({Node, _, _, _}, Acc) -> Acc#{Node => noconnection} end, Errors, Ask)};
+        true ->
+            Connected = maps:from_list([{N, true} || N <- nodes()]),
+            {maps:from_list([{send(Node, Missing, Watched andalso is_map_key(Node, Connected)),
+                              {Node, Cached}} || {Node, Missing, Cached, Watched} <- Ask]),
+             Errors}
     end.
 
 count(Hits, Skips, Requests) ->
@@ -116,28 +135,36 @@ local(Names) ->
                       all -> terrain_attr_server:read_all();
                       _ -> terrain_attr_server:read(Names)
                   end,
-        {ok, values(Names, Entries, #{})}
+        {ok, merge(Entries, #{})}
     catch
         error:badarg -> {error, not_running}   % the attribute tables do not exist
     end.
 
-send(Node, Names) ->
-    Dest = {?SERVER, Node},
+%% Returns the reply reference: `{alias, Ref}' or `{monitor, Ref}'.
+send(Node, Names, true) ->
+    Alias = alias([reply]),
+    {terrain_attr_server, Node} ! {'$terrain_attrs', 1, Alias, Names},
+    {alias, Alias};
+send(Node, Names, false) ->
+    Dest = {terrain_attr_server, Node},
     MRef = monitor(process, Dest, [{alias, demonitor}]),
     Dest ! {'$terrain_attrs', 1, MRef, Names},
-    MRef.
+    {monitor, MRef}.
 
 collect(Pending, _Deadline, Fetched, Failed) when map_size(Pending) =:= 0 ->
     {Fetched, Failed};
 collect(Pending, Deadline, Fetched, Failed) ->
     Wait = max(0, Deadline - erlang:monotonic_time(millisecond)),
     receive
-        {MRef, Entries} when is_map_key(MRef, Pending), is_list(Entries) ->
-            demonitor(MRef, [flush]),
-            {{Node, Cached}, Rest} = maps:take(MRef, Pending),
+        {Ref, Entries} when is_map_key({alias, Ref}, Pending), is_list(Entries) ->
+            {{Node, Cached}, Rest} = maps:take({alias, Ref}, Pending),
             collect(Rest, Deadline, [{Node, Entries, Cached} | Fetched], Failed);
-        {'DOWN', MRef, process, _, Info} when is_map_key(MRef, Pending) ->
-            {{Node, _}, Rest} = maps:take(MRef, Pending),
+        {MRef, Entries} when is_map_key({monitor, MRef}, Pending), is_list(Entries) ->
+            demonitor(MRef, [flush]),
+            {{Node, Cached}, Rest} = maps:take({monitor, MRef}, Pending),
+            collect(Rest, Deadline, [{Node, Entries, Cached} | Fetched], Failed);
+        {'DOWN', MRef, process, _, Info} when is_map_key({monitor, MRef}, Pending) ->
+            {{Node, _}, Rest} = maps:take({monitor, MRef}, Pending),
             Reason = case Info of
                          noconnection -> noconnection;
                          _ -> not_running
@@ -145,15 +172,34 @@ collect(Pending, Deadline, Fetched, Failed) ->
             terrain_attr_table:count(Reason),
             collect(Rest, Deadline, Fetched, [{Node, Reason} | Failed])
     after Wait ->
-            TimedOut = [begin demonitor(MRef, [flush]), {Node, timeout} end
-                        || {MRef, {Node, _}} <- maps:to_list(Pending)],
+            TimedOut = [begin give_up(Ref), {Node, timeout} end || {Ref, {Node, _}} <- maps:to_list(Pending)],
             terrain_attr_table:count(timeouts, length(TimedOut)),
             {Fetched, TimedOut ++ Failed}
     end.
 
+%% After the deadline: a late reply is dropped by the runtime.
+give_up({alias, Alias}) ->
+    unalias(Alias),
+    flush(Alias);
+give_up({monitor, MRef}) ->
+    demonitor(MRef, [flush]),
+    flush(MRef).
+
+%% A reply that arrived between the deadline and the alias's end.
+flush(Ref) ->
+    receive
+        {Ref, _} -> ok
+    after 0 -> ok
+    end.
+
+%% Fetched entries over the cached values of the same node.
+merge(Entries, Cached) ->
+    lists:foldl(fun({Name, Value, _Class}, Acc) when is_atom(Name) -> Acc#{Name => Value};
+                   (_, Acc) -> Acc
+                end, Cached, Entries).
+
 %% The answer for one node: every requested name, `undefined' where it has no value.
-values(all, Entries, _Cached) ->
-    maps:from_list([{Name, Value} || {Name, Value, _} <- Entries, is_atom(Name)]);
-values(Names, Entries, Cached) ->
-    Got = maps:merge(Cached, maps:from_list([{Name, Value} || {Name, Value, _} <- Entries, is_atom(Name)])),
-    maps:from_list([{Name, maps:get(Name, Got, undefined)} || Name <- Names]).
+values(all, Values) ->
+    Values;
+values(Names, Values) ->
+    maps:from_list([{Name, maps:get(Name, Values, undefined)} || Name <- Names]).

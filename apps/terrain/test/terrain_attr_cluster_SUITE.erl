@@ -14,6 +14,7 @@
          groups_as_candidates_and_predicates/0, groups_as_candidates_and_predicates/1,
          stopped_and_disconnected_nodes/0, stopped_and_disconnected_nodes/1,
          hung_server_and_missing_application/0, hung_server_and_missing_application/1,
+         watched_nodes_are_asked_without_a_monitor/0, watched_nodes_are_asked_without_a_monitor/1,
          remote_server_killed_keeps_values/0, remote_server_killed_keeps_values/1,
          cache_honours_max_age_and_nodedown/0, cache_honours_max_age_and_nodedown/1,
          push_subscription_feeds_the_cache/0, push_subscription_feeds_the_cache/1,
@@ -32,7 +33,8 @@ suite() ->
 all() ->
     [fan_out_reaches_every_node, choose_nodes_over_the_cluster, choose_node_picks,
      explain_and_relax_over_the_cluster, groups_as_candidates_and_predicates, stopped_and_disconnected_nodes,
-     hung_server_and_missing_application, remote_server_killed_keeps_values, cache_honours_max_age_and_nodedown,
+     hung_server_and_missing_application, watched_nodes_are_asked_without_a_monitor,
+     remote_server_killed_keeps_values, cache_honours_max_age_and_nodedown,
      push_subscription_feeds_the_cache, remote_writes_are_refused, remote_dynamic_attributes_that_hang_or_crash,
      bad_configuration_on_a_remote_node].
 
@@ -280,7 +282,7 @@ stopped_and_disconnected_nodes(Config) ->
     ?assert(Ms < 2000),
     %% the next call does not ask them again (the cache server records failures from a
     %% cast: wait until both backoffs are in its table)
-    terrain_test_peers:wait_until(fun() -> lists:all(fun(N) -> element(2, terrain_attr_cache:lookup(N)) =/= none end,
+    terrain_test_peers:wait_until(fun() -> lists:all(fun(N) -> terrain_attr_cache:backoff(N) =/= none end,
                                                      [S, C]) end,
                                   5000, "backoffs recorded"),
     {Skips, Requests} = {stat(backoff_skips), stat(node_requests)},
@@ -321,6 +323,60 @@ hung_server_and_missing_application(Config) ->
     ok = terrain_test_peers:call(Hung, sys, resume, [terrain_attr_server]),
     terrain_test_peers:wait_until(fun() -> maps:get(H, terrain:attrs([H], [rack])) =:= {ok, #{rack => r3}} end,
                                   10000, "hung node answers again").
+
+watched_nodes_are_asked_without_a_monitor() ->
+    [{doc, "After a node's first answer the cache server watches its attribute server, and queries ask it with "
+           "a reply alias alone: while a request is out the server is monitored by the cache server only; a "
+           "reply after the deadline never reaches the caller; when the server stops the watch ends and the "
+           "next query answers not_running at once."}].
+watched_nodes_are_asked_without_a_monitor(Config) ->
+    [Peer] = extra_peers([x_watch], Config),
+    N = terrain_test_peers:node_of(Peer),
+    Cache = whereis(terrain_attr_cache),
+    ?assertMatch(#{N := {ok, #{rack := r3}}}, terrain:attrs([N], [rack, vm_memory_total])),
+    terrain_test_peers:wait_until(fun() -> element(4, terrain_attr_cache:row(N)) end, 5000, "node watched"),
+    Server = terrain_test_peers:call(Peer, erlang, whereis, [terrain_attr_server]),
+    MonitoredBy = fun() -> [P || P <- element(2, terrain_test_peers:call(Peer, erlang, process_info,
+                                                                         [Server, monitored_by])),
+                                 is_pid(P), node(P) =:= node()] end,
+    ?assertEqual([Cache], MonitoredBy()),
+    %% hold the request in the server's queue and look at its monitors meanwhile
+    ok = terrain_test_peers:call(Peer, sys, suspend, [terrain_attr_server]),
+    Self = self(),
+    Asker = spawn(fun() ->
+                          Result = terrain:attrs([N], [vm_memory_total], #{timeout => 1000}),
+                          Self ! {answered, self(), Result},
+                          receive check_mailbox -> Self ! {mailbox, self(), process_info(self(), messages)} end
+                  end),
+    terrain_test_peers:wait_until(fun() -> terrain_test_peers:call(Peer, erlang, process_info,
+                                                                    [Server, message_queue_len])
+                                               =:= {message_queue_len, 1} end, 1000, "request queued"),
+    ?assertEqual([Cache], MonitoredBy()),
+    receive {answered, Asker, Result} -> ?assertEqual(#{N => {error, timeout}}, Result)
+    after 3000 -> ct:fail(no_answer)
+    end,
+    %% the server answers the old request now; the reply must not reach the asker
+    ok = terrain_test_peers:call(Peer, sys, resume, [terrain_attr_server]),
+    terrain_test_peers:wait_until(fun() -> terrain_test_peers:call(Peer, erlang, process_info,
+                                                                    [Server, message_queue_len])
+                                               =:= {message_queue_len, 0} end, 1000, "request answered"),
+    _ = terrain_test_peers:call(Peer, erlang, node, []),   % the reply, if any, has crossed the connection
+    Asker ! check_mailbox,
+    receive {mailbox, Asker, Mailbox} -> ?assertEqual({messages, []}, Mailbox)
+    after 3000 -> ct:fail(no_mailbox)
+    end,
+    %% terrain stops there: the watch ends, and the next query knows at once
+    ok = terrain_test_peers:call(Peer, application, stop, [terrain]),
+    terrain_test_peers:wait_until(fun() -> not element(4, terrain_attr_cache:row(N)) end, 5000, "watch ended"),
+    %% (the timeout above put the node in backoff for 500 ms)
+    terrain_test_peers:wait_until(fun() -> case terrain_attr_cache:backoff(N) of
+                                               none -> true;
+                                               {Until, _, _} -> erlang:monotonic_time(millisecond) >= Until
+                                           end
+                                  end, 5000, "backoff over"),
+    {Ms, After} = elapsed_ms(fun() -> terrain:attrs([N], [vm_memory_total], #{timeout => 2000}) end),
+    ?assertEqual(#{N => {error, not_running}}, After),
+    ?assert(Ms < 1000).
 
 remote_server_killed_keeps_values() ->
     [{doc, "On another node, the attribute server is killed: queries see its configured values and the values "
