@@ -35,7 +35,9 @@
 -export([start_link/0,
          store/2,
          failed/2,
+         table/0,
          row/1,
+         row/2,
          backoff/1,
          cached/1,
          subscribe/4,
@@ -48,6 +50,8 @@
          handle_info/2]).
 
 -define(CACHE, terrain_attr_cache).
+%% the table's id, so that readers skip the name lookup (a query reads many rows)
+-define(TABLE_KEY, {?MODULE, table}).
 -define(BACKOFF_BASE_MS, 500).
 -define(BACKOFF_MAX_MS, 30000).
 -define(RESUBSCRIBE_MS, 1000).
@@ -89,15 +93,27 @@ failed(_Stamp, []) ->
 failed(Stamp, Failures) ->
     gen_server:cast(?MODULE, {failed, Stamp, Failures}).
 
+%% @doc The cache table, for {@link row/2}; `undefined' when the cache is not running.
+-spec table() -> ets:tid() | undefined.
+table() ->
+    persistent_term:get(?TABLE_KEY, undefined).
+
 %% @doc One node's row, read in the caller: its cached values, their stamps, its
 %% backoff and whether it is watched.
 -spec row(node()) -> {#{terrain:attr_name() => term()}, stamps(), backoff(), boolean()}.
 row(Node) ->
-    try ets:lookup(?CACHE, Node) of
+    row(table(), Node).
+
+%% @doc As {@link row/1}, in the table that {@link table/0} gave.
+-spec row(ets:tid() | undefined, node()) -> {#{terrain:attr_name() => term()}, stamps(), backoff(), boolean()}.
+row(undefined, _Node) ->
+    {#{}, #{}, none, false};
+row(Table, Node) ->
+    try ets:lookup(Table, Node) of
         [{_, Values, Stamps, Backoff, Watched}] -> {Values, Stamps, Backoff, Watched};
         [] -> {#{}, #{}, none, false}
     catch
-        error:badarg -> {#{}, #{}, none, false}
+        error:badarg -> {#{}, #{}, none, false}    % the cache is not running
     end.
 
 %% @doc The backoff of one node, read in the caller.
@@ -126,8 +142,9 @@ unsubscribe(Ref) ->
 %% @private
 -spec init([]) -> {ok, state()}.
 init([]) ->
-    Options = [named_table, protected, set, {read_concurrency, true}],
+    Options = [named_table, protected, set],
     ?CACHE = ets:new(?CACHE, Options),
+    persistent_term:put(?TABLE_KEY, ets:whereis(?CACHE)),
     ok = net_kernel:monitor_nodes(true),
     {ok, #{subs => #{}, refs => #{}, watching => #{}, watches => #{}}}.
 
@@ -154,7 +171,10 @@ handle_call(_Request, _From, State) ->
 %% @private
 -spec handle_cast(term(), state()) -> {noreply, state()}.
 handle_cast({store, Stamp, Results}, State) ->
-    {noreply, lists:foldl(fun({Node, Entries}, S) -> store_node(Node, Entries, Stamp, S) end, State, Results)};
+    {Rows, State1} = lists:mapfoldl(fun({Node, Entries}, S) -> store_node(Node, Entries, Stamp, S) end,
+                                    State, Results),
+    true = ets:insert(?CACHE, Rows),
+    {noreply, State1};
 handle_cast({failed, Stamp, Failures}, #{watching := Watching} = State) ->
     _ = [begin
              {Values, Stamps, Backoff, _} = row(Node),
@@ -242,23 +262,26 @@ handle_info(_Msg, State) ->
 %%--------------------------------------------------------------------
 %% Internal
 
-%% Values fetched from a node: merge them into its row, clear its backoff, and start
-%% watching its attribute server if nobody does yet.
+%% Values fetched from a node: its new row (values merged, backoff cleared), and the
+%% state, which watches the node's attribute server from now on if nobody did yet.
 store_node(Node, Entries, Stamp, #{watching := Watching, watches := Watches} = State) ->
-    {Values, Stamps, _Backoff, _} = row(Node),
-    {Values1, Stamps1} = merge(Entries, Stamp, Values, Stamps),
-    State1 = case Watching of
-                 #{Node := _} ->
-                     State;
-                 _ ->
-                     try monitor(process, {terrain_attr_server, Node}) of
-                         MRef -> State#{watching := Watching#{Node => MRef}, watches := Watches#{MRef => Node}}
-                     catch
-                         error:badarg -> State  % this node is not distributed (any more)
-                     end
-             end,
-    true = ets:insert(?CACHE, {Node, Values1, Stamps1, none, is_map_key(Node, map_get(watching, State1))}),
-    State1.
+    {Values1, Stamps1} = case ets:lookup(?CACHE, Node) of
+                             [{_, Values, Stamps, _, _}] -> merge(Entries, Stamp, Values, Stamps);
+                             [] -> merge(Entries, Stamp, #{}, #{})
+                         end,
+    case Watching of
+        #{Node := _} ->
+            {{Node, Values1, Stamps1, none, true}, State};
+        _ ->
+            try monitor(process, {terrain_attr_server, Node}) of
+                MRef ->
+                    {{Node, Values1, Stamps1, none, true},
+                     State#{watching := Watching#{Node => MRef}, watches := Watches#{MRef => Node}}}
+            catch
+                error:badarg ->     % this node is not distributed (any more)
+                    {{Node, Values1, Stamps1, none, false}, State}
+            end
+    end.
 
 merge([], _Stamp, Values, Stamps) ->
     {Values, Stamps};

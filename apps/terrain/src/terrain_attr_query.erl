@@ -46,7 +46,7 @@ gather(Nodes, Names, Timeout, MaxAge) ->
     Now = erlang:monotonic_time(millisecond),
     Deadline = Now + Timeout,
     {Values, Errors, Ask, Local, Hits, Skips} =
-        plan(lists:usort(Nodes), Names, Now, MaxAge, #{}, #{}, [], false, 0, 0),
+        plan(lists:usort(Nodes), terrain_attr_cache:table(), Names, Now, MaxAge, #{}, #{}, [], false, 0, 0),
     {Pending, Errors1} = send_all(Ask, Errors),
     count(Hits, Skips, map_size(Pending)),
     %% the local node is read while the remote answers travel
@@ -71,25 +71,25 @@ gather(Nodes, Names, Timeout, MaxAge) ->
 %% One pass over the nodes: answer from the cache or the backoff when possible, list
 %% what must be asked, note whether the local node is among them. The values of a
 %% cache hit are the cached map as it is (it may hold more names than were asked for).
-plan([], _Names, _Now, _MaxAge, Values, Errors, Ask, Local, Hits, Skips) ->
+plan([], _Table, _Names, _Now, _MaxAge, Values, Errors, Ask, Local, Hits, Skips) ->
     {Values, Errors, Ask, Local, Hits, Skips};
-plan([Node | Nodes], Names, Now, MaxAge, Values, Errors, Ask, _Local, Hits, Skips)
+plan([Node | Nodes], Table, Names, Now, MaxAge, Values, Errors, Ask, _Local, Hits, Skips)
   when Node =:= node() ->
-    plan(Nodes, Names, Now, MaxAge, Values, Errors, Ask, true, Hits, Skips);
-plan([Node | Nodes], Names, Now, MaxAge, Values, Errors, Ask, Local, Hits, Skips) ->
-    case terrain_attr_cache:row(Node) of
+    plan(Nodes, Table, Names, Now, MaxAge, Values, Errors, Ask, true, Hits, Skips);
+plan([Node | Nodes], Table, Names, Now, MaxAge, Values, Errors, Ask, Local, Hits, Skips) ->
+    case terrain_attr_cache:row(Table, Node) of
         {_, _, {Until, Reason, _}, _} when Now < Until ->
-            plan(Nodes, Names, Now, MaxAge, Values, Errors#{Node => Reason}, Ask, Local, Hits, Skips + 1);
+            plan(Nodes, Table, Names, Now, MaxAge, Values, Errors#{Node => Reason}, Ask, Local, Hits, Skips + 1);
         {Cached, Stamps, _, Watched} ->
             case missing(Names, Stamps, Now, MaxAge, []) of
                 [] ->
-                    plan(Nodes, Names, Now, MaxAge, Values#{Node => Cached}, Errors, Ask, Local,
+                    plan(Nodes, Table, Names, Now, MaxAge, Values#{Node => Cached}, Errors, Ask, Local,
                          Hits + 1, Skips);
                 all ->
-                    plan(Nodes, Names, Now, MaxAge, Values, Errors, [{Node, all, #{}, Watched} | Ask],
+                    plan(Nodes, Table, Names, Now, MaxAge, Values, Errors, [{Node, all, #{}, Watched} | Ask],
                          Local, Hits, Skips);
                 Missing ->
-                    plan(Nodes, Names, Now, MaxAge, Values, Errors, [{Node, Missing, Cached, Watched} | Ask],
+                    plan(Nodes, Table, Names, Now, MaxAge, Values, Errors, [{Node, Missing, Cached, Watched} | Ask],
                          Local, Hits, Skips)
             end
     end.
@@ -117,8 +117,8 @@ send_all(Ask, Errors) ->
             {#{}, lists:foldl(fun({Node, _, _, _}, Acc) -> Acc#{Node => noconnection} end, Errors, Ask)};
         true ->
             Connected = maps:from_list([{N, true} || N <- nodes()]),
-            {maps:from_list([{send(Node, Missing, Watched andalso is_map_key(Node, Connected)),
-                              {Node, Cached}} || {Node, Missing, Cached, Watched} <- Ask]),
+            {maps:from_list([send(Node, Missing, Cached, Watched andalso is_map_key(Node, Connected))
+                             || {Node, Missing, Cached, Watched} <- Ask]),
              Errors}
     end.
 
@@ -140,31 +140,29 @@ local(Names) ->
         error:badarg -> {error, not_running}   % the attribute tables do not exist
     end.
 
-%% Returns the reply reference: `{alias, Ref}' or `{monitor, Ref}'.
-send(Node, Names, true) ->
+%% Sends one request; returns its entry in the pending map: the reply reference, then
+%% the node, its cached values and how the reply is awaited (`alias' or `monitor').
+send(Node, Names, Cached, true) ->
     Alias = alias([reply]),
     {terrain_attr_server, Node} ! {'$terrain_attrs', 1, Alias, Names},
-    {alias, Alias};
-send(Node, Names, false) ->
+    {Alias, {Node, Cached, alias}};
+send(Node, Names, Cached, false) ->
     Dest = {terrain_attr_server, Node},
     MRef = monitor(process, Dest, [{alias, demonitor}]),
     Dest ! {'$terrain_attrs', 1, MRef, Names},
-    {monitor, MRef}.
+    {MRef, {Node, Cached, monitor}}.
 
 collect(Pending, _Deadline, Fetched, Failed) when map_size(Pending) =:= 0 ->
     {Fetched, Failed};
 collect(Pending, Deadline, Fetched, Failed) ->
     Wait = max(0, Deadline - erlang:monotonic_time(millisecond)),
     receive
-        {Ref, Entries} when is_map_key({alias, Ref}, Pending), is_list(Entries) ->
-            {{Node, Cached}, Rest} = maps:take({alias, Ref}, Pending),
+        {Ref, Entries} when is_map_key(Ref, Pending), is_list(Entries) ->
+            {{Node, Cached, How}, Rest} = maps:take(Ref, Pending),
+            _ = How =:= monitor andalso demonitor(Ref, [flush]),
             collect(Rest, Deadline, [{Node, Entries, Cached} | Fetched], Failed);
-        {MRef, Entries} when is_map_key({monitor, MRef}, Pending), is_list(Entries) ->
-            demonitor(MRef, [flush]),
-            {{Node, Cached}, Rest} = maps:take({monitor, MRef}, Pending),
-            collect(Rest, Deadline, [{Node, Entries, Cached} | Fetched], Failed);
-        {'DOWN', MRef, process, _, Info} when is_map_key({monitor, MRef}, Pending) ->
-            {{Node, _}, Rest} = maps:take({monitor, MRef}, Pending),
+        {'DOWN', MRef, process, _, Info} when is_map_key(MRef, Pending) ->
+            {{Node, _, _}, Rest} = maps:take(MRef, Pending),
             Reason = case Info of
                          noconnection -> noconnection;
                          _ -> not_running
@@ -172,16 +170,17 @@ collect(Pending, Deadline, Fetched, Failed) ->
             terrain_attr_table:count(Reason),
             collect(Rest, Deadline, Fetched, [{Node, Reason} | Failed])
     after Wait ->
-            TimedOut = [begin give_up(Ref), {Node, timeout} end || {Ref, {Node, _}} <- maps:to_list(Pending)],
+            TimedOut = [begin give_up(Ref, How), {Node, timeout} end
+                        || {Ref, {Node, _, How}} <- maps:to_list(Pending)],
             terrain_attr_table:count(timeouts, length(TimedOut)),
             {Fetched, TimedOut ++ Failed}
     end.
 
 %% After the deadline: a late reply is dropped by the runtime.
-give_up({alias, Alias}) ->
+give_up(Alias, alias) ->
     unalias(Alias),
     flush(Alias);
-give_up({monitor, MRef}) ->
+give_up(MRef, monitor) ->
     demonitor(MRef, [flush]),
     flush(MRef).
 

@@ -338,9 +338,12 @@ down(MRef, Pid, #{owners := Owners, samplers := Samplers, pushers := Pushers} = 
 valid_names(all) ->
     true;
 valid_names(Names) ->
-    try length(Names) =< ?MAX_NAMES andalso lists:all(fun erlang:is_atom/1, Names)
-    catch error:badarg -> false
-    end.
+    valid_names(Names, ?MAX_NAMES).
+
+%% A proper list of at most ?MAX_NAMES atoms.
+valid_names([], _Left) -> true;
+valid_names([Name | Names], Left) when is_atom(Name), Left > 0 -> valid_names(Names, Left - 1);
+valid_names(_, _Left) -> false.
 
 answer(ReplyTo, Names) ->
     terrain_attr_table:count(requests_served),
@@ -348,14 +351,23 @@ answer(ReplyTo, Names) ->
                all -> [{Name, row(Name)} || Name <- lists:sort(ets:select(?TABLE, [{{'$1', '_', '_', '_'}, [], ['$1']}]))];
                _ -> [{Name, row(Name)} || Name <- Names]
            end,
-    case lists:any(fun({_, Row}) -> is_tuple(Row) andalso element(2, Row) =:= dynamic end, Rows) of
-        false ->
-            ReplyTo ! {ReplyTo, read_rows(Rows)},
+    case plain_entries(Rows, []) of
+        {ok, Entries} ->
+            ReplyTo ! {ReplyTo, Entries},
             ok;
-        true ->
+        dynamic ->
             _ = spawn(fun() -> ReplyTo ! {ReplyTo, read_rows(Rows)} end),
             ok
     end.
+
+%% The answer when no row needs a user-defined dynamic attribute (those are evaluated
+%% by a responder process): one pass, no evaluator.
+plain_entries([], Acc) ->
+    {ok, lists:reverse(Acc)};
+plain_entries([{_, {_, dynamic, _, _}} | _], _Acc) ->
+    dynamic;
+plain_entries([{Name, Row} | Rows], Acc) ->
+    plain_entries(Rows, [{Name, value(Row, #{}), class(Row)} | Acc]).
 
 row(Name) ->
     case ets:lookup(?TABLE, Name) of

@@ -112,7 +112,7 @@ attr_names(Preds) ->
 -spec select([node()], terrain:predicate() | [terrain:predicate()], values(), context()) -> [node()].
 select(Candidates, Preds, Values, Ctx) ->
     Compiled = compile(Preds, fun() -> distinct(Candidates) end, Values, Ctx),
-    [N || N <- Candidates, eval(Compiled, N, Values, Ctx) =:= true].
+    [N || N <- Candidates, eval(Compiled, N, node_values(N, Values), Ctx) =:= true].
 
 %% @doc Explains an empty selection: applies the top-level predicates one after the
 %% other and reports the one that removed the last candidates. Unreachable nodes are
@@ -295,12 +295,25 @@ value(Node, Attr, Values) ->
         _ -> undefined
     end.
 
+%% Predicates are evaluated against one node's values, looked up once per node.
+node_values(Node, Values) ->
+    case Values of
+        #{Node := NodeValues} -> NodeValues;
+        _ -> #{}
+    end.
+
+attr(Attr, NodeValues) ->
+    case NodeValues of
+        #{Attr := V} -> V;
+        _ -> undefined
+    end.
+
 eval({'and', Ps}, N, V, C) -> eval_and(Ps, N, V, C, true);
 eval({'or', Ps}, N, V, C) -> eval_or(Ps, N, V, C, false);
 eval({'not', P}, N, V, C) -> not3(eval(P, N, V, C));
 eval({members, Set}, N, _V, _C) -> maps:is_key(N, Set);
 eval({set, A, Set}, N, V, _C) ->
-    case value(N, A, V) of
+    case attr(A, V) of
         undefined -> unknown;
         _ -> maps:is_key(N, Set)
     end;
@@ -316,20 +329,20 @@ eval({level, Op, Level}, N, _V, #{self := Self, level := LevelOf}) ->
         undefined -> unknown;
         L -> compare(Op, rank(L), rank(Level))
     end;
-eval({A, exists}, N, V, _C) ->
-    value(N, A, V) =/= undefined;
-eval({A, in, List}, N, V, _C) ->
-    case value(N, A, V) of
+eval({A, exists}, _N, V, _C) ->
+    attr(A, V) =/= undefined;
+eval({A, in, List}, _N, V, _C) ->
+    case attr(A, V) of
         undefined -> unknown;
         X -> lists:any(fun(Y) -> X == Y end, List)
     end;
-eval({A, Op, Const}, N, V, _C) ->
-    case value(N, A, V) of
+eval({A, Op, Const}, _N, V, _C) ->
+    case attr(A, V) of
         undefined -> unknown;
         X -> compare(Op, X, Const)
     end;
-eval({A, Bool}, N, V, _C) ->
-    case value(N, A, V) of
+eval({A, Bool}, _N, V, _C) ->
+    case attr(A, V) of
         undefined -> unknown;
         X when Bool =:= true; Bool =:= yes -> X =:= true;
         X -> X =:= false
@@ -376,7 +389,7 @@ explain_steps([], _Remaining, _Distinct, _Values, _Ctx, Acc) ->
     Acc;
 explain_steps([P | Ps], Remaining, Distinct, Values, Ctx, #{steps := Steps} = Acc) ->
     Compiled = compile(P, fun() -> Distinct end, Values, Ctx),
-    Kept = [N || N <- Remaining, eval(Compiled, N, Values, Ctx) =:= true],
+    Kept = [N || N <- Remaining, eval(Compiled, N, node_values(N, Values), Ctx) =:= true],
     Acc1 = Acc#{steps := Steps ++ [{P, length(Kept)}]},
     case Kept of
         [] ->

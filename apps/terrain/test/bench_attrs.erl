@@ -17,6 +17,8 @@
 %%     their CPU time is work);</li>
 %% <li>how long after its owner's death an attribute disappears.</li>
 %% </ul>
+%% The yardstick and the queries compared with it are timed in turn, call after call,
+%% so that a load that drifts on the shared cores weighs on all of them alike.
 %% Every peer it starts is stopped before it returns.
 -module(bench_attrs).
 
@@ -31,7 +33,7 @@
 %% read, erlang:memory/1) is measured on its own line.
 -define(PREDS, [{num_erlang_processes, gt, 0}, {run_queue, ge, 0}, {vm_schedulers_online, ge, 1}]).
 -define(NAMES, [num_erlang_processes, run_queue, vm_schedulers_online]).
--define(ITERATIONS, 400).
+-define(ITERATIONS, 1000).
 
 run() ->
     ok = terrain_test_peers:ensure_distributed(),
@@ -64,12 +66,18 @@ bench(Peers, Doomed) ->
     %% warm up: connections, code loading, caches of static values
     _ = [round_trip(Nodes) || _ <- lists:seq(1, 50)],
     _ = [terrain:choose_nodes(Nodes, ?PREDS) || _ <- lists:seq(1, 50)],
-    RoundTrip = measure(fun() -> round_trip(Nodes) end),
-    Erpc = measure(fun() -> erpc:multicall(Nodes, erlang, node, [], 1000) end),
-    Uncached = measure(fun() -> check(Nodes, terrain:choose_nodes(Nodes, ?PREDS)) end),
-    Cached = measure(fun() -> check(Nodes, terrain:choose_nodes(Nodes, ?PREDS, #{max_age => 600000})) end),
-    ProcRead = measure(fun() -> check(Nodes, terrain:choose_nodes(Nodes, [{loadavg1, lt, 1000}])) end),
-    Memory = measure(fun() -> check(Nodes, terrain:choose_nodes(Nodes, [{vm_memory_total, gt, 0}])) end),
+    %% the round trips and the queries compared with them are timed in turn, call after
+    %% call, so that all of them see the same machine (on shared cores the load drifts
+    %% within seconds); the cached query, held against an absolute goal, is timed on its
+    %% own, so that the cache server's work for the fresh queries does not overlap it
+    [RoundTrip, Erpc, Uncached] =
+        measure_interleaved([fun() -> round_trip(Nodes) end,
+                             fun() -> erpc:multicall(Nodes, erlang, node, [], 1000) end,
+                             fun() -> check(Nodes, terrain:choose_nodes(Nodes, ?PREDS)) end]),
+    [Cached] = measure_interleaved([fun() -> check(Nodes, terrain:choose_nodes(Nodes, ?PREDS, #{max_age => 600000})) end]),
+    [ProcRead, Memory] =
+        measure_interleaved([fun() -> check(Nodes, terrain:choose_nodes(Nodes, [{loadavg1, lt, 1000}])) end,
+                             fun() -> check(Nodes, terrain:choose_nodes(Nodes, [{vm_memory_total, gt, 0}])) end]),
     %% one dead node among the candidates
     {_, DeadNode} = Doomed,
     _ = terrain:attrs([DeadNode], [cores]),
@@ -77,7 +85,8 @@ bench(Peers, Doomed) ->
     wait_gone(DeadNode),
     WithDead = Nodes ++ [DeadNode],
     {FirstUs, _} = timer:tc(fun() -> check(Nodes, terrain:choose_nodes(WithDead, ?PREDS)) end),
-    Dead = measure(fun() -> check(Nodes, terrain:choose_nodes(WithDead, ?PREDS)) end),
+    [RoundTrip2, Dead] = measure_interleaved([fun() -> round_trip(Nodes) end,
+                                              fun() -> check(Nodes, terrain:choose_nodes(WithDead, ?PREDS)) end]),
     Median = fun(#{median := M}) -> M end,
     io:format("~nchoose_nodes over ~b nodes, 3 predicates on dynamic attributes, ~b calls each (us):~n",
               [?NODES, ?ITERATIONS]),
@@ -88,6 +97,7 @@ bench(Peers, Doomed) ->
     Row("choose_nodes, asking every node", Uncached),
     Row("choose_nodes, from the cache", Cached),
     Row("choose_nodes, one dead node (in backoff)", Dead),
+    Row("  plain round trip, measured alongside it", RoundTrip2),
     Row("  (attribute cost) {loadavg1, lt, _}: /proc", ProcRead),
     Row("  (attribute cost) {vm_memory_total, gt, _}", Memory),
     io:format("  first call with the dead node: ~.1f ms (deadline 1000 ms)~n", [FirstUs / 1000]),
@@ -96,7 +106,7 @@ bench(Peers, Doomed) ->
               [Median(Uncached) / Median(RoundTrip), met(Median(Uncached) =< 1.5 * Median(RoundTrip)),
                Median(Cached), met(Median(Cached) =< 20),
                met(FirstUs =< 1000000),
-               Median(Dead) / Median(RoundTrip), met(Median(Dead) =< 1.5 * Median(RoundTrip))]),
+               Median(Dead) / Median(RoundTrip2), met(Median(Dead) =< 1.5 * Median(RoundTrip2))]),
     pull_vs_push(Nodes),
     owner_death().
 
@@ -219,8 +229,10 @@ round_trip(Nodes) ->
     [{bench_echo, N} ! {self(), Ref} || N <- Nodes],
     [receive {Ref, N} -> ok after 5000 -> error({no_echo, N}) end || N <- Nodes].
 
-measure(Fun) ->
-    stats([element(1, timer:tc(Fun)) || _ <- lists:seq(1, ?ITERATIONS)]).
+%% Times each function ?ITERATIONS times, taking them in turn; their statistics, in order.
+measure_interleaved(Funs) ->
+    Rounds = [[element(1, timer:tc(F)) || F <- Funs] || _ <- lists:seq(1, ?ITERATIONS)],
+    [stats([lists:nth(I, Round) || Round <- Rounds]) || I <- lists:seq(1, length(Funs))].
 
 stats(Samples) ->
     Sorted = lists:sort(Samples),
