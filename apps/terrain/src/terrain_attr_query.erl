@@ -45,25 +45,27 @@ fetch(Nodes, Names, Timeout, MaxAge) ->
 gather(Nodes, Names, Timeout, MaxAge) ->
     Now = erlang:monotonic_time(millisecond),
     Deadline = Now + Timeout,
-    {Values, Errors, Ask, Local, Hits, Skips} =
-        plan(lists:usort(Nodes), terrain_attr_cache:table(), Names, Now, MaxAge, #{}, #{}, [], false, 0, 0),
-    {Pending, Errors1} = send_all(Ask, Errors),
-    count(Hits, Skips, map_size(Pending)),
+    %% no sort to drop duplicate candidates (atoms sort by their text): the maps below
+    %% drop them, and the requests are made distinct
+    {Hits, Skipped, Ask, Local} = plan(Nodes, terrain_attr_cache:table(), Names, Now, MaxAge, [], [], [], false),
+    HitMap = maps:from_list(Hits),
+    SkipMap = maps:from_list(Skipped),
+    {Pending, Unsent} = send_all(case Ask of [_, _ | _] -> lists:ukeysort(1, Ask); _ -> Ask end),
+    count(map_size(HitMap), map_size(SkipMap), map_size(Pending)),
     %% the local node is read while the remote answers travel
-    {Values1, Errors2} = case Local of
-                             false -> {Values, Errors1};
-                             true ->
-                                 case local(Names) of
-                                     {ok, V} -> {Values#{node() => V}, Errors1};
-                                     {error, Reason} -> {Values, Errors1#{node() => Reason}}
-                                 end
-                         end,
+    {Values, Errors} = case Local of
+                           false -> {HitMap, SkipMap};
+                           true ->
+                               case local(Names) of
+                                   {ok, V} -> {HitMap#{node() => V}, SkipMap};
+                                   {error, Reason} -> {HitMap, SkipMap#{node() => Reason}}
+                               end
+                       end,
     {Fetched, Failed} = collect(Pending, Deadline, [], []),
     terrain_attr_cache:store(Now, [{Node, Entries} || {Node, Entries, _} <- Fetched]),
     terrain_attr_cache:failed(Now, Failed),
-    {lists:foldl(fun({Node, Entries, Cached}, Acc) -> Acc#{Node => merge(Entries, Cached)} end,
-                 Values1, Fetched),
-     lists:foldl(fun({Node, Reason}, Acc) -> Acc#{Node => Reason} end, Errors2, Failed)}.
+    {lists:foldl(fun({Node, Entries, Cached}, Acc) -> Acc#{Node => merge(Entries, Cached)} end, Values, Fetched),
+     lists:foldl(fun({Node, Reason}, Acc) -> Acc#{Node => Reason} end, Errors, Failed ++ Unsent)}.
 
 %%--------------------------------------------------------------------
 %% Internal
@@ -71,55 +73,54 @@ gather(Nodes, Names, Timeout, MaxAge) ->
 %% One pass over the nodes: answer from the cache or the backoff when possible, list
 %% what must be asked, note whether the local node is among them. The values of a
 %% cache hit are the cached map as it is (it may hold more names than were asked for).
-plan([], _Table, _Names, _Now, _MaxAge, Values, Errors, Ask, Local, Hits, Skips) ->
-    {Values, Errors, Ask, Local, Hits, Skips};
-plan([Node | Nodes], Table, Names, Now, MaxAge, Values, Errors, Ask, _Local, Hits, Skips)
-  when Node =:= node() ->
-    plan(Nodes, Table, Names, Now, MaxAge, Values, Errors, Ask, true, Hits, Skips);
-plan([Node | Nodes], Table, Names, Now, MaxAge, Values, Errors, Ask, Local, Hits, Skips) ->
+plan([], _Table, _Names, _Now, _MaxAge, Hits, Skipped, Ask, Local) ->
+    {Hits, Skipped, Ask, Local};
+plan([Node | Nodes], Table, Names, Now, MaxAge, Hits, Skipped, Ask, _Local) when Node =:= node() ->
+    plan(Nodes, Table, Names, Now, MaxAge, Hits, Skipped, Ask, true);
+plan([Node | Nodes], Table, Names, Now, MaxAge, Hits, Skipped, Ask, Local) ->
     case terrain_attr_cache:row(Table, Node) of
         {_, _, {Until, Reason, _}, _} when Now < Until ->
-            plan(Nodes, Table, Names, Now, MaxAge, Values, Errors#{Node => Reason}, Ask, Local, Hits, Skips + 1);
+            plan(Nodes, Table, Names, Now, MaxAge, Hits, [{Node, Reason} | Skipped], Ask, Local);
         {Cached, Stamps, _, Watched} ->
-            case missing(Names, Stamps, Now, MaxAge, []) of
-                [] ->
-                    plan(Nodes, Table, Names, Now, MaxAge, Values#{Node => Cached}, Errors, Ask, Local,
-                         Hits + 1, Skips);
-                all ->
-                    plan(Nodes, Table, Names, Now, MaxAge, Values, Errors, [{Node, all, #{}, Watched} | Ask],
-                         Local, Hits, Skips);
-                Missing ->
-                    plan(Nodes, Table, Names, Now, MaxAge, Values, Errors, [{Node, Missing, Cached, Watched} | Ask],
-                         Local, Hits, Skips)
+            case fresh(Names, Stamps, Now, MaxAge) of
+                true ->
+                    plan(Nodes, Table, Names, Now, MaxAge, [{Node, Cached} | Hits], Skipped, Ask, Local);
+                false when Names =:= all ->
+                    plan(Nodes, Table, Names, Now, MaxAge, Hits, Skipped, [{Node, all, #{}, Watched} | Ask], Local);
+                false ->
+                    Missing = [Name || Name <- Names, not fresh([Name], Stamps, Now, MaxAge)],
+                    plan(Nodes, Table, Names, Now, MaxAge, Hits, Skipped, [{Node, Missing, Cached, Watched} | Ask],
+                         Local)
             end
     end.
 
-%% The names the cache cannot answer (static ones always can, the others while younger
-%% than MaxAge), in their order.
-missing(all, _Stamps, _Now, _MaxAge, _Missing) ->
-    all;
-missing([], _Stamps, _Now, _MaxAge, Missing) ->
-    lists:reverse(Missing);
-missing([Name | Names], Stamps, Now, MaxAge, Missing) ->
+%% Whether the cache can answer all these names: static ones always can, the others
+%% while younger than MaxAge; `all' never.
+fresh([Name | Names], Stamps, Now, MaxAge) ->
     case Stamps of
-        #{Name := static} -> missing(Names, Stamps, Now, MaxAge, Missing);
-        #{Name := Stamp} when Now - Stamp < MaxAge -> missing(Names, Stamps, Now, MaxAge, Missing);
-        _ -> missing(Names, Stamps, Now, MaxAge, [Name | Missing])
-    end.
+        #{Name := static} -> fresh(Names, Stamps, Now, MaxAge);
+        #{Name := Stamp} when Now - Stamp < MaxAge -> fresh(Names, Stamps, Now, MaxAge);
+        _ -> false
+    end;
+fresh([], _Stamps, _Now, _MaxAge) ->
+    true;
+fresh(all, _Stamps, _Now, _MaxAge) ->
+    false.
 
-%% Sends every request. Without distribution no remote node can be asked.
-send_all([], Errors) ->
-    {#{}, Errors};
-send_all(Ask, Errors) ->
+%% Sends every request: the pending requests, and the nodes that could not be asked
+%% (without distribution no remote node can be).
+send_all([]) ->
+    {#{}, []};
+send_all(Ask) ->
     case is_alive() of
         false ->
             terrain_attr_table:count(noconnection, length(Ask)),
-            {#{}, lists:foldl(fun({Node, _, _, _}, Acc) -> Acc#{Node => noconnection} end, Errors, Ask)};
+            {#{}, [{Node, noconnection} || {Node, _, _, _} <- Ask]};
         true ->
             Connected = maps:from_list([{N, true} || N <- nodes()]),
             {maps:from_list([send(Node, Missing, Cached, Watched andalso is_map_key(Node, Connected))
                              || {Node, Missing, Cached, Watched} <- Ask]),
-             Errors}
+             []}
     end.
 
 count(Hits, Skips, Requests) ->
