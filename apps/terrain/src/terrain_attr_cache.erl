@@ -33,9 +33,11 @@
 
 %% API
 -export([start_link/0,
-         store/2,
+         store/3,
+         merge/4,
          failed/2,
          table/0,
+         generation/0,
          row/1,
          row/2,
          backoff/1,
@@ -50,7 +52,8 @@
          handle_info/2]).
 
 -define(CACHE, terrain_attr_cache).
-%% the table's id, so that readers skip the name lookup (a query reads many rows)
+%% the table's id, so that readers skip the name lookup (a query reads many rows), and
+%% the generation counter (atomics), bumped whenever values are forgotten or pushed
 -define(TABLE_KEY, {?MODULE, table}).
 -define(BACKOFF_BASE_MS, 500).
 -define(BACKOFF_MAX_MS, 30000).
@@ -69,7 +72,8 @@
                    refs := #{reference() => {reference(), node()}},
                    %% the monitors on other nodes' attribute servers, both ways
                    watching := #{node() => reference()},
-                   watches := #{reference() => node()}}.
+                   watches := #{reference() => node()},
+                   generation := atomics:atomics_ref()}.
 
 %%--------------------------------------------------------------------
 %% API
@@ -79,12 +83,29 @@
 start_link() ->
     gen_server:start_link({local, ?MODULE}, ?MODULE, [], []).
 
-%% @doc Records values fetched at StampMs (monotonic ms); clears those nodes' backoff.
--spec store(integer(), [{node(), [{terrain:attr_name(), term(), terrain_attr_server:class()}]}]) -> ok.
-store(_Stamp, []) ->
+%% @doc Records rows built from values fetched at StampMs: `{Node, Entries, Values,
+%% Stamps}', where Values and Stamps are the node's cached maps as read at generation
+%% Gen with Entries merged in ({@link merge/4}). Clears those nodes' backoff. When no
+%% values were forgotten or pushed since Gen, the rows are stored as they are (one
+%% insert for all); otherwise only the Entries are merged into the rows as they are now.
+-spec store(integer(), non_neg_integer(),
+            [{node(), [{terrain:attr_name(), term(), terrain_attr_server:class()}], #{terrain:attr_name() => term()},
+              stamps()}]) -> ok.
+store(_Stamp, _Gen, []) ->
     ok;
-store(Stamp, Results) ->
-    gen_server:cast(?MODULE, {store, Stamp, Results}).
+store(Stamp, Gen, Rows) ->
+    gen_server:cast(?MODULE, {store, Stamp, Gen, Rows}).
+
+%% @doc Merges entries fetched at StampMs into a node's values and stamps.
+-spec merge([{terrain:attr_name(), term(), terrain_attr_server:class()}], integer(),
+            #{terrain:attr_name() => term()}, stamps()) -> {#{terrain:attr_name() => term()}, stamps()}.
+merge([], _Stamp, Values, Stamps) ->
+    {Values, Stamps};
+merge([{Name, Value, Class} | Entries], Stamp, Values, Stamps) when is_atom(Name) ->
+    merge(Entries, Stamp, Values#{Name => Value},
+          Stamps#{Name => case Class of static -> static; _ -> Stamp end});
+merge([_ | Entries], Stamp, Values, Stamps) ->
+    merge(Entries, Stamp, Values, Stamps).
 
 %% @doc Records nodes that failed a query at StampMs, extending their backoff.
 -spec failed(integer(), [{node(), failure()}]) -> ok.
@@ -96,7 +117,18 @@ failed(Stamp, Failures) ->
 %% @doc The cache table, for {@link row/2}; `undefined' when the cache is not running.
 -spec table() -> ets:tid() | undefined.
 table() ->
-    persistent_term:get(?TABLE_KEY, undefined).
+    case persistent_term:get(?TABLE_KEY, undefined) of
+        {Table, _Generation} -> Table;
+        undefined -> undefined
+    end.
+
+%% @doc The cache's generation: read it before the rows a later {@link store/3} builds on.
+-spec generation() -> non_neg_integer().
+generation() ->
+    case persistent_term:get(?TABLE_KEY, undefined) of
+        {_Table, Generation} -> atomics:get(Generation, 1);
+        undefined -> 0
+    end.
 
 %% @doc One node's row, read in the caller: its cached values, their stamps, its
 %% backoff and whether it is watched.
@@ -144,9 +176,10 @@ unsubscribe(Ref) ->
 init([]) ->
     Options = [named_table, protected, set],
     ?CACHE = ets:new(?CACHE, Options),
-    persistent_term:put(?TABLE_KEY, ets:whereis(?CACHE)),
+    Generation = atomics:new(1, [{signed, false}]),
+    persistent_term:put(?TABLE_KEY, {ets:whereis(?CACHE), Generation}),
     ok = net_kernel:monitor_nodes(true),
-    {ok, #{subs => #{}, refs => #{}, watching => #{}, watches => #{}}}.
+    {ok, #{subs => #{}, refs => #{}, watching => #{}, watches => #{}, generation => Generation}}.
 
 %% @private
 -spec handle_call(term(), gen_server:from(), state()) -> {reply, term(), state()}.
@@ -170,9 +203,14 @@ handle_call(_Request, _From, State) ->
 
 %% @private
 -spec handle_cast(term(), state()) -> {noreply, state()}.
-handle_cast({store, Stamp, Results}, State) ->
-    {Rows, State1} = lists:mapfoldl(fun({Node, Entries}, S) -> store_node(Node, Entries, Stamp, S) end,
-                                    State, Results),
+handle_cast({store, Stamp, Gen, Results}, #{generation := Generation} = State) ->
+    Current = atomics:get(Generation, 1) =:= Gen,
+    {Rows, State1} = lists:mapfoldl(fun({Node, _Entries, Values, Stamps}, S) when Current ->
+                                            {Watched, S1} = watch(Node, S),
+                                            {{Node, Values, Stamps, none, Watched}, S1};
+                                       ({Node, Entries, _, _}, S) ->
+                                            store_node(Node, Entries, Stamp, S)
+                                    end, State, Results),
     true = ets:insert(?CACHE, Rows),
     {noreply, State1};
 handle_cast({failed, Stamp, Failures}, #{watching := Watching} = State) ->
@@ -201,10 +239,10 @@ handle_info({nodeup, Node}, #{subs := Subs} = State) ->
     Waiting = [Ref || {Ref, #{nodes := #{Node := waiting}}} <- maps:to_list(Subs)],
     {noreply, lists:foldl(fun(Ref, S) -> request_pusher(Ref, Node, S) end, State, Waiting)};
 handle_info({nodedown, Node}, State) ->
-    forget_values(Node),
+    forget_values(Node, State),
     {noreply, State};
 handle_info({'$terrain_attr_invalidate', Node}, State) when is_atom(Node) ->
-    forget_values(Node),
+    forget_values(Node, State),
     {noreply, State};
 handle_info({'$terrain_attr_push', Ref, Node, Changed}, #{refs := Refs} = State) when is_list(Changed) ->
     case Refs of
@@ -262,34 +300,28 @@ handle_info(_Msg, State) ->
 %%--------------------------------------------------------------------
 %% Internal
 
-%% Values fetched from a node: its new row (values merged, backoff cleared), and the
-%% state, which watches the node's attribute server from now on if nobody did yet.
-store_node(Node, Entries, Stamp, #{watching := Watching, watches := Watches} = State) ->
+%% Values fetched from a node, merged into its row as it is now: its new row (backoff
+%% cleared) and the state.
+store_node(Node, Entries, Stamp, State) ->
     {Values1, Stamps1} = case ets:lookup(?CACHE, Node) of
                              [{_, Values, Stamps, _, _}] -> merge(Entries, Stamp, Values, Stamps);
                              [] -> merge(Entries, Stamp, #{}, #{})
                          end,
+    {Watched, State1} = watch(Node, State),
+    {{Node, Values1, Stamps1, none, Watched}, State1}.
+
+%% A node answered: watch its attribute server from now on if nobody does yet.
+watch(Node, #{watching := Watching, watches := Watches} = State) ->
     case Watching of
         #{Node := _} ->
-            {{Node, Values1, Stamps1, none, true}, State};
+            {true, State};
         _ ->
             try monitor(process, {terrain_attr_server, Node}) of
-                MRef ->
-                    {{Node, Values1, Stamps1, none, true},
-                     State#{watching := Watching#{Node => MRef}, watches := Watches#{MRef => Node}}}
+                MRef -> {true, State#{watching := Watching#{Node => MRef}, watches := Watches#{MRef => Node}}}
             catch
-                error:badarg ->     % this node is not distributed (any more)
-                    {{Node, Values1, Stamps1, none, false}, State}
+                error:badarg -> {false, State}    % this node is not distributed (any more)
             end
     end.
-
-merge([], _Stamp, Values, Stamps) ->
-    {Values, Stamps};
-merge([{Name, Value, Class} | Entries], Stamp, Values, Stamps) when is_atom(Name) ->
-    merge(Entries, Stamp, Values#{Name => Value},
-          Stamps#{Name => case Class of static -> static; _ -> Stamp end});
-merge([_ | Entries], Stamp, Values, Stamps) ->
-    merge(Entries, Stamp, Values, Stamps).
 
 %% The watch on a node's attribute server ended (it stopped, or the connection went):
 %% its next queries carry a monitor again.
@@ -302,7 +334,8 @@ unwatch(Node, MRef, #{watching := Watching, watches := Watches} = State) ->
            watches := maps:remove(MRef, Watches)}.
 
 %% Drops a node's values but keeps its backoff (the row goes when there is none).
-forget_values(Node) ->
+forget_values(Node, #{generation := Generation}) ->
+    atomics:add(Generation, 1, 1),
     _ = case row(Node) of
             {_, _, none, _} -> ets:delete(?CACHE, Node);
             {_, _, Backoff, Watched} -> ets:insert(?CACHE, {Node, #{}, #{}, Backoff, Watched})
@@ -310,7 +343,8 @@ forget_values(Node) ->
     ok.
 
 %% A push: store the changed values and mark every subscribed value fresh as of now.
-pushed(SubRef, Node, Changed, #{subs := Subs, watching := Watching}) ->
+pushed(SubRef, Node, Changed, #{subs := Subs, watching := Watching, generation := Generation}) ->
+    atomics:add(Generation, 1, 1),
     Now = erlang:monotonic_time(millisecond),
     #{SubRef := #{names := Names}} = Subs,
     {Values, Stamps, Backoff, _} = row(Node),

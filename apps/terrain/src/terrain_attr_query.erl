@@ -47,6 +47,7 @@ gather(Nodes, Names, Timeout, MaxAge) ->
     Deadline = Now + Timeout,
     %% no sort to drop duplicate candidates (atoms sort by their text): the maps below
     %% drop them, and the requests are made distinct
+    Gen = terrain_attr_cache:generation(),
     {Hits, Skipped, Ask, Local} = plan(Nodes, terrain_attr_cache:table(), Names, Now, MaxAge, [], [], [], false),
     HitMap = maps:from_list(Hits),
     SkipMap = maps:from_list(Skipped),
@@ -62,9 +63,14 @@ gather(Nodes, Names, Timeout, MaxAge) ->
                                end
                        end,
     {Fetched, Failed} = collect(Pending, Deadline, [], []),
-    terrain_attr_cache:store(Now, [{Node, Entries} || {Node, Entries, _} <- Fetched]),
+    %% the rows the cache stores as they are (see terrain_attr_cache:store/3)
+    Rows = [begin
+                {Values1, Stamps1} = terrain_attr_cache:merge(Entries, Now, Cached, Stamps),
+                {Node, Entries, Values1, Stamps1}
+            end || {Node, Entries, Cached, Stamps} <- Fetched],
+    terrain_attr_cache:store(Now, Gen, Rows),
     terrain_attr_cache:failed(Now, Failed),
-    {lists:foldl(fun({Node, Entries, Cached}, Acc) -> Acc#{Node => merge(Entries, Cached)} end, Values, Fetched),
+    {lists:foldl(fun({Node, _, Values1, _}, Acc) -> Acc#{Node => Values1} end, Values, Rows),
      lists:foldl(fun({Node, Reason}, Acc) -> Acc#{Node => Reason} end, Errors, Failed ++ Unsent)}.
 
 %%--------------------------------------------------------------------
@@ -86,11 +92,12 @@ plan([Node | Nodes], Table, Names, Now, MaxAge, Hits, Skipped, Ask, Local) ->
                 true ->
                     plan(Nodes, Table, Names, Now, MaxAge, [{Node, Cached} | Hits], Skipped, Ask, Local);
                 false when Names =:= all ->
-                    plan(Nodes, Table, Names, Now, MaxAge, Hits, Skipped, [{Node, all, #{}, Watched} | Ask], Local);
+                    plan(Nodes, Table, Names, Now, MaxAge, Hits, Skipped, [{Node, all, #{}, #{}, Watched} | Ask],
+                         Local);
                 false ->
                     Missing = [Name || Name <- Names, not fresh([Name], Stamps, Now, MaxAge)],
-                    plan(Nodes, Table, Names, Now, MaxAge, Hits, Skipped, [{Node, Missing, Cached, Watched} | Ask],
-                         Local)
+                    plan(Nodes, Table, Names, Now, MaxAge, Hits, Skipped,
+                         [{Node, Missing, Cached, Stamps, Watched} | Ask], Local)
             end
     end.
 
@@ -115,11 +122,11 @@ send_all(Ask) ->
     case is_alive() of
         false ->
             terrain_attr_table:count(noconnection, length(Ask)),
-            {#{}, [{Node, noconnection} || {Node, _, _, _} <- Ask]};
+            {#{}, [{Node, noconnection} || {Node, _, _, _, _} <- Ask]};
         true ->
             Connected = maps:from_list([{N, true} || N <- nodes()]),
-            {maps:from_list([send(Node, Missing, Cached, Watched andalso is_map_key(Node, Connected))
-                             || {Node, Missing, Cached, Watched} <- Ask]),
+            {maps:from_list([send(Node, Missing, {Node, Cached, Stamps}, Watched andalso is_map_key(Node, Connected))
+                             || {Node, Missing, Cached, Stamps, Watched} <- Ask]),
              []}
     end.
 
@@ -142,16 +149,17 @@ local(Names) ->
     end.
 
 %% Sends one request; returns its entry in the pending map: the reply reference, then
-%% the node, its cached values and how the reply is awaited (`alias' or `monitor').
-send(Node, Names, Cached, true) ->
+%% what the reply is for ({Node, CachedValues, CachedStamps}) and how it is awaited
+%% (`alias' or `monitor').
+send(Node, Names, For, true) ->
     Alias = alias([reply]),
     {terrain_attr_server, Node} ! {'$terrain_attrs', 1, Alias, Names},
-    {Alias, {Node, Cached, alias}};
-send(Node, Names, Cached, false) ->
+    {Alias, {For, alias}};
+send(Node, Names, For, false) ->
     Dest = {terrain_attr_server, Node},
     MRef = monitor(process, Dest, [{alias, demonitor}]),
     Dest ! {'$terrain_attrs', 1, MRef, Names},
-    {MRef, {Node, Cached, monitor}}.
+    {MRef, {For, monitor}}.
 
 collect(Pending, _Deadline, Fetched, Failed) when map_size(Pending) =:= 0 ->
     {Fetched, Failed};
@@ -159,11 +167,11 @@ collect(Pending, Deadline, Fetched, Failed) ->
     Wait = max(0, Deadline - erlang:monotonic_time(millisecond)),
     receive
         {Ref, Entries} when is_map_key(Ref, Pending), is_list(Entries) ->
-            {{Node, Cached, How}, Rest} = maps:take(Ref, Pending),
+            {{{Node, Cached, Stamps}, How}, Rest} = maps:take(Ref, Pending),
             _ = How =:= monitor andalso demonitor(Ref, [flush]),
-            collect(Rest, Deadline, [{Node, Entries, Cached} | Fetched], Failed);
+            collect(Rest, Deadline, [{Node, Entries, Cached, Stamps} | Fetched], Failed);
         {'DOWN', MRef, process, _, Info} when is_map_key(MRef, Pending) ->
-            {{Node, _, _}, Rest} = maps:take(MRef, Pending),
+            {{{Node, _, _}, _}, Rest} = maps:take(MRef, Pending),
             Reason = case Info of
                          noconnection -> noconnection;
                          _ -> not_running
@@ -172,7 +180,7 @@ collect(Pending, Deadline, Fetched, Failed) ->
             collect(Rest, Deadline, Fetched, [{Node, Reason} | Failed])
     after Wait ->
             TimedOut = [begin give_up(Ref, How), {Node, timeout} end
-                        || {Ref, {Node, _, How}} <- maps:to_list(Pending)],
+                        || {Ref, {{Node, _, _}, How}} <- maps:to_list(Pending)],
             terrain_attr_table:count(timeouts, length(TimedOut)),
             {Fetched, TimedOut ++ Failed}
     end.

@@ -24,7 +24,9 @@
          load_attrs_merges_and_replaces/0, load_attrs_merges_and_replaces/1,
          api_rejects_bad_arguments/0, api_rejects_bad_arguments/1,
          malformed_messages_are_dropped_and_counted/0, malformed_messages_are_dropped_and_counted/1,
-         choose_on_the_local_node/0, choose_on_the_local_node/1]).
+         choose_on_the_local_node/0, choose_on_the_local_node/1,
+         cache_stores_rows_as_built_unless_values_were_forgotten/0,
+         cache_stores_rows_as_built_unless_values_were_forgotten/1]).
 
 %% dynamic attribute functions used by the tests
 -export([hang/0, crash/0, sample/0, answer/1, slow_answer/1]).
@@ -40,7 +42,7 @@ all() ->
      killed_server_restarts_with_configured_and_owned_values, owner_dying_while_server_is_down_is_cleaned_up,
      every_bad_configuration_is_rejected_whole, bad_configuration_at_start_leaves_the_node_running,
      load_attrs_merges_and_replaces, api_rejects_bad_arguments, malformed_messages_are_dropped_and_counted,
-     choose_on_the_local_node].
+     choose_on_the_local_node, cache_stores_rows_as_built_unless_values_were_forgotten].
 
 init_per_testcase(_Case, Config) ->
     _ = application:stop(terrain),
@@ -453,3 +455,29 @@ choose_on_the_local_node(_Config) ->
     ?assertEqual({error, none}, terrain:choose_node(all, [{gpu, true}], #{})),
     ?assertEqual([], terrain:choose_nodes([], [{cores, ge, 8}])),
     ?assertEqual([Me, Me], terrain:choose_nodes([Me, Me], [])).
+
+cache_stores_rows_as_built_unless_values_were_forgotten() ->
+    [{doc, "A query hands the cache rows it built on the rows it read; the cache stores them as they are while "
+           "nothing was forgotten since, and otherwise merges only the fetched entries into the row as it is, "
+           "so a value dropped by an invalidation never comes back."}].
+cache_stores_rows_as_built_unless_values_were_forgotten(_Config) ->
+    {ok, _} = application:ensure_all_started(terrain),
+    N = 'elsewhere@nohost',
+    Sync = fun() -> _ = sys:get_state(terrain_attr_cache), ok end,
+    %% built on the current generation: stored as built
+    Gen0 = terrain_attr_cache:generation(),
+    ok = terrain_attr_cache:store(10, Gen0, [{N, [{load, 1, volatile}], #{load => 1, rack => r1},
+                                              #{load => 10, rack => static}}]),
+    Sync(),
+    ?assertMatch({#{load := 1, rack := r1}, #{load := 10, rack := static}, none, _}, terrain_attr_cache:row(N)),
+    %% the node's values are forgotten (it reloaded its configuration): a new generation
+    terrain_attr_cache ! {'$terrain_attr_invalidate', N},
+    Sync(),
+    ?assertEqual(#{}, terrain_attr_cache:cached(N)),
+    ?assert(terrain_attr_cache:generation() > Gen0),
+    %% a row built before that, carrying the old rack: only the fetched entry is kept
+    ok = terrain_attr_cache:store(20, Gen0, [{N, [{load, 2, volatile}], #{load => 2, rack => r1},
+                                              #{load => 20, rack => static}}]),
+    Sync(),
+    ?assertMatch({#{load := 2}, #{load := 20}, none, _}, terrain_attr_cache:row(N)),
+    ?assertNot(maps:is_key(rack, terrain_attr_cache:cached(N))).
