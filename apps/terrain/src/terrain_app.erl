@@ -12,4 +12,4 @@ start(_StartType, _StartArgs) ->
 
 -spec stop(term()) -> ok.
 stop(_State) ->
-    ok.
+    terrain_topology_server:forget().

@@ -14,13 +14,13 @@
 %% <li>Backoff — `none' or `{UntilMs, Reason, Failures}': a node that failed a query is
 %%     not asked again until UntilMs (500 ms, doubling with each consecutive failure, at
 %%     most 30 s) or until it comes back (nodeup).</li>
-%% <li>Watched — whether this server holds a monitor on the node's attribute server.
-%%     The first answer from a node starts the watch; it ends when that server stops or
+%% <li>Watched — whether this server holds a monitor on the node's attribute responder.
+%%     The first answer from a node starts the watch; it ends when the responder stops or
 %%     the connection goes. While a node is watched and connected, queries send their
 %%     requests without a monitor of their own (a monitor and its removal are two more
 %%     distribution signals per node and query, and wake the remote VM once more); a
 %%     node that is not watched is asked under a monitor, which answers "no such
-%%     server" (`not_running') and "no connection" at once.</li>
+%%     process" (`not_running') and "no connection" at once.</li>
 %% </ul>
 %%
 %% Push mode: {@link subscribe/4} asks each node's attribute server for a pusher that
@@ -70,7 +70,7 @@
 -type state() :: #{subs := #{reference() => subscription()},
                    %% monitor/alias reference => {subscription, node}
                    refs := #{reference() => {reference(), node()}},
-                   %% the monitors on other nodes' attribute servers, both ways
+                   %% the monitors on other nodes' attribute responders, both ways
                    watching := #{node() => reference()},
                    watches := #{reference() => node()},
                    generation := atomics:atomics_ref()}.
@@ -310,20 +310,20 @@ store_node(Node, Entries, Stamp, State) ->
     {Watched, State1} = watch(Node, State),
     {{Node, Values1, Stamps1, none, Watched}, State1}.
 
-%% A node answered: watch its attribute server from now on if nobody does yet.
+%% A node answered: watch its attribute responder from now on if nobody does yet.
 watch(Node, #{watching := Watching, watches := Watches} = State) ->
     case Watching of
         #{Node := _} ->
             {true, State};
         _ ->
-            try monitor(process, {terrain_attr_server, Node}) of
+            try monitor(process, {terrain_attr_responder, Node}) of
                 MRef -> {true, State#{watching := Watching#{Node => MRef}, watches := Watches#{MRef => Node}}}
             catch
                 error:badarg -> {false, State}    % this node is not distributed (any more)
             end
     end.
 
-%% The watch on a node's attribute server ended (it stopped, or the connection went):
+%% The watch on a node's attribute responder ended (it stopped, or the connection went):
 %% its next queries carry a monitor again.
 unwatch(Node, MRef, #{watching := Watching, watches := Watches} = State) ->
     _ = ets:update_element(?CACHE, Node, {5, false}),

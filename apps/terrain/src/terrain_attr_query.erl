@@ -5,13 +5,13 @@
 %% For each distinct node: the local node is read directly; a node in backoff answers
 %% `{error, Reason}' at once; values in the cache that are fresh enough (static ones
 %% always, volatile ones younger than `max_age') are used; the rest is requested from
-%% the node's attribute server. Every request is sent before any reply is awaited,
-%% and one deadline bounds the whole wait: the call never takes much longer than its
+%% the node's attribute responder ({@link terrain_attr_responder}). Every request is
+%% sent before any reply is awaited, and one deadline bounds the whole wait: the call never takes much longer than its
 %% timeout however many nodes are slow, down or gone.
 %%
 %% Each request carries a reply alias, so a reply that arrives after the deadline is
 %% dropped by the runtime and never reaches the caller's mailbox. A node whose
-%% attribute server the cache watches (see {@link terrain_attr_cache}) and that is
+%% attribute responder the cache watches (see {@link terrain_attr_cache}) and that is
 %% connected is asked with the alias alone: a request and its reply, as cheap as a
 %% plain round trip. Any other node is asked under a monitor that doubles as the
 %% alias, which turns "no such process" (`not_running') and "no connection" into
@@ -26,7 +26,7 @@
 -type result() :: {ok, #{terrain:attr_name() => term()}} | {error, terrain_attr_cache:failure()}.
 -export_type([result/0]).
 
--define(SERVER, terrain_attr_server).
+-define(RESPONDER, terrain_attr_responder).
 
 %% @doc Fetches Names (or `all') from Nodes, one answer per node. Timeout and MaxAge in ms.
 -spec fetch([node()], [terrain:attr_name()] | all, non_neg_integer(), non_neg_integer() | infinity) ->
@@ -95,7 +95,7 @@ plan([Node | Nodes], Table, Names, Now, MaxAge, Hits, Skipped, Ask, Local) ->
                     plan(Nodes, Table, Names, Now, MaxAge, Hits, Skipped, [{Node, all, #{}, #{}, Watched} | Ask],
                          Local);
                 false ->
-                    Missing = [Name || Name <- Names, not fresh([Name], Stamps, Now, MaxAge)],
+                    Missing = stale(Names, Stamps, Now, MaxAge),
                     plan(Nodes, Table, Names, Now, MaxAge, Hits, Skipped,
                          [{Node, Missing, Cached, Stamps, Watched} | Ask], Local)
             end
@@ -114,6 +114,16 @@ fresh([], _Stamps, _Now, _MaxAge) ->
 fresh(all, _Stamps, _Now, _MaxAge) ->
     false.
 
+%% The names the cache cannot answer, in their order.
+stale([Name | Names], Stamps, Now, MaxAge) ->
+    case Stamps of
+        #{Name := static} -> stale(Names, Stamps, Now, MaxAge);
+        #{Name := Stamp} when Now - Stamp < MaxAge -> stale(Names, Stamps, Now, MaxAge);
+        _ -> [Name | stale(Names, Stamps, Now, MaxAge)]
+    end;
+stale([], _Stamps, _Now, _MaxAge) ->
+    [].
+
 %% Sends every request: the pending requests, and the nodes that could not be asked
 %% (without distribution no remote node can be).
 send_all([]) ->
@@ -124,8 +134,8 @@ send_all(Ask) ->
             terrain_attr_table:count(noconnection, length(Ask)),
             {#{}, [{Node, noconnection} || {Node, _, _, _, _} <- Ask]};
         true ->
-            Connected = maps:from_list([{N, true} || N <- nodes()]),
-            {maps:from_list([send(Node, Missing, {Node, Cached, Stamps}, Watched andalso is_map_key(Node, Connected))
+            Connected = nodes(),
+            {maps:from_list([send(Node, Missing, {Node, Cached, Stamps}, Watched andalso lists:member(Node, Connected))
                              || {Node, Missing, Cached, Stamps, Watched} <- Ask]),
              []}
     end.
@@ -153,10 +163,10 @@ local(Names) ->
 %% (`alias' or `monitor').
 send(Node, Names, For, true) ->
     Alias = alias([reply]),
-    {terrain_attr_server, Node} ! {'$terrain_attrs', 1, Alias, Names},
+    {?RESPONDER, Node} ! {'$terrain_attrs', 1, Alias, Names},
     {Alias, {For, alias}};
 send(Node, Names, For, false) ->
-    Dest = {terrain_attr_server, Node},
+    Dest = {?RESPONDER, Node},
     MRef = monitor(process, Dest, [{alias, demonitor}]),
     Dest ! {'$terrain_attrs', 1, MRef, Names},
     {MRef, {For, monitor}}.

@@ -1,9 +1,9 @@
 %% @private
 %% @doc The attribute server: one per node, registered as `terrain_attr_server'.
 %%
-%% It is the only writer of the attribute tables (see {@link terrain_attr_table}) and
-%% the node's answer to other nodes' attribute requests. Local reads never pass
-%% through it: {@link read/1} runs in the caller and reads the tables directly.
+%% It is the only writer of the attribute tables (see {@link terrain_attr_table}).
+%% Reads never pass through it: {@link read/1} runs in the caller and reads the tables
+%% directly, and other nodes' requests are answered by {@link terrain_attr_responder}.
 %%
 %% What it does:
 %% <ul>
@@ -13,13 +13,10 @@
 %% <li>installs run-time values ({@link set/3}, {@link delete/1}, {@link install/1})
 %%     for local callers only, and removes a value when the process that owns it dies;</li>
 %% <li>runs one sampler process per sampled attribute and stores its moving average;</li>
-%% <li>answers `{'$terrain_attrs', 1, ReplyTo, Names}' requests from any node, and
-%%     starts a pusher for `{'$terrain_attr_subscribe', ...}' (push mode). Anything
-%%     else that arrives is dropped and counted. Requests carry names only; nothing
-%%     received is ever evaluated.</li>
+%% <li>starts a pusher for `{'$terrain_attr_subscribe', ...}' from any node (push
+%%     mode). Anything else that arrives is dropped and counted. Requests carry names
+%%     only; nothing received is ever evaluated.</li>
 %% </ul>
-%% A request that needs a user-defined dynamic attribute is answered by a short-lived
-%% responder process, so a hanging function never blocks the server.
 %%
 %% Table rows: `{Name, Kind, Payload, Source}' where Kind is `static' (Payload is the
 %% value), `builtin' (Payload is terrain's own bounded function), `dynamic' (Payload is
@@ -35,6 +32,7 @@
          delete/1,
          read/1,
          read_all/0,
+         plain_entry/1,
          lookup/1]).
 
 %% gen_server callbacks
@@ -169,13 +167,6 @@ handle_cast(_Msg, State) ->
 
 %% @private
 -spec handle_info(term(), state()) -> {noreply, state()}.
-handle_info({'$terrain_attrs', 1, ReplyTo, Names}, State)
-  when is_reference(ReplyTo), (Names =:= all orelse is_list(Names)) ->
-    case valid_names(Names) of
-        true -> answer(ReplyTo, Names);
-        false -> terrain_attr_table:count(malformed_dropped)
-    end,
-    {noreply, State};
 handle_info({'$terrain_attr_subscribe', 1, ReplyTo, Subscriber, Names, Interval}, State)
   when is_reference(ReplyTo), is_pid(Subscriber), is_list(Names), is_integer(Interval),
        Interval >= ?MIN_PUSH_INTERVAL, Interval =< ?MAX_PUSH_INTERVAL ->
@@ -333,41 +324,25 @@ down(MRef, Pid, #{owners := Owners, samplers := Samplers, pushers := Pushers} = 
     end.
 
 %%--------------------------------------------------------------------
-%% Answering requests
+%% Requests from other nodes
 
-valid_names(all) ->
-    true;
+%% The names of a subscription: a proper list of at most ?MAX_NAMES atoms.
 valid_names(Names) ->
     valid_names(Names, ?MAX_NAMES).
 
-%% A proper list of at most ?MAX_NAMES atoms.
 valid_names([], _Left) -> true;
 valid_names([Name | Names], Left) when is_atom(Name), Left > 0 -> valid_names(Names, Left - 1);
 valid_names(_, _Left) -> false.
 
-answer(ReplyTo, Names) ->
-    terrain_attr_table:count(requests_served),
-    Rows = case Names of
-               all -> [{Name, row(Name)} || Name <- lists:sort(ets:select(?TABLE, [{{'$1', '_', '_', '_'}, [], ['$1']}]))];
-               _ -> [{Name, row(Name)} || Name <- Names]
-           end,
-    case plain_entries(Rows, []) of
-        {ok, Entries} ->
-            ReplyTo ! {ReplyTo, Entries},
-            ok;
-        dynamic ->
-            _ = spawn(fun() -> ReplyTo ! {ReplyTo, read_rows(Rows)} end),
-            ok
+%% @doc The entry `{Name, Value, Class}' of one attribute that needs no evaluator:
+%% static, sampled, built-in or absent (`undefined'); `dynamic' for a user-defined
+%% dynamic attribute. Runs in the caller (the responder).
+-spec plain_entry(terrain:attr_name()) -> {ok, {terrain:attr_name(), term(), class()}} | dynamic.
+plain_entry(Name) ->
+    case row(Name) of
+        {_, dynamic, _, _} -> dynamic;
+        Row -> {ok, {Name, value(Row, #{}), class(Row)}}
     end.
-
-%% The answer when no row needs a user-defined dynamic attribute (those are evaluated
-%% by a responder process): one pass, no evaluator.
-plain_entries([], Acc) ->
-    {ok, lists:reverse(Acc)};
-plain_entries([{_, {_, dynamic, _, _}} | _], _Acc) ->
-    dynamic;
-plain_entries([{Name, Row} | Rows], Acc) ->
-    plain_entries(Rows, [{Name, value(Row, #{}), class(Row)} | Acc]).
 
 row(Name) ->
     case ets:lookup(?TABLE, Name) of

@@ -25,6 +25,7 @@
          count/1,
          count/2,
          counters/0,
+         counter/1,
          next_round_robin/0]).
 
 %% gen_server callbacks
@@ -66,6 +67,15 @@ count(Name, N) ->
     case persistent_term:get(?COUNTERS_KEY, undefined) of
         undefined -> ok;
         {Ref, Index, _} -> counters:add(Ref, maps:get(Name, Index), N)
+    end.
+
+%% @doc Where one statistics counter lives, for a process that counts often: the
+%% counters reference and the counter's index.
+-spec counter(atom()) -> {counters:counters_ref(), pos_integer()} | undefined.
+counter(Name) ->
+    case persistent_term:get(?COUNTERS_KEY, undefined) of
+        undefined -> undefined;
+        {Ref, Index, _} -> {Ref, maps:get(Name, Index)}
     end.
 
 %% @doc The values of all statistics counters.

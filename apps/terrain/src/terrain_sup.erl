@@ -11,8 +11,12 @@
 %% <li>`terrain_attr_cache' — other nodes' values, failed-node backoff, push
 %%     subscriptions;</li>
 %% <li>`terrain_attr_server' — this node's attributes; claims the tables from the
-%%     keeper. Last, so that its crash restarts nothing else.</li>
+%%     keeper.</li>
 %% </ol>
+%% Then `terrain_topology_server' (the node's topology), and last
+%% `terrain_attr_responder', which answers other nodes' attribute requests from the
+%% tables: a crash of either restarts nothing else, and a restart of the tables'
+%% keeper restarts the responder too.
 -module(terrain_sup).
 -behaviour(supervisor).
 
@@ -32,8 +36,9 @@ init([]) ->
     Children = [worker(terrain_attr_table),
                 worker(terrain_attr_cache),
                 worker(terrain_attr_server),
-                %% last: it depends on nothing, and its restart restarts nothing else
-                worker(terrain_topology_server)],
+                worker(terrain_topology_server),
+                %% last: its restart restarts nothing else
+                worker(terrain_attr_responder)],
     {ok, {Flags, Children}}.
 
 worker(Module) ->

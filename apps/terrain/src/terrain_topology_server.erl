@@ -17,10 +17,11 @@
 %% API
 -export([start_link/0,
          current/0,
-         put/1]).
+         put/1,
+         forget/0]).
 
 %% gen_server callbacks
--export([init/1, handle_call/3, handle_cast/2, terminate/2]).
+-export([init/1, handle_call/3, handle_cast/2]).
 
 -define(KEY, {terrain_topology, current}).
 -define(CALL_TIMEOUT, 5000).
@@ -42,12 +43,19 @@ current() ->
 put(Topology) ->
     gen_server:call(?MODULE, {put, Topology}, ?CALL_TIMEOUT).
 
+%% @doc Forgets the topology; for the application's stop, once the server is gone. A
+%% restart of the server (or of the attribute processes before it in the supervisor)
+%% keeps the topology in force.
+-spec forget() -> ok.
+forget() ->
+    _ = persistent_term:erase(?KEY),
+    ok.
+
 %%--------------------------------------------------------------------
 %% gen_server callbacks
 
 -spec init([]) -> {ok, undefined}.
 init([]) ->
-    process_flag(trap_exit, true),
     case {current(), application:get_env(terrain, topology)} of
         {undefined, {ok, Source}} ->
             case load(Source) of
@@ -73,14 +81,9 @@ handle_call(Request, _From, State) ->
 handle_cast(_Request, State) ->
     {noreply, State}.
 
-%% The topology outlives a crash of this server (it is taken up again by init/1) but
-%% not the application: a shutdown erases it.
--spec terminate(term(), undefined) -> ok.
-terminate(shutdown, _State) ->
-    _ = persistent_term:erase(?KEY),
-    ok;
-terminate(_Reason, _State) ->
-    ok.
+%% The topology outlives any restart of this server (init/1 takes it up again), also
+%% the restarts that a crash of an attribute process before it in the supervisor
+%% causes; only the application's stop forgets it (terrain_app:stop/1).
 
 %%--------------------------------------------------------------------
 %% Internal functions

@@ -17,8 +17,9 @@
 %%     their CPU time is work);</li>
 %% <li>how long after its owner's death an attribute disappears.</li>
 %% </ul>
-%% The yardstick and the queries compared with it are timed in turn, call after call,
-%% so that a load that drifts on the shared cores weighs on all of them alike.
+%% The yardstick and the queries compared with it are timed in turn, call after call, in
+%% a random order each round, so that a load that drifts on the shared cores weighs on
+%% all of them alike.
 %% Every peer it starts is stopped before it returns.
 -module(bench_attrs).
 
@@ -229,10 +230,13 @@ round_trip(Nodes) ->
     [{bench_echo, N} ! {self(), Ref} || N <- Nodes],
     [receive {Ref, N} -> ok after 5000 -> error({no_echo, N}) end || N <- Nodes].
 
-%% Times each function ?ITERATIONS times, taking them in turn; their statistics, in order.
+%% Times each function ?ITERATIONS times, taking them in turn, in a new random order in
+%% every round (so that none always follows the same one); their statistics, in order.
 measure_interleaved(Funs) ->
-    Rounds = [[element(1, timer:tc(F)) || F <- Funs] || _ <- lists:seq(1, ?ITERATIONS)],
-    [stats([lists:nth(I, Round) || Round <- Rounds]) || I <- lists:seq(1, length(Funs))].
+    Indexed = lists:enumerate(Funs),
+    Rounds = [[{I, element(1, timer:tc(F))} || {_, {I, F}} <- lists:sort([{rand:uniform(), IF} || IF <- Indexed])]
+              || _ <- lists:seq(1, ?ITERATIONS)],
+    [stats([T || Round <- Rounds, {J, T} <- Round, J =:= I]) || {I, _} <- Indexed].
 
 stats(Samples) ->
     Sorted = lists:sort(Samples),

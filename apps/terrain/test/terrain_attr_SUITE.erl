@@ -26,7 +26,9 @@
          malformed_messages_are_dropped_and_counted/0, malformed_messages_are_dropped_and_counted/1,
          choose_on_the_local_node/0, choose_on_the_local_node/1,
          cache_stores_rows_as_built_unless_values_were_forgotten/0,
-         cache_stores_rows_as_built_unless_values_were_forgotten/1]).
+         cache_stores_rows_as_built_unless_values_were_forgotten/1,
+         topology_outlives_restarts_but_not_the_application/0,
+         topology_outlives_restarts_but_not_the_application/1]).
 
 %% dynamic attribute functions used by the tests
 -export([hang/0, crash/0, sample/0, answer/1, slow_answer/1]).
@@ -42,7 +44,8 @@ all() ->
      killed_server_restarts_with_configured_and_owned_values, owner_dying_while_server_is_down_is_cleaned_up,
      every_bad_configuration_is_rejected_whole, bad_configuration_at_start_leaves_the_node_running,
      load_attrs_merges_and_replaces, api_rejects_bad_arguments, malformed_messages_are_dropped_and_counted,
-     choose_on_the_local_node, cache_stores_rows_as_built_unless_values_were_forgotten].
+     choose_on_the_local_node, cache_stores_rows_as_built_unless_values_were_forgotten,
+     topology_outlives_restarts_but_not_the_application].
 
 init_per_testcase(_Case, Config) ->
     _ = application:stop(terrain),
@@ -173,16 +176,16 @@ hanging_dynamic_attribute_is_undefined_and_server_stays_responsive(_Config) ->
     Before = stat(dynamic_timeouts),
     ?assertEqual(undefined, terrain:attr(quick)),
     ?assertEqual(Before + 1, stat(dynamic_timeouts)),
-    %% Ask the server the way another node does, five times; each answer takes 3 s.
+    %% Ask the responder the way another node does, five times; each answer takes 3 s.
     Refs = [begin
                 Ref = alias(),
-                terrain_attr_server ! {'$terrain_attrs', 1, Ref, [hangs, fine]},
+                terrain_attr_responder ! {'$terrain_attrs', 1, Ref, [hangs, fine]},
                 Ref
             end || _ <- lists:seq(1, 5)],
-    %% Meanwhile the server takes writes and answers other requests at once.
+    %% Meanwhile the server takes writes and the responder answers other requests at once.
     ok = terrain:set_attr(written, yes),
     Ref2 = alias(),
-    terrain_attr_server ! {'$terrain_attrs', 1, Ref2, [fine, written]},
+    terrain_attr_responder ! {'$terrain_attrs', 1, Ref2, [fine, written]},
     receive
         {Ref2, Answer} -> ?assertEqual([{fine, 1, static}, {written, yes, volatile}], Answer)
     after 2000 -> ct:fail(server_blocked)
@@ -418,7 +421,8 @@ api_rejects_bad_arguments(_Config) ->
     ?assertEqual(undefined, terrain:attr(x)).
 
 malformed_messages_are_dropped_and_counted() ->
-    [{doc, "Messages that are not well-formed requests are dropped and counted; the server survives them."}].
+    [{doc, "Messages that are not well-formed requests are dropped and counted; the server and the responder "
+           "survive them."}].
 malformed_messages_are_dropped_and_counted(_Config) ->
     ok = start([]),
     Before = stat(malformed_dropped),
@@ -437,7 +441,22 @@ malformed_messages_are_dropped_and_counted(_Config) ->
     ok = terrain:set_attr(sync, 1),
     ?assertEqual(Before + length(Junk) - 1 + 1, stat(malformed_dropped)),   % the sample is ignored, not counted
     ?assertEqual(os:type(), terrain:attr(os_type)),
-    ?assertEqual(undefined, terrain:attr(x)).
+    ?assertEqual(undefined, terrain:attr(x)),
+    %% the responder: everything but the one well-formed request is dropped and counted
+    Responder = whereis(terrain_attr_responder),
+    Ok = alias(),
+    ForResponder = [hello, {'$terrain_attrs', 1, not_a_ref, [a]}, {'$terrain_attrs', 1, make_ref(), [fun() -> ok end]},
+                    {'$terrain_attrs', 1, make_ref(), [{erlang, halt}]}, {'$terrain_attrs', 1, make_ref(), improper},
+                    {'$terrain_attrs', 1, make_ref(), [a | b]}, {'$terrain_attrs', 2, make_ref(), [a]},
+                    {'$terrain_attrs', 1, make_ref(), lists:duplicate(10001, a)},
+                    {'$terrain_attrs', 1, Ok, [os_type]}],
+    Dropped = stat(malformed_dropped),
+    [Responder ! J || J <- ForResponder],
+    receive {Ok, Answer} -> ?assertEqual([{os_type, os:type(), static}], Answer)
+    after 2000 -> ct:fail(no_answer)
+    end,
+    ?assertEqual(Dropped + length(ForResponder) - 1, stat(malformed_dropped)),
+    ?assertEqual(Responder, whereis(terrain_attr_responder)).
 
 choose_on_the_local_node() ->
     [{doc, "choose_nodes, choose_node, explain and relax on the local node alone."}].
@@ -481,3 +500,27 @@ cache_stores_rows_as_built_unless_values_were_forgotten(_Config) ->
     Sync(),
     ?assertMatch({#{load := 2}, #{load := 20}, none, _}, terrain_attr_cache:row(N)),
     ?assertNot(maps:is_key(rack, terrain_attr_cache:cached(N))).
+
+topology_outlives_restarts_but_not_the_application() ->
+    [{doc, "A topology loaded at run time stays in force when the attribute server, the attribute tables' "
+           "keeper (which restarts every process after it) or the topology server itself is killed; stopping "
+           "the application forgets it."}].
+topology_outlives_restarts_but_not_the_application(_Config) ->
+    ok = start([]),
+    Tree = {network, site, [{network, r1, [{node, a@h}, {node, b@h}]}, {node, c@h}]},
+    ok = terrain:load_topology(Tree),
+    Loaded = terrain:topology(),
+    ?assertNotEqual(undefined, Loaded),
+    [begin
+         Old = whereis(Name),
+         Topology = whereis(terrain_topology_server),
+         exit(Old, kill),
+         terrain_test_peers:wait_until(fun() -> is_pid(whereis(Name)) andalso whereis(Name) =/= Old andalso
+                                                    is_pid(whereis(terrain_topology_server)) end,
+                                       5000, "restarted"),
+         ct:pal("~p killed; topology server ~p -> ~p", [Name, Topology, whereis(terrain_topology_server)]),
+         ?assertEqual(Loaded, terrain:topology()),
+         ?assertEqual(0.5, terrain:distance(a@h, b@h))
+     end || Name <- [terrain_attr_server, terrain_attr_table, terrain_topology_server]],
+    ok = application:stop(terrain),
+    ?assertEqual(undefined, terrain:topology()).

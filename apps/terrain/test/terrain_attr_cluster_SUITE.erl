@@ -121,9 +121,9 @@ remote_write(Target) ->
      gen_server:call({terrain_attr_cache, Target}, {subscribe, [], [a], 100, self()}, 5000)].
 
 send_junk(Target) ->
-    Dest = {terrain_attr_server, Target},
-    [Dest ! J || J <- [junk, {'$terrain_attrs', 1, self(), [a]}, {'$terrain_attrs', 1, alias(), [{m, f, []}]},
-                       {'$terrain_attrs', 1, alias(), "string"}]],
+    [{Server, Target} ! J || Server <- [terrain_attr_server, terrain_attr_responder],
+                             J <- [junk, {'$terrain_attrs', 1, self(), [a]}, {'$terrain_attrs', 1, alias(), [{m, f, []}]},
+                                   {'$terrain_attrs', 1, alias(), "string"}]],
     {terrain_attr_cache, Target} ! {'$terrain_attr_push', make_ref(), node(), []},
     ok.
 
@@ -302,12 +302,12 @@ stopped_and_disconnected_nodes(Config) ->
                                   5000, "cut-off node back").
 
 hung_server_and_missing_application() ->
-    [{doc, "A node whose attribute server hangs answers {error, timeout} at the deadline, one deadline for the "
+    [{doc, "A node whose attribute responder hangs answers {error, timeout} at the deadline, one deadline for the "
            "whole call; a node without terrain answers {error, not_running} at once."}].
 hung_server_and_missing_application(Config) ->
     [Hung, Bare] = extra_peers([x_hung, x_bare], Config),
     [H, B] = [terrain_test_peers:node_of(P) || P <- [Hung, Bare]],
-    ok = terrain_test_peers:call(Hung, sys, suspend, [terrain_attr_server]),
+    ok = terrain_test_peers:call(Hung, sys, suspend, [terrain_attr_responder]),
     ok = terrain_test_peers:call(Bare, application, stop, [terrain]),
     Nodes = all_nodes(Config) ++ [H, B],
     {Ms, Result} = elapsed_ms(fun() -> terrain:attrs(Nodes, [rack], #{timeout => 500}) end),
@@ -320,14 +320,14 @@ hung_server_and_missing_application(Config) ->
     %% choose_nodes does not crash on them
     ?assertEqual([p1, p2, p3, p4], labels(terrain:choose_nodes(Nodes, [{rack, eq, r1}], #{timeout => 300}), Config)),
     %% once resumed, it answers again when its backoff expires
-    ok = terrain_test_peers:call(Hung, sys, resume, [terrain_attr_server]),
+    ok = terrain_test_peers:call(Hung, sys, resume, [terrain_attr_responder]),
     terrain_test_peers:wait_until(fun() -> maps:get(H, terrain:attrs([H], [rack])) =:= {ok, #{rack => r3}} end,
                                   10000, "hung node answers again").
 
 watched_nodes_are_asked_without_a_monitor() ->
-    [{doc, "After a node's first answer the cache server watches its attribute server, and queries ask it with "
-           "a reply alias alone: while a request is out the server is monitored by the cache server only; a "
-           "reply after the deadline never reaches the caller; when the server stops the watch ends and the "
+    [{doc, "After a node's first answer the cache server watches its attribute responder, and queries ask it "
+           "with a reply alias alone: while a request is out the responder is monitored by the cache server only; "
+           "a reply after the deadline never reaches the caller; when terrain stops there the watch ends and the "
            "next query answers not_running at once."}].
 watched_nodes_are_asked_without_a_monitor(Config) ->
     [Peer] = extra_peers([x_watch], Config),
@@ -335,13 +335,13 @@ watched_nodes_are_asked_without_a_monitor(Config) ->
     Cache = whereis(terrain_attr_cache),
     ?assertMatch(#{N := {ok, #{rack := r3}}}, terrain:attrs([N], [rack, vm_memory_total])),
     terrain_test_peers:wait_until(fun() -> element(4, terrain_attr_cache:row(N)) end, 5000, "node watched"),
-    Server = terrain_test_peers:call(Peer, erlang, whereis, [terrain_attr_server]),
+    Server = terrain_test_peers:call(Peer, erlang, whereis, [terrain_attr_responder]),
     MonitoredBy = fun() -> [P || P <- element(2, terrain_test_peers:call(Peer, erlang, process_info,
                                                                          [Server, monitored_by])),
                                  is_pid(P), node(P) =:= node()] end,
     ?assertEqual([Cache], MonitoredBy()),
-    %% hold the request in the server's queue and look at its monitors meanwhile
-    ok = terrain_test_peers:call(Peer, sys, suspend, [terrain_attr_server]),
+    %% hold the request in the responder's queue and look at its monitors meanwhile
+    ok = terrain_test_peers:call(Peer, sys, suspend, [terrain_attr_responder]),
     Self = self(),
     Asker = spawn(fun() ->
                           Result = terrain:attrs([N], [vm_memory_total], #{timeout => 1000}),
@@ -355,8 +355,8 @@ watched_nodes_are_asked_without_a_monitor(Config) ->
     receive {answered, Asker, Result} -> ?assertEqual(#{N => {error, timeout}}, Result)
     after 3000 -> ct:fail(no_answer)
     end,
-    %% the server answers the old request now; the reply must not reach the asker
-    ok = terrain_test_peers:call(Peer, sys, resume, [terrain_attr_server]),
+    %% the responder answers the old request now; the reply must not reach the asker
+    ok = terrain_test_peers:call(Peer, sys, resume, [terrain_attr_responder]),
     terrain_test_peers:wait_until(fun() -> terrain_test_peers:call(Peer, erlang, process_info,
                                                                     [Server, message_queue_len])
                                                =:= {message_queue_len, 0} end, 1000, "request answered"),
@@ -380,7 +380,8 @@ watched_nodes_are_asked_without_a_monitor(Config) ->
 
 remote_server_killed_keeps_values() ->
     [{doc, "On another node, the attribute server is killed: queries see its configured values and the values "
-           "of live owners again; a value whose owner is then killed disappears."}].
+           "of live owners again; so they do after its responder is killed; a value whose owner is then killed "
+           "disappears."}].
 remote_server_killed_keeps_values(Config) ->
     [Peer] = extra_peers([x_restart], Config),
     N = terrain_test_peers:node_of(Peer),
@@ -392,6 +393,13 @@ remote_server_killed_keeps_values(Config) ->
       fun() -> maps:get(N, terrain:attrs([N], [rack, held])) =:= {ok, #{rack => r3, held => v1}} end,
       10000, "values back after the restart"),
     ?assertNotEqual(Old, terrain_test_peers:call(Peer, erlang, whereis, [terrain_attr_server])),
+    %% the responder killed: restarted, and it answers again
+    OldResponder = terrain_test_peers:call(Peer, erlang, whereis, [terrain_attr_responder]),
+    true = terrain_test_peers:call(Peer, erlang, exit, [OldResponder, kill]),
+    terrain_test_peers:wait_until(
+      fun() -> maps:get(N, terrain:attrs([N], [rack, held])) =:= {ok, #{rack => r3, held => v1}} end,
+      10000, "answers again after the responder's restart"),
+    ?assertNotEqual(OldResponder, terrain_test_peers:call(Peer, erlang, whereis, [terrain_attr_responder])),
     true = terrain_test_peers:call(Peer, erlang, exit, [Holder, kill]),
     terrain_test_peers:wait_until(
       fun() -> maps:get(N, terrain:attrs([N], [rack, held])) =:= {ok, #{rack => r3, held => undefined}} end,
@@ -418,9 +426,9 @@ cache_honours_max_age_and_nodedown(Config) ->
         ?assertEqual({ok, #{counter => 3}}, maps:get(N, terrain:attrs([N], [counter], #{max_age => 0}))),
         ?assertEqual(Requests + 1, stat(node_requests)),
         %% static values come from the cache even when the node cannot answer
-        ok = terrain_test_peers:call(Peer, sys, suspend, [terrain_attr_server]),
+        ok = terrain_test_peers:call(Peer, sys, suspend, [terrain_attr_responder]),
         ?assertEqual({ok, #{rack => r2, cores => 4}}, maps:get(N, terrain:attrs([N], [rack, cores], #{timeout => 300}))),
-        ok = terrain_test_peers:call(Peer, sys, resume, [terrain_attr_server]),
+        ok = terrain_test_peers:call(Peer, sys, resume, [terrain_attr_responder]),
         %% nodedown forgets the node
         ?assertNotEqual(#{}, terrain_attr_cache:cached(N)),
         true = erlang:disconnect_node(N),
@@ -477,8 +485,8 @@ remote_writes_are_refused(Config) ->
     ?assertEqual(Refused + 3, stat(remote_writes_refused)),
     ?assertEqual(undefined, terrain:attr(evil)),
     ok = terrain_test_peers:call(Peer, ?MODULE, send_junk, [node()]),
-    terrain_test_peers:wait_until(fun() -> stat(malformed_dropped) >= Dropped + 5 end, 5000, "junk counted"),
-    ?assertEqual(Dropped + 5, stat(malformed_dropped)),
+    terrain_test_peers:wait_until(fun() -> stat(malformed_dropped) >= Dropped + 9 end, 5000, "junk counted"),
+    ?assertEqual(Dropped + 9, stat(malformed_dropped)),
     ?assert(is_process_alive(whereis(terrain_attr_server))).
 
 remote_dynamic_attributes_that_hang_or_crash() ->
