@@ -380,11 +380,14 @@ info(#{groups := Groups}, Id) ->
 text(T, Id, Indent) ->
     #{name := Name, height := H, members := M} = info(T, Id),
     Pad = lists:duplicate(Indent, $\s),
-    [io_lib:format("~s~tp (~b nodes~s)~n", [Pad, Name, length(M), height_text(H)]),
+    [io_lib:format("~s~tp (~ts~s)~n", [Pad, Name, node_count(M), height_text(H)]),
      [case C of
           {group, G} -> text(T, G, Indent + 2);
           {node, N} -> io_lib:format("~s  ~tp~n", [Pad, N])
       end || C <- ordered_children(T, Id)]].
+
+node_count([_]) -> "1 node";
+node_count(M) -> io_lib:format("~b nodes", [length(M)]).
 
 height_text(undefined) -> "";
 height_text(H) -> io_lib:format(", diameter ~s us", [num(H)]).
@@ -404,8 +407,8 @@ dot_group(T, Id) ->
     case [G || {group, G} <- Kids] of
         [] ->
             %% lowest level: an ellipse listing its members, with size and diameter
-            [io_lib:format("  ~s [shape=ellipse, label=\"~ts\\n~b nodes~ts\\n~ts\"];~n",
-                           [Label, escape(Name), length(M), dot_height(H),
+            [io_lib:format("  ~s [shape=ellipse, label=\"~ts\\n~ts~ts\\n~ts\"];~n",
+                           [Label, escape(Name), node_count(M), dot_height(H),
                             lists:join("\\n", [escape(N) || N <- M])])];
         Groups ->
             [io_lib:format("  ~s [shape=box, label=\"~ts~ts\"];~n", [Label, escape(Name), dot_height(H)]),

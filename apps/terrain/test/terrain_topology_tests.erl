@@ -123,3 +123,10 @@ renderings_test() ->
     ?assertEqual(terrain_topology:term(T), Term),
     Text = lists:flatten(io_lib:format("~s", [terrain_topology:render(T, text)])),
     ?assertEqual("root (3 nodes, diameter 8000 us)\n  x (2 nodes, diameter 600 us)\n    a\n    b\n  c\n", Text).
+
+a_network_of_one_node_says_node_test() ->
+    {ok, T} = terrain_topology:new({network, root, [{network, solo, [{node, a}]}, {network, pair, [{node, b}, {node, c}]}]}),
+    Text = lists:flatten(io_lib:format("~s", [terrain_topology:render(T, text)])),
+    ?assertEqual("root (3 nodes)\n  solo (1 node)\n    a\n  pair (2 nodes)\n    b\n    c\n", Text),
+    Dot = lists:flatten(io_lib:format("~s", [terrain_topology:render(T, dot)])),
+    ?assertNotEqual(nomatch, string:find(Dot, "label=\"solo\\n1 node\\na\"")).
