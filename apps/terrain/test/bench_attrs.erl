@@ -64,17 +64,23 @@ bench(Peers, Doomed) ->
               [erlang:system_info(logical_processors_available), erlang:system_info(schedulers_online),
                string:trim(os:cmd("cut -d' ' -f1-3 /proc/loadavg"))]),
     [ok = terrain_test_peers:call(P, ?MODULE, start_echo, []) || P <- Peers],
-    %% warm up: connections, code loading, caches of static values
+    %% warm up: connections, code loading, caches of static values; then a first round
+    %% of the timed pair, not counted (the first seconds of traffic on 33 freshly
+    %% connected VMs show stalls of several ms that later rounds do not)
     _ = [round_trip(Nodes) || _ <- lists:seq(1, 50)],
     _ = [terrain:choose_nodes(Nodes, ?PREDS) || _ <- lists:seq(1, 50)],
-    %% the round trips and the queries compared with them are timed in turn, call after
-    %% call, so that all of them see the same machine (on shared cores the load drifts
-    %% within seconds); the cached query, held against an absolute goal, is timed on its
-    %% own, so that the cache server's work for the fresh queries does not overlap it
-    [RoundTrip, Erpc, Uncached] =
-        measure_interleaved([fun() -> round_trip(Nodes) end,
-                             fun() -> erpc:multicall(Nodes, erlang, node, [], 1000) end,
+    _ = measure_interleaved([fun() -> round_trip(Nodes) end,
                              fun() -> check(Nodes, terrain:choose_nodes(Nodes, ?PREDS)) end]),
+    %% the round trips and the queries compared with them are timed in turn, call after
+    %% call, so that both see the same machine (on shared cores the load drifts within
+    %% seconds); the cached query, held against an absolute goal, is timed on its own,
+    %% so that the cache server's work for the fresh queries does not overlap it
+    [RoundTrip, Uncached] =
+        measure_interleaved([fun() -> round_trip(Nodes) end,
+                             fun() -> check(Nodes, terrain:choose_nodes(Nodes, ?PREDS)) end]),
+    %% erpc for reference only, on its own: each call spawns a process on every node,
+    %% whose exit work would land on whatever is timed next
+    [Erpc] = measure_interleaved([fun() -> erpc:multicall(Nodes, erlang, node, [], 1000) end]),
     [Cached] = measure_interleaved([fun() -> check(Nodes, terrain:choose_nodes(Nodes, ?PREDS, #{max_age => 600000})) end]),
     [ProcRead, Memory] =
         measure_interleaved([fun() -> check(Nodes, terrain:choose_nodes(Nodes, [{loadavg1, lt, 1000}])) end,
@@ -105,12 +111,13 @@ bench(Peers, Doomed) ->
     P99 = fun(#{p99 := P}) -> P end,
     io:format("~ngoals (medians): asking <= 1.5x round trip: ~.2fx ~s; cached <= 20 us: ~.1f us ~s;~n"
               "       dead node first call <= deadline: ~s; later <= 1.5x round trip: ~.2fx ~s~n"
-              "p99 against p99: asking ~.2fx, with the dead node ~.2fx~n",
+              "goals (p99s): asking <= 1.5x round trip: ~.2fx ~s; later with the dead node: ~.2fx ~s~n",
               [Median(Uncached) / Median(RoundTrip), met(Median(Uncached) =< 1.5 * Median(RoundTrip)),
                Median(Cached), met(Median(Cached) =< 20),
                met(FirstUs =< 1000000),
                Median(Dead) / Median(RoundTrip2), met(Median(Dead) =< 1.5 * Median(RoundTrip2)),
-               P99(Uncached) / P99(RoundTrip), P99(Dead) / P99(RoundTrip2)]),
+               P99(Uncached) / P99(RoundTrip), met(P99(Uncached) =< 1.5 * P99(RoundTrip)),
+               P99(Dead) / P99(RoundTrip2), met(P99(Dead) =< 1.5 * P99(RoundTrip2))]),
     pull_vs_push(Nodes),
     owner_death().
 
