@@ -9,7 +9,7 @@
 %% <li>Values — `#{Name => Value}', the node's cached values.</li>
 %% <li>Stamps — `#{Name => static | StampMs}'. `static' values stay until the node goes
 %%     down (or tells us its configuration changed); the others are used only while
-%%     younger than a query's `max_age'. Values come from queries ({@link store/2}) and
+%%     younger than a query's `max_age'. Values come from queries ({@link store/3}) and
 %%     pushes.</li>
 %% <li>Backoff — `none' or `{UntilMs, Reason, Failures}': a node that failed a query is
 %%     not asked again until UntilMs (500 ms, doubling with each consecutive failure, at
