@@ -36,7 +36,7 @@
          store/3,
          merge/4,
          failed/2,
-         table/0,
+         snapshot/0,
          generation/0,
          row/1,
          row/2,
@@ -114,29 +114,28 @@ failed(_Stamp, []) ->
 failed(Stamp, Failures) ->
     gen_server:cast(?MODULE, {failed, Stamp, Failures}).
 
-%% @doc The cache table, for {@link row/2}; `undefined' when the cache is not running.
--spec table() -> ets:tid() | undefined.
-table() ->
+%% @doc What a query reads before it reads rows: the cache table, for {@link row/2}
+%% (`undefined' when the cache is not running), and the cache's generation, for the
+%% {@link store/3} that will build on those rows.
+-spec snapshot() -> {ets:tid() | undefined, non_neg_integer()}.
+snapshot() ->
     case persistent_term:get(?TABLE_KEY, undefined) of
-        {Table, _Generation} -> Table;
-        undefined -> undefined
+        {Table, Generation} -> {Table, atomics:get(Generation, 1)};
+        undefined -> {undefined, 0}
     end.
 
-%% @doc The cache's generation: read it before the rows a later {@link store/3} builds on.
+%% @doc The cache's generation.
 -spec generation() -> non_neg_integer().
 generation() ->
-    case persistent_term:get(?TABLE_KEY, undefined) of
-        {_Table, Generation} -> atomics:get(Generation, 1);
-        undefined -> 0
-    end.
+    element(2, snapshot()).
 
 %% @doc One node's row, read in the caller: its cached values, their stamps, its
 %% backoff and whether it is watched.
 -spec row(node()) -> {#{terrain:attr_name() => term()}, stamps(), backoff(), boolean()}.
 row(Node) ->
-    row(table(), Node).
+    row(element(1, snapshot()), Node).
 
-%% @doc As {@link row/1}, in the table that {@link table/0} gave.
+%% @doc As {@link row/1}, in the table that {@link snapshot/0} gave.
 -spec row(ets:tid() | undefined, node()) -> {#{terrain:attr_name() => term()}, stamps(), backoff(), boolean()}.
 row(undefined, _Node) ->
     {#{}, #{}, none, false};

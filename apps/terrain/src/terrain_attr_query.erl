@@ -47,8 +47,8 @@ gather(Nodes, Names, Timeout, MaxAge) ->
     Deadline = Now + Timeout,
     %% no sort to drop duplicate candidates (atoms sort by their text): the maps below
     %% drop them, and the requests are made distinct
-    Gen = terrain_attr_cache:generation(),
-    {Hits, Skipped, Ask, Local} = plan(Nodes, terrain_attr_cache:table(), Names, Now, MaxAge, [], [], [], false),
+    {Table, Gen} = terrain_attr_cache:snapshot(),
+    {Hits, Skipped, Ask, Local} = plan(Nodes, Table, Names, Now, MaxAge, [], [], [], false),
     HitMap = maps:from_list(Hits),
     SkipMap = maps:from_list(Skipped),
     {Pending, Unsent} = send_all(case Ask of [_, _ | _] -> lists:ukeysort(1, Ask); _ -> Ask end),
@@ -153,7 +153,7 @@ local(Names) ->
                       all -> terrain_attr_server:read_all();
                       _ -> terrain_attr_server:read(Names)
                   end,
-        {ok, merge(Entries, #{})}
+        {ok, maps:from_list([{Name, Value} || {Name, Value, _Class} <- Entries])}
     catch
         error:badarg -> {error, not_running}   % the attribute tables do not exist
     end.
@@ -209,12 +209,6 @@ flush(Ref) ->
         {Ref, _} -> ok
     after 0 -> ok
     end.
-
-%% Fetched entries over the cached values of the same node.
-merge(Entries, Cached) ->
-    lists:foldl(fun({Name, Value, _Class}, Acc) when is_atom(Name) -> Acc#{Name => Value};
-                   (_, Acc) -> Acc
-                end, Cached, Entries).
 
 %% The answer for one node: every requested name, `undefined' where it has no value.
 values(all, Values) ->
