@@ -16,33 +16,45 @@
 %% Later parts of terrain add their steps here; it stays one command.
 -module(terrain_lab_cmd_demo).
 
-%% API (CLI handler)
--export([run/3]).
+%% API (command table and CLI handler)
+-export([commands/0,
+         run/3]).
+
+-ignore_xref([{commands, 0}, {run, 3}]).
 
 -define(CLUSTER_FORMAT, <<"terrain.cluster/1">>).
 
+%% @doc The commands of this module, as `terrain_lab_cli:commands/0' lists them.
+-spec commands() -> [terrain_lab_cli:command()].
+commands() ->
+    [#{name => "demo",
+       summary => "Start the demo cluster, show its nodes, record the run, stop it",
+       usage => "",
+       description => "Starts every node of the cluster spec (examples/demo.cluster unless --spec) in "
+                      "parallel, each running the terrain application, prints a table of the nodes, "
+                      "writes RUNS_DIR/<UTC stamp>/manifest.json and stops the cluster.",
+       args => {0, 0},
+       options => [#{name => spec, long => "spec", type => string, default => "examples/demo.cluster",
+                     metavar => "FILE", help => "cluster spec to start"},
+                   terrain_lab_cli_options:runs_dir()],
+       run => {?MODULE, run}}].
+
 %% @doc Runs the demo.
--spec run(#{atom() => term()}, [string()], terrain_lab_cli:io()) -> ok | {error, term()}.
+-spec run(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
 run(#{spec := SpecFile, runs_dir := RunsDir}, [], Io) ->
-    case terrain_lab_spec:read(SpecFile) of
-        {ok, Spec} ->
-            case terrain_lab_run:create(RunsDir) of
-                {ok, RunDir} -> with_cluster(Spec, SpecFile, RunDir, Io);
-                {error, _} = Error -> Error
-            end;
-        {error, _} = Error ->
-            Error
-    end.
+    terrain_lab_steps:with([fun() -> terrain_lab_spec:read(SpecFile) end,
+                            fun() -> terrain_lab_run:create(RunsDir) end],
+                           fun([Spec, RunDir]) -> with_cluster(Spec, SpecFile, RunDir, Io) end).
 
 with_cluster(Spec, SpecFile, RunDir, Io) ->
     Count = length(terrain_lab_spec:nodes(Spec)),
-    terrain_lab_cli:progress(Io, "starting ~b nodes of ~ts in parallel...~n", [Count, SpecFile]),
+    terrain_lab_io:progress(Io, "starting ~b nodes of ~ts in parallel...~n", [Count, SpecFile]),
     T0 = erlang:monotonic_time(millisecond),
     Prefix = "demo" ++ os:getpid() ++ "_",
     case terrain_lab:start_cluster(Spec, #{prefix => Prefix}) of
         {ok, Cluster} ->
             Elapsed = erlang:monotonic_time(millisecond) - T0,
-            terrain_lab_cli:progress(Io, "~b nodes running terrain after ~.1f s~n", [Count, Elapsed / 1000]),
+            terrain_lab_io:progress(Io, "~b nodes running terrain after ~.1f s~n", [Count, Elapsed / 1000]),
             try
                 Nodes = terrain_lab:cluster_nodes(Cluster),
                 print_table(Nodes, Io),
@@ -55,17 +67,17 @@ with_cluster(Spec, SpecFile, RunDir, Io) ->
                 record(Spec, SpecFile, RunDir, Nodes, Elapsed, Outputs, Io)
             after
                 ok = terrain_lab:stop_cluster(Cluster),
-                terrain_lab_cli:progress(Io, "cluster stopped~n", [])
+                terrain_lab_io:progress(Io, "cluster stopped~n", [])
             end;
         {error, _} = Error ->
             Error
     end.
 
 print_table(Nodes, Io) ->
-    terrain_lab_cli:out(Io, "~-26s ~-12s ~10s~n", ["NODE", "GROUP PATH", "SCHEDULERS"]),
+    terrain_lab_io:out(Io, "~-26s ~-12s ~10s~n", ["NODE", "GROUP PATH", "SCHEDULERS"]),
     lists:foreach(fun(#{node := Node, path := Path, schedulers := S}) ->
-                          terrain_lab_cli:out(Io, "~-26s ~-12s ~10b~n",
-                                              [Node, lists:join("/", [atom_to_list(P) || P <- Path]), S])
+                          terrain_lab_io:out(Io, "~-26s ~-12s ~10b~n",
+                                             [Node, lists:join("/", [atom_to_list(P) || P <- Path]), S])
                   end, Nodes).
 
 record(Spec, SpecFile, RunDir, Nodes, Elapsed, Outputs, Io) ->
@@ -82,7 +94,7 @@ record(Spec, SpecFile, RunDir, Nodes, Elapsed, Outputs, Io) ->
                                                                  nodes => length(Nodes)}} | Outputs])],
     case [E || {error, _} = E <- Written] of
         [] ->
-            terrain_lab_cli:out(Io, "run recorded in ~ts~n", [filename:join(RunDir, "manifest.json")]);
+            terrain_lab_io:out(Io, "run recorded in ~ts~n", [filename:join(RunDir, "manifest.json")]);
         [Error | _] ->
             Error
     end.
@@ -91,7 +103,7 @@ record(Spec, SpecFile, RunDir, Nodes, Elapsed, Outputs, Io) ->
 %% The walk-through
 
 section(Io, Title) ->
-    terrain_lab_cli:out(Io, "~n== ~ts ==~n", [Title]).
+    terrain_lab_io:out(Io, "~n== ~ts ==~n", [Title]).
 
 short(Node, Prefix) ->
     [Name, _Host] = string:split(atom_to_list(Node), "@"),
@@ -101,13 +113,13 @@ show_attributes(Nodes, Io) ->
     section(Io, "attributes (terrain:attrs/3, all nodes at once, one deadline)"),
     Names = [vm_schedulers_online, gpu, num_erlang_processes],
     Answers = terrain:attrs(Nodes, Names, #{timeout => 3000}),
-    terrain_lab_cli:out(Io, "~-26s ~22s ~10s ~22s~n", ["NODE" | [atom_to_list(N) || N <- Names]]),
+    terrain_lab_io:out(Io, "~-26s ~22s ~10s ~22s~n", ["NODE" | [atom_to_list(N) || N <- Names]]),
     lists:foreach(fun(Node) ->
                           Cells = case maps:get(Node, Answers) of
                                       {ok, Values} -> [io_lib:format("~0tp", [maps:get(N, Values)]) || N <- Names];
                                       {error, Why} -> [io_lib:format("(~0tp)", [Why]), "", ""]
                                   end,
-                          terrain_lab_cli:out(Io, "~-26s ~22ts ~10ts ~22ts~n", [Node | Cells])
+                          terrain_lab_io:out(Io, "~-26s ~22ts ~10ts ~22ts~n", [Node | Cells])
                   end, Nodes).
 
 %% Selections made at the first node, which holds the cluster's topology.
@@ -120,12 +132,12 @@ show_choices([At | _] = Nodes, Prefix, Io) ->
     lists:foreach(
       fun({Label, Preds, Opts}) ->
               Result = erpc:call(At, terrain, choose_nodes, [Nodes, Preds, Opts#{timeout => 3000}], 5000),
-              terrain_lab_cli:out(Io, "~-34ts ~0tp~n", [Label, Preds]),
+              terrain_lab_io:out(Io, "~-34ts ~0tp~n", [Label, Preds]),
               case Result of
                   {[], Why} ->
-                      terrain_lab_cli:out(Io, "  none: ~ts", [indent(terrain:format_explanation(Why))]);
+                      terrain_lab_io:out(Io, "  none: ~ts", [indent(terrain:format_explanation(Why))]);
                   Chosen when is_list(Chosen) ->
-                      terrain_lab_cli:out(Io, "  -> ~ts~n", [lists:join(" ", [short(N, Prefix) || N <- Chosen])])
+                      terrain_lab_io:out(Io, "  -> ~ts~n", [lists:join(" ", [short(N, Prefix) || N <- Chosen])])
               end
       end, Queries).
 
@@ -140,15 +152,15 @@ show_placement([At | _] = Nodes, Prefix, Io) ->
     {ok, #{assignment := A, cost := Cost, random := Random}} =
         erpc:call(At, terrain, place_tree, [Tree, #{candidates => Nodes}], 10000),
     lists:foreach(fun(S) ->
-                          terrain_lab_cli:out(Io, "  sub ~b on ~-6ts colonies on ~ts~n",
-                                              [S, short(maps:get({sub, S}, A), Prefix),
-                                               lists:join(" ", [short(maps:get({colony, S, C}, A), Prefix) || C <- lists:seq(1, 3)])])
+                          terrain_lab_io:out(Io, "  sub ~b on ~-6ts colonies on ~ts~n",
+                                             [S, short(maps:get({sub, S}, A), Prefix),
+                                              lists:join(" ", [short(maps:get({colony, S, C}, A), Prefix) || C <- lists:seq(1, 3)])])
                   end, lists:seq(1, 4)),
-    terrain_lab_cli:out(Io, "  master on ~ts~n", [short(maps:get(master, A), Prefix)]),
-    terrain_lab_cli:out(Io, "  cost over root-to-leaf paths (us of round trip): sum ~s, max ~s, slow links per path ~b~n"
-                            "  random placement (mean of 20):                 sum ~s, max ~s, slow links per path ~b~n",
-                        [num(maps:get(sum, Cost)), num(maps:get(max, Cost)), maps:get(max_slow, Cost),
-                         num(maps:get(sum, Random)), num(maps:get(max, Random)), maps:get(max_slow, Random)]).
+    terrain_lab_io:out(Io, "  master on ~ts~n", [short(maps:get(master, A), Prefix)]),
+    terrain_lab_io:out(Io, "  cost over root-to-leaf paths (us of round trip): sum ~s, max ~s, slow links per path ~b~n"
+                           "  random placement (mean of 20):                 sum ~s, max ~s, slow links per path ~b~n",
+                       [num(maps:get(sum, Cost)), num(maps:get(max, Cost)), maps:get(max_slow, Cost),
+                        num(maps:get(sum, Random)), num(maps:get(max, Random)), maps:get(max_slow, Random)]).
 
 num(X) when is_integer(X) -> integer_to_list(X);
 num(X) -> float_to_list(float(X), [{decimals, 1}]).
@@ -165,19 +177,19 @@ probe_and_discover(Spec, Nodes, Prefix, RunDir, Io) ->
             {ok, Latency} = terrain_discovery:read_latency(filename:join(RunDir, "latency.json")),
             {ok, #{topology := Found}} = terrain_discovery:discover(Latency, #{}),
             {ok, T} = terrain_topology:new(Found),
-            terrain_lab_cli:out(Io, "  ~ts", [indent(string:replace(lists:flatten(io_lib:format("~ts", [terrain_topology:render(T, text)])),
+            terrain_lab_io:out(Io, "  ~ts", [indent(string:replace(lists:flatten(io_lib:format("~ts", [terrain_topology:render(T, text)])),
                                                                   Prefix, "", all))]),
             ByName = maps:from_list([{N, Node} || #{name := N, node := Node} <- Nodes]),
             Truth = terrain_lab_spec:topology(Spec, fun(N) -> maps:get(N, ByName) end),
             {ok, #{levels := Levels, clade_recall := Recall}} = terrain_tree_compare:compare(Found, Truth),
-            [terrain_lab_cli:out(Io, "  against the spec, level ~b: ~b true clusters, ~b found, ARI ~.3f~n",
-                                 [L, TC, FC, Ari])
+            [terrain_lab_io:out(Io, "  against the spec, level ~b: ~b true clusters, ~b found, ARI ~.3f~n",
+                                [L, TC, FC, Ari])
              || #{level := L, truth_clusters := TC, found_clusters := FC, ari := Ari} <- Levels],
-            terrain_lab_cli:out(Io, "  clade recall ~.3f~n", [Recall]),
+            terrain_lab_io:out(Io, "  clade recall ~.3f~n", [Recall]),
             [#{kind => latency, file => <<"latency.json">>,
                parameters => #{batches => 5, messages => 10, strategy => concurrent}}];
         {error, Reason} ->
-            terrain_lab_cli:out(Io, "  probe failed: ~ts~n", [terrain_lab:format_error(Reason)]),
+            terrain_lab_io:out(Io, "  probe failed: ~ts~n", [terrain_lab:format_error(Reason)]),
             []
     end.
 
@@ -198,15 +210,15 @@ time_and_fit([At | _] = Nodes, Prefix, RunDir, Io) ->
            after terrain_lab_csv:close(File)
            end,
     Totals = lists:sort([T || #{total_s := T, status := ok} <- Rows]),
-    terrain_lab_cli:out(Io, "  ~b runs ok; until every node answered: min ~.1f ms, median ~.1f ms, max ~.1f ms~n",
-                        [length(Totals), 1000 * hd(Totals), 1000 * lists:nth((length(Totals) + 1) div 2, Totals),
-                         1000 * lists:last(Totals)]),
+    terrain_lab_io:out(Io, "  ~b runs ok; until every node answered: min ~.1f ms, median ~.1f ms, max ~.1f ms~n",
+                       [length(Totals), 1000 * hd(Totals), 1000 * lists:nth((length(Totals) + 1) div 2, Totals),
+                        1000 * lists:last(Totals)]),
     Task = #{kind => durations, file => <<"durations.csv">>,
              parameters => #{task => <<"erlang:node/0 on every node">>, runs => ?TASK_RUNS,
                              from => atom_to_binary(At)}},
     case analysis_command() of
         false ->
-            terrain_lab_cli:out(Io, "  GEV fit skipped: terrain-analysis is not installed here (make demo installs it)~n", []),
+            terrain_lab_io:out(Io, "  GEV fit skipped: terrain-analysis is not installed here (make demo installs it)~n", []),
             [Task];
         Command ->
             GevDir = filename:join(RunDir, "gev"),
@@ -217,7 +229,7 @@ time_and_fit([At | _] = Nodes, Prefix, RunDir, Io) ->
                     [Task, #{kind => gev_fit, file => <<"gev/fit.json">>,
                              parameters => #{source => <<"durations.csv">>, column => <<"total_s">>}}];
                 {Status, Output} ->
-                    terrain_lab_cli:out(Io, "  GEV fit failed (exit ~b):~n~ts~n", [Status, Output]),
+                    terrain_lab_io:out(Io, "  GEV fit failed (exit ~b):~n~ts~n", [Status, Output]),
                     [Task]
             end
     end.
@@ -226,14 +238,14 @@ check_slowest(Fit, Slowest, Io) ->
     case terrain_variability:load(Fit, #{name => demo, tail => 0.01}) of
         ok ->
             #{location := Mu, scale := Sigma, shape := Xi} = terrain_variability:model(demo),
-            terrain_lab_cli:out(Io, "  GEV fit (gev/fit.json): location ~.2f ms, scale ~.2f ms, shape xi ~.3f~n",
-                                [1000 * Mu, 1000 * Sigma, Xi]),
+            terrain_lab_io:out(Io, "  GEV fit (gev/fit.json): location ~.2f ms, scale ~.2f ms, shape xi ~.3f~n",
+                               [1000 * Mu, 1000 * Sigma, Xi]),
             {Verdict, P} = terrain_variability:check(demo, Slowest),
-            terrain_lab_cli:out(Io, "  terrain_variability:check(~.1f ms) -> ~s, upper tail p = ~.3g (unlikely below 0.01)~n",
-                                [1000 * Slowest, Verdict, P]),
+            terrain_lab_io:out(Io, "  terrain_variability:check(~.1f ms) -> ~s, upper tail p = ~.3g (unlikely below 0.01)~n",
+                               [1000 * Slowest, Verdict, P]),
             terrain_variability:unload(demo);
         {error, Reason} ->
-            terrain_lab_cli:out(Io, "  the fit could not be loaded: ~ts~n", [terrain_variability:format_error(Reason)])
+            terrain_lab_io:out(Io, "  the fit could not be loaded: ~ts~n", [terrain_variability:format_error(Reason)])
     end.
 
 %% terrain-analysis from the project's virtualenv, else from PATH.

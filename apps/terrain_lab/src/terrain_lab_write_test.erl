@@ -22,12 +22,12 @@
 %% the runs before it stay in the CSV.
 -module(terrain_lab_write_test).
 
-%% API (CLI handler)
--export([run/3]).
-
-%% Internal exports
--export([o_sync/1,
+%% API
+-export([run/2,
+         o_sync/1,
          format_error/1]).
+
+-export_type([options/0]).
 
 -define(COLUMNS, [run, total_s, alloc_s, open_s, write_s, close_s, slowest_target, slowest_s, bytes, status]).
 -define(O_SYNC, 8#4010000).   % Linux: __O_SYNC | O_DSYNC
@@ -37,19 +37,24 @@
 -type writer_times() :: #{start := integer(), open := integer(), write := integer(), close := integer(),
                           done := integer(), o_sync := boolean() | unknown}.
 
-%%--------------------------------------------------------------------
-%% CLI handler
+%% The options of `terrain write-test', as the command line gives them.
+-type options() :: #{targets := [file:filename()],      % directories, one writer each
+                     size := integer(),                 % MiB of the logical file
+                     stripe := integer(),               % KiB per stripe
+                     runs := integer(),
+                     out := file:filename() | undefined}. % the durations CSV to create
 
-%% @doc Runs the write test.
--spec run(#{atom() => term()}, [string()], terrain_lab_cli:io()) -> ok | {error, term()}.
-run(Options, [], Io) ->
+%%--------------------------------------------------------------------
+%% API
+
+%% @doc Validates the options and runs the write test; progress goes to `Io''s `err'
+%% device.
+-spec run(options(), terrain_lab_io:io()) -> ok | {error, term()}.
+run(Options, Io) ->
     case validate(Options) of
         {ok, Test} -> start(Test, Io);
         {error, _} = Error -> Error
     end.
-
-%%--------------------------------------------------------------------
-%% Internal exports
 
 %% @doc Whether the file at `Path', open in this OS process, has O_SYNC set: reads
 %% `/proc/self/fdinfo' for the descriptor that points at it. `unknown' without /proc.
@@ -113,8 +118,8 @@ validate(#{targets := Targets, size := Size, stripe := Stripe, runs := Runs, out
 start(#{targets := Targets, size := Size, stripe := Stripe, runs := Runs, out := Out} = Test, Io) ->
     case terrain_lab_csv:create(Out, ?COLUMNS) of
         {ok, Csv} ->
-            terrain_lab_cli:progress(Io, "write-test: ~b MiB striped over ~b targets in ~b KiB stripes, ~b runs, O_SYNC~n",
-                                     [Size div (1024 * 1024), length(Targets), Stripe div 1024, Runs]),
+            terrain_lab_io:progress(Io, "write-test: ~b MiB striped over ~b targets in ~b KiB stripes, ~b runs, O_SYNC~n",
+                                    [Size div (1024 * 1024), length(Targets), Stripe div 1024, Runs]),
             try
                 runs(Test, Csv, 1, Io)
             after
@@ -125,7 +130,7 @@ start(#{targets := Targets, size := Size, stripe := Stripe, runs := Runs, out :=
     end.
 
 runs(#{runs := Runs, out := Out}, _Csv, Run, Io) when Run > Runs ->
-    terrain_lab_cli:progress(Io, "write-test: ~b runs written to ~ts~n", [Runs, Out]),
+    terrain_lab_io:progress(Io, "write-test: ~b runs written to ~ts~n", [Runs, Out]),
     ok;
 runs(#{runs := Runs, out := Out} = Test, Csv, Run, Io) ->
     case one_run(Test, Run) of
@@ -133,8 +138,8 @@ runs(#{runs := Runs, out := Out} = Test, Csv, Run, Io) ->
             case terrain_lab_csv:write_row(Csv, Row) of
                 ok ->
                     _ = Run =:= 1 andalso report_sync(Row, Io),
-                    terrain_lab_cli:progress(Io, "run ~b/~b: ~.3f s (slowest ~ts)~n",
-                                             [Run, Runs, maps:get(total_s, Row), maps:get(slowest_target, Row)]),
+                    terrain_lab_io:progress(Io, "run ~b/~b: ~.3f s (slowest ~ts)~n",
+                                            [Run, Runs, maps:get(total_s, Row), maps:get(slowest_target, Row)]),
                     runs(Test, Csv, Run + 1, Io);
                 {error, _} = Error ->
                     Error
@@ -143,9 +148,9 @@ runs(#{runs := Runs, out := Out} = Test, Csv, Run, Io) ->
             {error, {write_test, {run_failed, Run, Target, Phase, Why, Run - 1, Out}}}
     end.
 
-report_sync(#{o_sync := true}, Io) -> terrain_lab_cli:progress(Io, "O_SYNC verified on the open part files~n", []);
-report_sync(#{o_sync := false}, Io) -> terrain_lab_cli:progress(Io, "warning: O_SYNC is NOT set on the open part files~n", []);
-report_sync(#{o_sync := unknown}, Io) -> terrain_lab_cli:progress(Io, "warning: O_SYNC could not be checked (no /proc)~n", []).
+report_sync(#{o_sync := true}, Io) -> terrain_lab_io:progress(Io, "O_SYNC verified on the open part files~n", []);
+report_sync(#{o_sync := false}, Io) -> terrain_lab_io:progress(Io, "warning: O_SYNC is NOT set on the open part files~n", []);
+report_sync(#{o_sync := unknown}, Io) -> terrain_lab_io:progress(Io, "warning: O_SYNC could not be checked (no /proc)~n", []).
 
 %% One run: every target's writer starts at once; the run ends when the last is done.
 one_run(#{targets := Targets, size := Size, stripe := Stripe}, Run) ->
