@@ -94,22 +94,18 @@ format_error({csv, File, Why}) ->
 
 validate(#{targets := Targets, size := Size, stripe := Stripe, runs := Runs, out := Out}) ->
     Absolute = [filename:absname(T) || T <- Targets],
+    NotDirectories = [T || T <- Absolute, not filelib:is_dir(T)],
+    Duplicates = Absolute -- lists:usort(Absolute),
     if
         Targets =:= [] -> {error, {write_test, {missing_option, targets}}};
         Out =:= undefined -> {error, {write_test, {missing_option, out}}};
         not (is_integer(Size) andalso Size > 0) -> {error, {write_test, {bad_option, size, Size, "MiB > 0"}}};
         not (is_integer(Stripe) andalso Stripe > 0) -> {error, {write_test, {bad_option, stripe, Stripe, "KiB > 0"}}};
         not (is_integer(Runs) andalso Runs > 0) -> {error, {write_test, {bad_option, runs, Runs, "a count > 0"}}};
-        true ->
-            case [T || T <- Absolute, not filelib:is_dir(T)] of
-                [Bad | _] -> {error, {write_test, {not_a_directory, Bad}}};
-                [] ->
-                    case Absolute -- lists:usort(Absolute) of
-                        [Dup | _] -> {error, {write_test, {duplicate_target, Dup}}};
-                        [] -> {ok, #{targets => Absolute, size => Size * 1024 * 1024, stripe => Stripe * 1024,
-                                     runs => Runs, out => Out}}
-                    end
-            end
+        NotDirectories =/= [] -> {error, {write_test, {not_a_directory, hd(NotDirectories)}}};
+        Duplicates =/= [] -> {error, {write_test, {duplicate_target, hd(Duplicates)}}};
+        true -> {ok, #{targets => Absolute, size => Size * 1024 * 1024, stripe => Stripe * 1024,
+                       runs => Runs, out => Out}}
     end.
 
 %%--------------------------------------------------------------------
@@ -213,26 +209,30 @@ part_file(Target, Run) ->
 write_part(File, Bytes, Buffer, CheckSync) ->
     Start = erlang:monotonic_time(),
     case file:open(File, [write, exclusive, raw, binary, sync]) of
-        {ok, Fd} ->
-            Opened = erlang:monotonic_time(),
-            Sync = case CheckSync of true -> o_sync(File); false -> true end,
-            case write_all(Fd, Bytes, Buffer) of
-                ok ->
-                    Written = erlang:monotonic_time(),
-                    case file:close(Fd) of
-                        ok ->
-                            Closed = erlang:monotonic_time(),
-                            {ok, #{start => Start, open => Opened - Start, write => Written - Opened,
-                                   close => Closed - Written, done => Closed, o_sync => Sync}};
-                        {error, Why} ->
-                            {error, close, Why}
-                    end;
-                {error, Why} ->
-                    _ = file:close(Fd),
-                    {error, write, Why}
-            end;
+        {ok, Fd} -> write_opened(Fd, File, Bytes, Buffer, CheckSync, Start);
+        {error, Why} -> {error, open, Why}
+    end.
+
+%% The phases of write_part/4, one per function: each takes the times measured so far.
+write_opened(Fd, File, Bytes, Buffer, CheckSync, Start) ->
+    Opened = erlang:monotonic_time(),
+    Sync = case CheckSync of true -> o_sync(File); false -> true end,
+    case write_all(Fd, Bytes, Buffer) of
+        ok ->
+            close_written(Fd, #{start => Start, open => Opened - Start, o_sync => Sync}, Opened);
         {error, Why} ->
-            {error, open, Why}
+            _ = file:close(Fd),
+            {error, write, Why}
+    end.
+
+close_written(Fd, Times, Opened) ->
+    Written = erlang:monotonic_time(),
+    case file:close(Fd) of
+        ok ->
+            Closed = erlang:monotonic_time(),
+            {ok, Times#{write => Written - Opened, close => Closed - Written, done => Closed}};
+        {error, Why} ->
+            {error, close, Why}
     end.
 
 write_all(_Fd, 0, _Buffer) ->
