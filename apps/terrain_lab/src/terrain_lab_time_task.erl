@@ -16,10 +16,13 @@
 %% API
 -export([validate/1,
          run/3,
-         parse_mfa/1,
          columns/0,
-         one_run/4,
          format_error/1]).
+
+%% Internal exports (terrain_lab_cmd_demo runs one_run/4 on a cluster node with erpc)
+-export([one_run/4]).
+
+-ignore_xref([{one_run, 4}]).
 
 -export_type([task/0]).
 
@@ -75,7 +78,7 @@ run(#{mfa := {M, F, A} = MFA, runs := Runs, timeout := Timeout, out := Out}, Nod
             Error
     end.
 
-%% @doc Parses `M:F:A' where A is a literal list, e.g. `timer:sleep:[10]'.
+%% Parses `M:F:A' where A is a literal list, e.g. `timer:sleep:[10]'.
 -spec parse_mfa(string()) -> {ok, {module(), atom(), [term()]}} | {error, {time_task, term()}}.
 parse_mfa(Text) ->
     case string:split(Text, ":", all) of
