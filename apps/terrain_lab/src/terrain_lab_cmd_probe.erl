@@ -9,11 +9,9 @@
 %% is `null' in the files and makes the command fail after writing them.
 -module(terrain_lab_cmd_probe).
 
-%% API (command table)
--export([commands/0]).
-
-%% API (CLI handler)
--export([run/3]).
+%% API (command table and CLI handler)
+-export([commands/0,
+         run/3]).
 
 -ignore_xref([{commands, 0}, {run, 3}]).
 

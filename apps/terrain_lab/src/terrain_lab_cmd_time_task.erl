@@ -6,11 +6,9 @@
 %% defines the command, joins the cluster and hands over.
 -module(terrain_lab_cmd_time_task).
 
-%% API (command table)
--export([commands/0]).
-
-%% API (CLI handler)
--export([run/3]).
+%% API (command table and CLI handler)
+-export([commands/0,
+         run/3]).
 
 -ignore_xref([{commands, 0}, {run, 3}]).
 

@@ -3,11 +3,9 @@
 %% directories (the test itself, its CSV row and its errors: `terrain_lab_write_test').
 -module(terrain_lab_cmd_write_test).
 
-%% API (command table)
--export([commands/0]).
-
-%% API (CLI handler)
--export([run/3]).
+%% API (command table and CLI handler)
+-export([commands/0,
+         run/3]).
 
 -ignore_xref([{commands, 0}, {run, 3}]).
 
