@@ -14,6 +14,7 @@
          groups_as_candidates_and_predicates/0, groups_as_candidates_and_predicates/1,
          stopped_and_disconnected_nodes/0, stopped_and_disconnected_nodes/1,
          hung_server_and_missing_application/0, hung_server_and_missing_application/1,
+         sigstopped_node_is_waited_on_once/0, sigstopped_node_is_waited_on_once/1,
          watched_nodes_are_asked_without_a_monitor/0, watched_nodes_are_asked_without_a_monitor/1,
          remote_server_killed_keeps_values/0, remote_server_killed_keeps_values/1,
          cache_honours_max_age_and_nodedown/0, cache_honours_max_age_and_nodedown/1,
@@ -33,7 +34,8 @@ suite() ->
 all() ->
     [fan_out_reaches_every_node, choose_nodes_over_the_cluster, choose_node_picks,
      explain_and_relax_over_the_cluster, groups_as_candidates_and_predicates, stopped_and_disconnected_nodes,
-     hung_server_and_missing_application, watched_nodes_are_asked_without_a_monitor,
+     hung_server_and_missing_application, sigstopped_node_is_waited_on_once,
+     watched_nodes_are_asked_without_a_monitor,
      remote_server_killed_keeps_values, cache_honours_max_age_and_nodedown,
      push_subscription_feeds_the_cache, remote_writes_are_refused, remote_dynamic_attributes_that_hang_or_crash,
      bad_configuration_on_a_remote_node].
@@ -72,10 +74,23 @@ end_per_suite(Config) ->
                                   10000, "peers gone"),
     ok.
 
+%% The peer that sigstopped_node_is_waited_on_once stops with SIGSTOP is started here,
+%% so that end_per_testcase can always send it SIGCONT (and stop it), also when the case
+%% fails or its timetrap strikes (then end_per_testcase runs in another process).
+init_per_testcase(sigstopped_node_is_waited_on_once, Config) ->
+    [Peer] = terrain_test_peers:start([list_to_atom(?config(prefix, Config) ++ "x_sigstop")],
+                                      [{attrs, [{rack, r3}]}]),
+    OsPid = terrain_test_peers:call(Peer, os, getpid, []),
+    [{sigstopped, {Peer, OsPid}} | Config];
 init_per_testcase(_Case, Config) ->
     Config.
 
 %% Throwaway peers a case started are listed under `extra' and stopped here.
+end_per_testcase(sigstopped_node_is_waited_on_once, Config) ->
+    {Peer, OsPid} = ?config(sigstopped, Config),
+    ok = signal(OsPid, "CONT"),
+    terrain_test_peers:stop([Peer]),
+    Config;
 end_per_testcase(_Case, Config) ->
     case get(extra_peers) of
         undefined -> ok;
@@ -154,6 +169,15 @@ extra_peers(Labels, Env, Config) ->
 
 stat(Name) ->
     maps:get(Name, terrain:stats()).
+
+%% Sends a signal ("STOP", "CONT") to an OS process.
+signal(OsPid, Signal) ->
+    Port = open_port({spawn_executable, os:find_executable("kill")},
+                     [{args, ["-" ++ Signal, OsPid]}, exit_status, stderr_to_stdout]),
+    receive {Port, {exit_status, 0}} -> ok;
+            {Port, {exit_status, Status}} -> error({kill_failed, OsPid, Signal, Status})
+    after 5000 -> error({kill_timeout, OsPid, Signal})
+    end.
 
 elapsed_ms(Fun) ->
     T0 = erlang:monotonic_time(millisecond),
@@ -280,11 +304,9 @@ stopped_and_disconnected_nodes(Config) ->
     ?assertEqual({error, noconnection}, maps:get(C, After)),
     ?assertEqual(8, length([ok || {ok, _} <- maps:values(After)])),
     ?assert(Ms < 2000),
-    %% the next call does not ask them again (the cache server records failures from a
-    %% cast: wait until both backoffs are in its table)
-    terrain_test_peers:wait_until(fun() -> lists:all(fun(N) -> terrain_attr_cache:backoff(N) =/= none end,
-                                                     [S, C]) end,
-                                  5000, "backoffs recorded"),
+    %% the next call does not ask them again (their failures are recorded before the
+    %% call returns)
+    ?assertMatch([{_, noconnection, 1}, {_, noconnection, 1}], [terrain_attr_cache:backoff(N) || N <- [S, C]]),
     {Skips, Requests} = {stat(backoff_skips), stat(node_requests)},
     After2 = terrain:attrs(Nodes, [rack, vm_memory_total]),
     ?assertEqual({error, noconnection}, maps:get(S, After2)),
@@ -323,6 +345,57 @@ hung_server_and_missing_application(Config) ->
     ok = terrain_test_peers:call(Hung, sys, resume, [terrain_attr_responder]),
     terrain_test_peers:wait_until(fun() -> maps:get(H, terrain:attrs([H], [rack])) =:= {ok, #{rack => r3}} end,
                                   10000, "hung node answers again").
+
+sigstopped_node_is_waited_on_once() ->
+    [{doc, "A node stopped with SIGSTOP (connected, silent) costs one deadline: the first call returns within "
+           "deadline + 300 ms with {error, timeout} for it; the next ten calls (attrs and choose_nodes on a "
+           "volatile attribute) skip it while it is in backoff, take at most 150 ms each and leave it out; after "
+           "SIGCONT it answers again once its backoff has ended."}].
+sigstopped_node_is_waited_on_once(Config) ->
+    {Peer, OsPid} = ?config(sigstopped, Config),
+    H = terrain_test_peers:node_of(Peer),
+    Nodes = all_nodes(Config) ++ [H],
+    Timeout = 1000,
+    %% vm_memory_total is volatile: every call must ask the nodes for it
+    ?assertMatch(#{H := {ok, #{vm_memory_total := _}}}, terrain:attrs([H], [vm_memory_total])),
+    terrain_test_peers:wait_until(fun() -> element(4, terrain_attr_cache:row(H)) end, 5000, "node watched"),
+    ok = signal(OsPid, "STOP"),
+    {Ms1, First} = elapsed_ms(fun() -> terrain:attrs(Nodes, [vm_memory_total], #{timeout => Timeout}) end),
+    ct:pal("first call with a SIGSTOP'd node, deadline ~b ms: ~b ms", [Timeout, Ms1]),
+    ?assertEqual({error, timeout}, maps:get(H, First)),
+    ?assertEqual(8, length([ok || {ok, _} <- maps:values(First)])),
+    ?assert(Ms1 =< Timeout + 300),
+    Skips = stat(backoff_skips),
+    Next = [elapsed_ms(fun() ->
+                               case I rem 2 of
+                                   0 -> terrain:choose_nodes(Nodes, [{vm_memory_total, gt, 0}], #{timeout => Timeout});
+                                   1 -> terrain:attrs(Nodes, [vm_memory_total], #{timeout => Timeout})
+                               end
+                       end) || I <- lists:seq(1, 10)],
+    ct:pal("the next ten calls: ~w ms", [[Ms || {Ms, _} <- Next]]),
+    ?assertEqual([], [Ms || {Ms, _} <- Next, Ms > 150]),
+    Expected = lists:sort(all_nodes(Config)),
+    [case Result of
+         #{} ->
+             ?assertEqual({error, timeout}, maps:get(H, Result)),
+             ?assertEqual(Expected, lists:sort([N || {N, {ok, _}} <- maps:to_list(Result)]));
+         _ ->
+             ?assertEqual(Expected, lists:sort(Result))
+     end || {_, Result} <- Next],
+    ?assertEqual(Skips + 10, stat(backoff_skips)),
+    %% resumed: it answers again once its backoff has ended
+    {Until, timeout, 1} = terrain_attr_cache:backoff(H),
+    ok = signal(OsPid, "CONT"),
+    terrain_test_peers:wait_until(
+      fun() -> case terrain:attrs([H], [vm_memory_total]) of
+                   #{H := {ok, #{vm_memory_total := M}}} -> is_integer(M);
+                   #{H := {error, timeout}} -> false
+               end
+      end,
+      Until - erlang:monotonic_time(millisecond) + 5000, "resumed node answers again"),
+    ?assert(erlang:monotonic_time(millisecond) >= Until),
+    %% (the answer is stored, and the backoff cleared, by a cast to the cache server)
+    terrain_test_peers:wait_until(fun() -> terrain_attr_cache:backoff(H) =:= none end, 5000, "backoff cleared").
 
 watched_nodes_are_asked_without_a_monitor() ->
     [{doc, "After a node's first answer the cache server watches its attribute responder, and queries ask it "
@@ -368,7 +441,7 @@ watched_nodes_are_asked_without_a_monitor(Config) ->
     %% terrain stops there: the watch ends, and the next query knows at once
     ok = terrain_test_peers:call(Peer, application, stop, [terrain]),
     terrain_test_peers:wait_until(fun() -> not element(4, terrain_attr_cache:row(N)) end, 5000, "watch ended"),
-    %% (the timeout above put the node in backoff for 500 ms)
+    %% (the timeout above put the node in backoff for 500 ms + the 1000 ms it cost)
     terrain_test_peers:wait_until(fun() -> case terrain_attr_cache:backoff(N) of
                                                none -> true;
                                                {Until, _, _} -> erlang:monotonic_time(millisecond) >= Until
