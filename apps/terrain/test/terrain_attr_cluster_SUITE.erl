@@ -20,11 +20,12 @@
          cache_honours_max_age_and_nodedown/0, cache_honours_max_age_and_nodedown/1,
          push_subscription_feeds_the_cache/0, push_subscription_feeds_the_cache/1,
          remote_writes_are_refused/0, remote_writes_are_refused/1,
+         topology_writes_are_refused_and_validated/0, topology_writes_are_refused_and_validated/1,
          remote_dynamic_attributes_that_hang_or_crash/0, remote_dynamic_attributes_that_hang_or_crash/1,
          bad_configuration_on_a_remote_node/0, bad_configuration_on_a_remote_node/1]).
 
 %% run on peers
--export([hold/2, join_forever/2, remote_write/1, send_junk/1]).
+-export([hold/2, join_forever/2, remote_write/1, remote_topology_write/1, send_junk/1]).
 
 -define(LABELS, [p1, p2, p3, p4, p5, p6, p7, p8]).
 
@@ -37,7 +38,8 @@ all() ->
      hung_server_and_missing_application, sigstopped_node_is_waited_on_once,
      watched_nodes_are_asked_without_a_monitor,
      remote_server_killed_keeps_values, cache_honours_max_age_and_nodedown,
-     push_subscription_feeds_the_cache, remote_writes_are_refused, remote_dynamic_attributes_that_hang_or_crash,
+     push_subscription_feeds_the_cache, remote_writes_are_refused, topology_writes_are_refused_and_validated,
+     remote_dynamic_attributes_that_hang_or_crash,
      bad_configuration_on_a_remote_node].
 
 %% Attributes of the eight peers: rack, cores, load (p8 has none), gpu on p2 and p6.
@@ -134,6 +136,14 @@ remote_write(Target) ->
     [gen_server:call({terrain_attr_server, Target}, {set, evil, 1, persistent}, 5000),
      gen_server:call({terrain_attr_server, Target}, {install, [{evil, {static, 1}}]}, 5000),
      gen_server:call({terrain_attr_cache, Target}, {subscribe, [], [a], 100, self()}, 5000)].
+
+%% Tries to replace Target's topology: with garbage, and with a valid topology of its own.
+remote_topology_write(Target) ->
+    {ok, Valid} = terrain_topology:new({network, dc, [{node, node()}, {node, Target}]}),
+    Server = {terrain_topology_server, Target},
+    gen_server:cast(Server, {put, garbage}),
+    Server ! {put, garbage},
+    [gen_server:call(Server, {put, garbage}, 5000), gen_server:call(Server, {put, Valid}, 5000)].
 
 send_junk(Target) ->
     [{Server, Target} ! J || Server <- [terrain_attr_server, terrain_attr_responder],
@@ -561,6 +571,43 @@ remote_writes_are_refused(Config) ->
     terrain_test_peers:wait_until(fun() -> stat(malformed_dropped) >= Dropped + 9 end, 5000, "junk counted"),
     ?assertEqual(Dropped + 9, stat(malformed_dropped)),
     ?assert(is_process_alive(whereis(terrain_attr_server))).
+
+topology_writes_are_refused_and_validated() ->
+    [{doc, "Another node cannot replace this node's topology, neither with garbage nor with a valid topology "
+           "(refused, counted in remote_writes_refused; its casts and messages are dropped and counted); a local "
+           "write of anything but a topology that terrain_topology builds is refused too; through all of it the "
+           "topology stays in force and level/2, distance/2 and distance predicates keep working."}].
+topology_writes_are_refused_and_validated(Config) ->
+    [P1, P2] = nodes_of([p1, p2], Config),
+    Tree = {network, site, [{network, r1, [{node, node()}, {node, P1}]}, {network, r2, [{node, P2}]}]},
+    ok = terrain:load_topology(Tree),
+    try
+        Works = fun() ->
+                        ?assertEqual(Tree, terrain:topology()),
+                        ?assertEqual(very_near, terrain:level(node(), P1)),
+                        ?assertEqual(very_far, terrain:level(node(), P2)),
+                        ?assertEqual(0.5, terrain:distance(node(), P1)),
+                        ?assertEqual([P1], terrain:choose_nodes([P1, P2], [{dist, le, 0.5}]))
+                end,
+        Works(),
+        {Refused, Dropped} = {stat(remote_writes_refused), stat(malformed_dropped)},
+        ?assertEqual([{error, not_local}, {error, not_local}],
+                     terrain_test_peers:call(peer(p1, Config), ?MODULE, remote_topology_write, [node()])),
+        ?assertEqual(Refused + 2, stat(remote_writes_refused)),
+        terrain_test_peers:wait_until(fun() -> stat(malformed_dropped) >= Dropped + 2 end, 5000, "junk counted"),
+        ?assertEqual(Dropped + 2, stat(malformed_dropped)),
+        Works(),
+        %% local writes: only what terrain_topology builds
+        {ok, Good} = terrain_topology:new({network, other, [{node, node()}, {node, P2}]}),
+        Tampered = maps:put(distances, [], Good),
+        [?assertMatch({error, {topology, _, _}}, gen_server:call(terrain_topology_server, {put, Bad}))
+         || Bad <- [garbage, #{}, #{tree => {node, x}, metric => ultrametric}, Tampered, {put, Tree}]],
+        ?assertEqual({error, {topology, [], not_a_topology}}, terrain_topology_server:put(garbage)),
+        Works(),
+        ct:pal("~ts", [terrain_topology:format_error(element(2, terrain_topology_server:put(Tampered)))])
+    after
+        terrain_topology_server:forget()
+    end.
 
 remote_dynamic_attributes_that_hang_or_crash() ->
     [{doc, "On another node, a dynamic attribute that hangs and one that crashes answer undefined within their "
