@@ -189,6 +189,21 @@ signal(OsPid, Signal) ->
     after 5000 -> error({kill_timeout, OsPid, Signal})
     end.
 
+%% Whether every thread of an OS process is stopped (Linux /proc): a signal stops the
+%% threads one by one, and a thread still running could still answer.
+os_state(OsPid) ->
+    Dir = "/proc/" ++ OsPid ++ "/task",
+    {ok, Threads} = file:list_dir(Dir),
+    States = [begin
+                  {ok, Status} = file:read_file(filename:join([Dir, T, "status"])),
+                  {match, [State]} = re:run(Status, "^State:\\s+(\\S)", [multiline, {capture, all_but_first, list}]),
+                  State
+              end || T <- Threads],
+    case lists:usort(States) of
+        ["T"] -> stopped;
+        Other -> Other
+    end.
+
 elapsed_ms(Fun) ->
     T0 = erlang:monotonic_time(millisecond),
     R = Fun(),
@@ -370,6 +385,7 @@ sigstopped_node_is_waited_on_once(Config) ->
     ?assertMatch(#{H := {ok, #{vm_memory_total := _}}}, terrain:attrs([H], [vm_memory_total])),
     terrain_test_peers:wait_until(fun() -> element(4, terrain_attr_cache:row(H)) end, 5000, "node watched"),
     ok = signal(OsPid, "STOP"),
+    terrain_test_peers:wait_until(fun() -> os_state(OsPid) =:= stopped end, 5000, "peer stopped"),
     {Ms1, First} = elapsed_ms(fun() -> terrain:attrs(Nodes, [vm_memory_total], #{timeout => Timeout}) end),
     ct:pal("first call with a SIGSTOP'd node, deadline ~b ms: ~b ms", [Timeout, Ms1]),
     ?assertEqual({error, timeout}, maps:get(H, First)),
