@@ -20,7 +20,7 @@ apt:
 	if [ -n "$$missing" ]; then \
 	    echo "installing from Debian:" $$missing; \
 	    $(SUDO) apt-get update -qq && \
-	    DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	    DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
 $(VENV)/.installed: python/pyproject.toml
