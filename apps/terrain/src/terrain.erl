@@ -135,7 +135,7 @@
 %% The nodes to choose from: a list (its order is kept, duplicates too), `all' (this
 %% node and every connected node), or the nodes of the members of a `pg' group.
 
--type level() :: same_node | very_near | near | far | very_far | anywhere.
+-type level() :: terrain_topology:level().
 %% Levels of the communication hierarchy, nearest first (see the topology section).
 
 -type predicate() :: {attr_name(), eq | ne | lt | le | gt | ge, term()}
@@ -300,7 +300,7 @@ attrs(Nodes, Names) ->
 -spec attrs(Nodes :: [node()], Names :: [attr_name()] | all, Opts :: query_options()) ->
           #{node() => attr_result()} | {error, term()}.
 attrs(Nodes, Names, Opts) ->
-    maybe_run([fun() -> check_nodes(Nodes) end,
+    maybe_run([fun() -> terrain_choose:check_nodes(Nodes) end,
                fun() -> check_names(Names) end,
                fun() -> check_options(Opts, query_checks()) end],
               fun() ->
@@ -317,7 +317,7 @@ attrs(Nodes, Names, Opts) ->
 -spec subscribe(Nodes :: [node()], Names :: [attr_name()], IntervalMs :: pos_integer()) ->
           {ok, reference()} | {error, term()}.
 subscribe(Nodes, Names, IntervalMs) ->
-    maybe_run([fun() -> check_nodes(Nodes) end,
+    maybe_run([fun() -> terrain_choose:check_nodes(Nodes) end,
                fun() -> case Names of [] -> {error, {bad_names, Names}}; all -> {error, {bad_names, all}}; _ -> check_names(Names) end end,
                fun() -> check_options(#{interval => IntervalMs},
                                       #{interval => fun(I) -> is_integer(I) andalso I >= 10 andalso I =< 3600000 end}) end],
@@ -364,18 +364,7 @@ choose_nodes(Candidates, Preds) ->
 choose_nodes(Candidates, Preds, Opts) ->
     maybe_run([fun() -> terrain_select:validate(Preds) end,
                fun() -> check_options(Opts, choose_checks()) end],
-              fun() ->
-                      case select(Candidates, Preds, Opts, []) of
-                          {ok, {[], _Dropped, Explain}} when map_get(explain, Opts) =:= true ->
-                              {[], explain(Explain)};
-                          {ok, {Nodes, Dropped, _}} when map_get(relax, Opts) =:= true ->
-                              {Nodes, Dropped};
-                          {ok, {Nodes, _, _}} ->
-                              Nodes;
-                          {error, _} = Error ->
-                              Error
-                      end
-              end).
+              fun() -> terrain_choose:nodes(Candidates, Preds, Opts) end).
 
 %% @doc One node that satisfies the predicates, picked by `pick' (default `random');
 %% `{error, none}' if none does.
@@ -386,16 +375,7 @@ choose_node(Candidates, Preds, Opts) ->
                fun() -> check_options(Opts, maps:merge(maps:remove(explain, choose_checks()),
                                                        #{pick => fun(P) -> lists:member(P, [random, first, least_loaded, round_robin]) end,
                                                          load_attr => fun is_atom/1})) end],
-              fun() ->
-                      Pick = maps:get(pick, Opts, random),
-                      LoadAttr = maps:get(load_attr, Opts, scheduler_utilisation),
-                      Extra = case Pick of least_loaded -> [LoadAttr]; _ -> [] end,
-                      case select(Candidates, Preds, Opts, Extra) of
-                          {ok, {[], _, _}} -> {error, none};
-                          {ok, {Nodes, _, {Values, _}}} -> {ok, pick(Pick, Nodes, LoadAttr, Values)};
-                          {error, _} = Error -> Error
-                      end
-              end).
+              fun() -> terrain_choose:node(Candidates, Preds, Opts) end).
 
 %% @doc Renders the explanation that `choose_nodes(..., #{explain => true})' returns
 %% for an empty result.
@@ -429,13 +409,13 @@ topology() ->
 %% `anywhere': beyond every distance in the tree.
 -spec distance(A :: node(), B :: node()) -> number().
 distance(A, B) ->
-    topology_distance(terrain_topology_server:current(), A, B).
+    terrain_choose:topology_distance(terrain_topology_server:current(), A, B).
 
 %% @doc The distance between two nodes as a level: `same_node', `very_near', `near',
 %% `far', `very_far' or `anywhere' (relative to the tree's depth; docs/DISTANCES.md).
 -spec level(A :: node(), B :: node()) -> level().
 level(A, B) ->
-    topology_level(terrain_topology_server:current(), A, B).
+    terrain_choose:topology_level(terrain_topology_server:current(), A, B).
 
 %% @doc The closed disc D(Node, R): the nodes of the topology at distance at most R
 %% from Node (Node itself included).
@@ -461,13 +441,8 @@ spawn_on(Preds, What, Opts) ->
                                attempts => fun(N) -> is_integer(N) andalso N > 0 end},
     maybe_run([fun() -> terrain_select:validate(Preds) end,
                fun() -> check_options(Opts, Checks) end,
-               fun() -> check_spawnable(What) end],
-              fun() ->
-                      case resolve_candidates(maps:get(candidates, Opts, all)) of
-                          {ok, Candidates} -> spawn_attempts(Preds, What, Opts, Candidates, maps:get(attempts, Opts, 3), []);
-                          {error, _} = Error -> Error
-                      end
-              end).
+               fun() -> terrain_spawn:check_spawnable(What) end],
+              fun() -> terrain_spawn:spawn_on(Preds, What, Opts) end).
 
 %% @doc Places the vertices of a process tree on nodes so that children sit near
 %% their parents and no root-to-leaf path crosses more than one slow link where the
@@ -481,16 +456,16 @@ place_tree(ProcessTree, Opts) ->
     Checks = (query_checks())#{candidates => fun(_) -> true end,
                                capacity => fun(C) -> is_integer(C) andalso C > 0 end,
                                random_rounds => fun(R) -> is_integer(R) andalso R > 0 end},
-    maybe_run([fun() -> check_process_tree(ProcessTree) end,
+    maybe_run([fun() -> terrain_place:check_tree(ProcessTree) end,
                fun() -> check_options(Opts, Checks) end],
               fun() ->
-                      case {terrain_topology_server:current(), resolve_candidates(maps:get(candidates, Opts, all))} of
+                      case {terrain_topology_server:current(), terrain_choose:resolve_candidates(maps:get(candidates, Opts, all))} of
                           {undefined, _} ->
                               {error, no_topology};
                           {_, {error, _} = Error} ->
                               Error;
                           {Topology, {ok, Candidates}} ->
-                              place_resolved(ProcessTree, Topology, dedup(Candidates), Opts)
+                              terrain_place:place_tree(ProcessTree, Topology, terrain_choose:dedup(Candidates), Opts)
                       end
               end).
 
@@ -557,81 +532,7 @@ format_error(Reason) ->
     io_lib:format("~0tp", [Reason]).
 
 %%====================================================================
-%% Internal: selection
-
-%% Resolves candidates, fetches the attributes the predicates need, and selects.
-%% Returns the selection, the predicates relax dropped, and what explain needs.
-select(Candidates, Preds, Opts, ExtraNames) ->
-    case resolve_candidates(Candidates) of
-        {ok, Nodes} ->
-            case context(Preds) of
-                {ok, Ctx} ->
-                    Names = lists:usort(terrain_select:attr_names(Preds) ++ ExtraNames
-                                        ++ [A || {A, _} <- [maps:get(order_by, Opts, none)]]),
-                    {Values, Unreachable} = fetch(Nodes, Names, Opts),
-                    Reachable = case map_size(Unreachable) of
-                                    0 -> Nodes;
-                                    _ -> [N || N <- Nodes, not maps:is_key(N, Unreachable)]
-                                end,
-                    {Selected, Dropped} =
-                        case maps:get(relax, Opts, false) of
-                            true -> terrain_select:relax(Reachable, Preds, Values, Ctx);
-                            false -> {terrain_select:select(Reachable, Preds, Values, Ctx), []}
-                        end,
-                    Ordered = case maps:get(order_by, Opts, none) of
-                                  distance -> order_by_distance(Selected, Ctx);
-                                  {Attr, Direction} -> terrain_select:order_by(Selected, Attr, Direction, Values);
-                                  none -> Selected
-                              end,
-                    {ok, {Ordered, Dropped, {Values, {Nodes, Preds, Unreachable, Ctx}}}};
-                {error, _} = Error ->
-                    Error
-            end;
-        {error, _} = Error ->
-            Error
-    end.
-
-explain({Values, {Nodes, Preds, Unreachable, Ctx}}) ->
-    terrain_select:explain(Nodes, Preds, Values, Unreachable, Ctx).
-
-%% No attributes needed (only group, distance or level predicates): nobody is asked.
-fetch(_Nodes, [], _Opts) ->
-    {#{}, #{}};
-fetch(Nodes, Names, Opts) ->
-    terrain_attr_query:gather(Nodes, Names, maps:get(timeout, Opts, ?DEFAULT_TIMEOUT), maps:get(max_age, Opts, 0)).
-
-resolve_candidates(all) ->
-    {ok, [node() | nodes()]};
-resolve_candidates({group, Scope, Group}) when is_atom(Scope) ->
-    group_nodes(Scope, Group);
-resolve_candidates(Nodes) when is_list(Nodes) ->
-    case check_nodes(Nodes) of
-        ok -> {ok, Nodes};
-        {error, _} -> {error, {bad_candidates, Nodes}}
-    end;
-resolve_candidates(Other) ->
-    {error, {bad_candidates, Other}}.
-
-%% The evaluation context: group members now; distances, levels and subtrees from the
-%% node's topology. Without a topology every other node is `anywhere' (distance 2.0)
-%% and no network exists.
-context(Preds) ->
-    Groups = lists:usort([{Scope, Group} || {group, Scope, Group} <- flatten(Preds)]),
-    Members = [{Key, group_nodes(Scope, Group)} || {Scope, Group} = Key <- Groups],
-    case [Error || {_, {error, _} = Error} <- Members] of
-        [Error | _] ->
-            Error;
-        [] ->
-            Topology = terrain_topology_server:current(),
-            {ok, #{self => node(),
-                   groups => maps:from_list([{Key, Nodes} || {Key, {ok, Nodes}} <- Members]),
-                   distance => fun(From, To) -> topology_distance(Topology, From, To) end,
-                   level => fun(From, To) -> topology_level(Topology, From, To) end,
-                   subtree => fun(Network) -> topology_subtree(Topology, Network) end}}
-    end.
-
-%%====================================================================
-%% Internal: topology, spawning, placement
+%% Internal: topology
 
 store_topology({ok, Topology}) ->
     try terrain_topology_server:put(Topology)
@@ -639,159 +540,6 @@ store_topology({ok, Topology}) ->
     end;
 store_topology({error, _} = Error) ->
     Error.
-
-topology_distance(_T, Same, Same) -> 0;
-topology_distance(undefined, _A, _B) -> 2.0;
-topology_distance(T, A, B) -> terrain_topology:distance(T, A, B).
-
-topology_level(_T, Same, Same) -> same_node;
-topology_level(undefined, _A, _B) -> anywhere;
-topology_level(T, A, B) -> terrain_topology:level(T, A, B).
-
-topology_subtree(undefined, _Network) -> [];
-topology_subtree(T, Network) -> terrain_topology:subtree(T, Network).
-
-%% Nearest first; a stable sort keeps the candidates' order among equals.
-order_by_distance(Nodes, #{self := Self, distance := Distance}) ->
-    [N || {_, _, N} <- lists:sort([{Distance(Self, N), I, N} || {I, N} <- lists:zip(lists:seq(1, length(Nodes)), Nodes)])].
-
-check_spawnable(Fun) when is_function(Fun, 0) -> ok;
-check_spawnable({M, F, A}) when is_atom(M), is_atom(F), is_list(A) -> ok;
-check_spawnable(What) -> {error, {bad_spawn, What}}.
-
-spawn_attempts(_Preds, _What, _Opts, _Candidates, 0, Failures) ->
-    {error, {no_node, {tried, lists:reverse(Failures)}}};
-spawn_attempts(Preds, What, Opts, Candidates, Left, Failures) ->
-    ChooseOpts = maps:with([pick, timeout, max_age], Opts),
-    case choose_node(Candidates, Preds, ChooseOpts) of
-        {ok, Node} ->
-            case spawn_request_on(Node, What, Opts) of
-                {ok, Pid, MRef} when MRef =/= undefined -> {ok, Pid, Node, MRef};
-                {ok, Pid, undefined} -> {ok, Pid, Node};
-                {error, Why} ->
-                    spawn_attempts(Preds, What, Opts, lists:delete(Node, Candidates), Left - 1, [{Node, Why} | Failures])
-            end;
-        {error, none} when Failures =:= [] ->
-            {error, {no_node, none}};
-        {error, none} ->
-            {error, {no_node, {tried, lists:reverse(Failures)}}};
-        {error, Why} ->
-            {error, {no_node, Why}}
-    end.
-
-%% An asynchronous spawn request with a deadline: a node that went down answers
-%% `noconnection' at once; one that hangs is given up after `timeout'.
-spawn_request_on(Node, What, Opts) ->
-    Monitor = maps:get(monitor, Opts, false),
-    SpawnOpts = [{reply, yes}] ++ [link || maps:get(link, Opts, false)] ++ [monitor || Monitor],
-    ReqId = case What of
-                {M, F, A} -> erlang:spawn_request(Node, M, F, A, SpawnOpts);
-                Fun -> erlang:spawn_request(Node, Fun, SpawnOpts)
-            end,
-    receive
-        {spawn_reply, ReqId, ok, Pid} ->
-            {ok, Pid, case Monitor of true -> ReqId; false -> undefined end};
-        {spawn_reply, ReqId, error, Why} ->
-            {error, Why}
-    after maps:get(timeout, Opts, ?DEFAULT_TIMEOUT) ->
-            case erlang:spawn_request_abandon(ReqId) of
-                true -> {error, timeout};
-                false ->
-                    %% The reply raced the abandon: take it.
-                    receive
-                        {spawn_reply, ReqId, ok, Pid} ->
-                            {ok, Pid, case Monitor of true -> ReqId; false -> undefined end};
-                        {spawn_reply, ReqId, error, Why} ->
-                            {error, Why}
-                    end
-            end
-    end.
-
-check_process_tree(Tree) ->
-    try
-        Names = tree_names(Tree),
-        case Names -- lists:usort(Names) of
-            [] -> ok;
-            [Dup | _] -> {error, {bad_process_tree, io_lib:format("vertex name ~0tp is used more than once", [Dup])}}
-        end
-    catch
-        throw:{bad_vertex, V} ->
-            {error, {bad_process_tree, io_lib:format("expected {vertex, Name, Children} or {vertex, Name, Preds, Children}, got ~0tP", [V, 6])}};
-        throw:{bad_predicate, _} = Bad ->
-            {error, Bad}
-    end.
-
-tree_names({vertex, Name, Children}) when is_list(Children) ->
-    [Name | lists:append([tree_names(C) || C <- Children])];
-tree_names({vertex, Name, Preds, Children}) when is_list(Children) ->
-    case terrain_select:validate(Preds) of
-        ok -> [Name | lists:append([tree_names(C) || C <- Children])];
-        {error, Bad} -> throw(Bad)
-    end;
-tree_names(Other) ->
-    throw({bad_vertex, Other}).
-
-%% Resolves every vertex's predicates to its eligible candidates (attributes fetched
-%% once for the whole tree) and places the tree.
-place_resolved(Tree, Topology, Candidates, Opts) ->
-    Vertices = terrain_place:vertices(Tree),
-    AllPreds = [P || {_, P, _, _} <- Vertices, P =/= all],
-    Names = lists:usort(lists:append([terrain_select:attr_names(P) || P <- AllPreds])),
-    case context(AllPreds) of
-        {ok, Ctx} ->
-            {Values, Unreachable} = fetch(Candidates, Names, Opts),
-            Reachable = [N || N <- Candidates, not maps:is_key(N, Unreachable)],
-            Resolved = resolve_tree(Tree, Reachable, Values, Ctx),
-            terrain_place:place(Resolved, Topology, maps:merge(maps:with([capacity, random_rounds], Opts),
-                                                               #{nodes => Reachable}));
-        {error, _} = Error ->
-            Error
-    end.
-
-resolve_tree({vertex, Name, Children}, Nodes, Values, Ctx) ->
-    {vertex, Name, [resolve_tree(C, Nodes, Values, Ctx) || C <- Children]};
-resolve_tree({vertex, Name, Preds, Children}, Nodes, Values, Ctx) ->
-    {vertex, Name, terrain_select:select(Nodes, Preds, Values, Ctx),
-     [resolve_tree(C, Nodes, Values, Ctx) || C <- Children]}.
-
-%% The nodes of a pg group's members, in member order, each once. (pg answers `[]'
-%% for a scope that does not exist, so check that the scope is running.)
-group_nodes(Scope, Group) ->
-    case whereis(Scope) of
-        undefined -> {error, {no_scope, Scope}};
-        _ -> {ok, dedup([node(P) || P <- pg:get_members(Scope, Group)])}
-    end.
-
-flatten(Ps) when is_list(Ps) -> lists:append([flatten(P) || P <- Ps]);
-flatten({'not', P}) -> flatten(P);
-flatten({'or', Ps}) -> flatten(Ps);
-flatten({'and', Ps}) -> flatten(Ps);
-flatten(P) -> [P].
-
-dedup(Nodes) ->
-    {Kept, _} = lists:foldl(fun(N, {Acc, Seen}) ->
-                                    case Seen of
-                                        #{N := _} -> {Acc, Seen};
-                                        _ -> {[N | Acc], Seen#{N => true}}
-                                    end
-                            end, {[], #{}}, Nodes),
-    lists:reverse(Kept).
-
-pick(first, [Node | _], _LoadAttr, _Values) ->
-    Node;
-pick(random, Nodes, _LoadAttr, _Values) ->
-    lists:nth(rand:uniform(length(Nodes)), Nodes);
-pick(round_robin, Nodes, _LoadAttr, _Values) ->
-    lists:nth(1 + (terrain_attr_table:next_round_robin() rem length(Nodes)), Nodes);
-pick(least_loaded, Nodes, LoadAttr, Values) ->
-    Loads = [{maps:get(LoadAttr, maps:get(N, Values, #{}), undefined), N} || N <- Nodes],
-    case [{L, N} || {L, N} <- Loads, L =/= undefined] of
-        [] ->
-            pick(random, Nodes, LoadAttr, Values);
-        Defined ->
-            Min = lists:min([L || {L, _} <- Defined]),
-            pick(random, [N || {L, N} <- Defined, L == Min], LoadAttr, Values)
-    end.
 
 %%====================================================================
 %% Internal: validation at the boundary
@@ -832,17 +580,6 @@ choose_checks() ->
                                   end,
                       explain => fun is_boolean/1,
                       relax => fun is_boolean/1}.
-
-check_nodes(Nodes) ->
-    case all_atoms(Nodes) of
-        true -> ok;
-        false -> {error, {bad_nodes, Nodes}}
-    end.
-
-%% A proper list of atoms (a tight loop: candidate lists are checked on every query).
-all_atoms([N | Ns]) when is_atom(N) -> all_atoms(Ns);
-all_atoms([]) -> true;
-all_atoms(_) -> false.
 
 check_names(all) ->
     ok;

@@ -40,12 +40,14 @@
 -export([new/1,
          new/2,
          read/1,
+         from_json/1,
          metric/1,
          nodes/1,
          member/2,
          distance/3,
          anywhere/1,
          level/3,
+         levels/0,
          level_rank/1,
          slow_distance/1,
          disc/3,
@@ -87,6 +89,13 @@
 
 -type error_reason() :: {topology, [term()], term()}.
 
+%% Why a JSON document is not a topology: not JSON, not `terrain.topology/1', or a
+%% tree entry that is neither a node nor a network.
+-type json_error() :: {json, non_neg_integer(), string()} | {format, term()} | {bad_height, term()}
+                    | {bad_entry, term()}.
+
+-define(JSON_FORMAT, <<"terrain.topology/1">>).
+
 %%--------------------------------------------------------------------
 %% API
 
@@ -116,14 +125,41 @@ new(Tree, Options) ->
         throw:{Where, Why} -> {error, {topology, Where, Why}}
     end.
 
-%% @doc Reads a topology term from a file (one term, `file:consult/1' syntax).
+%% @doc Reads a topology from a file in any format {@link render/2} writes that
+%% holds the whole tree: one topology term (`file:consult/1' syntax) or a
+%% `terrain.topology/1' JSON document (whose `metric' is kept).
 -spec read(file:filename()) -> {ok, topology()} | {error, error_reason()}.
 read(File) ->
     case file:consult(File) of
-        {ok, [Tree]} -> new(Tree);
-        {ok, Terms} -> {error, {topology, [{file, File}], {terms, length(Terms)}}};
-        {error, {Line, Mod, Term}} -> {error, {topology, [{file, File}, {line, Line}], {syntax, Mod:format_error(Term)}}};
-        {error, Why} -> {error, {topology, [{file, File}], {file, Why}}}
+        {ok, [Tree]} ->
+            new(Tree);
+        {ok, Terms} ->
+            {error, {topology, [{file, File}], {terms, length(Terms)}}};
+        {error, {Line, Mod, Term}} ->
+            case read_json(File) of
+                {ok, Tree, Options} -> new(Tree, Options);
+                not_json -> {error, {topology, [{file, File}, {line, Line}], {syntax, Mod:format_error(Term)}}};
+                {error, Why} -> {error, {topology, [{file, File}], Why}}
+            end;
+        {error, Why} ->
+            {error, {topology, [{file, File}], {file, Why}}}
+    end.
+
+%% @doc The topology term (and metric) of a `terrain.topology/1' JSON document, as
+%% {@link render/2} writes it with `json'.
+-spec from_json(binary()) -> {ok, tree(), #{metric => metric()}} | {error, json_error()}.
+from_json(Bin) ->
+    case terrain_json:decode(Bin) of
+        {ok, #{<<"format">> := ?JSON_FORMAT, <<"tree">> := Tree} = Doc} ->
+            try {ok, tree_from_json(Tree), metric_from_json(maps:get(<<"metric">>, Doc, null))}
+            catch throw:Why -> {error, Why}
+            end;
+        {ok, #{<<"format">> := Other}} ->
+            {error, {format, Other}};
+        {ok, _} ->
+            {error, {format, none}};
+        {error, _} = Error ->
+            Error
     end.
 
 %% @doc The metric in use.
@@ -183,14 +219,20 @@ slow_distance(#{distances := Distances} = T) ->
         [] -> anywhere(T)
     end.
 
-%% @doc Levels in order from the nearest, for comparisons (`{level, le, near}').
+%% @doc The levels, nearest first: the one list every other module uses (the
+%% predicate `{level, Op, Level}' compares levels in this order).
+-spec levels() -> [level(), ...].
+levels() ->
+    [same_node, very_near, near, far, very_far, anywhere].
+
+%% @doc A level's position in {@link levels/0}, from 0 for `same_node', for
+%% comparisons (`{level, le, near}').
 -spec level_rank(level()) -> 0..5.
-level_rank(same_node) -> 0;
-level_rank(very_near) -> 1;
-level_rank(near) -> 2;
-level_rank(far) -> 3;
-level_rank(very_far) -> 4;
-level_rank(anywhere) -> 5.
+level_rank(Level) ->
+    rank_of(Level, levels(), 0).
+
+rank_of(Level, [Level | _], Rank) -> Rank;
+rank_of(Level, [_ | Rest], Rank) -> rank_of(Level, Rest, Rank + 1).
 
 %% @doc The closed disc D(Node, R) = {y : d(Node, y) ≤ R} over the nodes of the
 %% tree and Node itself, in the order of the tree.
@@ -245,7 +287,7 @@ render(T, dot) ->
 render(T, newick) ->
     [newick(T, [1], undefined), ";\n"];
 render(T, json) ->
-    [terrain_json:encode(#{format => <<"terrain.topology/1">>,
+    [terrain_json:encode(#{format => ?JSON_FORMAT,
                            metric => metric(T),
                            tree => json_tree(T, [1])}, #{pretty => true}), $\n].
 
@@ -465,6 +507,40 @@ json_tree(T, Id) ->
 json_name(A) when is_atom(A) -> A;
 json_name(Other) -> iolist_to_binary(io_lib:format("~tp", [Other])).
 
+%% A file that does not parse as Erlang terms is read as JSON when it looks like a
+%% JSON object.
+read_json(File) ->
+    case file:read_file(File) of
+        {ok, Bin} ->
+            case string:trim(Bin, leading) of
+                <<"{", _/binary>> = Json -> from_json(Json);
+                _ -> not_json
+            end;
+        {error, Why} ->
+            {error, {file, Why}}
+    end.
+
+tree_from_json(#{<<"node">> := Node}) when is_binary(Node) ->
+    {node, binary_to_atom(Node)};
+tree_from_json(#{<<"children">> := Children} = Network) when is_list(Children) ->
+    Name = case maps:get(<<"name">>, Network, null) of
+               B when is_binary(B) -> binary_to_atom(B);
+               _ -> undefined
+           end,
+    Kids = [tree_from_json(C) || C <- Children],
+    case {Name, maps:get(<<"height">>, Network, null)} of
+        {undefined, null} -> {network, Kids};
+        {_, null} -> {network, Name, Kids};
+        {_, H} when is_number(H) -> {network, Name, #{height => H}, Kids};
+        {_, H} -> throw({bad_height, H})
+    end;
+tree_from_json(Other) ->
+    throw({bad_entry, Other}).
+
+metric_from_json(<<"measured">>) -> #{metric => measured};
+metric_from_json(<<"ultrametric">>) -> #{metric => ultrametric};
+metric_from_json(_) -> #{}.
+
 %%--------------------------------------------------------------------
 %% Errors
 
@@ -487,4 +563,8 @@ why(measured_without_heights) -> "the measured metric needs a height on every ne
 why({bad_metric, M}) -> io_lib:format("unknown metric ~0tp (known: ultrametric, measured)", [M]);
 why({terms, N}) -> io_lib:format("expected one topology term, found ~b", [N]);
 why({syntax, Message}) -> ["syntax error: ", Message];
-why({file, Why}) -> file:format_error(Why).
+why({file, Why}) -> file:format_error(Why);
+why({json, Offset, Why}) -> io_lib:format("invalid JSON at byte ~b: ~ts", [Offset, Why]);
+why({format, none}) -> "not a topology: no \"format\" field (expected \"terrain.topology/1\")";
+why({format, F}) -> io_lib:format("not a topology: format ~0tp (expected \"terrain.topology/1\")", [F]);
+why({bad_entry, Entry}) -> io_lib:format("not a topology: ~0tP", [{bad_entry, Entry}, 8]).

@@ -30,9 +30,7 @@
          run/3]).
 
 %% Internal exports
--export([read_tree/1,
-         spec_tree/1,
-         format_error/1]).
+-export([format_error/1]).
 
 -define(FORMATS, [term, json, dot, newick, text]).
 
@@ -287,7 +285,7 @@ rename({network, C}, Fun) -> {network, [rename(X, Fun) || X <- C]};
 rename({network, Name, C}, Fun) -> {network, Name, [rename(X, Fun) || X <- C]};
 rename({network, Name, Opts, C}, Fun) -> {network, Name, Opts, [rename(X, Fun) || X <- C]}.
 
-%% @doc Reads a topology: a file of one topology term, a cluster spec (its groups as
+%% Reads a topology: a file of one topology term, a cluster spec (its groups as
 %% the tree), or a `terrain.topology/1' JSON file (what does not parse as Erlang terms).
 -spec read_tree(file:filename()) -> {ok, terrain_topology:tree()} | {error, term()}.
 read_tree(File) ->
@@ -307,41 +305,16 @@ read_tree(File) ->
     end.
 
 json_tree(File, Bin) ->
-    case terrain_json:decode(Bin) of
-        {ok, #{<<"format">> := <<"terrain.topology/1">>, <<"tree">> := Tree}} ->
-            try {ok, from_json(Tree)}
-            catch throw:Why -> {error, {topology_cmd, {bad_topology, File, Why}}}
-            end;
-        {ok, #{<<"format">> := Other}} ->
-            {error, {topology_cmd, {bad_topology, File, {format, Other}}}};
-        {ok, _} ->
-            {error, {topology_cmd, {bad_topology, File, {format, none}}}};
-        {error, Why} ->
-            {error, {topology_cmd, {bad_topology, File, Why}}}
+    case terrain_topology:from_json(Bin) of
+        {ok, Tree, _Metric} -> {ok, Tree};
+        {error, Why} -> {error, {topology_cmd, {bad_topology, File, Why}}}
     end.
-
-from_json(#{<<"node">> := Node}) when is_binary(Node) ->
-    {node, binary_to_atom(Node)};
-from_json(#{<<"children">> := Children} = Network) when is_list(Children) ->
-    Name = case maps:get(<<"name">>, Network, null) of
-               B when is_binary(B) -> binary_to_atom(B);
-               _ -> undefined
-           end,
-    Kids = [from_json(C) || C <- Children],
-    case {Name, maps:get(<<"height">>, Network, null)} of
-        {undefined, null} -> {network, Kids};
-        {_, null} -> {network, Name, Kids};
-        {_, H} when is_number(H) -> {network, Name, #{height => H}, Kids};
-        {_, H} -> throw({bad_height, H})
-    end;
-from_json(Other) ->
-    throw({bad_entry, Other}).
 
 term_tree(File) ->
     case file:consult(File) of
         {ok, [{cluster, _, _} | _] = Terms} ->
             case terrain_lab_spec:from_terms(Terms, File) of
-                {ok, Spec} -> {ok, spec_tree(Spec)};
+                {ok, Spec} -> {ok, terrain_lab_spec:topology(Spec, fun(Name) -> Name end, #{heights => false})};
                 {error, _} = Error -> Error
             end;
         {ok, [Tree]} ->
@@ -353,26 +326,6 @@ term_tree(File) ->
         {error, Why} ->
             {error, {file, File, Why}}
     end.
-
-%% @doc The true tree of a cluster spec: its groups nested as in the file, its node
-%% names as leaves, the cluster as the root.
--spec spec_tree(terrain_lab_spec:spec()) -> terrain_topology:tree().
-spec_tree(#{name := Name} = Spec) ->
-    Nodes = [{Path, N} || #{name := N, path := Path} <- terrain_lab_spec:nodes(Spec)],
-    {network, Name, group_children(Nodes)}.
-
-group_children(Nodes) ->
-    %% keep the order of first appearance
-    lists:reverse(
-      lists:foldl(fun({[], N}, Acc) -> [{node, N} | Acc];
-                     ({[G | _], _}, Acc) ->
-                          case lists:keymember(G, 2, Acc) of
-                              true -> Acc;
-                              false ->
-                                  Members = [{Rest, N} || {[G1 | Rest], N} <- Nodes, G1 =:= G],
-                                  [{network, G, group_children(Members)} | Acc]
-                          end
-                  end, [], Nodes)).
 
 %%--------------------------------------------------------------------
 %% Errors
