@@ -82,12 +82,37 @@
 
 %% API: topology and placement
 -export([load_topology/1,
+         check_topology/1,
          topology/0,
+         render_topology/2,
          distance/2,
          level/2,
          disc/2,
          spawn_on/3,
          place_tree/2]).
+
+%% API: topology discovery
+-export([read_latency/1,
+         discover/2,
+         compare_topologies/2]).
+
+%% API: variability of durations
+-export([load_duration_model/1,
+         load_duration_model/2,
+         check_duration/1,
+         check_duration/2,
+         duration_model/1,
+         unload_duration_model/1]).
+
+%% exports_not_used: The public API: called by users of the library, not by this project's code.
+-ignore_xref([{version, 0}, {format_error, 1}, {attr, 1}, {set_attr, 2}, {set_attr, 3},
+              {delete_attr, 1}, {load_attrs, 1}, {attrs, 2}, {attrs, 3}, {subscribe, 3},
+              {unsubscribe, 1}, {stats, 0}, {choose_nodes, 2}, {choose_nodes, 3}, {choose_node, 3},
+              {format_explanation, 1}, {load_topology, 1}, {check_topology, 1}, {topology, 0},
+              {render_topology, 2}, {distance, 2}, {level, 2}, {disc, 2}, {spawn_on, 3},
+              {place_tree, 2}, {read_latency, 1}, {discover, 2}, {compare_topologies, 2},
+              {load_duration_model, 1}, {load_duration_model, 2}, {check_duration, 1},
+              {check_duration, 2}, {duration_model, 1}, {unload_duration_model, 1}]).
 
 -export_type([attr_name/0,
               attr_result/0,
@@ -101,7 +126,15 @@
               explanation/0,
               spawn_options/0,
               process_tree/0,
-              place_options/0]).
+              place_options/0,
+              topology_tree/0,
+              topology_format/0,
+              latency/0,
+              discovery_options/0,
+              discovery/0,
+              comparison/0,
+              duration_model/0,
+              duration_model_options/0]).
 
 %%--------------------------------------------------------------------
 %% Types
@@ -226,6 +259,45 @@
 %%     tree over all the candidates).</li>
 %% <li>`random_rounds' — random placements averaged for the comparison (default 20).</li>
 %% <li>`timeout', `max_age' — for the attributes the vertices' predicates need.</li>
+%% </ul>
+
+-type topology_tree() :: terrain_topology:tree().
+%% A topology term: `{network, Name, Children}', `{network, Children}',
+%% `{network, Name, #{height => Microseconds}, Children}' or `{node, Node}'
+%% (docs/DISTANCES.md).
+
+-type topology_format() :: terrain_topology:format().
+%% `term' (consultable), `text' (indented), `dot' (Graphviz), `newick', `json'
+%% (`terrain.topology/1'). {@link load_topology/1} reads `term' and `json'.
+
+-type latency() :: terrain_discovery:latency().
+%% A latency matrix as {@link read_latency/1} returns it: `nodes' and, per statistic,
+%% the round trips in µs (docs/TOPOLOGY_DISCOVERY.md).
+
+-type discovery_options() :: terrain_discovery:options().
+%% Options of {@link discover/2}: `statistic', `symmetrise', `linkage', `alpha',
+%% `outliers', `outlier_factor', `alpha_range', `alpha_steps', `alpha_min_plateau'
+%% (each documented in docs/TOPOLOGY_DISCOVERY.md).
+
+-type discovery() :: terrain_discovery:result().
+%% What {@link discover/2} found: the tree under `topology' (load it with
+%% {@link load_topology/1}), the α of each level under `levels', the number of
+%% round trips `repaired' out of `pairs'.
+
+-type comparison() :: terrain_tree_compare:report().
+%% What {@link compare_topologies/2} reports: per-level adjusted Rand index, clade
+%% recall and precision.
+
+-type duration_model() :: terrain_variability:model().
+%% A loaded GEV model of durations: `location', `scale', `shape' (ξ), `tail', `side'.
+
+-type duration_model_options() :: terrain_variability:load_options().
+%% Options of {@link load_duration_model/2}:
+%% <ul>
+%% <li>`name' — the model's name (default `default');</li>
+%% <li>`tail' — a duration is unlikely when its tail probability is below this
+%%     (0 &lt; tail &lt; 0.5, default 0.001);</li>
+%% <li>`side' — which tail counts: `upper' (default), `lower' or `both'.</li>
 %% </ul>
 
 -define(DEFAULT_TIMEOUT, 1000).
@@ -386,17 +458,39 @@ format_explanation(Explanation) ->
 %%====================================================================
 %% API: topology and placement
 
-%% @doc Replaces this node's topology: a file holding one topology term, or the
-%% term itself (see the topology section above). The topology is validated first; a
-%% bad one is refused with a sentence and the current one stays.
--spec load_topology(FileOrTerm :: file:filename() | terrain_topology:tree()) -> ok | {error, term()}.
+%% @doc Replaces this node's topology: a file in any format `terrain topology'
+%% writes that holds the whole tree — one topology term, or a `terrain.topology/1'
+%% JSON document — or the term itself (docs/DISTANCES.md). The topology is validated
+%% first; a bad one is refused with a sentence and the current one stays.
+-spec load_topology(FileOrTerm :: file:filename() | topology_tree()) -> ok | {error, term()}.
 load_topology(File) when is_list(File); is_binary(File) ->
     store_topology(terrain_topology:read(File));
 load_topology(Tree) ->
     store_topology(terrain_topology:new(Tree)).
 
+%% @doc Validates a topology term without loading it: `ok', or the sentence-ready
+%% reason {@link load_topology/1} would refuse it with.
+-spec check_topology(Tree :: topology_tree()) -> ok | {error, term()}.
+check_topology(Tree) ->
+    case terrain_topology:new(Tree) of
+        {ok, _} -> ok;
+        {error, _} = Error -> Error
+    end.
+
+%% @doc Renders a topology term, or the topology a {@link discover/2} found, in a
+%% format (for a discovery, `json' adds how the tree was found).
+-spec render_topology(TreeOrDiscovery :: topology_tree() | discovery(), Format :: topology_format()) ->
+          {ok, iodata()} | {error, term()}.
+render_topology(#{topology := _} = Discovery, Format) ->
+    {ok, terrain_discovery:render(Discovery, Format)};
+render_topology(Tree, Format) ->
+    case terrain_topology:new(Tree) of
+        {ok, T} -> {ok, terrain_topology:render(T, Format)};
+        {error, _} = Error -> Error
+    end.
+
 %% @doc The current topology term, or `undefined' when none is loaded.
--spec topology() -> terrain_topology:tree() | undefined.
+-spec topology() -> topology_tree() | undefined.
 topology() ->
     case terrain_topology_server:current() of
         undefined -> undefined;
@@ -470,6 +564,70 @@ place_tree(ProcessTree, Opts) ->
               end).
 
 %%====================================================================
+%% API: topology discovery
+
+%% @doc Reads a `latency.json' file (format `terrain.latency/1', as `terrain probe'
+%% writes it).
+-spec read_latency(File :: file:filename()) -> {ok, latency()} | {error, term()}.
+read_latency(File) ->
+    terrain_discovery:read_latency(File).
+
+%% @doc Discovers the communication hierarchy of a latency matrix: the non-binary
+%% clustering with threshold α of RELEASE D3.5, §4.3–4.5, α chosen per level and
+%% outlying round trips repaired unless the options say otherwise
+%% (docs/TOPOLOGY_DISCOVERY.md).
+-spec discover(Latency :: latency(), Opts :: discovery_options()) -> {ok, discovery()} | {error, term()}.
+discover(Latency, Opts) ->
+    terrain_discovery:discover(Latency, Opts).
+
+%% @doc How well a found topology matches a true one: per level of the truth, the
+%% adjusted Rand index of the two partitions at that depth; clade recall and
+%% precision. Heights and names are not compared; both trees must have the same nodes.
+-spec compare_topologies(Found :: topology_tree(), Truth :: topology_tree()) -> {ok, comparison()} | {error, term()}.
+compare_topologies(Found, Truth) ->
+    terrain_tree_compare:compare(Found, Truth).
+
+%%====================================================================
+%% API: variability of durations
+
+%% @equiv load_duration_model(Fit, #{})
+-spec load_duration_model(Fit :: file:filename() | binary() | map()) -> ok | {error, term()}.
+load_duration_model(Fit) ->
+    terrain_variability:load(Fit, #{}).
+
+%% @doc Loads a GEV model of durations (extreme-value statistics, Henwood et al.):
+%% a `fit.json' (format `terrain.gev/1') that `terrain-analysis gev' wrote, its
+%% decoded map, or `#{location, scale, shape}'. The model is kept in
+%% `persistent_term' under its name, so {@link check_duration/2} is a lookup in the
+%% caller (docs/GEV.md).
+-spec load_duration_model(Fit :: file:filename() | binary() | map(), Opts :: duration_model_options()) ->
+          ok | {error, term()}.
+load_duration_model(Fit, Opts) ->
+    terrain_variability:load(Fit, Opts).
+
+%% @equiv check_duration(default, Duration)
+-spec check_duration(Duration :: number()) -> {ok, float()} | {unlikely, float()}.
+check_duration(Duration) ->
+    terrain_variability:check(Duration).
+
+%% @doc Is this duration unlikely under the named model? `{unlikely, P}' when its
+%% tail probability P is below the model's `tail', else `{ok, P}'. Raises
+%% `{no_model, Name}' when no model of that name is loaded.
+-spec check_duration(Name :: atom(), Duration :: number()) -> {ok, float()} | {unlikely, float()}.
+check_duration(Name, Duration) ->
+    terrain_variability:check(Name, Duration).
+
+%% @doc The loaded model of that name, or `undefined'.
+-spec duration_model(Name :: atom()) -> duration_model() | undefined.
+duration_model(Name) ->
+    terrain_variability:model(Name).
+
+%% @doc Forgets the model of that name.
+-spec unload_duration_model(Name :: atom()) -> ok.
+unload_duration_model(Name) ->
+    terrain_variability:unload(Name).
+
+%%====================================================================
 %% API: errors
 
 %% @doc Turns an `{error, Reason}' returned by this module into a sentence.
@@ -481,6 +639,12 @@ format_error({config, Source, Where, Why}) ->
      config_why(Why)];
 format_error({topology, _, _} = Reason) ->
     terrain_topology:format_error(Reason);
+format_error({discovery, _} = Reason) ->
+    terrain_discovery:format_error(Reason);
+format_error({compare, _} = Reason) ->
+    terrain_tree_compare:format_error(Reason);
+format_error({variability, _} = Reason) ->
+    terrain_variability:format_error(Reason);
 format_error(no_topology) ->
     "no topology is loaded on this node (terrain:load_topology/1 or the app env key topology)";
 format_error({no_node, {vertex, Name}}) ->

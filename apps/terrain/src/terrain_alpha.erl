@@ -48,10 +48,12 @@
 
 %% API
 -export([run/3,
-         run/4,
          auto/3,
-         bottom_partition/1,
-         default_auto_options/0]).
+         bottom_partition/1]).
+
+%% exports_not_used: Called by the unit tests (terrain_discovery_tests), which check the bottom
+%% partition that automatic α starts from.
+-ignore_xref([{bottom_partition, 1}]).
 
 -export_type([tree/0, auto_options/0, level/0]).
 

@@ -48,6 +48,12 @@
          vm_memory_total/0,
          scheduler_utilisation/0]).
 
+%% exports_not_used: Named as {M, F, A} by the built-in attribute definitions (called through the
+%% attribute server and its evaluators); definitions/1 is the entry of the unit
+%% tests, which read a fake /proc.
+-ignore_xref([{cpu_speed, 1}, {definitions, 1}, {kernel_entities, 1}, {loadavg, 2}, {meminfo, 2},
+              {run_queue, 0}, {scheduler_utilisation, 0}, {system_info, 1}, {vm_memory_total, 0}]).
+
 -define(UTILISATION_WINDOW_MS, 50).
 
 %% @doc The built-in definitions, reading `/proc'.

@@ -34,6 +34,9 @@
          handle_cast/2,
          handle_info/2]).
 
+%% exports_not_used: Named in terrain_sup's child spec.
+-ignore_xref([{start_link, 0}]).
+
 -define(COUNTERS, [requests_served, malformed_dropped, remote_writes_refused,
                    dynamic_timeouts, dynamic_crashes, queries, node_requests,
                    cache_hits, backoff_skips, timeouts, noconnection, not_running,

@@ -52,11 +52,13 @@
          discover/2,
          topology/1,
          render/2,
-         matrix/2,
          repair/3,
-         to_topology/2,
          validate_options/1,
          format_error/1]).
+
+%% exports_not_used: Called by the unit tests, properties and bench_discovery (the repair step and the
+%% tree of a result, checked on their own).
+-ignore_xref([{repair, 3}, {topology, 1}]).
 
 -export_type([options/0, latency/0, result/0, error_reason/0]).
 

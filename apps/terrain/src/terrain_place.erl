@@ -33,6 +33,10 @@
          cost/3,
          vertices/1]).
 
+%% exports_not_used: The placement algorithm on resolved trees, checked on its own by terrain_place_tests
+%% and prop_place.
+-ignore_xref([{cost, 3}, {place, 3}, {vertices, 1}]).
+
 -export_type([process_tree/0, placement/0, cost/0]).
 
 -type process_tree() :: {vertex, term(), [process_tree()]}

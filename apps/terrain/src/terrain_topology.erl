@@ -59,6 +59,9 @@
          render/2,
          format_error/1]).
 
+%% exports_not_used: Read by terrain_topology_tests and prop_topology to check the model.
+-ignore_xref([{anywhere, 1}, {groups, 1}, {metric, 1}, {new, 2}]).
+
 -export_type([topology/0, tree/0, metric/0, level/0, format/0, network_id/0]).
 
 -compile({no_auto_import, [nodes/1]}).

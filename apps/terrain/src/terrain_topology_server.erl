@@ -23,6 +23,9 @@
 %% gen_server callbacks
 -export([init/1, handle_call/3, handle_cast/2]).
 
+%% exports_not_used: Named in terrain_sup's child spec.
+-ignore_xref([{start_link, 0}]).
+
 -define(KEY, {terrain_topology, current}).
 -define(CALL_TIMEOUT, 5000).
 

@@ -33,10 +33,13 @@
          check/1,
          check/2,
          tail_probability/2,
-         model/0,
          model/1,
          unload/1,
          format_error/1]).
+
+%% exports_not_used: load/1 and tail_probability/2 are checked on their own by the unit tests and
+%% prop_variability (users load through terrain:load_duration_model/1,2).
+-ignore_xref([{load, 1}, {tail_probability, 2}]).
 
 -export_type([model/0, load_options/0, params/0]).
 
@@ -105,11 +108,6 @@ check(Name, Duration) when is_number(Duration) ->
 -spec tail_probability(params(), number()) -> float().
 tail_probability(Params, Duration) ->
     side_probability(upper, t(Params, Duration)).
-
-%% @doc The default model.
--spec model() -> model() | undefined.
-model() ->
-    model(default).
 
 %% @doc A named model.
 -spec model(atom()) -> model() | undefined.

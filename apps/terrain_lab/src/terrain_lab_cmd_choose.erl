@@ -12,6 +12,9 @@
 -export([command/0,
          run/3]).
 
+%% exports_not_used: The handler, called through the command table ({Module, Function}).
+-ignore_xref([{run, 3}]).
+
 %% @doc The subcommand, as `terrain_lab_cli:commands/0' lists it.
 -spec command() -> terrain_lab_cli:command().
 command() ->

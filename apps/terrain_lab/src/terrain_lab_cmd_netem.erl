@@ -17,6 +17,9 @@
 %% API (CLI handler)
 -export([run/3]).
 
+%% exports_not_used: The handler, called through the command table ({Module, Function}).
+-ignore_xref([{run, 3}]).
+
 %%--------------------------------------------------------------------
 %% API
 

@@ -32,6 +32,9 @@
 %% Internal exports
 -export([format_error/1]).
 
+%% exports_not_used: The handler, called through the command table ({Module, Function}).
+-ignore_xref([{run, 3}]).
+
 -define(FORMATS, [term, json, dot, newick, text]).
 
 %% @doc The command's entry in `terrain_lab_cli:commands/0'.
@@ -90,14 +93,15 @@ run(_Options, Args, _Io) ->
 discover(Options, File, Io) ->
     case {discovery_options(Options), output_format(Options)} of
         {{ok, Opts}, {ok, Format}} ->
-            case terrain_discovery:read_latency(File) of
+            case terrain:read_latency(File) of
                 {ok, Latency} ->
                     terrain_lab_cli:progress(Io, "topology: clustering ~b nodes (~ts)~n",
                                              [length(maps:get(nodes, Latency)), describe(Opts)]),
-                    case terrain_discovery:discover(Latency, Opts) of
+                    case terrain:discover(Latency, Opts) of
                         {ok, Result} ->
                             report(Result, Io),
-                            emit(terrain_discovery:render(Result, Format), Options, Io);
+                            {ok, Text} = terrain:render_topology(Result, Format),
+                            emit(Text, Options, Io);
                         {error, _} = Error ->
                             Error
                     end;
@@ -223,8 +227,8 @@ show(Options, File, Io) ->
         {ok, F} ->
             case read_tree(File) of
                 {ok, Tree} ->
-                    case terrain_topology:new(Tree) of
-                        {ok, T} -> emit(terrain_topology:render(T, F), Options, Io);
+                    case terrain:render_topology(Tree, F) of
+                        {ok, Text} -> emit(Text, Options, Io);
                         {error, _} = Error -> Error
                     end;
                 {error, _} = Error ->
@@ -241,7 +245,7 @@ compare(Options, FoundFile, TruthFile, Io) ->
     case {read_tree(FoundFile), read_tree(TruthFile)} of
         {{ok, Found}, {ok, Truth}} ->
             Found1 = match_names(Found, Truth, maps:get(prefix, Options, "")),
-            case terrain_tree_compare:compare(Found1, Truth) of
+            case terrain:compare_topologies(Found1, Truth) of
                 {ok, #{levels := Levels} = Report} ->
                     lists:foreach(fun(#{level := K, truth_clusters := T, found_clusters := F, ari := A}) ->
                                           terrain_lab_cli:out(Io, "level ~b: ~b true clusters, ~b found, ARI ~.3f~n",
@@ -287,7 +291,7 @@ rename({network, Name, Opts, C}, Fun) -> {network, Name, Opts, [rename(X, Fun) |
 
 %% Reads a topology: a file of one topology term, a cluster spec (its groups as
 %% the tree), or a `terrain.topology/1' JSON file (what does not parse as Erlang terms).
--spec read_tree(file:filename()) -> {ok, terrain_topology:tree()} | {error, term()}.
+-spec read_tree(file:filename()) -> {ok, terrain:topology_tree()} | {error, term()}.
 read_tree(File) ->
     case file:read_file(File) of
         {ok, Bin} ->

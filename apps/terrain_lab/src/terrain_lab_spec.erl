@@ -110,7 +110,7 @@ levels(#{options := ClusterOptions, groups := Groups}) ->
     [{cluster, ClusterOptions} | Groups].
 
 %% @equiv topology(Spec, NodeName, #{heights => true})
--spec topology(spec(), fun((atom()) -> node())) -> terrain_topology:tree().
+-spec topology(spec(), fun((atom()) -> node())) -> terrain:topology_tree().
 topology(Spec, NodeName) ->
     topology(Spec, NodeName, #{heights => true}).
 
@@ -124,13 +124,13 @@ topology(Spec, NodeName) ->
 %% (2 × the one-way `latency', µs) when the cluster and every group carry a latency
 %% and the heights shrink towards the leaves; otherwise, and with `heights => false',
 %% there are no heights (the ultrametric applies).
--spec topology(spec(), fun((atom()) -> node()), #{heights := boolean()}) -> terrain_topology:tree().
+-spec topology(spec(), fun((atom()) -> node()), #{heights := boolean()}) -> terrain:topology_tree().
 topology(#{name := Cluster, options := ClusterOptions, groups := Groups, nodes := Nodes}, NodeName,
          #{heights := WantHeights}) ->
     Heights = [maps:get(latency, O, undefined) || O <- [ClusterOptions | [O || {_, O} <- Groups]]],
     WithHeights = WantHeights andalso not lists:member(undefined, Heights),
     Tree = network(Cluster, ClusterOptions, [], Groups, Nodes, NodeName, WithHeights),
-    case WithHeights andalso element(1, terrain_topology:new(Tree)) =:= error of
+    case WithHeights andalso terrain:check_topology(Tree) =/= ok of
         true -> network(Cluster, ClusterOptions, [], Groups, Nodes, NodeName, false);
         false -> Tree
     end.
