@@ -22,7 +22,7 @@
 %% <li><b>sampled</b> — a function evaluated every `interval' ms whose last `window'
 %%     results are averaged: `{sampled, MFA, #{interval => 1000, window => 60}}'.</li>
 %% </ul>
-%% Built-in attributes (the seed's Tables 1 and 2 and a few more; see
+%% Built-in attributes (RELEASE D3.5's Tables 1 and 2 and a few more; see
 %% docs/ATTRIBUTES.md) are loaded first, then the file named by the application
 %% environment key `attr_config', then the list in `attrs'. A program can
 %% {@link set_attr/2} values at run time; such a value belongs to the process that set
@@ -213,7 +213,7 @@
 %% `explain', and:
 %% <ul>
 %% <li>`pick' — which match to return: `random' (default; spreads concurrent
-%%     spawners, seed §5.1.3), `first', `least_loaded' (smallest `load_attr', ties
+%%     spawners, RELEASE D3.5, §5.1.3), `first', `least_loaded' (smallest `load_attr', ties
 %%     at random) or `round_robin' (a node-wide rotation over the matches).</li>
 %% <li>`load_attr' — the attribute `least_loaded' compares (default
 %%     `scheduler_utilisation', a 10-second moving average).</li>
@@ -497,8 +497,8 @@ topology() ->
         T -> terrain_topology:term(T)
     end.
 
-%% @doc The communication distance between two nodes under the current topology: the
-%% seed's ultrametric 2^−ℓ, or the measured height of their lowest common network.
+%% @doc The communication distance between two nodes under the current topology:
+%% RELEASE D3.5's ultrametric 2^−ℓ (§4.2), or the measured height of their lowest common network.
 %% A node missing from the topology (or every other node, without a topology) is
 %% `anywhere': beyond every distance in the tree.
 -spec distance(A :: node(), B :: node()) -> number().
@@ -540,7 +540,7 @@ spawn_on(Preds, What, Opts) ->
 
 %% @doc Places the vertices of a process tree on nodes so that children sit near
 %% their parents and no root-to-leaf path crosses more than one slow link where the
-%% topology allows it (seed 000 §4.6). Returns the assignment, its cost (sum and
+%% topology allows it (RELEASE D3.5, §4.6). Returns the assignment, its cost (sum and
 %% maximum over root-to-leaf paths of the edge distances, and the most slow edges on
 %% one path) and the average cost of random placements for comparison. Spawning is
 %% left to the caller (e.g. with `spawn_on(..., #{candidates => [Node]})').

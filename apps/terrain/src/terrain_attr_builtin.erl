@@ -1,5 +1,5 @@
 %% @private
-%% @doc terrain's built-in attributes: the seed's Tables 1 and 2 and a few more.
+%% @doc terrain's built-in attributes: RELEASE D3.5's Tables 1 and 2 and a few more.
 %%
 %% Static (evaluated once, when the attribute server loads them):
 %% <ul>
@@ -14,7 +14,7 @@
 %% Dynamic (evaluated at every lookup):
 %% <ul>
 %% <li>`cpu_speed' — the first CPU's current clock in MHz (`cpu MHz' in `/proc/cpuinfo').
-%%     The seed's Table 2 says GHz but its Appendix A shows MHz (`1596.0'); terrain
+%%     RELEASE D3.5's Table 2 says GHz but its Appendix A shows MHz (`1596.0'); terrain
 %%     follows the data and `/proc'.</li>
 %% <li>`mem_free' — free memory in kB (`MemFree' in `/proc/meminfo')</li>
 %% <li>`loadavg1', `loadavg5', `loadavg15' — the load averages in `/proc/loadavg'</li>

@@ -1,7 +1,7 @@
 %% @private
 %% @doc Keeps the attribute tables alive across restarts of the attribute server.
 %%
-%% The seed's `attr_server' lost every attribute an application had set when it
+%% RELEASE D3.5's `attr_server' lost every attribute an application had set when it
 %% crashed (§5.1.4). This process creates the two attribute tables, hands them to
 %% {@link terrain_attr_server} and is their heir: when the server dies the tables come
 %% back here, and the restarted server claims them again with every configured value

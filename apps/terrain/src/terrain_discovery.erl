@@ -1,7 +1,7 @@
 %% @private
 %% @doc Topology discovery: from a latency matrix (`latency.json', written by
 %% `terrain probe') to a topology term with measured heights, with OTP alone, so a
-%% production node can rediscover its own topology (seed 000, §4.3–4.5).
+%% production node can rediscover its own topology (RELEASE D3.5, §4.3–4.5).
 %%
 %% == Pipeline ==
 %% <ol>
@@ -10,7 +10,7 @@
 %%     Queueing and scheduling only ever add time, so the fastest of thousands of
 %%     exchanges estimates the path itself; the median mixes in the contention of the
 %%     moment (on a loaded machine a 0.1 ms path showed medians of 6 ms). Choose
-%%     `median' or `mean' to see congestion, as the seed did on Athos.</li>
+%%     `median' or `mean' to see congestion, as RELEASE D3.5 did on Athos.</li>
 %% <li><b>Symmetrisation</b>: d(a, b) combines the round trip measured from a with the
 %%     one measured from b: `min' (default: noise only ever adds time, so the smaller
 %%     is the better estimate of the path), `mean' or `max'. A missing value (`null')
@@ -18,15 +18,15 @@
 %% <li><b>Outliers</b> (`repair', the default): a first pass clusters with `average'
 %%     linkage and automatic α. An inflated pair weighs 1/(|A||B|) in the mean
 %%     distance between clusters A and B, so a few outliers cannot move a cluster,
-%%     whereas one of them decides a complete-linkage distance (the seed's weakness:
+%%     whereas one of them decides a complete-linkage distance (RELEASE D3.5's weakness:
 %%     1% of pairs ×5 turns a clean 1,000-node hierarchy into noise). In that tree the
 %%     round trips whose lowest common cluster is C all cross the same level; one more
 %%     than `outlier_factor' (3) times their median is an outlier and is replaced by
 %%     the median. Only upwards: delays only add, and a value far below its level's
 %%     median is structure the first pass missed, not noise. `keep' skips this.</li>
-%% <li><b>Clustering</b>: the seed's α algorithm ({@link terrain_alpha}) on the
+%% <li><b>Clustering</b>: RELEASE D3.5's α algorithm ({@link terrain_alpha}) on the
 %%     repaired matrix with the chosen linkage: `average' by default, `complete' as in
-%%     the seed, or `single'. Average linkage separates levels that are only twice as
+%%     RELEASE D3.5, or `single'. Average linkage separates levels that are only twice as
 %%     far apart under 10% jitter, where complete linkage's δ — set by the closest
 %%     pair, then by the largest of many jittered values — leaves no range of α that
 %%     holds (docs/TOPOLOGY_DISCOVERY.md). `alpha' a number runs the algorithm with
@@ -34,16 +34,17 @@
 %% <li><b>The topology term</b>: `{network, Name, #{height => Us}, Children}' and
 %%     `{node, Node}', names `c' (the root), `c1', `c1_2', … by position, children in
 %%     the order of the matrix. A height is the cluster's diameter in µs of round trip,
-%%     the largest round trip between two of its nodes after the repair, as in the
-%%     seed's figures (with `complete' linkage this is the α algorithm's δ); never
+%%     the largest round trip between two of its nodes after the repair, as in
+%%     RELEASE D3.5's figures (with `complete' linkage this is the α algorithm's δ); never
 %%     below a child's.</li>
 %% </ol>
 %%
 %% ```
-%% {ok, Latency} = terrain_discovery:read_latency("runs/20261121T160258Z/latency.json"),
-%% {ok, Found} = terrain_discovery:discover(Latency, #{}),
-%% Tree = terrain_discovery:topology(Found),
-%% io:put_chars(terrain_discovery:render(Found, text)).
+%% %% users call it through the facade:
+%% {ok, Latency} = terrain:read_latency("runs/20261121T160258Z/latency.json"),
+%% {ok, #{topology := Tree} = Found} = terrain:discover(Latency, #{}),
+%% {ok, Text} = terrain:render_topology(Found, text),
+%% io:put_chars(Text).
 %% '''
 -module(terrain_discovery).
 

@@ -10,7 +10,7 @@
 %%     pair, off the process heap, updated in place). Distances are finite and
 %%     non-negative; the diagonal is 0 and not stored.</li>
 %% <li>A <em>linkage</em> says how far apart two clusters are: `complete' (the largest
-%%     distance between their points: the seed's choice, §4.3.2, an upper bound on
+%%     distance between their points: RELEASE D3.5's choice, §4.3.2, an upper bound on
 %%     communication time), `average' (the mean, UPGMA) or `single' (the smallest).</li>
 %% <li>The result is scipy's linkage matrix: n−1 merges `{A, B, Height, Size}' in order
 %%     of height (stable), where points are clusters 0..n−1 and merge k creates

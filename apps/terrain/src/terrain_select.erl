@@ -28,7 +28,7 @@
 %%     so exactly min(K, n) nodes qualify.</li>
 %% </ul>
 %% Values are compared with Erlang's term order, numbers by value (`==' semantics, as
-%% in the seed: `1 == 1.0').
+%% in RELEASE D3.5: `1 == 1.0').
 -module(terrain_select).
 
 %% API

@@ -1,7 +1,8 @@
+%% @private
 %% @doc The topology model: a tree of networks whose leaves are Erlang nodes, and the
-%% communication distances it defines (seed 000, §4.1–4.2).
+%% communication distances it defines (RELEASE D3.5, §4.1–4.2).
 %%
-%% A topology term, as in the seed, optionally with measured heights:
+%% A topology term, as in RELEASE D3.5, optionally with measured heights:
 %% ```
 %% {network, Name, Children} | {network, Children}
 %% {network, Name, #{height => Microseconds}, Children}
@@ -9,7 +10,7 @@
 %% '''
 %% Two metrics on the leaves:
 %% <ul>
-%% <li>`ultrametric' — the seed's d(x, y) = 2^−ℓ(x, y), where ℓ is the number of edges
+%% <li>`ultrametric' — RELEASE D3.5's d(x, y) = 2^−ℓ(x, y), where ℓ is the number of edges
 %%     the paths from the root to x and to y share; 0 for x = y. Nodes whose lowest
 %%     common network is the root are at distance 1.</li>
 %% <li>`measured' — the height of the lowest common network (µs, e.g. the diameter of
@@ -21,7 +22,7 @@
 %% distance beyond every distance in the tree (2 for the ultrametric, twice the root's
 %% height for the measured metric).
 %%
-%% Levels name distances without numbers (seed §5.1.1): `same_node', then by the rank
+%% Levels name distances without numbers (RELEASE D3.5, §5.1.1): `same_node', then by the rank
 %% of the distance among the distinct distances the tree can produce, smallest first,
 %% `very_near' (the smallest), `near' (in the lower half of the ranks), `far' (the
 %% upper half), `very_far' (the largest), and `anywhere'. In a tree whose root holds
@@ -212,7 +213,7 @@ level(#{distances := Distances} = T, A, B) ->
     end.
 
 %% @doc The smallest distance whose level is `far' or beyond: an edge at least this
-%% long is a slow link (seed 000 §4.6, Figures 27–28).
+%% long is a slow link (RELEASE D3.5, §4.6, Figures 27–28).
 -spec slow_distance(topology()) -> number().
 slow_distance(#{distances := Distances} = T) ->
     Count = length(Distances),
@@ -277,7 +278,7 @@ term(#{tree := Tree}) ->
     Tree.
 
 %% @doc Renders the topology: `term' (Erlang term, consultable), `text' (indented),
-%% `dot' (Graphviz, in the seed's style: lowest-level networks as ellipses listing
+%% `dot' (Graphviz, in RELEASE D3.5's style: lowest-level networks as ellipses listing
 %% their members with size and diameter, higher ones as boxes with their diameter),
 %% `newick' (branch lengths from heights when measured), `json' (`terrain.topology/1').
 -spec render(topology(), format()) -> iodata().

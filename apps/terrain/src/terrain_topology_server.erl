@@ -1,5 +1,5 @@
 %% @private
-%% @doc Holds this node's topology (seed 000 §5.1.5: replaceable at run time).
+%% @doc Holds this node's topology (RELEASE D3.5, §5.1.5: replaceable at run time).
 %%
 %% The current topology lives in `persistent_term' under `{terrain_topology, current}'
 %% so that every distance, level or selection reads it in the caller without a copy

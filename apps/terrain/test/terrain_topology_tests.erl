@@ -1,4 +1,4 @@
-%% The topology model: the seed's ultrametric, the measured metric, levels, discs,
+%% The topology model: RELEASE D3.5's ultrametric, the measured metric, levels, discs,
 %% missing nodes, validation messages, and the renderings.
 -module(terrain_topology_tests).
 -include_lib("eunit/include/eunit.hrl").

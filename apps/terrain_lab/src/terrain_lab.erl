@@ -1,7 +1,7 @@
 %% @doc terrain lab: start clusters from a cluster spec and run tools on them.
 %%
 %% This is the one public module of `terrain_lab'; the `terrain_lab_*' modules are
-%% internal. A cluster spec (DESIGN.md, examples/demo.cluster) describes groups nested
+%% internal. A cluster spec (docs/DESIGN.md, examples/demo.cluster) describes groups nested
 %% to any depth with link options, and nodes with `schedulers', `attrs' and `args'.
 %%
 %% ```

@@ -1,3 +1,4 @@
+%% @private
 %% @doc Network emulation for distributed Erlang on one machine: latency, jitter,
 %% bandwidth and partitions between the nodes of a cluster spec.
 %%

@@ -1,6 +1,6 @@
 %% @private
 %% @doc Cluster specs: read, validate and query the Erlang-term description of a
-%% cluster (DESIGN.md, "Cluster spec").
+%% cluster (docs/DESIGN.md, "Cluster spec").
 %%
 %% A spec file holds one `{cluster, Name, Options}' term followed by groups and nodes:
 %% ```

@@ -2,10 +2,10 @@
 
 The package reads what the Erlang side of terrain writes (durations CSV files,
 latency matrices, run manifests) and turns it into fitted models, diagnostics and
-reports: the extreme-value analysis of run durations from the seed paper "Time
+reports: the extreme-value analysis of run durations from Henwood et al., "Time
 taken to write data in parallel on Lustre follows extreme statistics"
 (:func:`fit_gev`, ``terrain-analysis gev``), and topology discovery from a latency
-matrix with the seed's non-binary α clustering (:func:`discover`,
+matrix with RELEASE D3.5's non-binary α clustering (:func:`discover`,
 ``terrain-analysis topology``).
 
 Modules
