@@ -114,14 +114,13 @@ read_latency(File) ->
 -spec discover(latency(), options()) -> {ok, result()} | {error, error_reason()}.
 discover(#{nodes := Nodes} = Latency, Options) ->
     case validate_options(Options) of
-        {ok, Opts} ->
-            case matrix(Latency, Opts) of
-                {ok, Matrix} -> {ok, cluster(Nodes, Matrix, Opts)};
-                {error, _} = Error -> Error
-            end;
-        {error, _} = Error ->
-            Error
+        {ok, Opts} -> clustered(Nodes, matrix(Latency, Opts), Opts);
+        {error, _} = Error -> Error
     end.
+
+%% The last step of discover/2: cluster the matrix, if there is one.
+clustered(Nodes, {ok, Matrix}, Opts) -> {ok, cluster(Nodes, Matrix, Opts)};
+clustered(_Nodes, {error, _} = Error, _Opts) -> Error.
 
 %% @doc The topology term of a result.
 -spec topology(result()) -> terrain_topology:tree().

@@ -101,24 +101,25 @@ place(Tree0, Topology, #{nodes := Nodes} = Options) ->
     case check_eligible(Vertices, Nodes) of
         ok ->
             Known = [N || N <- Nodes, terrain_topology:member(Topology, N)],
-            Unknown = Nodes -- Known,
-            Root = #{topology => Topology, unknown => Unknown},
-            case place_vertex(Tree, [1], Root#{parent => none}, Free0, #{}) of
-                {ok, Greedy, _Free} ->
-                    Assignment = improve(Tree, Greedy, Topology, Nodes, Capacity),
-                    Rounds = maps:get(random_rounds, Options, 20),
-                    Rand = maps:get(rand_state, Options, rand:seed_s(exsss, erlang:phash2(Tree))),
-                    {ok, #{assignment => Assignment,
-                           cost => cost(Tree, Assignment, Topology),
-                           random => random_cost(Tree, Topology, Nodes, #{capacity => Capacity,
-                                                                          random_rounds => Rounds,
-                                                                          rand_state => Rand})}};
-                {error, _} = Error ->
-                    Error
-            end;
+            Root = #{topology => Topology, unknown => Nodes -- Known, parent => none},
+            improved(place_vertex(Tree, [1], Root, Free0, #{}), Tree, Topology, Nodes, Capacity, Options);
         {error, _} = Error ->
             Error
     end.
+
+%% The last steps of place/3: improve the greedy placement, if there is one, and
+%% compare it with random placements.
+improved({ok, Greedy, _Free}, Tree, Topology, Nodes, Capacity, Options) ->
+    Assignment = improve(Tree, Greedy, Topology, Nodes, Capacity),
+    Rounds = maps:get(random_rounds, Options, 20),
+    Rand = maps:get(rand_state, Options, rand:seed_s(exsss, erlang:phash2(Tree))),
+    {ok, #{assignment => Assignment,
+           cost => cost(Tree, Assignment, Topology),
+           random => random_cost(Tree, Topology, Nodes, #{capacity => Capacity,
+                                                          random_rounds => Rounds,
+                                                          rand_state => Rand})}};
+improved({error, _} = Error, _Tree, _Topology, _Nodes, _Capacity, _Options) ->
+    Error.
 
 %% @doc The cost of a placement: sum and maximum over root-to-leaf paths of the summed
 %% edge distances, and the most slow edges on one path.
