@@ -1,7 +1,7 @@
 """terrain-analysis: statistics and plots for terrain runs.
 
 The package reads what the Erlang side of terrain writes (durations CSV files,
-latency matrices, run manifests) and turns it into fitted models, diagnostics and
+latency matrices, topology files) and turns it into fitted models, diagnostics and
 reports: the extreme-value analysis of run durations from Henwood et al., "Time
 taken to write data in parallel on Lustre follows extreme statistics"
 (:func:`fit_gev`, ``terrain-analysis gev``), and topology discovery from a latency
