@@ -56,6 +56,43 @@
 %% `and'. A predicate on an `undefined' value is neither true nor false, and `not'
 %% keeps it so: `{'not', {load, lt, 1}}' does not select nodes without a `load'.
 %% docs/ATTRIBUTES.md defines `low', `high', `top' and `bottom' precisely.
+%%
+%% == Topology, distances and placement ==
+%%
+%% Each node holds a topology: a tree of networks whose leaves are nodes
+%% (RELEASE D3.5, §4.1–4.2), loaded with {@link load_topology/1} from a term or a
+%% file that `terrain topology' wrote (term or JSON). {@link distance/2} is the
+%% ultrametric 2^−ℓ, or the measured height of the lowest common network;
+%% {@link level/2} names it (`same_node' … `anywhere'), and the predicates
+%% `{dist, ...}', `{level, ...}' and `{in_subtree, Network}' select by it.
+%% {@link spawn_on/3} spawns on a chosen node; {@link place_tree/2} places a process
+%% tree so that children sit near their parents (docs/DISTANCES.md).
+%%
+%% == Topology discovery ==
+%%
+%% {@link read_latency/1} reads the round trips `terrain probe' measured;
+%% {@link discover/2} turns them into a topology with measured heights
+%% (RELEASE D3.5, §4.3–4.5, with α chosen per level); {@link compare_topologies/2}
+%% scores a found tree against a true one (docs/TOPOLOGY_DISCOVERY.md).
+%% ```
+%% {ok, Latency} = terrain:read_latency("runs/20261121T173306Z/latency.json"),
+%% {ok, #{topology := Tree}} = terrain:discover(Latency, #{}),
+%% ok = terrain:load_topology(Tree).
+%% '''
+%%
+%% == Variability of durations ==
+%%
+%% Parallel task durations follow extreme-value statistics (Henwood et al.).
+%% {@link load_duration_model/2} loads a GEV fit that `terrain-analysis gev' wrote;
+%% {@link check_duration/2} says whether a duration is unlikely under it, in the
+%% caller, without a server (docs/GEV.md).
+%% ```
+%% ok = terrain:load_duration_model("gev/fit.json", #{name => write, tail => 0.001}),
+%% case terrain:check_duration(write, Seconds) of
+%%     {ok, _P} -> ok;
+%%     {unlikely, P} -> logger:warning("write took ~.3f s (p = ~.2g)", [Seconds, P])
+%% end.
+%% '''
 -module(terrain).
 
 %% API: general
