@@ -511,14 +511,21 @@ json_tree(T, Id) ->
 json_name(A) when is_atom(A) -> A;
 json_name(Other) -> iolist_to_binary(io_lib:format("~tp", [Other])).
 
-%% A file that does not parse as Erlang terms is read as JSON when it looks like a
-%% JSON object.
+%% A file that does not parse as Erlang terms is read as JSON when it starts like a
+%% JSON object (`{' then a string key or `}'); a broken term file such as
+%% `{network, ...' keeps its Erlang syntax error.
 read_json(File) ->
     case file:read_file(File) of
         {ok, Bin} ->
-            case string:trim(Bin, leading) of
-                <<"{", _/binary>> = Json -> from_json(Json);
-                _ -> not_json
+            Json = string:trim(Bin, leading),
+            case Json of
+                <<"{", Rest/binary>> ->
+                    case string:trim(Rest, leading) of
+                        <<C, _/binary>> when C =:= $"; C =:= $} -> from_json(Json);
+                        _ -> not_json
+                    end;
+                _ ->
+                    not_json
             end;
         {error, Why} ->
             {error, {file, Why}}

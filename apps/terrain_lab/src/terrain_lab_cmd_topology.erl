@@ -43,7 +43,7 @@ command() ->
     #{name => "topology",
       summary => "Discover the topology of a latency matrix; compare or show topologies",
       usage => "MATRIX.json | compare FOUND TRUTH | show FILE",
-      description => "MATRIX.json (latency.json from 'terrain probe'): clusters the round trips with RELEASE D3.5's "
+      description => "MATRIX.json (latency.json from 'terrain probe'): clusters the round trips with the seed's "
                      "non-binary alpha algorithm and writes the topology term (or --format) to --out or stdout; "
                      "without --format the format follows --out's extension (.json .dot .gv .nwk .newick .txt), "
                      "else term. --alpha auto chooses alpha per level (docs/TOPOLOGY_DISCOVERY.md); outliers "

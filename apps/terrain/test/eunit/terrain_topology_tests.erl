@@ -193,3 +193,8 @@ load_topology_accepts_every_format_terrain_topology_writes_test_() ->
 tree_at_h() ->
     {network, dc, [{network, s1, [{network, r1, [{node, a@h}, {node, b@h}]}, {network, r2, [{node, c@h}]}]},
                    {network, s2, [{node, d@h}, {network, r3, [{node, e@h}]}]}]}.
+
+read_keeps_the_syntax_error_of_a_broken_term_file_test() ->
+    File = filename:join(test_dir(), "broken.term"),
+    ok = file:write_file(File, <<"{network, a, [{node, x}\n">>),
+    ?assertMatch({error, {topology, [{file, File}, {line, _}], {syntax, _}}}, terrain_topology:read(File)).
