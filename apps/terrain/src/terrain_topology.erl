@@ -73,6 +73,8 @@
               | {node, node()}.
 -type metric() :: ultrametric | measured.
 -type level() :: same_node | very_near | near | far | very_far | anywhere.
+%% The levels, nearest first; levels/0 is the same list as a value, and every other
+%% module takes the levels and their order from there.
 -type format() :: term | text | dot | newick | json.
 
 %% A network of the tree is identified by its position path from the root: `[1]' is
