@@ -9,7 +9,7 @@
 %% `warmup' unrecorded exchanges (connection set-up, code loading, caches), the client
 %% runs `batches' batches of `messages' exchanges, each a `{ping, Client, Seq,
 %% Payload}' answered by `{pong, Echo, Seq, Payload}' with a payload of
-%% `payload_bytes' bytes, and times every exchange with the monotonic clock. 
+%% `payload_bytes' bytes, and times every exchange with the monotonic clock.
 %% RELEASE D3.5's figure per pair, the mean time of 100 batches of 100 exchanges, is the
 %% `mean' here.
 %%
