@@ -5,7 +5,7 @@ Run from the repository root::
     .venv/bin/python python/bench/bench_gev.py
 
 It draws ``--samples`` GEV samples of size ``--n`` (location 11.1679 and scale 0.2120 as
-in the seed paper, shape xi uniform in [-0.3, 0.3]) from ``np.random.default_rng(--seed)``,
+in Henwood et al., shape xi uniform in [-0.3, 0.3]) from ``np.random.default_rng(--seed)``,
 times ``terrain_analysis.gev.fit_gev`` (estimates and standard errors from the numerical
 Hessian) ``--repeats`` times on each, and prints the median time of one fit. It then does
 the same for ``scipy.stats.genextreme.fit`` (estimates only, default settings) and counts

@@ -16,7 +16,7 @@ def analysis(read_sample):
     return analyse_gev(read_sample("frechet"), return_periods=(10.0, 250.0))
 
 
-def test_document_holds_the_fit_in_the_seed_convention(analysis):
+def test_document_holds_the_fit_in_the_convention_of_henwood_et_al(analysis):
     document = analysis.to_document(source="durations.csv", column="total_s")
     fit = analysis.fit
     assert document["format"] == FORMAT

@@ -1,4 +1,4 @@
-"""Tests for terrain_analysis.plots: the seed's Figure 2 panels and the return-level plot."""
+"""Tests for terrain_analysis.plots: Henwood et al.'s Figure 2 panels and the return-level plot."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@
 %% <li><b>sampled</b> — a function evaluated every `interval' ms whose last `window'
 %%     results are averaged: `{sampled, MFA, #{interval => 1000, window => 60}}'.</li>
 %% </ul>
-%% Built-in attributes (the seed's Tables 1 and 2 and a few more; see
+%% Built-in attributes (RELEASE D3.5's Tables 1 and 2 and a few more; see
 %% docs/ATTRIBUTES.md) are loaded first, then the file named by the application
 %% environment key `attr_config', then the list in `attrs'. A program can
 %% {@link set_attr/2} values at run time; such a value belongs to the process that set
@@ -56,6 +56,43 @@
 %% `and'. A predicate on an `undefined' value is neither true nor false, and `not'
 %% keeps it so: `{'not', {load, lt, 1}}' does not select nodes without a `load'.
 %% docs/ATTRIBUTES.md defines `low', `high', `top' and `bottom' precisely.
+%%
+%% == Topology, distances and placement ==
+%%
+%% Each node holds a topology: a tree of networks whose leaves are nodes
+%% (RELEASE D3.5, §4.1–4.2), loaded with {@link load_topology/1} from a term or a
+%% file that `terrain topology' wrote (term or JSON). {@link distance/2} is the
+%% ultrametric 2^−ℓ, or the measured height of the lowest common network;
+%% {@link level/2} names it (`same_node' … `anywhere'), and the predicates
+%% `{dist, ...}', `{level, ...}' and `{in_subtree, Network}' select by it.
+%% {@link spawn_on/3} spawns on a chosen node; {@link place_tree/2} places a process
+%% tree so that children sit near their parents (docs/DISTANCES.md).
+%%
+%% == Topology discovery ==
+%%
+%% {@link read_latency/1} reads the round trips `terrain probe' measured;
+%% {@link discover/2} turns them into a topology with measured heights
+%% (RELEASE D3.5, §4.3–4.5, with α chosen per level); {@link compare_topologies/2}
+%% scores a found tree against a true one (docs/TOPOLOGY_DISCOVERY.md).
+%% ```
+%% {ok, Latency} = terrain:read_latency("runs/20261121T173306Z/latency.json"),
+%% {ok, #{topology := Tree}} = terrain:discover(Latency, #{}),
+%% ok = terrain:load_topology(Tree).
+%% '''
+%%
+%% == Variability of durations ==
+%%
+%% Parallel task durations follow extreme-value statistics (Henwood et al.).
+%% {@link load_duration_model/2} loads a GEV fit that `terrain-analysis gev' wrote;
+%% {@link check_duration/2} says whether a duration is unlikely under it, in the
+%% caller, without a server (docs/GEV.md).
+%% ```
+%% ok = terrain:load_duration_model("gev/fit.json", #{name => write, tail => 0.001}),
+%% case terrain:check_duration(write, Seconds) of
+%%     {ok, _P} -> ok;
+%%     {unlikely, P} -> logger:warning("write took ~.3f s (p = ~.2g)", [Seconds, P])
+%% end.
+%% '''
 -module(terrain).
 
 %% API: general
@@ -82,12 +119,37 @@
 
 %% API: topology and placement
 -export([load_topology/1,
+         check_topology/1,
          topology/0,
+         render_topology/2,
          distance/2,
          level/2,
          disc/2,
          spawn_on/3,
          place_tree/2]).
+
+%% API: topology discovery
+-export([read_latency/1,
+         discover/2,
+         compare_topologies/2]).
+
+%% API: variability of durations
+-export([load_duration_model/1,
+         load_duration_model/2,
+         check_duration/1,
+         check_duration/2,
+         duration_model/1,
+         unload_duration_model/1]).
+
+%% exports_not_used: The public API: called by users of the library, not by this project's code.
+-ignore_xref([{version, 0}, {format_error, 1}, {attr, 1}, {set_attr, 2}, {set_attr, 3},
+              {delete_attr, 1}, {load_attrs, 1}, {attrs, 2}, {attrs, 3}, {subscribe, 3},
+              {unsubscribe, 1}, {stats, 0}, {choose_nodes, 2}, {choose_nodes, 3}, {choose_node, 3},
+              {format_explanation, 1}, {load_topology, 1}, {check_topology, 1}, {topology, 0},
+              {render_topology, 2}, {distance, 2}, {level, 2}, {disc, 2}, {spawn_on, 3},
+              {place_tree, 2}, {read_latency, 1}, {discover, 2}, {compare_topologies, 2},
+              {load_duration_model, 1}, {load_duration_model, 2}, {check_duration, 1},
+              {check_duration, 2}, {duration_model, 1}, {unload_duration_model, 1}]).
 
 -export_type([attr_name/0,
               attr_result/0,
@@ -101,7 +163,15 @@
               explanation/0,
               spawn_options/0,
               process_tree/0,
-              place_options/0]).
+              place_options/0,
+              topology_tree/0,
+              topology_format/0,
+              latency/0,
+              discovery_options/0,
+              discovery/0,
+              comparison/0,
+              duration_model/0,
+              duration_model_options/0]).
 
 %%--------------------------------------------------------------------
 %% Types
@@ -135,7 +205,7 @@
 %% The nodes to choose from: a list (its order is kept, duplicates too), `all' (this
 %% node and every connected node), or the nodes of the members of a `pg' group.
 
--type level() :: same_node | very_near | near | far | very_far | anywhere.
+-type level() :: terrain_topology:level().
 %% Levels of the communication hierarchy, nearest first (see the topology section).
 
 -type predicate() :: {attr_name(), eq | ne | lt | le | gt | ge, term()}
@@ -180,7 +250,7 @@
 %% `explain', and:
 %% <ul>
 %% <li>`pick' — which match to return: `random' (default; spreads concurrent
-%%     spawners, seed §5.1.3), `first', `least_loaded' (smallest `load_attr', ties
+%%     spawners, RELEASE D3.5, §5.1.3), `first', `least_loaded' (smallest `load_attr', ties
 %%     at random) or `round_robin' (a node-wide rotation over the matches).</li>
 %% <li>`load_attr' — the attribute `least_loaded' compares (default
 %%     `scheduler_utilisation', a 10-second moving average).</li>
@@ -226,6 +296,45 @@
 %%     tree over all the candidates).</li>
 %% <li>`random_rounds' — random placements averaged for the comparison (default 20).</li>
 %% <li>`timeout', `max_age' — for the attributes the vertices' predicates need.</li>
+%% </ul>
+
+-type topology_tree() :: terrain_topology:tree().
+%% A topology term: `{network, Name, Children}', `{network, Children}',
+%% `{network, Name, #{height => Microseconds}, Children}' or `{node, Node}'
+%% (docs/DISTANCES.md).
+
+-type topology_format() :: terrain_topology:format().
+%% `term' (consultable), `text' (indented), `dot' (Graphviz), `newick', `json'
+%% (`terrain.topology/1'). {@link load_topology/1} reads `term' and `json'.
+
+-type latency() :: terrain_discovery:latency().
+%% A latency matrix as {@link read_latency/1} returns it: `nodes' and, per statistic,
+%% the round trips in µs (docs/TOPOLOGY_DISCOVERY.md).
+
+-type discovery_options() :: terrain_discovery:options().
+%% Options of {@link discover/2}: `statistic', `symmetrise', `linkage', `alpha',
+%% `outliers', `outlier_factor', `alpha_range', `alpha_steps', `alpha_min_plateau'
+%% (each documented in docs/TOPOLOGY_DISCOVERY.md).
+
+-type discovery() :: terrain_discovery:result().
+%% What {@link discover/2} found: the tree under `topology' (load it with
+%% {@link load_topology/1}), the α of each level under `levels', the number of
+%% round trips `repaired' out of `pairs'.
+
+-type comparison() :: terrain_tree_compare:report().
+%% What {@link compare_topologies/2} reports: per-level adjusted Rand index, clade
+%% recall and precision.
+
+-type duration_model() :: terrain_variability:model().
+%% A loaded GEV model of durations: `location', `scale', `shape' (ξ), `tail', `side'.
+
+-type duration_model_options() :: terrain_variability:load_options().
+%% Options of {@link load_duration_model/2}:
+%% <ul>
+%% <li>`name' — the model's name (default `default');</li>
+%% <li>`tail' — a duration is unlikely when its tail probability is below this
+%%     (0 &lt; tail &lt; 0.5, default 0.001);</li>
+%% <li>`side' — which tail counts: `upper' (default), `lower' or `both'.</li>
 %% </ul>
 
 -define(DEFAULT_TIMEOUT, 1000).
@@ -300,7 +409,7 @@ attrs(Nodes, Names) ->
 -spec attrs(Nodes :: [node()], Names :: [attr_name()] | all, Opts :: query_options()) ->
           #{node() => attr_result()} | {error, term()}.
 attrs(Nodes, Names, Opts) ->
-    maybe_run([fun() -> check_nodes(Nodes) end,
+    maybe_run([fun() -> terrain_choose:check_nodes(Nodes) end,
                fun() -> check_names(Names) end,
                fun() -> check_options(Opts, query_checks()) end],
               fun() ->
@@ -317,7 +426,7 @@ attrs(Nodes, Names, Opts) ->
 -spec subscribe(Nodes :: [node()], Names :: [attr_name()], IntervalMs :: pos_integer()) ->
           {ok, reference()} | {error, term()}.
 subscribe(Nodes, Names, IntervalMs) ->
-    maybe_run([fun() -> check_nodes(Nodes) end,
+    maybe_run([fun() -> terrain_choose:check_nodes(Nodes) end,
                fun() -> case Names of [] -> {error, {bad_names, Names}}; all -> {error, {bad_names, all}}; _ -> check_names(Names) end end,
                fun() -> check_options(#{interval => IntervalMs},
                                       #{interval => fun(I) -> is_integer(I) andalso I >= 10 andalso I =< 3600000 end}) end],
@@ -366,18 +475,7 @@ choose_nodes(Candidates, Preds) ->
 choose_nodes(Candidates, Preds, Opts) ->
     maybe_run([fun() -> terrain_select:validate(Preds) end,
                fun() -> check_options(Opts, choose_checks()) end],
-              fun() ->
-                      case select(Candidates, Preds, Opts, []) of
-                          {ok, {[], _Dropped, Explain}} when map_get(explain, Opts) =:= true ->
-                              {[], explain(Explain)};
-                          {ok, {Nodes, Dropped, _}} when map_get(relax, Opts) =:= true ->
-                              {Nodes, Dropped};
-                          {ok, {Nodes, _, _}} ->
-                              Nodes;
-                          {error, _} = Error ->
-                              Error
-                      end
-              end).
+              fun() -> terrain_choose:nodes(Candidates, Preds, Opts) end).
 
 %% @doc One node that satisfies the predicates, picked by `pick' (default `random');
 %% `{error, none}' if none does.
@@ -388,16 +486,7 @@ choose_node(Candidates, Preds, Opts) ->
                fun() -> check_options(Opts, maps:merge(maps:remove(explain, choose_checks()),
                                                        #{pick => fun(P) -> lists:member(P, [random, first, least_loaded, round_robin]) end,
                                                          load_attr => fun is_atom/1})) end],
-              fun() ->
-                      Pick = maps:get(pick, Opts, random),
-                      LoadAttr = maps:get(load_attr, Opts, scheduler_utilisation),
-                      Extra = case Pick of least_loaded -> [LoadAttr]; _ -> [] end,
-                      case select(Candidates, Preds, Opts, Extra) of
-                          {ok, {[], _, _}} -> {error, none};
-                          {ok, {Nodes, _, {Values, _}}} -> {ok, pick(Pick, Nodes, LoadAttr, Values)};
-                          {error, _} = Error -> Error
-                      end
-              end).
+              fun() -> terrain_choose:node(Candidates, Preds, Opts) end).
 
 %% @doc Renders the explanation that `choose_nodes(..., #{explain => true})' returns
 %% for an empty result.
@@ -408,36 +497,58 @@ format_explanation(Explanation) ->
 %%====================================================================
 %% API: topology and placement
 
-%% @doc Replaces this node's topology: a file holding one topology term, or the
-%% term itself (see the topology section above). The topology is validated first; a
-%% bad one is refused with a sentence and the current one stays.
--spec load_topology(FileOrTerm :: file:filename() | terrain_topology:tree()) -> ok | {error, term()}.
+%% @doc Replaces this node's topology: a file in any format `terrain topology'
+%% writes that holds the whole tree — one topology term, or a `terrain.topology/1'
+%% JSON document — or the term itself (docs/DISTANCES.md). The topology is validated
+%% first; a bad one is refused with a sentence and the current one stays.
+-spec load_topology(FileOrTerm :: file:filename() | topology_tree()) -> ok | {error, term()}.
 load_topology(File) when is_list(File); is_binary(File) ->
     store_topology(terrain_topology:read(File));
 load_topology(Tree) ->
     store_topology(terrain_topology:new(Tree)).
 
+%% @doc Validates a topology term without loading it: `ok', or the sentence-ready
+%% reason {@link load_topology/1} would refuse it with.
+-spec check_topology(Tree :: topology_tree()) -> ok | {error, term()}.
+check_topology(Tree) ->
+    case terrain_topology:new(Tree) of
+        {ok, _} -> ok;
+        {error, _} = Error -> Error
+    end.
+
+%% @doc Renders a topology term, or the topology a {@link discover/2} found, in a
+%% format (for a discovery, `json' adds how the tree was found).
+-spec render_topology(TreeOrDiscovery :: topology_tree() | discovery(), Format :: topology_format()) ->
+          {ok, iodata()} | {error, term()}.
+render_topology(#{topology := _} = Discovery, Format) ->
+    {ok, terrain_discovery:render(Discovery, Format)};
+render_topology(Tree, Format) ->
+    case terrain_topology:new(Tree) of
+        {ok, T} -> {ok, terrain_topology:render(T, Format)};
+        {error, _} = Error -> Error
+    end.
+
 %% @doc The current topology term, or `undefined' when none is loaded.
--spec topology() -> terrain_topology:tree() | undefined.
+-spec topology() -> topology_tree() | undefined.
 topology() ->
     case terrain_topology_server:current() of
         undefined -> undefined;
         T -> terrain_topology:term(T)
     end.
 
-%% @doc The communication distance between two nodes under the current topology: the
-%% seed's ultrametric 2^−ℓ, or the measured height of their lowest common network.
+%% @doc The communication distance between two nodes under the current topology:
+%% RELEASE D3.5's ultrametric 2^−ℓ (§4.2), or the measured height of their lowest common network.
 %% A node missing from the topology (or every other node, without a topology) is
 %% `anywhere': beyond every distance in the tree.
 -spec distance(A :: node(), B :: node()) -> number().
 distance(A, B) ->
-    topology_distance(terrain_topology_server:current(), A, B).
+    terrain_choose:topology_distance(terrain_topology_server:current(), A, B).
 
 %% @doc The distance between two nodes as a level: `same_node', `very_near', `near',
 %% `far', `very_far' or `anywhere' (relative to the tree's depth; docs/DISTANCES.md).
 -spec level(A :: node(), B :: node()) -> level().
 level(A, B) ->
-    topology_level(terrain_topology_server:current(), A, B).
+    terrain_choose:topology_level(terrain_topology_server:current(), A, B).
 
 %% @doc The closed disc D(Node, R): the nodes of the topology at distance at most R
 %% from Node (Node itself included).
@@ -463,17 +574,12 @@ spawn_on(Preds, What, Opts) ->
                                attempts => fun(N) -> is_integer(N) andalso N > 0 end},
     maybe_run([fun() -> terrain_select:validate(Preds) end,
                fun() -> check_options(Opts, Checks) end,
-               fun() -> check_spawnable(What) end],
-              fun() ->
-                      case resolve_candidates(maps:get(candidates, Opts, all)) of
-                          {ok, Candidates} -> spawn_attempts(Preds, What, Opts, Candidates, maps:get(attempts, Opts, 3), []);
-                          {error, _} = Error -> Error
-                      end
-              end).
+               fun() -> terrain_spawn:check_spawnable(What) end],
+              fun() -> terrain_spawn:spawn_on(Preds, What, Opts) end).
 
 %% @doc Places the vertices of a process tree on nodes so that children sit near
 %% their parents and no root-to-leaf path crosses more than one slow link where the
-%% topology allows it (seed 000 §4.6). Returns the assignment, its cost (sum and
+%% topology allows it (RELEASE D3.5, §4.6). Returns the assignment, its cost (sum and
 %% maximum over root-to-leaf paths of the edge distances, and the most slow edges on
 %% one path) and the average cost of random placements for comparison. Spawning is
 %% left to the caller (e.g. with `spawn_on(..., #{candidates => [Node]})').
@@ -483,18 +589,82 @@ place_tree(ProcessTree, Opts) ->
     Checks = (query_checks())#{candidates => fun(_) -> true end,
                                capacity => fun(C) -> is_integer(C) andalso C > 0 end,
                                random_rounds => fun(R) -> is_integer(R) andalso R > 0 end},
-    maybe_run([fun() -> check_process_tree(ProcessTree) end,
+    maybe_run([fun() -> terrain_place:check_tree(ProcessTree) end,
                fun() -> check_options(Opts, Checks) end],
               fun() ->
-                      case {terrain_topology_server:current(), resolve_candidates(maps:get(candidates, Opts, all))} of
+                      case {terrain_topology_server:current(), terrain_choose:resolve_candidates(maps:get(candidates, Opts, all))} of
                           {undefined, _} ->
                               {error, no_topology};
                           {_, {error, _} = Error} ->
                               Error;
                           {Topology, {ok, Candidates}} ->
-                              place_resolved(ProcessTree, Topology, dedup(Candidates), Opts)
+                              terrain_place:place_tree(ProcessTree, Topology, terrain_choose:dedup(Candidates), Opts)
                       end
               end).
+
+%%====================================================================
+%% API: topology discovery
+
+%% @doc Reads a `latency.json' file (format `terrain.latency/1', as `terrain probe'
+%% writes it).
+-spec read_latency(File :: file:filename()) -> {ok, latency()} | {error, term()}.
+read_latency(File) ->
+    terrain_discovery:read_latency(File).
+
+%% @doc Discovers the communication hierarchy of a latency matrix: the non-binary
+%% clustering with threshold α of RELEASE D3.5, §4.3–4.5, α chosen per level and
+%% outlying round trips repaired unless the options say otherwise
+%% (docs/TOPOLOGY_DISCOVERY.md).
+-spec discover(Latency :: latency(), Opts :: discovery_options()) -> {ok, discovery()} | {error, term()}.
+discover(Latency, Opts) ->
+    terrain_discovery:discover(Latency, Opts).
+
+%% @doc How well a found topology matches a true one: per level of the truth, the
+%% adjusted Rand index of the two partitions at that depth; clade recall and
+%% precision. Heights and names are not compared; both trees must have the same nodes.
+-spec compare_topologies(Found :: topology_tree(), Truth :: topology_tree()) -> {ok, comparison()} | {error, term()}.
+compare_topologies(Found, Truth) ->
+    terrain_tree_compare:compare(Found, Truth).
+
+%%====================================================================
+%% API: variability of durations
+
+%% @equiv load_duration_model(Fit, #{})
+-spec load_duration_model(Fit :: file:filename() | binary() | map()) -> ok | {error, term()}.
+load_duration_model(Fit) ->
+    terrain_variability:load(Fit, #{}).
+
+%% @doc Loads a GEV model of durations (extreme-value statistics, Henwood et al.):
+%% a `fit.json' (format `terrain.gev/1') that `terrain-analysis gev' wrote, its
+%% decoded map, or `#{location, scale, shape}'. The model is kept in
+%% `persistent_term' under its name, so {@link check_duration/2} is a lookup in the
+%% caller (docs/GEV.md).
+-spec load_duration_model(Fit :: file:filename() | binary() | map(), Opts :: duration_model_options()) ->
+          ok | {error, term()}.
+load_duration_model(Fit, Opts) ->
+    terrain_variability:load(Fit, Opts).
+
+%% @equiv check_duration(default, Duration)
+-spec check_duration(Duration :: number()) -> {ok, float()} | {unlikely, float()}.
+check_duration(Duration) ->
+    terrain_variability:check(Duration).
+
+%% @doc Is this duration unlikely under the named model? `{unlikely, P}' when its
+%% tail probability P is below the model's `tail', else `{ok, P}'. Raises
+%% `{no_model, Name}' when no model of that name is loaded.
+-spec check_duration(Name :: atom(), Duration :: number()) -> {ok, float()} | {unlikely, float()}.
+check_duration(Name, Duration) ->
+    terrain_variability:check(Name, Duration).
+
+%% @doc The loaded model of that name, or `undefined'.
+-spec duration_model(Name :: atom()) -> duration_model() | undefined.
+duration_model(Name) ->
+    terrain_variability:model(Name).
+
+%% @doc Forgets the model of that name.
+-spec unload_duration_model(Name :: atom()) -> ok.
+unload_duration_model(Name) ->
+    terrain_variability:unload(Name).
 
 %%====================================================================
 %% API: errors
@@ -508,6 +678,12 @@ format_error({config, Source, Where, Why}) ->
      config_why(Why)];
 format_error({topology, _, _} = Reason) ->
     terrain_topology:format_error(Reason);
+format_error({discovery, _} = Reason) ->
+    terrain_discovery:format_error(Reason);
+format_error({compare, _} = Reason) ->
+    terrain_tree_compare:format_error(Reason);
+format_error({variability, _} = Reason) ->
+    terrain_variability:format_error(Reason);
 format_error(no_topology) ->
     "no topology is loaded on this node (terrain:load_topology/1 or the app env key topology)";
 format_error({no_node, {vertex, Name}}) ->
@@ -559,81 +735,7 @@ format_error(Reason) ->
     io_lib:format("~0tp", [Reason]).
 
 %%====================================================================
-%% Internal: selection
-
-%% Resolves candidates, fetches the attributes the predicates need, and selects.
-%% Returns the selection, the predicates relax dropped, and what explain needs.
-select(Candidates, Preds, Opts, ExtraNames) ->
-    case resolve_candidates(Candidates) of
-        {ok, Nodes} ->
-            case context(Preds) of
-                {ok, Ctx} ->
-                    Names = lists:usort(terrain_select:attr_names(Preds) ++ ExtraNames
-                                        ++ [A || {A, _} <- [maps:get(order_by, Opts, none)]]),
-                    {Values, Unreachable} = fetch(Nodes, Names, Opts),
-                    Reachable = case map_size(Unreachable) of
-                                    0 -> Nodes;
-                                    _ -> [N || N <- Nodes, not maps:is_key(N, Unreachable)]
-                                end,
-                    {Selected, Dropped} =
-                        case maps:get(relax, Opts, false) of
-                            true -> terrain_select:relax(Reachable, Preds, Values, Ctx);
-                            false -> {terrain_select:select(Reachable, Preds, Values, Ctx), []}
-                        end,
-                    Ordered = case maps:get(order_by, Opts, none) of
-                                  distance -> order_by_distance(Selected, Ctx);
-                                  {Attr, Direction} -> terrain_select:order_by(Selected, Attr, Direction, Values);
-                                  none -> Selected
-                              end,
-                    {ok, {Ordered, Dropped, {Values, {Nodes, Preds, Unreachable, Ctx}}}};
-                {error, _} = Error ->
-                    Error
-            end;
-        {error, _} = Error ->
-            Error
-    end.
-
-explain({Values, {Nodes, Preds, Unreachable, Ctx}}) ->
-    terrain_select:explain(Nodes, Preds, Values, Unreachable, Ctx).
-
-%% No attributes needed (only group, distance or level predicates): nobody is asked.
-fetch(_Nodes, [], _Opts) ->
-    {#{}, #{}};
-fetch(Nodes, Names, Opts) ->
-    terrain_attr_query:gather(Nodes, Names, maps:get(timeout, Opts, ?DEFAULT_TIMEOUT), maps:get(max_age, Opts, 0)).
-
-resolve_candidates(all) ->
-    {ok, [node() | nodes()]};
-resolve_candidates({group, Scope, Group}) when is_atom(Scope) ->
-    group_nodes(Scope, Group);
-resolve_candidates(Nodes) when is_list(Nodes) ->
-    case check_nodes(Nodes) of
-        ok -> {ok, Nodes};
-        {error, _} -> {error, {bad_candidates, Nodes}}
-    end;
-resolve_candidates(Other) ->
-    {error, {bad_candidates, Other}}.
-
-%% The evaluation context: group members now; distances, levels and subtrees from the
-%% node's topology. Without a topology every other node is `anywhere' (distance 2.0)
-%% and no network exists.
-context(Preds) ->
-    Groups = lists:usort([{Scope, Group} || {group, Scope, Group} <- flatten(Preds)]),
-    Members = [{Key, group_nodes(Scope, Group)} || {Scope, Group} = Key <- Groups],
-    case [Error || {_, {error, _} = Error} <- Members] of
-        [Error | _] ->
-            Error;
-        [] ->
-            Topology = terrain_topology_server:current(),
-            {ok, #{self => node(),
-                   groups => maps:from_list([{Key, Nodes} || {Key, {ok, Nodes}} <- Members]),
-                   distance => fun(From, To) -> topology_distance(Topology, From, To) end,
-                   level => fun(From, To) -> topology_level(Topology, From, To) end,
-                   subtree => fun(Network) -> topology_subtree(Topology, Network) end}}
-    end.
-
-%%====================================================================
-%% Internal: topology, spawning, placement
+%% Internal: topology
 
 store_topology({ok, Topology}) ->
     try terrain_topology_server:put(Topology)
@@ -641,159 +743,6 @@ store_topology({ok, Topology}) ->
     end;
 store_topology({error, _} = Error) ->
     Error.
-
-topology_distance(_T, Same, Same) -> 0;
-topology_distance(undefined, _A, _B) -> 2.0;
-topology_distance(T, A, B) -> terrain_topology:distance(T, A, B).
-
-topology_level(_T, Same, Same) -> same_node;
-topology_level(undefined, _A, _B) -> anywhere;
-topology_level(T, A, B) -> terrain_topology:level(T, A, B).
-
-topology_subtree(undefined, _Network) -> [];
-topology_subtree(T, Network) -> terrain_topology:subtree(T, Network).
-
-%% Nearest first; a stable sort keeps the candidates' order among equals.
-order_by_distance(Nodes, #{self := Self, distance := Distance}) ->
-    [N || {_, _, N} <- lists:sort([{Distance(Self, N), I, N} || {I, N} <- lists:zip(lists:seq(1, length(Nodes)), Nodes)])].
-
-check_spawnable(Fun) when is_function(Fun, 0) -> ok;
-check_spawnable({M, F, A}) when is_atom(M), is_atom(F), is_list(A) -> ok;
-check_spawnable(What) -> {error, {bad_spawn, What}}.
-
-spawn_attempts(_Preds, _What, _Opts, _Candidates, 0, Failures) ->
-    {error, {no_node, {tried, lists:reverse(Failures)}}};
-spawn_attempts(Preds, What, Opts, Candidates, Left, Failures) ->
-    ChooseOpts = maps:with([pick, timeout, max_age], Opts),
-    case choose_node(Candidates, Preds, ChooseOpts) of
-        {ok, Node} ->
-            case spawn_request_on(Node, What, Opts) of
-                {ok, Pid, MRef} when MRef =/= undefined -> {ok, Pid, Node, MRef};
-                {ok, Pid, undefined} -> {ok, Pid, Node};
-                {error, Why} ->
-                    spawn_attempts(Preds, What, Opts, lists:delete(Node, Candidates), Left - 1, [{Node, Why} | Failures])
-            end;
-        {error, none} when Failures =:= [] ->
-            {error, {no_node, none}};
-        {error, none} ->
-            {error, {no_node, {tried, lists:reverse(Failures)}}};
-        {error, Why} ->
-            {error, {no_node, Why}}
-    end.
-
-%% An asynchronous spawn request with a deadline: a node that went down answers
-%% `noconnection' at once; one that hangs is given up after `timeout'.
-spawn_request_on(Node, What, Opts) ->
-    Monitor = maps:get(monitor, Opts, false),
-    SpawnOpts = [{reply, yes}] ++ [link || maps:get(link, Opts, false)] ++ [monitor || Monitor],
-    ReqId = case What of
-                {M, F, A} -> erlang:spawn_request(Node, M, F, A, SpawnOpts);
-                Fun -> erlang:spawn_request(Node, Fun, SpawnOpts)
-            end,
-    receive
-        {spawn_reply, ReqId, ok, Pid} ->
-            {ok, Pid, case Monitor of true -> ReqId; false -> undefined end};
-        {spawn_reply, ReqId, error, Why} ->
-            {error, Why}
-    after maps:get(timeout, Opts, ?DEFAULT_TIMEOUT) ->
-            case erlang:spawn_request_abandon(ReqId) of
-                true -> {error, timeout};
-                false ->
-                    %% The reply raced the abandon: take it.
-                    receive
-                        {spawn_reply, ReqId, ok, Pid} ->
-                            {ok, Pid, case Monitor of true -> ReqId; false -> undefined end};
-                        {spawn_reply, ReqId, error, Why} ->
-                            {error, Why}
-                    end
-            end
-    end.
-
-check_process_tree(Tree) ->
-    try
-        Names = tree_names(Tree),
-        case Names -- lists:usort(Names) of
-            [] -> ok;
-            [Dup | _] -> {error, {bad_process_tree, io_lib:format("vertex name ~0tp is used more than once", [Dup])}}
-        end
-    catch
-        throw:{bad_vertex, V} ->
-            {error, {bad_process_tree, io_lib:format("expected {vertex, Name, Children} or {vertex, Name, Preds, Children}, got ~0tP", [V, 6])}};
-        throw:{bad_predicate, _} = Bad ->
-            {error, Bad}
-    end.
-
-tree_names({vertex, Name, Children}) when is_list(Children) ->
-    [Name | lists:append([tree_names(C) || C <- Children])];
-tree_names({vertex, Name, Preds, Children}) when is_list(Children) ->
-    case terrain_select:validate(Preds) of
-        ok -> [Name | lists:append([tree_names(C) || C <- Children])];
-        {error, Bad} -> throw(Bad)
-    end;
-tree_names(Other) ->
-    throw({bad_vertex, Other}).
-
-%% Resolves every vertex's predicates to its eligible candidates (attributes fetched
-%% once for the whole tree) and places the tree.
-place_resolved(Tree, Topology, Candidates, Opts) ->
-    Vertices = terrain_place:vertices(Tree),
-    AllPreds = [P || {_, P, _, _} <- Vertices, P =/= all],
-    Names = lists:usort(lists:append([terrain_select:attr_names(P) || P <- AllPreds])),
-    case context(AllPreds) of
-        {ok, Ctx} ->
-            {Values, Unreachable} = fetch(Candidates, Names, Opts),
-            Reachable = [N || N <- Candidates, not maps:is_key(N, Unreachable)],
-            Resolved = resolve_tree(Tree, Reachable, Values, Ctx),
-            terrain_place:place(Resolved, Topology, maps:merge(maps:with([capacity, random_rounds], Opts),
-                                                               #{nodes => Reachable}));
-        {error, _} = Error ->
-            Error
-    end.
-
-resolve_tree({vertex, Name, Children}, Nodes, Values, Ctx) ->
-    {vertex, Name, [resolve_tree(C, Nodes, Values, Ctx) || C <- Children]};
-resolve_tree({vertex, Name, Preds, Children}, Nodes, Values, Ctx) ->
-    {vertex, Name, terrain_select:select(Nodes, Preds, Values, Ctx),
-     [resolve_tree(C, Nodes, Values, Ctx) || C <- Children]}.
-
-%% The nodes of a pg group's members, in member order, each once. (pg answers `[]'
-%% for a scope that does not exist, so check that the scope is running.)
-group_nodes(Scope, Group) ->
-    case whereis(Scope) of
-        undefined -> {error, {no_scope, Scope}};
-        _ -> {ok, dedup([node(P) || P <- pg:get_members(Scope, Group)])}
-    end.
-
-flatten(Ps) when is_list(Ps) -> lists:append([flatten(P) || P <- Ps]);
-flatten({'not', P}) -> flatten(P);
-flatten({'or', Ps}) -> flatten(Ps);
-flatten({'and', Ps}) -> flatten(Ps);
-flatten(P) -> [P].
-
-dedup(Nodes) ->
-    {Kept, _} = lists:foldl(fun(N, {Acc, Seen}) ->
-                                    case Seen of
-                                        #{N := _} -> {Acc, Seen};
-                                        _ -> {[N | Acc], Seen#{N => true}}
-                                    end
-                            end, {[], #{}}, Nodes),
-    lists:reverse(Kept).
-
-pick(first, [Node | _], _LoadAttr, _Values) ->
-    Node;
-pick(random, Nodes, _LoadAttr, _Values) ->
-    lists:nth(rand:uniform(length(Nodes)), Nodes);
-pick(round_robin, Nodes, _LoadAttr, _Values) ->
-    lists:nth(1 + (terrain_attr_table:next_round_robin() rem length(Nodes)), Nodes);
-pick(least_loaded, Nodes, LoadAttr, Values) ->
-    Loads = [{maps:get(LoadAttr, maps:get(N, Values, #{}), undefined), N} || N <- Nodes],
-    case [{L, N} || {L, N} <- Loads, L =/= undefined] of
-        [] ->
-            pick(random, Nodes, LoadAttr, Values);
-        Defined ->
-            Min = lists:min([L || {L, _} <- Defined]),
-            pick(random, [N || {L, N} <- Defined, L == Min], LoadAttr, Values)
-    end.
 
 %%====================================================================
 %% Internal: validation at the boundary
@@ -834,17 +783,6 @@ choose_checks() ->
                                   end,
                       explain => fun is_boolean/1,
                       relax => fun is_boolean/1}.
-
-check_nodes(Nodes) ->
-    case all_atoms(Nodes) of
-        true -> ok;
-        false -> {error, {bad_nodes, Nodes}}
-    end.
-
-%% A proper list of atoms (a tight loop: candidate lists are checked on every query).
-all_atoms([N | Ns]) when is_atom(N) -> all_atoms(Ns);
-all_atoms([]) -> true;
-all_atoms(_) -> false.
 
 check_names(all) ->
     ok;

@@ -1,10 +1,10 @@
 %% @private
-%% @doc The seed's non-binary clustering with a threshold α ≥ 1 (seed 000, §4.5), and
+%% @doc The non-binary clustering with a threshold α ≥ 1 of RELEASE D3.5, §4.5, and
 %% an automatic choice of α, level by level.
 %%
 %% == The α algorithm ==
-%% Exactly as the seed describes it, on the clusters of a linkage (`complete' in the
-%% seed: d(x, K) is the largest distance between a point of x and a point of K):
+%% Exactly as RELEASE D3.5 describes it, on the clusters of a linkage (`complete' in
+%% RELEASE D3.5: d(x, K) is the largest distance between a point of x and a point of K):
 %% <ol>
 %% <li>Start with every point in a cluster of its own.</li>
 %% <li>Merge the two closest clusters into K. Let δ = diam(K).</li>
@@ -41,17 +41,19 @@
 %%     candidate: it holds for every α above some value, so its width would only
 %%     measure where the grid stops.)</li>
 %% </ol>
-%% Each level thus has its own α, which answers the seed's open problem that one α may
+%% Each level thus has its own α, which answers RELEASE D3.5's open problem that one α may
 %% not fit all scales; when the levels' ranges overlap, one α (reported as
 %% `single_alpha') gives the same tree with the plain algorithm.
 -module(terrain_alpha).
 
 %% API
 -export([run/3,
-         run/4,
          auto/3,
-         bottom_partition/1,
-         default_auto_options/0]).
+         bottom_partition/1]).
+
+%% exports_not_used: Called by the unit tests (terrain_discovery_tests), which check the bottom
+%% partition that automatic α starts from.
+-ignore_xref([{bottom_partition, 1}]).
 
 -export_type([tree/0, auto_options/0, level/0]).
 

@@ -1,5 +1,5 @@
 %% @private
-%% @doc terrain's built-in attributes: the seed's Tables 1 and 2 and a few more.
+%% @doc terrain's built-in attributes: RELEASE D3.5's Tables 1 and 2 and a few more.
 %%
 %% Static (evaluated once, when the attribute server loads them):
 %% <ul>
@@ -14,7 +14,7 @@
 %% Dynamic (evaluated at every lookup):
 %% <ul>
 %% <li>`cpu_speed' — the first CPU's current clock in MHz (`cpu MHz' in `/proc/cpuinfo').
-%%     The seed's Table 2 says GHz but its Appendix A shows MHz (`1596.0'); terrain
+%%     RELEASE D3.5's Table 2 says GHz but its Appendix A shows MHz (`1596.0'); terrain
 %%     follows the data and `/proc'.</li>
 %% <li>`mem_free' — free memory in kB (`MemFree' in `/proc/meminfo')</li>
 %% <li>`loadavg1', `loadavg5', `loadavg15' — the load averages in `/proc/loadavg'</li>
@@ -47,6 +47,12 @@
          run_queue/0,
          vm_memory_total/0,
          scheduler_utilisation/0]).
+
+%% exports_not_used: Named as {M, F, A} by the built-in attribute definitions (called through the
+%% attribute server and its evaluators); definitions/1 is the entry of the unit
+%% tests, which read a fake /proc.
+-ignore_xref([{cpu_speed, 1}, {definitions, 1}, {kernel_entities, 1}, {loadavg, 2}, {meminfo, 2},
+              {run_queue, 0}, {scheduler_utilisation, 0}, {system_info, 1}, {vm_memory_total, 0}]).
 
 -define(UTILISATION_WINDOW_MS, 50).
 

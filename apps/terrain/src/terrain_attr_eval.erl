@@ -1,7 +1,7 @@
 %% @private
 %% @doc Evaluates user-supplied attribute functions in isolated processes with a deadline.
 %%
-%% A dynamic attribute's function may hang or crash (the seed's `attr_server' locked up
+%% A dynamic attribute's function may hang or crash (RELEASE D3.5's `attr_server' locked up
 %% when one never returned, §3.2.1). Here each evaluation runs in its own monitored
 %% process; the value comes back as that process's exit reason, so no message can be
 %% left behind. A function that does not finish in time is killed; one that crashes

@@ -29,6 +29,11 @@
          system_terminate/4,
          system_code_change/4]).
 
+%% exports_not_used: start_link/0 is named in terrain_sup's child spec, init/1 is started by proc_lib,
+%% and the system_* functions are the sys callbacks of this special process.
+-ignore_xref([{init, 1}, {start_link, 0}, {system_code_change, 4}, {system_continue, 3},
+              {system_terminate, 4}]).
+
 -define(MAX_NAMES, 10000).
 
 -record(state, {parent :: pid(),

@@ -41,6 +41,9 @@
          handle_cast/2,
          handle_info/2]).
 
+%% exports_not_used: Named in terrain_sup's child spec.
+-ignore_xref([{start_link, 0}]).
+
 -define(TABLE, terrain_attrs).
 -define(DEFS, terrain_attr_defs).
 -define(MAX_NAMES, 10000).

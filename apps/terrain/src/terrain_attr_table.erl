@@ -1,7 +1,7 @@
 %% @private
 %% @doc Keeps the attribute tables alive across restarts of the attribute server.
 %%
-%% The seed's `attr_server' lost every attribute an application had set when it
+%% RELEASE D3.5's `attr_server' lost every attribute an application had set when it
 %% crashed (§5.1.4). This process creates the two attribute tables, hands them to
 %% {@link terrain_attr_server} and is their heir: when the server dies the tables come
 %% back here, and the restarted server claims them again with every configured value
@@ -36,6 +36,9 @@
          handle_call/3,
          handle_cast/2,
          handle_info/2]).
+
+%% exports_not_used: Named in terrain_sup's child spec.
+-ignore_xref([{start_link, 0}]).
 
 -define(COUNTERS, [requests_served, malformed_dropped, remote_writes_refused,
                    dynamic_timeouts, dynamic_crashes, queries, node_requests,

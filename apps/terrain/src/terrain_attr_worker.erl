@@ -23,6 +23,9 @@
 -export([sampler/4,
          pusher/5]).
 
+%% exports_not_used: Spawned by the attribute server as {M, F, A} (proc_lib).
+-ignore_xref([{pusher, 5}, {sampler, 4}]).
+
 %%--------------------------------------------------------------------
 %% API
 

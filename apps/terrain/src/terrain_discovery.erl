@@ -1,7 +1,7 @@
 %% @private
 %% @doc Topology discovery: from a latency matrix (`latency.json', written by
 %% `terrain probe') to a topology term with measured heights, with OTP alone, so a
-%% production node can rediscover its own topology (seed 000, §4.3–4.5).
+%% production node can rediscover its own topology (RELEASE D3.5, §4.3–4.5).
 %%
 %% == Pipeline ==
 %% <ol>
@@ -10,7 +10,7 @@
 %%     Queueing and scheduling only ever add time, so the fastest of thousands of
 %%     exchanges estimates the path itself; the median mixes in the contention of the
 %%     moment (on a loaded machine a 0.1 ms path showed medians of 6 ms). Choose
-%%     `median' or `mean' to see congestion, as the seed did on Athos.</li>
+%%     `median' or `mean' to see congestion, as RELEASE D3.5 did on Athos.</li>
 %% <li><b>Symmetrisation</b>: d(a, b) combines the round trip measured from a with the
 %%     one measured from b: `min' (default: noise only ever adds time, so the smaller
 %%     is the better estimate of the path), `mean' or `max'. A missing value (`null')
@@ -18,15 +18,15 @@
 %% <li><b>Outliers</b> (`repair', the default): a first pass clusters with `average'
 %%     linkage and automatic α. An inflated pair weighs 1/(|A||B|) in the mean
 %%     distance between clusters A and B, so a few outliers cannot move a cluster,
-%%     whereas one of them decides a complete-linkage distance (the seed's weakness:
+%%     whereas one of them decides a complete-linkage distance (RELEASE D3.5's weakness:
 %%     1% of pairs ×5 turns a clean 1,000-node hierarchy into noise). In that tree the
 %%     round trips whose lowest common cluster is C all cross the same level; one more
 %%     than `outlier_factor' (3) times their median is an outlier and is replaced by
 %%     the median. Only upwards: delays only add, and a value far below its level's
 %%     median is structure the first pass missed, not noise. `keep' skips this.</li>
-%% <li><b>Clustering</b>: the seed's α algorithm ({@link terrain_alpha}) on the
+%% <li><b>Clustering</b>: RELEASE D3.5's α algorithm ({@link terrain_alpha}) on the
 %%     repaired matrix with the chosen linkage: `average' by default, `complete' as in
-%%     the seed, or `single'. Average linkage separates levels that are only twice as
+%%     RELEASE D3.5, or `single'. Average linkage separates levels that are only twice as
 %%     far apart under 10% jitter, where complete linkage's δ — set by the closest
 %%     pair, then by the largest of many jittered values — leaves no range of α that
 %%     holds (docs/TOPOLOGY_DISCOVERY.md). `alpha' a number runs the algorithm with
@@ -34,16 +34,17 @@
 %% <li><b>The topology term</b>: `{network, Name, #{height => Us}, Children}' and
 %%     `{node, Node}', names `c' (the root), `c1', `c1_2', … by position, children in
 %%     the order of the matrix. A height is the cluster's diameter in µs of round trip,
-%%     the largest round trip between two of its nodes after the repair, as in the
-%%     seed's figures (with `complete' linkage this is the α algorithm's δ); never
+%%     the largest round trip between two of its nodes after the repair, as in
+%%     RELEASE D3.5's figures (with `complete' linkage this is the α algorithm's δ); never
 %%     below a child's.</li>
 %% </ol>
 %%
 %% ```
-%% {ok, Latency} = terrain_discovery:read_latency("runs/20261121T160258Z/latency.json"),
-%% {ok, Found} = terrain_discovery:discover(Latency, #{}),
-%% Tree = terrain_discovery:topology(Found),
-%% io:put_chars(terrain_discovery:render(Found, text)).
+%% %% users call it through the facade:
+%% {ok, Latency} = terrain:read_latency("runs/20261121T160258Z/latency.json"),
+%% {ok, #{topology := Tree} = Found} = terrain:discover(Latency, #{}),
+%% {ok, Text} = terrain:render_topology(Found, text),
+%% io:put_chars(Text).
 %% '''
 -module(terrain_discovery).
 
@@ -52,11 +53,13 @@
          discover/2,
          topology/1,
          render/2,
-         matrix/2,
          repair/3,
-         to_topology/2,
          validate_options/1,
          format_error/1]).
+
+%% exports_not_used: Called by the unit tests, properties and bench_discovery (the repair step and the
+%% tree of a result, checked on their own).
+-ignore_xref([{repair, 3}, {topology, 1}]).
 
 -export_type([options/0, latency/0, result/0, error_reason/0]).
 
@@ -111,14 +114,13 @@ read_latency(File) ->
 -spec discover(latency(), options()) -> {ok, result()} | {error, error_reason()}.
 discover(#{nodes := Nodes} = Latency, Options) ->
     case validate_options(Options) of
-        {ok, Opts} ->
-            case matrix(Latency, Opts) of
-                {ok, Matrix} -> {ok, cluster(Nodes, Matrix, Opts)};
-                {error, _} = Error -> Error
-            end;
-        {error, _} = Error ->
-            Error
+        {ok, Opts} -> clustered(Nodes, matrix(Latency, Opts), Opts);
+        {error, _} = Error -> Error
     end.
+
+%% The last step of discover/2: cluster the matrix, if there is one.
+clustered(Nodes, {ok, Matrix}, Opts) -> {ok, cluster(Nodes, Matrix, Opts)};
+clustered(_Nodes, {error, _} = Error, _Opts) -> Error.
 
 %% @doc The topology term of a result.
 -spec topology(result()) -> terrain_topology:tree().

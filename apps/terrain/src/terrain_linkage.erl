@@ -10,7 +10,7 @@
 %%     pair, off the process heap, updated in place). Distances are finite and
 %%     non-negative; the diagonal is 0 and not stored.</li>
 %% <li>A <em>linkage</em> says how far apart two clusters are: `complete' (the largest
-%%     distance between their points: the seed's choice, §4.3.2, an upper bound on
+%%     distance between their points: RELEASE D3.5's choice, §4.3.2, an upper bound on
 %%     communication time), `average' (the mean, UPGMA) or `single' (the smallest).</li>
 %% <li>The result is scipy's linkage matrix: n−1 merges `{A, B, Height, Size}' in order
 %%     of height (stable), where points are clusters 0..n−1 and merge k creates
@@ -50,8 +50,7 @@
          memory/1]).
 
 %% API: clustering
--export([linkage/2,
-         methods/0]).
+-export([linkage/2]).
 
 %% Internal exports (for terrain_alpha, which runs its own agglomeration on the
 %% same representation)
@@ -60,6 +59,10 @@
          lance_williams/5,
          float_to_bits/1,
          bits_to_float/1]).
+
+%% exports_not_used: The building blocks the EUnit tests, PropEr properties and the pytest comparison
+%% with scipy (python/tests/test_topology_erlang.py) call directly.
+-ignore_xref([{from_binary, 2}, {from_rows, 1}, {linkage, 2}, {memory, 1}]).
 
 -export_type([matrix/0, method/0, merge/0]).
 
@@ -158,11 +161,6 @@ memory(#matrix{cells = Cells}) ->
 
 %%--------------------------------------------------------------------
 %% API: clustering
-
-%% @doc The linkage methods, as accepted by {@link linkage/2}.
--spec methods() -> [method()].
-methods() ->
-    [complete, average, single].
 
 %% @doc Clusters the points of `Matrix' (left unchanged) and returns the n−1 merges
 %% in scipy's form; see the module documentation.

@@ -1,5 +1,5 @@
 %% @private
-%% @doc Distance-aware placement of a process tree (seed 000 §4.6, Figures 27–28):
+%% @doc Distance-aware placement of a process tree (RELEASE D3.5, §4.6, Figures 27–28):
 %% assign the vertices of an application's process tree to nodes so that children sit
 %% near their parents and no root-to-leaf path crosses more than one slow link where
 %% the topology allows it.
@@ -27,9 +27,15 @@
 -module(terrain_place).
 
 %% API
--export([place/3,
+-export([check_tree/1,
+         place_tree/4,
+         place/3,
          cost/3,
          vertices/1]).
+
+%% exports_not_used: The placement algorithm on resolved trees, checked on its own by terrain_place_tests
+%% and prop_place.
+-ignore_xref([{cost, 3}, {place, 3}, {vertices, 1}]).
 
 -export_type([process_tree/0, placement/0, cost/0]).
 
@@ -45,6 +51,43 @@
 %%--------------------------------------------------------------------
 %% API
 
+%% @doc `ok' for a process tree as {@link terrain:place_tree/2} takes it: vertices
+%% `{vertex, Name, Children}' or `{vertex, Name, Preds, Children}' with valid
+%% predicates and unique names.
+-spec check_tree(term()) -> ok | {error, {bad_process_tree, iodata()} | {bad_predicate, term()}}.
+check_tree(Tree) ->
+    try
+        Names = tree_names(Tree),
+        case Names -- lists:usort(Names) of
+            [] -> ok;
+            [Dup | _] -> {error, {bad_process_tree, io_lib:format("vertex name ~0tp is used more than once", [Dup])}}
+        end
+    catch
+        throw:{bad_vertex, V} ->
+            {error, {bad_process_tree, io_lib:format("expected {vertex, Name, Children} or {vertex, Name, Preds, Children}, got ~0tP", [V, 6])}};
+        throw:{bad_predicate, _} = Bad ->
+            {error, Bad}
+    end.
+
+%% @doc Resolves every vertex's predicates to its eligible candidates (attributes
+%% fetched once for the whole tree, from the candidates that answer) and places the
+%% tree on those candidates; see {@link terrain:place_tree/2}.
+-spec place_tree(terrain:process_tree(), terrain_topology:topology(), [node()], terrain:place_options()) ->
+          {ok, #{assignment := placement(), cost := cost(), random := cost()}} | {error, term()}.
+place_tree(Tree, Topology, Candidates, Opts) ->
+    Vertices = vertices(Tree),
+    AllPreds = [P || {_, P, _, _} <- Vertices, P =/= all],
+    Names = lists:usort(lists:append([terrain_select:attr_names(P) || P <- AllPreds])),
+    case terrain_choose:context(AllPreds) of
+        {ok, Ctx} ->
+            {Values, Unreachable} = terrain_choose:fetch(Candidates, Names, Opts),
+            Reachable = [N || N <- Candidates, not maps:is_key(N, Unreachable)],
+            Resolved = resolve_tree(Tree, Reachable, Values, Ctx),
+            place(Resolved, Topology, maps:merge(maps:with([capacity, random_rounds], Opts), #{nodes => Reachable}));
+        {error, _} = Error ->
+            Error
+    end.
+
 %% @doc Places `Tree' on `Nodes' (which must all be in the topology or not; nodes
 %% outside it count as `anywhere'). Returns the placement and its cost against random.
 -spec place(process_tree(), terrain_topology:topology(), #{nodes := [node()]} | options()) ->
@@ -58,24 +101,25 @@ place(Tree0, Topology, #{nodes := Nodes} = Options) ->
     case check_eligible(Vertices, Nodes) of
         ok ->
             Known = [N || N <- Nodes, terrain_topology:member(Topology, N)],
-            Unknown = Nodes -- Known,
-            Root = #{topology => Topology, unknown => Unknown},
-            case place_vertex(Tree, [1], Root#{parent => none}, Free0, #{}) of
-                {ok, Greedy, _Free} ->
-                    Assignment = improve(Tree, Greedy, Topology, Nodes, Capacity),
-                    Rounds = maps:get(random_rounds, Options, 20),
-                    Rand = maps:get(rand_state, Options, rand:seed_s(exsss, erlang:phash2(Tree))),
-                    {ok, #{assignment => Assignment,
-                           cost => cost(Tree, Assignment, Topology),
-                           random => random_cost(Tree, Topology, Nodes, #{capacity => Capacity,
-                                                                          random_rounds => Rounds,
-                                                                          rand_state => Rand})}};
-                {error, _} = Error ->
-                    Error
-            end;
+            Root = #{topology => Topology, unknown => Nodes -- Known, parent => none},
+            improved(place_vertex(Tree, [1], Root, Free0, #{}), Tree, Topology, Nodes, Capacity, Options);
         {error, _} = Error ->
             Error
     end.
+
+%% The last steps of place/3: improve the greedy placement, if there is one, and
+%% compare it with random placements.
+improved({ok, Greedy, _Free}, Tree, Topology, Nodes, Capacity, Options) ->
+    Assignment = improve(Tree, Greedy, Topology, Nodes, Capacity),
+    Rounds = maps:get(random_rounds, Options, 20),
+    Rand = maps:get(rand_state, Options, rand:seed_s(exsss, erlang:phash2(Tree))),
+    {ok, #{assignment => Assignment,
+           cost => cost(Tree, Assignment, Topology),
+           random => random_cost(Tree, Topology, Nodes, #{capacity => Capacity,
+                                                          random_rounds => Rounds,
+                                                          rand_state => Rand})}};
+improved({error, _} = Error, _Tree, _Topology, _Nodes, _Capacity, _Options) ->
+    Error.
 
 %% @doc The cost of a placement: sum and maximum over root-to-leaf paths of the summed
 %% edge distances, and the most slow edges on one path.
@@ -403,3 +447,22 @@ draw(Open, Len, Eligible, Left, R) ->
     end.
 
 ceil_div(A, B) -> (A + B - 1) div B.
+
+%%--------------------------------------------------------------------
+%% Process trees with predicates
+
+tree_names({vertex, Name, Children}) when is_list(Children) ->
+    [Name | lists:append([tree_names(C) || C <- Children])];
+tree_names({vertex, Name, Preds, Children}) when is_list(Children) ->
+    case terrain_select:validate(Preds) of
+        ok -> [Name | lists:append([tree_names(C) || C <- Children])];
+        {error, Bad} -> throw(Bad)
+    end;
+tree_names(Other) ->
+    throw({bad_vertex, Other}).
+
+resolve_tree({vertex, Name, Children}, Nodes, Values, Ctx) ->
+    {vertex, Name, [resolve_tree(C, Nodes, Values, Ctx) || C <- Children]};
+resolve_tree({vertex, Name, Preds, Children}, Nodes, Values, Ctx) ->
+    {vertex, Name, terrain_select:select(Nodes, Preds, Values, Ctx),
+     [resolve_tree(C, Nodes, Values, Ctx) || C <- Children]}.

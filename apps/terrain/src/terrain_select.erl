@@ -28,7 +28,7 @@
 %%     so exactly min(K, n) nodes qualify.</li>
 %% </ul>
 %% Values are compared with Erlang's term order, numbers by value (`==' semantics, as
-%% in the seed: `1 == 1.0').
+%% in RELEASE D3.5: `1 == 1.0').
 -module(terrain_select).
 
 %% API
@@ -38,7 +38,6 @@
          explain/5,
          relax/4,
          order_by/4,
-         levels/0,
          format_explanation/1]).
 
 -export_type([context/0, explanation/0, values/0]).
@@ -67,7 +66,6 @@
 
 -define(OPS, [eq, ne, lt, le, gt, ge]).
 -define(BOOLS, [true, false, yes, no]).
--define(LEVELS, [same_node, very_near, near, far, very_far, anywhere]).
 
 %%--------------------------------------------------------------------
 %% API
@@ -87,7 +85,7 @@ validate({'and', Ps} = P) when is_list(Ps) -> nested(P, Ps);
 validate({dist, Op, R}) when is_number(R) -> op(Op, {dist, Op, R});
 validate({dist, From, Op, R}) when is_atom(From), is_number(R) -> op(Op, {dist, From, Op, R});
 validate({level, Op, Level} = P) ->
-    case lists:member(Level, ?LEVELS) of
+    case lists:member(Level, terrain_topology:levels()) of
         true -> op(Op, P);
         false -> {error, {bad_predicate, P}}
     end;
@@ -141,11 +139,6 @@ order_by(Nodes, Attr, Direction, Values) ->
     {Undefined, Defined} = lists:partition(fun({V, _, _}) -> V =:= undefined end, Keyed),
     Sorted = lists:sort(fun({Va, Ia, _}, {Vb, Ib, _}) -> before(Va, Ia, Vb, Ib, Direction) end, Defined),
     [N || {_, _, N} <- Sorted ++ Undefined].
-
-%% @doc The levels of `{level, Op, Level}', nearest first; comparisons follow this order.
--spec levels() -> [terrain:level()].
-levels() ->
-    ?LEVELS.
 
 %% @doc Renders an explanation as lines of text.
 -spec format_explanation(explanation()) -> iolist().
@@ -327,7 +320,7 @@ eval({dist, From, Op, R}, N, _V, #{distance := Distance}) ->
 eval({level, Op, Level}, N, _V, #{self := Self, level := LevelOf}) ->
     case LevelOf(Self, N) of
         undefined -> unknown;
-        L -> compare(Op, rank(L), rank(Level))
+        L -> compare(Op, terrain_topology:level_rank(L), terrain_topology:level_rank(Level))
     end;
 eval({A, exists}, _N, V, _C) ->
     attr(A, V) =/= undefined;
@@ -354,9 +347,6 @@ compare(lt, X, Y) -> X < Y;
 compare(le, X, Y) -> X =< Y;
 compare(gt, X, Y) -> X > Y;
 compare(ge, X, Y) -> X >= Y.
-
-rank(Level) ->
-    length(lists:takewhile(fun(L) -> L =/= Level end, ?LEVELS)).
 
 %% false wins, then unknown; stops at the first false.
 eval_and([], _N, _V, _C, Acc) -> Acc;

@@ -1,7 +1,8 @@
+%% @private
 %% @doc The topology model: a tree of networks whose leaves are Erlang nodes, and the
-%% communication distances it defines (seed 000, §4.1–4.2).
+%% communication distances it defines (RELEASE D3.5, §4.1–4.2).
 %%
-%% A topology term, as in the seed, optionally with measured heights:
+%% A topology term, as in RELEASE D3.5, optionally with measured heights:
 %% ```
 %% {network, Name, Children} | {network, Children}
 %% {network, Name, #{height => Microseconds}, Children}
@@ -9,7 +10,7 @@
 %% '''
 %% Two metrics on the leaves:
 %% <ul>
-%% <li>`ultrametric' — the seed's d(x, y) = 2^−ℓ(x, y), where ℓ is the number of edges
+%% <li>`ultrametric' — RELEASE D3.5's d(x, y) = 2^−ℓ(x, y), where ℓ is the number of edges
 %%     the paths from the root to x and to y share; 0 for x = y. Nodes whose lowest
 %%     common network is the root are at distance 1.</li>
 %% <li>`measured' — the height of the lowest common network (µs, e.g. the diameter of
@@ -21,7 +22,7 @@
 %% distance beyond every distance in the tree (2 for the ultrametric, twice the root's
 %% height for the measured metric).
 %%
-%% Levels name distances without numbers (seed §5.1.1): `same_node', then by the rank
+%% Levels name distances without numbers (RELEASE D3.5, §5.1.1): `same_node', then by the rank
 %% of the distance among the distinct distances the tree can produce, smallest first,
 %% `very_near' (the smallest), `near' (in the lower half of the ranks), `far' (the
 %% upper half), `very_far' (the largest), and `anywhere'. In a tree whose root holds
@@ -41,12 +42,14 @@
          new/2,
          read/1,
          check/1,
+         from_json/1,
          metric/1,
          nodes/1,
          member/2,
          distance/3,
          anywhere/1,
          level/3,
+         levels/0,
          level_rank/1,
          slow_distance/1,
          disc/3,
@@ -58,6 +61,9 @@
          render/2,
          format_error/1]).
 
+%% exports_not_used: Read by terrain_topology_tests and prop_topology to check the model.
+-ignore_xref([{anywhere, 1}, {groups, 1}, {metric, 1}, {new, 2}]).
+
 -export_type([topology/0, tree/0, metric/0, level/0, format/0, network_id/0, error_reason/0]).
 
 -compile({no_auto_import, [nodes/1]}).
@@ -68,6 +74,8 @@
               | {node, node()}.
 -type metric() :: ultrametric | measured.
 -type level() :: same_node | very_near | near | far | very_far | anywhere.
+%% The levels, nearest first; levels/0 is the same list as a value, and every other
+%% module takes the levels and their order from there.
 -type format() :: term | text | dot | newick | json.
 
 %% A network of the tree is identified by its position path from the root: `[1]' is
@@ -87,6 +95,13 @@
           distances := [number()]}.
 
 -type error_reason() :: {topology, [term()], term()}.
+
+%% Why a JSON document is not a topology: not JSON, not `terrain.topology/1', or a
+%% tree entry that is neither a node nor a network.
+-type json_error() :: {json, non_neg_integer(), string()} | {format, term()} | {bad_height, term()}
+                    | {bad_entry, term()}.
+
+-define(JSON_FORMAT, <<"terrain.topology/1">>).
 
 %%--------------------------------------------------------------------
 %% API
@@ -130,14 +145,41 @@ check(#{tree := Tree, metric := Metric} = T) when map_size(T) =:= 5 ->
 check(_Term) ->
     {error, {topology, [], not_a_topology}}.
 
-%% @doc Reads a topology term from a file (one term, `file:consult/1' syntax).
+%% @doc Reads a topology from a file in any format {@link render/2} writes that
+%% holds the whole tree: one topology term (`file:consult/1' syntax) or a
+%% `terrain.topology/1' JSON document (whose `metric' is kept).
 -spec read(file:filename()) -> {ok, topology()} | {error, error_reason()}.
 read(File) ->
     case file:consult(File) of
-        {ok, [Tree]} -> new(Tree);
-        {ok, Terms} -> {error, {topology, [{file, File}], {terms, length(Terms)}}};
-        {error, {Line, Mod, Term}} -> {error, {topology, [{file, File}, {line, Line}], {syntax, Mod:format_error(Term)}}};
-        {error, Why} -> {error, {topology, [{file, File}], {file, Why}}}
+        {ok, [Tree]} ->
+            new(Tree);
+        {ok, Terms} ->
+            {error, {topology, [{file, File}], {terms, length(Terms)}}};
+        {error, {Line, Mod, Term}} ->
+            case read_json(File) of
+                {ok, Tree, Options} -> new(Tree, Options);
+                not_json -> {error, {topology, [{file, File}, {line, Line}], {syntax, Mod:format_error(Term)}}};
+                {error, Why} -> {error, {topology, [{file, File}], Why}}
+            end;
+        {error, Why} ->
+            {error, {topology, [{file, File}], {file, Why}}}
+    end.
+
+%% @doc The topology term (and metric) of a `terrain.topology/1' JSON document, as
+%% {@link render/2} writes it with `json'.
+-spec from_json(binary()) -> {ok, tree(), #{metric => metric()}} | {error, json_error()}.
+from_json(Bin) ->
+    case terrain_json:decode(Bin) of
+        {ok, #{<<"format">> := ?JSON_FORMAT, <<"tree">> := Tree} = Doc} ->
+            try {ok, tree_from_json(Tree), metric_from_json(maps:get(<<"metric">>, Doc, null))}
+            catch throw:Why -> {error, Why}
+            end;
+        {ok, #{<<"format">> := Other}} ->
+            {error, {format, Other}};
+        {ok, _} ->
+            {error, {format, none}};
+        {error, _} = Error ->
+            Error
     end.
 
 %% @doc The metric in use.
@@ -187,7 +229,7 @@ level(#{distances := Distances} = T, A, B) ->
     end.
 
 %% @doc The smallest distance whose level is `far' or beyond: an edge at least this
-%% long is a slow link (seed 000 §4.6, Figures 27–28).
+%% long is a slow link (RELEASE D3.5, §4.6, Figures 27–28).
 -spec slow_distance(topology()) -> number().
 slow_distance(#{distances := Distances} = T) ->
     Count = length(Distances),
@@ -197,14 +239,20 @@ slow_distance(#{distances := Distances} = T) ->
         [] -> anywhere(T)
     end.
 
-%% @doc Levels in order from the nearest, for comparisons (`{level, le, near}').
+%% @doc The levels, nearest first: the one list every other module uses (the
+%% predicate `{level, Op, Level}' compares levels in this order).
+-spec levels() -> [level(), ...].
+levels() ->
+    [same_node, very_near, near, far, very_far, anywhere].
+
+%% @doc A level's position in {@link levels/0}, from 0 for `same_node', for
+%% comparisons (`{level, le, near}').
 -spec level_rank(level()) -> 0..5.
-level_rank(same_node) -> 0;
-level_rank(very_near) -> 1;
-level_rank(near) -> 2;
-level_rank(far) -> 3;
-level_rank(very_far) -> 4;
-level_rank(anywhere) -> 5.
+level_rank(Level) ->
+    rank_of(Level, levels(), 0).
+
+rank_of(Level, [Level | _], Rank) -> Rank;
+rank_of(Level, [_ | Rest], Rank) -> rank_of(Level, Rest, Rank + 1).
 
 %% @doc The closed disc D(Node, R) = {y : d(Node, y) ≤ R} over the nodes of the
 %% tree and Node itself, in the order of the tree.
@@ -246,7 +294,7 @@ term(#{tree := Tree}) ->
     Tree.
 
 %% @doc Renders the topology: `term' (Erlang term, consultable), `text' (indented),
-%% `dot' (Graphviz, in the seed's style: lowest-level networks as ellipses listing
+%% `dot' (Graphviz, in RELEASE D3.5's style: lowest-level networks as ellipses listing
 %% their members with size and diameter, higher ones as boxes with their diameter),
 %% `newick' (branch lengths from heights when measured), `json' (`terrain.topology/1').
 -spec render(topology(), format()) -> iodata().
@@ -259,7 +307,7 @@ render(T, dot) ->
 render(T, newick) ->
     [newick(T, [1], undefined), ";\n"];
 render(T, json) ->
-    [terrain_json:encode(#{format => <<"terrain.topology/1">>,
+    [terrain_json:encode(#{format => ?JSON_FORMAT,
                            metric => metric(T),
                            tree => json_tree(T, [1])}, #{pretty => true}), $\n].
 
@@ -484,6 +532,47 @@ json_tree(T, Id) ->
 json_name(A) when is_atom(A) -> A;
 json_name(Other) -> iolist_to_binary(io_lib:format("~tp", [Other])).
 
+%% A file that does not parse as Erlang terms is read as JSON when it starts like a
+%% JSON object (`{' then a string key or `}'); a broken term file such as
+%% `{network, ...' keeps its Erlang syntax error.
+read_json(File) ->
+    case file:read_file(File) of
+        {ok, Bin} ->
+            Json = string:trim(Bin, leading),
+            case Json of
+                <<"{", Rest/binary>> ->
+                    case string:trim(Rest, leading) of
+                        <<C, _/binary>> when C =:= $"; C =:= $} -> from_json(Json);
+                        _ -> not_json
+                    end;
+                _ ->
+                    not_json
+            end;
+        {error, Why} ->
+            {error, {file, Why}}
+    end.
+
+tree_from_json(#{<<"node">> := Node}) when is_binary(Node) ->
+    {node, binary_to_atom(Node)};
+tree_from_json(#{<<"children">> := Children} = Network) when is_list(Children) ->
+    Name = case maps:get(<<"name">>, Network, null) of
+               B when is_binary(B) -> binary_to_atom(B);
+               _ -> undefined
+           end,
+    Kids = [tree_from_json(C) || C <- Children],
+    case {Name, maps:get(<<"height">>, Network, null)} of
+        {undefined, null} -> {network, Kids};
+        {_, null} -> {network, Name, Kids};
+        {_, H} when is_number(H) -> {network, Name, #{height => H}, Kids};
+        {_, H} -> throw({bad_height, H})
+    end;
+tree_from_json(Other) ->
+    throw({bad_entry, Other}).
+
+metric_from_json(<<"measured">>) -> #{metric => measured};
+metric_from_json(<<"ultrametric">>) -> #{metric => ultrametric};
+metric_from_json(_) -> #{}.
+
 %%--------------------------------------------------------------------
 %% Errors
 
@@ -510,4 +599,8 @@ why({syntax, Message}) -> ["syntax error: ", Message];
 why({file, Why}) -> file:format_error(Why);
 why(not_a_topology) -> "not a topology (build one with terrain_topology:new/1,2 or read/1)";
 why(inconsistent) ->
-    "the topology's tables do not match its tree (it was not built by terrain_topology:new/1,2, or was altered)".
+    "the topology's tables do not match its tree (it was not built by terrain_topology:new/1,2, or was altered)";
+why({json, Offset, Why}) -> io_lib:format("invalid JSON at byte ~b: ~ts", [Offset, Why]);
+why({format, none}) -> "not a topology: no \"format\" field (expected \"terrain.topology/1\")";
+why({format, F}) -> io_lib:format("not a topology: format ~0tp (expected \"terrain.topology/1\")", [F]);
+why({bad_entry, Entry}) -> io_lib:format("not a topology: ~0tP", [{bad_entry, Entry}, 8]).

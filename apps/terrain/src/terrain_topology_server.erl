@@ -1,5 +1,5 @@
 %% @private
-%% @doc Holds this node's topology (RELEASE D3.5 §5.1.5: replaceable at run time).
+%% @doc Holds this node's topology (RELEASE D3.5, §5.1.5: replaceable at run time).
 %%
 %% The current topology lives in `persistent_term' under `{terrain_topology, current}'
 %% so that every distance, level or selection reads it in the caller without a copy
@@ -29,6 +29,9 @@
 
 %% gen_server callbacks
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
+
+%% exports_not_used: Named in terrain_sup's child spec.
+-ignore_xref([{start_link, 0}]).
 
 -define(KEY, {terrain_topology, current}).
 -define(CALL_TIMEOUT, 5000).

@@ -27,9 +27,11 @@
          nodes/1,
          depth/1,
          level_partition/2,
-         clades/1,
          adjusted_rand_index/2,
          format_error/1]).
+
+%% exports_not_used: The pieces of the comparison, checked on their own by the tests and properties.
+-ignore_xref([{adjusted_rand_index, 2}, {depth, 1}, {level_partition, 2}]).
 
 -export_type([report/0]).
 

@@ -1,18 +1,20 @@
+%% @private
 %% @doc Online checks of operation durations against a fitted generalized extreme
 %% value (GEV) model: is this duration unlikely?
 %%
 %% Parallel task durations (the time until the slowest of many parts is done) follow
-%% extreme-value statistics (seed 004, Henwood et al.). Fit a GEV to durations measured
+%% extreme-value statistics (Henwood et al.). Fit a GEV to durations measured
 %% on a quiet system with `terrain-analysis gev durations.csv --out DIR', load the
 %% resulting `fit.json' here, and check each new duration as it happens:
 %% ```
-%% ok = terrain_variability:load("runs/.../fit.json", #{tail => 0.001}),
-%% case terrain_variability:check(Seconds) of
+%% %% users call it through the facade (terrain:load_duration_model/2, check_duration/1,2):
+%% ok = terrain:load_duration_model("runs/.../fit.json", #{tail => 0.001}),
+%% case terrain:check_duration(Seconds) of
 %%     {ok, _P} -> ok;
 %%     {unlikely, P} -> logger:warning("write took ~.3f s (p = ~.2g)", [Seconds, P])
 %% end.
 %% '''
-%% Convention (as the seed, R's ismev and evd): location μ, scale σ > 0, shape ξ with
+%% Convention (as Henwood et al., R's ismev and evd): location μ, scale σ > 0, shape ξ with
 %% ξ > 0 heavy-tailed (Fréchet type), ξ < 0 bounded above (Weibull type), ξ = 0 the
 %% Gumbel limit. With z = (x − μ)/σ, F(x) = exp(−(1 + ξz)^(−1/ξ)), and
 %% exp(−exp(−z)) at ξ = 0 (used for |ξ| below 1e-7, where the two agree to the
@@ -33,16 +35,19 @@
          check/1,
          check/2,
          tail_probability/2,
-         model/0,
          model/1,
          unload/1,
          format_error/1]).
+
+%% exports_not_used: load/1 and tail_probability/2 are checked on their own by the unit tests and
+%% prop_variability (users load through terrain:load_duration_model/1,2).
+-ignore_xref([{load, 1}, {tail_probability, 2}]).
 
 -export_type([model/0, load_options/0, params/0]).
 
 -type params() :: #{location := number(),   % μ
                     scale := number(),      % σ > 0
-                    shape := number()}.     % ξ, the seed's sign convention
+                    shape := number()}.     % ξ, Henwood et al.'s sign convention
 
 -type load_options() ::
         #{name => atom(),                   % model name (default `default')
@@ -105,11 +110,6 @@ check(Name, Duration) when is_number(Duration) ->
 -spec tail_probability(params(), number()) -> float().
 tail_probability(Params, Duration) ->
     side_probability(upper, t(Params, Duration)).
-
-%% @doc The default model.
--spec model() -> model() | undefined.
-model() ->
-    model(default).
 
 %% @doc A named model.
 -spec model(atom()) -> model() | undefined.

@@ -1,7 +1,7 @@
 %% @doc terrain lab: start clusters from a cluster spec and run tools on them.
 %%
 %% This is the one public module of `terrain_lab'; the `terrain_lab_*' modules are
-%% internal. A cluster spec (DESIGN.md, examples/demo.cluster) describes groups nested
+%% internal. A cluster spec (docs/DESIGN.md, examples/demo.cluster) describes groups nested
 %% to any depth with link options, and nodes with `schedulers', `attrs' and `args'.
 %%
 %% ```
@@ -37,6 +37,10 @@
 
 %% API: errors
 -export([format_error/1]).
+
+%% exports_not_used: The public API of the lab: called by users (docs/NETEM.md, README), not by the CLI.
+-ignore_xref([{read_spec, 1}, {start_cluster, 2}, {cluster_nodes, 1}, {stop_cluster, 1},
+              {partition, 2}, {heal, 0}, {heal, 1}, {isolate, 1}, {format_error, 1}]).
 
 -export_type([cluster_options/0]).
 
@@ -112,10 +116,6 @@ format_error({netem, _} = Reason) ->
     terrain_lab_netem:format_error(Reason);
 format_error({probe, _} = Reason) ->
     terrain_lab_probe:format_error(Reason);
-format_error({discovery, _} = Reason) ->
-    terrain_discovery:format_error(Reason);
-format_error({compare, _} = Reason) ->
-    terrain_tree_compare:format_error(Reason);
 format_error({terrain_netem, bad_links, Text}) ->
     io_lib:format("bad -terrain_netem link table: ~ts", [Text]);
 format_error({boot_failed, Name, Why}) ->

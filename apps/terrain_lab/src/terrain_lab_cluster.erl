@@ -268,7 +268,7 @@ lab_vm_args() ->
 %% attributes of its spec and the cluster's topology (the node spec's `topology' key,
 %% see {@link terrain_lab_spec:topology/2}) and starts the `terrain' application, all
 %% before `Deadline' (monotonic ms).
--spec setup_node(terrain_lab_spec:node_spec() | #{topology => terrain_topology:tree()}, node(), integer()) ->
+-spec setup_node(terrain_lab_spec:node_spec() | #{topology => terrain:topology_tree()}, node(), integer()) ->
           {ok, node_info()} | {error, term()}.
 setup_node(#{name := Name, path := Path} = NodeSpec, Node, Deadline) ->
     Timeout = max(1, Deadline - erlang:monotonic_time(millisecond)),

@@ -15,6 +15,7 @@
          status/3,
          down/3]).
 
+%% exports_not_used: commands/0 and the handlers are called through the command table.
 -ignore_xref([{commands, 0}, {up, 3}, {status, 3}, {down, 3}]).
 
 -define(STATUS_FORMAT, <<"terrain.status/1">>).

@@ -20,7 +20,9 @@
 -export([commands/0,
          run/3]).
 
+%% exports_not_used: commands/0 and the handlers are called through the command table.
 -ignore_xref([{commands, 0}, {run, 3}]).
+
 
 -define(CLUSTER_FORMAT, <<"terrain.cluster/1">>).
 
@@ -174,16 +176,16 @@ probe_and_discover(Spec, Nodes, Prefix, RunDir, Io) ->
     case terrain_lab_probe:probe(Names, Options) of
         {ok, Result} ->
             {ok, _Files} = terrain_lab_probe:write(Result, RunDir, #{}),
-            {ok, Latency} = terrain_discovery:read_latency(filename:join(RunDir, "latency.json")),
-            {ok, #{topology := Found}} = terrain_discovery:discover(Latency, #{}),
-            {ok, T} = terrain_topology:new(Found),
-            terrain_lab_io:out(Io, "  ~ts", [indent(string:replace(lists:flatten(io_lib:format("~ts", [terrain_topology:render(T, text)])),
+            {ok, Latency} = terrain:read_latency(filename:join(RunDir, "latency.json")),
+            {ok, #{topology := Found}} = terrain:discover(Latency, #{}),
+            {ok, Text} = terrain:render_topology(Found, text),
+            terrain_lab_io:out(Io, "  ~ts", [indent(string:replace(lists:flatten(io_lib:format("~ts", [Text])),
                                                                   Prefix, "", all))]),
             ByName = maps:from_list([{N, Node} || #{name := N, node := Node} <- Nodes]),
             Truth = terrain_lab_spec:topology(Spec, fun(N) -> maps:get(N, ByName) end),
-            {ok, #{levels := Levels, clade_recall := Recall}} = terrain_tree_compare:compare(Found, Truth),
+            {ok, #{levels := Levels, clade_recall := Recall}} = terrain:compare_topologies(Found, Truth),
             [terrain_lab_io:out(Io, "  against the spec, level ~b: ~b true clusters, ~b found, ARI ~.3f~n",
-                                [L, TC, FC, Ari])
+                                 [L, TC, FC, Ari])
              || #{level := L, truth_clusters := TC, found_clusters := FC, ari := Ari} <- Levels],
             terrain_lab_io:out(Io, "  clade recall ~.3f~n", [Recall]),
             [#{kind => latency, file => <<"latency.json">>,
@@ -235,17 +237,17 @@ time_and_fit([At | _] = Nodes, Prefix, RunDir, Io) ->
     end.
 
 check_slowest(Fit, Slowest, Io) ->
-    case terrain_variability:load(Fit, #{name => demo, tail => 0.01}) of
+    case terrain:load_duration_model(Fit, #{name => demo, tail => 0.01}) of
         ok ->
-            #{location := Mu, scale := Sigma, shape := Xi} = terrain_variability:model(demo),
+            #{location := Mu, scale := Sigma, shape := Xi} = terrain:duration_model(demo),
             terrain_lab_io:out(Io, "  GEV fit (gev/fit.json): location ~.2f ms, scale ~.2f ms, shape xi ~.3f~n",
-                               [1000 * Mu, 1000 * Sigma, Xi]),
-            {Verdict, P} = terrain_variability:check(demo, Slowest),
+                                [1000 * Mu, 1000 * Sigma, Xi]),
+            {Verdict, P} = terrain:check_duration(demo, Slowest),
             terrain_lab_io:out(Io, "  terrain_variability:check(~.1f ms) -> ~s, upper tail p = ~.3g (unlikely below 0.01)~n",
-                               [1000 * Slowest, Verdict, P]),
-            terrain_variability:unload(demo);
+                                [1000 * Slowest, Verdict, P]),
+            terrain:unload_duration_model(demo);
         {error, Reason} ->
-            terrain_lab_io:out(Io, "  the fit could not be loaded: ~ts~n", [terrain_variability:format_error(Reason)])
+            terrain_lab_io:out(Io, "  the fit could not be loaded: ~ts~n", [terrain:format_error(Reason)])
     end.
 
 %% terrain-analysis from the project's virtualenv, else from PATH.

@@ -18,7 +18,9 @@
 -export([commands/0,
          run/3]).
 
+%% exports_not_used: commands/0 and the handlers are called through the command table.
 -ignore_xref([{commands, 0}, {run, 3}]).
+
 
 %%--------------------------------------------------------------------
 %% API

@@ -13,6 +13,7 @@
 -export([commands/0,
          run/3]).
 
+%% exports_not_used: commands/0 and the handlers are called through the command table.
 -ignore_xref([{commands, 0}, {run, 3}]).
 
 %% @doc The commands of this module, as `terrain_lab_cli:commands/0' lists them.

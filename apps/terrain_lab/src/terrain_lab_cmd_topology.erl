@@ -29,12 +29,12 @@
 -export([commands/0,
          run/3]).
 
+%% exports_not_used: commands/0 and the handlers are called through the command table.
 -ignore_xref([{commands, 0}, {run, 3}]).
 
 %% Internal exports
--export([read_tree/1,
-         spec_tree/1,
-         format_error/1]).
+-export([format_error/1]).
+
 
 -define(FORMATS, [term, json, dot, newick, text]).
 
@@ -98,14 +98,15 @@ run(_Options, Args, _Io) ->
 discover(Options, File, Io) ->
     case {discovery_options(Options), output_format(Options)} of
         {{ok, Opts}, {ok, Format}} ->
-            case terrain_discovery:read_latency(File) of
+            case terrain:read_latency(File) of
                 {ok, Latency} ->
                     terrain_lab_io:progress(Io, "topology: clustering ~b nodes (~ts)~n",
-                                            [length(maps:get(nodes, Latency)), describe(Opts)]),
-                    case terrain_discovery:discover(Latency, Opts) of
+                                             [length(maps:get(nodes, Latency)), describe(Opts)]),
+                    case terrain:discover(Latency, Opts) of
                         {ok, Result} ->
                             report(Result, Io),
-                            emit(terrain_discovery:render(Result, Format), Options, Io);
+                            {ok, Text} = terrain:render_topology(Result, Format),
+                            emit(Text, Options, Io);
                         {error, _} = Error ->
                             Error
                     end;
@@ -231,8 +232,8 @@ show(Options, File, Io) ->
         {ok, F} ->
             case read_tree(File) of
                 {ok, Tree} ->
-                    case terrain_topology:new(Tree) of
-                        {ok, T} -> emit(terrain_topology:render(T, F), Options, Io);
+                    case terrain:render_topology(Tree, F) of
+                        {ok, Text} -> emit(Text, Options, Io);
                         {error, _} = Error -> Error
                     end;
                 {error, _} = Error ->
@@ -249,7 +250,7 @@ compare(Options, FoundFile, TruthFile, Io) ->
     case {read_tree(FoundFile), read_tree(TruthFile)} of
         {{ok, Found}, {ok, Truth}} ->
             Found1 = match_names(Found, Truth, maps:get(prefix, Options, "")),
-            case terrain_tree_compare:compare(Found1, Truth) of
+            case terrain:compare_topologies(Found1, Truth) of
                 {ok, #{levels := Levels} = Report} ->
                     lists:foreach(fun(#{level := K, truth_clusters := T, found_clusters := F, ari := A}) ->
                                           terrain_lab_io:out(Io, "level ~b: ~b true clusters, ~b found, ARI ~.3f~n",
@@ -293,9 +294,9 @@ rename({network, C}, Fun) -> {network, [rename(X, Fun) || X <- C]};
 rename({network, Name, C}, Fun) -> {network, Name, [rename(X, Fun) || X <- C]};
 rename({network, Name, Opts, C}, Fun) -> {network, Name, Opts, [rename(X, Fun) || X <- C]}.
 
-%% @doc Reads a topology: a file of one topology term, a cluster spec (its groups as
+%% Reads a topology: a file of one topology term, a cluster spec (its groups as
 %% the tree), or a `terrain.topology/1' JSON file (what does not parse as Erlang terms).
--spec read_tree(file:filename()) -> {ok, terrain_topology:tree()} | {error, term()}.
+-spec read_tree(file:filename()) -> {ok, terrain:topology_tree()} | {error, term()}.
 read_tree(File) ->
     case file:read_file(File) of
         {ok, Bin} ->
@@ -313,41 +314,16 @@ read_tree(File) ->
     end.
 
 json_tree(File, Bin) ->
-    case terrain_json:decode(Bin) of
-        {ok, #{<<"format">> := <<"terrain.topology/1">>, <<"tree">> := Tree}} ->
-            try {ok, from_json(Tree)}
-            catch throw:Why -> {error, {topology_cmd, {bad_topology, File, Why}}}
-            end;
-        {ok, #{<<"format">> := Other}} ->
-            {error, {topology_cmd, {bad_topology, File, {format, Other}}}};
-        {ok, _} ->
-            {error, {topology_cmd, {bad_topology, File, {format, none}}}};
-        {error, Why} ->
-            {error, {topology_cmd, {bad_topology, File, Why}}}
+    case terrain_topology:from_json(Bin) of
+        {ok, Tree, _Metric} -> {ok, Tree};
+        {error, Why} -> {error, {topology_cmd, {bad_topology, File, Why}}}
     end.
-
-from_json(#{<<"node">> := Node}) when is_binary(Node) ->
-    {node, binary_to_atom(Node)};
-from_json(#{<<"children">> := Children} = Network) when is_list(Children) ->
-    Name = case maps:get(<<"name">>, Network, null) of
-               B when is_binary(B) -> binary_to_atom(B);
-               _ -> undefined
-           end,
-    Kids = [from_json(C) || C <- Children],
-    case {Name, maps:get(<<"height">>, Network, null)} of
-        {undefined, null} -> {network, Kids};
-        {_, null} -> {network, Name, Kids};
-        {_, H} when is_number(H) -> {network, Name, #{height => H}, Kids};
-        {_, H} -> throw({bad_height, H})
-    end;
-from_json(Other) ->
-    throw({bad_entry, Other}).
 
 term_tree(File) ->
     case file:consult(File) of
         {ok, [{cluster, _, _} | _] = Terms} ->
             case terrain_lab_spec:from_terms(Terms, File) of
-                {ok, Spec} -> {ok, spec_tree(Spec)};
+                {ok, Spec} -> {ok, terrain_lab_spec:topology(Spec, fun(Name) -> Name end, #{heights => false})};
                 {error, _} = Error -> Error
             end;
         {ok, [Tree]} ->
@@ -359,26 +335,6 @@ term_tree(File) ->
         {error, Why} ->
             {error, {file, File, Why}}
     end.
-
-%% @doc The true tree of a cluster spec: its groups nested as in the file, its node
-%% names as leaves, the cluster as the root.
--spec spec_tree(terrain_lab_spec:spec()) -> terrain_topology:tree().
-spec_tree(#{name := Name} = Spec) ->
-    Nodes = [{Path, N} || #{name := N, path := Path} <- terrain_lab_spec:nodes(Spec)],
-    {network, Name, group_children(Nodes)}.
-
-group_children(Nodes) ->
-    %% keep the order of first appearance
-    lists:reverse(
-      lists:foldl(fun({[], N}, Acc) -> [{node, N} | Acc];
-                     ({[G | _], _}, Acc) ->
-                          case lists:keymember(G, 2, Acc) of
-                              true -> Acc;
-                              false ->
-                                  Members = [{Rest, N} || {[G1 | Rest], N} <- Nodes, G1 =:= G],
-                                  [{network, G, group_children(Members)} | Acc]
-                          end
-                  end, [], Nodes)).
 
 %%--------------------------------------------------------------------
 %% Errors

@@ -1,5 +1,5 @@
 %% @private
-%% @doc Durations CSV files (DESIGN.md): a header, then one row per run, each row on
+%% @doc Durations CSV files (docs/DESIGN.md): a header, then one row per run, each row on
 %% disk as soon as it is written, so a failure or a kill never loses a measured run.
 %% A file is only ever created, never overwritten.
 -module(terrain_lab_csv).

@@ -8,6 +8,9 @@
          host/0,
          node_name/2]).
 
+%% exports_not_used: Used by terrain_lab_durations_SUITE to name nodes on this host.
+-ignore_xref([{host, 0}]).
+
 -type options() ::
         #{hidden => boolean(),   % start as a hidden node (the CLI does; default false)
           name => atom()}.       % short name to take; default terrain_ctl_<OS pid>

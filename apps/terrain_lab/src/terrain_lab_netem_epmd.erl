@@ -46,6 +46,12 @@
          encode_links/1,
          decode_links/1]).
 
+%% exports_not_used: The -epmd_module callbacks kernel calls (erl_distribution, net_kernel, inet_tcp_dist),
+%% and decode_links/1, the table parser its tests check on their own.
+-ignore_xref([{address_please, 3}, {decode_links, 1}, {listen_port_please, 2}, {names, 1},
+              {port_please, 2}, {port_please, 3}, {register_node, 2}, {register_node, 3},
+              {start_link, 0}]).
+
 -export_type([links/0]).
 
 %% The other nodes of the cluster by short name, with the spec's link options to each.

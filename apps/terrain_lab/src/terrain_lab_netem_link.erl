@@ -33,6 +33,9 @@
          serialisation/2,
          window/1]).
 
+%% exports_not_used: The link model, checked on its own by terrain_lab_netem_tests.
+-ignore_xref([{delay, 2}, {serialisation, 2}]).
+
 -export_type([link/0, direction/0]).
 
 -type link() ::

@@ -41,6 +41,10 @@
 -export([init/1,
          inbound/4]).
 
+%% exports_not_used: start_link/1 is the simple_one_for_one child start, init/1 and inbound/4 are
+%% started by proc_lib.
+-ignore_xref([{inbound, 4}, {init, 1}, {start_link, 1}]).
+
 -export_type([options/0]).
 
 -type options() ::

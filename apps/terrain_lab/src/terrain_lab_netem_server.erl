@@ -27,6 +27,11 @@
 %% gen_server callbacks
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
+%% exports_not_used: start_link/0 is named in terrain_lab_netem_sup's child spec; block/1, unblock/1,
+%% members/0 and status/0 are called on the emulated nodes by erpc from
+%% terrain_lab_netem (the controlling node).
+-ignore_xref([{block, 1}, {members, 0}, {start_link, 0}, {status, 0}, {unblock, 1}]).
+
 -export_type([status/0]).
 
 -type status() ::

@@ -1,32 +1,32 @@
 %% @private
-%% @doc `terrain probe': all-pairs round-trip times between Erlang nodes (seed 000,
+%% @doc `terrain probe': all-pairs round-trip times between Erlang nodes (RELEASE D3.5,
 %% §4.3.1 and §4.4).
 %%
 %% == Method ==
 %% For every ordered pair (A, B) a <em>client</em> process on A exchanges messages with
-%% its own <em>echo</em> process on B, which replies at once (the seed's server; one per
+%% its own <em>echo</em> process on B, which replies at once (RELEASE D3.5's server; one per
 %% client so that clients never queue behind each other at the server). After
 %% `warmup' unrecorded exchanges (connection set-up, code loading, caches), the client
 %% runs `batches' batches of `messages' exchanges, each a `{ping, Client, Seq,
 %% Payload}' answered by `{pong, Echo, Seq, Payload}' with a payload of
-%% `payload_bytes' bytes, and times every exchange with the monotonic clock. The
-%% seed's figure per pair, the mean time of 100 batches of 100 exchanges, is the
+%% `payload_bytes' bytes, and times every exchange with the monotonic clock.
+%% RELEASE D3.5's figure per pair, the mean time of 100 batches of 100 exchanges, is the
 %% `mean' here.
 %%
-%% Strategies (the seed's two):
+%% Strategies (RELEASE D3.5's two):
 %% <ul>
 %% <li>`sequential' (strategy 1, the default): one source node at a time runs its
 %%     clients to all other nodes at once; then the next source. Little traffic: it
 %%     measures the network rather than the load the probe itself creates.</li>
 %% <li>`concurrent' (strategy 2): every pair at once; the clients start their batches
 %%     together after all have warmed up. High traffic, which made the hierarchy
-%%     visible on the seed's Athos cluster; on a small machine running many nodes
+%%     visible on RELEASE D3.5's Athos cluster; on a small machine running many nodes
 %%     the contention for CPU dominates.</li>
 %% </ul>
 %%
 %% Per pair the client reports, over all its recorded exchanges, the minimum, median,
 %% mean, 95th percentile (linear interpolation between order statistics) and sample
-%% standard deviation in µs. `latency.json' (DESIGN.md, format `terrain.latency/1')
+%% standard deviation in µs. `latency.json' (docs/DESIGN.md, format `terrain.latency/1')
 %% holds each as an n × n matrix, row = the client's node (source), column = the echo's
 %% node; the diagonal is 0 (a node is not probed against itself) and a failed pair is
 %% `null'. `latency.csv' has one row per ordered pair.

@@ -1,6 +1,6 @@
 %% @private
 %% @doc Cluster specs: read, validate and query the Erlang-term description of a
-%% cluster (DESIGN.md, "Cluster spec").
+%% cluster (docs/DESIGN.md, "Cluster spec").
 %%
 %% A spec file holds one `{cluster, Name, Options}' term followed by groups and nodes:
 %% ```
@@ -25,6 +25,7 @@
          link/3,
          levels/1,
          topology/2,
+         topology/3,
          format_error/1]).
 
 -export_type([spec/0, node_spec/0, link_options/0, error_reason/0]).
@@ -108,30 +109,62 @@ link(#{options := ClusterOptions, groups := Groups} = Spec, A, B) ->
 levels(#{options := ClusterOptions, groups := Groups}) ->
     [{cluster, ClusterOptions} | Groups].
 
-%% @doc The spec's group hierarchy as a topology term (terrain_topology), with the
-%% nodes' full names from `NodeName'. Each network's height is the round trip of its
-%% link (2 × the one-way `latency', µs) when the cluster and every group carry a
-%% latency and the heights shrink towards the leaves; otherwise there are no heights
-%% (the ultrametric applies).
--spec topology(spec(), fun((atom()) -> node())) -> terrain_topology:tree().
-topology(#{name := Cluster, options := ClusterOptions, groups := Groups, nodes := Nodes}, NodeName) ->
+%% @equiv topology(Spec, NodeName, #{heights => true})
+-spec topology(spec(), fun((atom()) -> node())) -> terrain:topology_tree().
+topology(Spec, NodeName) ->
+    topology(Spec, NodeName, #{heights => true}).
+
+%% @doc The spec's group hierarchy as a topology term (terrain_topology): the cluster
+%% as the root, its groups nested as in the file, the nodes' full names from
+%% `NodeName' as leaves, children in the order of the file. This is the one
+%% conversion of a spec into a tree (`terrain up', the launcher, `terrain demo',
+%% `terrain topology compare|show' on a spec).
+%%
+%% With `heights => true', each network's height is the round trip of its link
+%% (2 × the one-way `latency', µs) when the cluster and every group carry a latency
+%% and the heights shrink towards the leaves; otherwise, and with `heights => false',
+%% there are no heights (the ultrametric applies).
+-spec topology(spec(), fun((atom()) -> node()), #{heights := boolean()}) -> terrain:topology_tree().
+topology(#{name := Cluster, options := ClusterOptions, groups := Groups, nodes := Nodes}, NodeName,
+         #{heights := WantHeights}) ->
     Heights = [maps:get(latency, O, undefined) || O <- [ClusterOptions | [O || {_, O} <- Groups]]],
-    WithHeights = not lists:member(undefined, Heights),
+    WithHeights = WantHeights andalso not lists:member(undefined, Heights),
     Tree = network(Cluster, ClusterOptions, [], Groups, Nodes, NodeName, WithHeights),
-    case WithHeights andalso element(1, terrain_topology:new(Tree)) =:= error of
+    case WithHeights andalso terrain:check_topology(Tree) =/= ok of
         true -> network(Cluster, ClusterOptions, [], Groups, Nodes, NodeName, false);
         false -> Tree
     end.
 
 network(Name, Options, Path, Groups, Nodes, NodeName, WithHeights) ->
-    %% Children in file order: the groups directly below Path, then its nodes.
-    SubGroups = [{P, O} || {P, O} <- Groups, length(P) =:= length(Path) + 1, lists:prefix(Path, P)],
-    Children = [network(lists:last(P), O, P, Groups, Nodes, NodeName, WithHeights) || {P, O} <- SubGroups]
-        ++ [{node, NodeName(N)} || #{name := N, path := P} <- Nodes, P =:= Path],
+    Children = [case Child of
+                    {group, P} -> network(lists:last(P), proplists:get_value(P, Groups), P, Groups, Nodes,
+                                          NodeName, WithHeights);
+                    {node, N} -> {node, NodeName(N)}
+                end || Child <- children(Path, Nodes)],
     case WithHeights of
         true -> {network, Name, #{height => 2 * maps:get(latency, Options)}, Children};
         false -> {network, Name, Children}
     end.
+
+%% The groups and nodes directly below Path in the order of the file: a group comes
+%% where its first node does (groups are never empty).
+children(Path, Nodes) ->
+    Depth = length(Path),
+    lists:reverse(
+      lists:foldl(fun(#{name := N, path := P}, Acc) when P =:= Path ->
+                          [{node, N} | Acc];
+                     (#{path := P}, Acc) ->
+                          case lists:prefix(Path, P) of
+                              true ->
+                                  Group = {group, lists:sublist(P, Depth + 1)},
+                                  case lists:member(Group, Acc) of
+                                      true -> Acc;
+                                      false -> [Group | Acc]
+                                  end;
+                              false ->
+                                  Acc
+                          end
+                  end, [], Nodes)).
 
 %% @doc A sentence for an error returned by this module.
 -spec format_error(error_reason()) -> iolist().

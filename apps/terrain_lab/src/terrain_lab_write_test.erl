@@ -1,5 +1,5 @@
 %% @private
-%% @doc `terrain write-test': the timed parallel write of seed 004 (Henwood et al.),
+%% @doc `terrain write-test': the timed parallel write of Henwood et al.,
 %% on directories instead of Lustre storage targets.
 %%
 %% One logical file of `--size' MiB is striped round-robin over the `--targets'
@@ -10,7 +10,7 @@
 %%
 %% `run, total_s, alloc_s, open_s, write_s, close_s, slowest_target, slowest_s, bytes, status'
 %%
-%% where `alloc_s' is the time to allocate the stripe buffer (the seed timed calloc),
+%% where `alloc_s' is the time to allocate the stripe buffer (Henwood et al. timed calloc),
 %% `open_s', `write_s' and `close_s' are the largest time any target's writer spent in
 %% that phase, `total_s' is the wall time from the start of the run until the last
 %% writer finished, and `slowest_target' is that writer's directory with its own time

@@ -70,7 +70,7 @@ recover(Shape, Config) ->
         Tree = terrain_discovery:topology(Found),
         ?assertMatch({ok, _}, terrain_topology:new(Tree)),
         ByName = maps:from_list([{Name, N} || #{name := Name, node := N} <- Infos]),
-        Truth = rename(terrain_lab_cmd_topology:spec_tree(Spec), ByName),
+        Truth = terrain_lab_spec:topology(Spec, fun(Name) -> maps:get(Name, ByName) end, #{heights => false}),
         {ok, Report} = terrain_tree_compare:compare(Tree, Truth),
         ct:pal("probe ~b ms~n~ts~nlevels ~p~nreport ~p", [ProbeMs, terrain_discovery:render(Found, text),
                                                           maps:get(levels, Found), Report]),
@@ -88,6 +88,3 @@ recover(Shape, Config) ->
         ok = terrain_lab:stop_cluster(Cluster),
         ?assertEqual([], [P || #{os_pid := P} <- Infos, terrain_lab_os:alive(P)])
     end.
-
-rename({node, N}, ByName) -> {node, maps:get(N, ByName)};
-rename({network, Name, Children}, ByName) -> {network, Name, [rename(C, ByName) || C <- Children]}.

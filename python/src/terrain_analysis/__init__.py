@@ -1,11 +1,11 @@
 """terrain-analysis: statistics and plots for terrain runs.
 
 The package reads what the Erlang side of terrain writes (durations CSV files,
-latency matrices, run manifests) and turns it into fitted models, diagnostics and
-reports: the extreme-value analysis of run durations from the seed paper "Time
+latency matrices, topology files) and turns it into fitted models, diagnostics and
+reports: the extreme-value analysis of run durations from Henwood et al., "Time
 taken to write data in parallel on Lustre follows extreme statistics"
 (:func:`fit_gev`, ``terrain-analysis gev``), and topology discovery from a latency
-matrix with the seed's non-binary α clustering (:func:`discover`,
+matrix with RELEASE D3.5's non-binary α clustering (:func:`discover`,
 ``terrain-analysis topology``).
 
 Modules

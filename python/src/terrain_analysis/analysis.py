@@ -49,7 +49,7 @@ DEFAULT_RETURN_PERIODS: tuple[float, ...] = (10.0, 100.0, 1000.0)
 """Return periods (in runs) reported unless others are asked for."""
 
 SHAPE_CONVENTION = (
-    "shape is xi as in the seed paper and R ismev/evd: xi > 0 Frechet type (heavy upper tail), "
+    "shape is xi as in Henwood et al. and R ismev/evd: xi > 0 Frechet type (heavy upper tail), "
     "xi < 0 Weibull type (bounded upper tail), xi = 0 Gumbel; scipy.stats.genextreme uses c = -xi"
 )
 

@@ -1,7 +1,7 @@
 """Compare the GEV with simpler models of run durations by AIC.
 
 Performance papers often summarise durations by a mean and a standard deviation
-(a normal model) or fit a lognormal tail; the seed paper argues for the GEV.
+(a normal model) or fit a lognormal tail; Henwood et al. argue for the GEV.
 :func:`compare_models` fits all of them by maximum likelihood to the same data
 and ranks them by the Akaike information criterion ``AIC = 2 k + 2 nll``
 (``k`` parameters, ``nll`` the minimised negative log-likelihood), lowest first.

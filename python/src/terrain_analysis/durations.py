@@ -1,6 +1,6 @@
 """Read durations CSV files written by ``terrain write-test`` and ``terrain time-task``.
 
-The format (docs in DESIGN.md, "File formats"): a header line, then one row per
+The format (docs/DESIGN.md, "File formats"): a header line, then one row per
 run, with columns at least ``run`` and ``total_s`` and one column per measured
 part (for instance ``open_s``, ``write_s``, ``close_s``). Values are seconds.
 When the file has a ``status`` column (``terrain time-task`` marks runs in which a

@@ -1,6 +1,6 @@
 """Maximum-likelihood fits of the generalised extreme value (GEV) distribution.
 
-The seed paper (Henwood, Watkins, Chapman and McLay) models the time a parallel
+Henwood, Watkins, Chapman and McLay (Henwood et al.) model the time a parallel
 task takes as the maximum over many independent parts, so repeated run
 durations follow a GEV distribution. This module fits that distribution to
 durations and answers the questions that follow a fit: how precise the
@@ -9,7 +9,7 @@ must take before it is unlikely.
 
 Sign convention
 ---------------
-The shape ``xi`` is the one of the seed paper, Coles (2001) and R's ismev and
+The shape ``xi`` is the one of Henwood et al., Coles (2001) and R's ismev and
 evd packages::
 
     F(x) = exp(-(1 + xi * (x - location) / scale) ** (-1 / xi))   where 1 + xi * (x - location) / scale > 0
@@ -19,7 +19,7 @@ evd packages::
 * ``xi = 0``: Gumbel type, exponentially light tails, unbounded support;
 * ``xi < 0``: Weibull type, light upper tail ending at ``location - scale / xi``.
 
-``scipy.stats.genextreme`` uses ``c = -xi``. (The seed's equation (1) prints the
+``scipy.stats.genextreme`` uses ``c = -xi``. (Henwood et al.'s equation (1) prints the
 Gumbel case as ``exp(-e^{(x - mu)/sigma})``; the exponent lacks its minus sign.)
 
 Method
@@ -142,7 +142,7 @@ class GEVFit:
     Attributes
     ----------
     location, scale, shape : float
-        The estimates; ``shape`` is xi in the seed's convention (xi > 0 Fréchet, xi < 0 Weibull type).
+        The estimates; ``shape`` is xi in Henwood et al.'s convention (xi > 0 Fréchet, xi < 0 Weibull type).
     se : StandardErrors
         Standard errors from the observed information (NaN if it is not positive definite).
     covariance : ndarray of shape (3, 3)
@@ -494,7 +494,7 @@ def gev_cdf(x: ArrayLike, location: float, scale: float, shape: float) -> NDArra
     x : array_like
         Points at which to evaluate.
     location, scale, shape : float
-        Parameters; ``shape`` is xi (seed convention, scipy's ``c = -xi``).
+        Parameters; ``shape`` is xi (Henwood et al.'s convention, scipy's ``c = -xi``).
 
     Returns
     -------
@@ -519,7 +519,7 @@ def gev_logpdf(x: ArrayLike, location: float, scale: float, shape: float) -> NDA
     x : array_like
         Points at which to evaluate.
     location, scale, shape : float
-        Parameters; ``shape`` is xi (seed convention).
+        Parameters; ``shape`` is xi (Henwood et al.'s convention).
 
     Returns
     -------
@@ -548,7 +548,7 @@ def gev_ppf(q: ArrayLike, location: float, scale: float, shape: float) -> NDArra
     q : array_like
         Probabilities in [0, 1].
     location, scale, shape : float
-        Parameters; ``shape`` is xi (seed convention).
+        Parameters; ``shape`` is xi (Henwood et al.'s convention).
 
     Returns
     -------
@@ -589,7 +589,7 @@ def negative_log_likelihood(durations: ArrayLike, location: float, scale: float,
     durations : array_like
         The data (not checked beyond conversion to floats).
     location, scale, shape : float
-        Parameters; ``shape`` is xi (seed convention).
+        Parameters; ``shape`` is xi (Henwood et al.'s convention).
 
     Returns
     -------
@@ -807,7 +807,7 @@ def fit_gev(durations: ArrayLike, *, max_iterations: int = 100, strict: bool = F
     Returns
     -------
     GEVFit
-        Estimates (xi in the seed's convention), standard errors, covariance and the
+        Estimates (xi in Henwood et al.'s convention), standard errors, covariance and the
         negative log-likelihood.
 
     Raises

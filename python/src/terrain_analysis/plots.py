@@ -1,6 +1,6 @@
-"""Diagnostic plots of a GEV fit, after Figure 2 of the seed paper.
+"""Diagnostic plots of a GEV fit, after Figure 2 of Henwood et al.
 
-The seed judged its fit with three stacked panels: a probability plot (empirical
+Henwood et al. judged their fit with three stacked panels: a probability plot (empirical
 against fitted cumulative probability), a quantile plot (observed against fitted
 quantiles) with a 95% band and the points outside it in red, and a 20-bin
 histogram with the fitted density. :func:`diagnostics_figure` draws those;
@@ -127,7 +127,7 @@ def density_plot(ax: Axes, fit: GEVFit, bins: int = 20) -> None:
     fit : GEVFit
         The fit.
     bins : int, default 20
-        Number of bins, as in the seed's Figure 2.
+        Number of bins, as in Henwood et al.'s Figure 2.
     """
     if bins < 1:
         raise ValueError(f"'bins' must be >= 1, got {bins}")
@@ -172,7 +172,7 @@ def return_level_plot(ax: Axes, fit: GEVFit, level: float = 0.95) -> None:
 
 
 def diagnostics_figure(analysis: GEVAnalysis) -> Figure:
-    """The seed's Figure 2: probability, quantile and density panels, stacked.
+    """Henwood et al.'s Figure 2: probability, quantile and density panels, stacked.
 
     Parameters
     ----------

@@ -1,11 +1,11 @@
-"""Topology discovery from a latency matrix: the seed's non-binary α clustering.
+"""Topology discovery from a latency matrix: RELEASE D3.5's non-binary α clustering.
 
 This is the Python twin of terrain's Erlang implementation (``terrain_discovery``,
 ``terrain_alpha``; see ``docs/TOPOLOGY_DISCOVERY.md``), so that plots can be drawn
 from ``latency.json`` alone. Both follow the same definitions step for step and the
 test suite checks that they give the same trees.
 
-Pipeline (seed 000, §4.3–4.5):
+Pipeline (RELEASE D3.5, §4.3–4.5):
 
 1. **Statistic**: one per-pair matrix of ``latency.json`` (``min`` by default: delays
    only add, so the fastest exchange estimates the path).
@@ -18,7 +18,7 @@ Pipeline (seed 000, §4.3–4.5):
 4. **The α algorithm**: every point its own cluster; merge the two closest clusters
    into K; δ = diam(K); add to K every cluster x with d(x, K) ≤ αδ, closest first,
    re-measuring δ and d; repeat until one cluster is left. :func:`discover` uses
-   average linkage by default (complete as in the seed on request) and reports each
+   average linkage by default (complete as in RELEASE D3.5 on request) and reports each
    cluster's diameter as its height.
 5. **Automatic α**, level by level: over a geometric grid of α in [1, 4], the
    *bottom partition* (clusters whose children are all points) of each run; the
@@ -313,7 +313,7 @@ def alpha_tree(
     heights: Sequence[float] | None = None,
     sizes: Sequence[float] | None = None,
 ) -> Cluster:
-    """The seed's α tree (see the module docstring).
+    """RELEASE D3.5's α tree (see the module docstring).
 
     Parameters
     ----------

@@ -1,11 +1,11 @@
-"""Plots of a discovered topology: the seed's heatmap, dendrogram and non-binary tree.
+"""Plots of a discovered topology: RELEASE D3.5's heatmap, dendrogram and non-binary tree.
 
 * :func:`heatmap_figure` — the round-trip matrix with rows and columns in the order
-  of the tree's leaves, red for fast and yellow to white for slow, as the seed's
+  of the tree's leaves, red for fast and yellow to white for slow, as RELEASE D3.5's
   Figure 16 of the Athos cluster; the lowest clusters are outlined.
 * :func:`dendrogram_figure` — the binary complete-linkage dendrogram of the same
-  matrix (scipy), as R's ``hclust`` drew the seed's Figures 9–14.
-* :func:`tree_figure` — the non-binary α tree (the seed's Figures 19–26 were drawn
+  matrix (scipy), as R's ``hclust`` drew RELEASE D3.5's Figures 9–14.
+* :func:`tree_figure` — the non-binary α tree (RELEASE D3.5's Figures 19–26 were drawn
   with Graphviz): leaves at the bottom, each cluster at its height (µs) above its
   children; the lowest clusters are labelled with their size and diameter.
 
@@ -59,7 +59,7 @@ def _bottom_clusters(tree: Cluster) -> list[Cluster]:
 
 
 def heatmap_figure(discovery: Discovery, statistic_label: str = "round trip") -> Figure:
-    """The matrix in the order of the tree's leaves (seed Figure 16).
+    """The matrix in the order of the tree's leaves (RELEASE D3.5, Figure 16).
 
     Parameters
     ----------

@@ -30,7 +30,7 @@ out_dir <- if (length(args) >= 1) args[[1]] else "."
 set.seed(20240607)
 
 samples <- list(
-  # Gumbel type, with the parameters the seed paper reports for its Lustre writes.
+  # Gumbel type, with the parameters Henwood et al. report for their Lustre writes.
   list(name = "gumbel", n = 400, loc = 11.1679, scale = 0.2120, shape = 0),
   # Weibull type: bounded upper tail.
   list(name = "weibull", n = 250, loc = 5.0, scale = 0.8, shape = -0.25),

@@ -143,7 +143,7 @@ naive_linkage(D, Method, Clusters, Acc) ->
     {H, A, B} = lists:min([{cluster_distance(D, Method, A, B), A, B} || A <- Clusters, B <- Clusters, A < B]),
     naive_linkage(D, Method, [lists:sort(A ++ B) | (Clusters -- [A, B])], [{lists:sort(A ++ B), float(H)} | Acc]).
 
-%% The seed's α algorithm, literally: trees over point lists.
+%% RELEASE D3.5's α algorithm, literally: trees over point lists.
 naive_alpha(Rows, Method, Alpha) ->
     N = length(Rows),
     naive_alpha(dist(Rows), Method, Alpha, [{[I], {point, I}, 0.0} || I <- lists:seq(0, N - 1)]).

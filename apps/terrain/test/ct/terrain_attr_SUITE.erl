@@ -275,7 +275,7 @@ flush() ->
     end.
 
 owner_death_removes_its_values() ->
-    [{doc, "Values set by a process disappear when it dies (seed §5.1.4); the time it takes is logged."}].
+    [{doc, "Values set by a process disappear when it dies (RELEASE D3.5, §5.1.4); the time it takes is logged."}].
 owner_death_removes_its_values(_Config) ->
     ok = start([]),
     Self = self(),

@@ -53,7 +53,7 @@ from_binary_reads_scipy_order_test() ->
     ?assertEqual(4.0, terrain_linkage:get(M, 1, 2)).
 
 %%--------------------------------------------------------------------
-%% The α algorithm (seed §4.5)
+%% The α algorithm (RELEASE D3.5, §4.5)
 
 %% Two groups: a-b-c within ~1, d-e-f within ~1.3, 10 apart.
 six() ->
@@ -128,7 +128,7 @@ auto_alpha_finds_the_two_groups_test() ->
     ?assert(Lo =< A andalso A =< Hi),
     ?assert(Lo >= 1.3 - 0.1).
 
-%% One α cannot fit all scales (the seed's open problem): 2 sites × 2 racks × 4 nodes;
+%% One α cannot fit all scales (RELEASE D3.5's open problem): 2 sites × 2 racks × 4 nodes;
 %% round trips inside a rack spread from 10 to 22 µs (α ≥ 1.7 makes racks flat), racks
 %% of a site are 100 apart and sites 150 (α < 1.5 keeps the sites apart).
 per_level_alpha_test() ->
@@ -349,7 +349,7 @@ synthetic_1000_with_outliers_test_() ->
              ?assert(Repaired > 4000 andalso Repaired < 6000, Repaired)
      end}.
 
-%% The seed's method (complete linkage, no repair) on the same matrix: the outliers
+%% RELEASE D3.5's method (complete linkage, no repair) on the same matrix: the outliers
 %% break the hierarchy — the weakness the repair and average linkage exist for.
 synthetic_1000_outliers_break_plain_complete_linkage_test_() ->
     {timeout, 600,

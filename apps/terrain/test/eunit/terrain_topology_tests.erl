@@ -1,4 +1,4 @@
-%% The topology model: the seed's ultrametric, the measured metric, levels, discs,
+%% The topology model: RELEASE D3.5's ultrametric, the measured metric, levels, discs,
 %% missing nodes, validation messages, and the renderings.
 -module(terrain_topology_tests).
 -include_lib("eunit/include/eunit.hrl").
@@ -147,3 +147,71 @@ a_network_of_one_node_says_node_test() ->
     ?assertEqual("root (3 nodes)\n  solo (1 node)\n    a\n  pair (2 nodes)\n    b\n    c\n", Text),
     Dot = lists:flatten(io_lib:format("~s", [terrain_topology:render(T, dot)])),
     ?assertNotEqual(nomatch, string:find(Dot, "label=\"solo\\n1 node\\na\"")).
+
+%%--------------------------------------------------------------------
+%% Reading what the writers write: terrain_topology:read/1 and terrain:load_topology/1
+%% accept every whole-tree format render/2 writes (term and JSON).
+
+measured_tree() ->
+    {network, dc, #{height => 8000},
+     [{network, s1, #{height => 600}, [{network, r1, #{height => 40}, [{node, a@h}, {node, b@h}]},
+                                       {network, r2, #{height => 30}, [{node, c@h}]}]},
+      {network, s2, #{height => 500}, [{node, d@h}, {network, r3, #{height => 20}, [{node, e@h}]}]}]}.
+
+write_rendered(T, Format) ->
+    File = filename:join(test_dir(), "topology." ++ atom_to_list(Format)),
+    ok = file:write_file(File, terrain_topology:render(T, Format)),
+    File.
+
+test_dir() ->
+    Dir = filename:join(["/tmp", "terrain_topology_tests_" ++ os:getpid()]),
+    ok = filelib:ensure_path(Dir),
+    Dir.
+
+read_accepts_term_and_json_as_render_writes_them_test() ->
+    [begin
+         T = new(Tree),
+         [begin
+              {ok, Read} = terrain_topology:read(write_rendered(T, Format)),
+              ?assertEqual({Format, Tree}, {Format, terrain_topology:term(Read)}),
+              ?assertEqual({Format, terrain_topology:metric(T)}, {Format, terrain_topology:metric(Read)})
+          end || Format <- [term, json]]
+     end || Tree <- [tree(), measured_tree()]].
+
+read_keeps_the_metric_written_in_json_test() ->
+    {ok, T} = terrain_topology:new(measured_tree(), #{metric => ultrametric}),
+    {ok, Read} = terrain_topology:read(write_rendered(T, json)),
+    ?assertEqual(ultrametric, terrain_topology:metric(Read)).
+
+read_explains_json_that_is_not_a_topology_test() ->
+    File = filename:join(test_dir(), "other.json"),
+    ok = file:write_file(File, <<"{\"format\": \"terrain.latency/1\"}">>),
+    {error, Reason} = terrain_topology:read(File),
+    ?assertMatch({topology, [{file, File}], {format, <<"terrain.latency/1">>}}, Reason),
+    ?assertEqual("topology at {file,\"" ++ File ++ "\"}: not a topology: format <<\"terrain.latency/1\">> "
+                 "(expected \"terrain.topology/1\")",
+                 lists:flatten(terrain_topology:format_error(Reason))),
+    ok = file:write_file(File, <<"{\"format\": ">>),
+    ?assertMatch({error, {topology, [{file, File}], {json, _, _}}}, terrain_topology:read(File)).
+
+load_topology_accepts_every_format_terrain_topology_writes_test_() ->
+    {setup,
+     fun() -> {ok, Started} = application:ensure_all_started(terrain), Started end,
+     fun(Started) -> [ok = application:stop(App) || App <- lists:reverse(Started)] end,
+     fun(_) ->
+             [?_test(begin
+                         T = new(Tree),
+                         ok = terrain:load_topology(write_rendered(T, Format)),
+                         ?assertEqual(Tree, terrain:topology()),
+                         ?assertEqual(terrain_topology:distance(T, a@h, c@h), terrain:distance(a@h, c@h))
+                     end) || Tree <- [tree_at_h(), measured_tree()], Format <- [term, json]]
+     end}.
+
+tree_at_h() ->
+    {network, dc, [{network, s1, [{network, r1, [{node, a@h}, {node, b@h}]}, {network, r2, [{node, c@h}]}]},
+                   {network, s2, [{node, d@h}, {network, r3, [{node, e@h}]}]}]}.
+
+read_keeps_the_syntax_error_of_a_broken_term_file_test() ->
+    File = filename:join(test_dir(), "broken.term"),
+    ok = file:write_file(File, <<"{network, a, [{node, x}\n">>),
+    ?assertMatch({error, {topology, [{file, File}, {line, _}], {syntax, _}}}, terrain_topology:read(File)).

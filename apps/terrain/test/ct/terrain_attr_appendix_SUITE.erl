@@ -1,4 +1,4 @@
-%% The seed's Appendix A, replayed: the attribute values the authors read from 23 VMs
+%% RELEASE D3.5's Appendix A, replayed: the attribute values the authors read from 23 VMs
 %% at Heriot-Watt are loaded into 23 local peers as static attributes, and the
 %% appendix's queries must return the node lists it shows, where those lists agree
 %% with the values it shows.

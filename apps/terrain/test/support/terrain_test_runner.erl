@@ -1,8 +1,11 @@
 %% @doc Runs the PropEr properties (`make proper') and the benchmarks (`make bench').
 %%
-%% Properties live in `apps/*/test/prop_*.erl' as exported `prop_*/0' functions;
-%% benchmarks in `apps/*/test/bench_*.erl' exporting `run/0'. Both are found on the
-%% code path, so a new module needs no registration. Exits non-zero on any failure.
+%% Properties live in `apps/*/test/prop/prop_*.erl' as exported `prop_*/0' functions;
+%% benchmarks in `apps/*/test/bench/bench_*.erl' exporting `run/0'. rebar3 compiles
+%% every test subdirectory into the application's `test' directory under `_build'
+%% (`extra_src_dirs' with `recursive'), where both are found on the code path, so a
+%% new module needs no registration. Exits non-zero on any failure.
+%% (docs/INTERNALS.md, "Tests".)
 -module(terrain_test_runner).
 
 -export([proper/0, bench/0, modules/1]).
