@@ -96,8 +96,8 @@
 %%     work at the vertex);</li>
 %% <li>`compress' — `term_to_binary(Data, [compressed])' on the link;</li>
 %% <li>`{delay, Ms}' — hold the data `Ms' milliseconds first (experiments);</li>
-%% <li>`{collect, Collector}' — report each passage as an event map (rank, node,
-%%     direction, bytes, time) to a pid (`{terrain_paths_event, Event}') or a fun.</li>
+%% <li>`{collect, Collector}' — report each passage as an event map (rank, to,
+%%     node, direction, bytes, time) to a pid (`{terrain_paths_event, Event}') or a fun.</li>
 %% </ul>
 
 -type algorithm() :: named_algorithm() | auto | {tree, vertex()}.

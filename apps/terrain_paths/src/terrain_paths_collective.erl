@@ -193,7 +193,7 @@ tree_reduce(#{rank := Rank} = Ctx, Tree, Own, Op) ->
            end,
     case terrain_paths_plan:parent(Tree, Rank) of
         none -> {root, Runs};
-        Parent -> send(Ctx, Parent, up, wrap(Ctx, Wrappers, up, Runs)), sent
+        Parent -> send(Ctx, Parent, up, wrap(Ctx, Wrappers, {up, Parent}, Runs)), sent
     end.
 
 tree_broadcast(#{rank := Rank} = Ctx, Tree, Value) ->
@@ -201,7 +201,7 @@ tree_broadcast(#{rank := Rank} = Ctx, Tree, Value) ->
             none -> Value;
             Parent -> unwrap(recv(Ctx, Parent, down))
         end,
-    [send(Ctx, C, down, wrap(Ctx, terrain_paths_plan:wrappers(Tree, C), down, V))
+    [send(Ctx, C, down, wrap(Ctx, terrain_paths_plan:wrappers(Tree, C), {down, C}, V))
      || C <- terrain_paths_plan:children(Tree, Rank)],
     V.
 
@@ -214,7 +214,7 @@ tree_scatter(#{rank := Rank, size := Size} = Ctx, Tree, Values) ->
                Parent ->
                    unwrap(recv(Ctx, Parent, down))
            end,
-    [send(Ctx, C, down, wrap(Ctx, terrain_paths_plan:wrappers(Tree, C), down,
+    [send(Ctx, C, down, wrap(Ctx, terrain_paths_plan:wrappers(Tree, C), {down, C},
                              maps:with(terrain_paths_plan:subtree(Tree, C), Mine)))
      || C <- terrain_paths_plan:children(Tree, Rank)],
     maps:get(Rank, Mine).
@@ -233,8 +233,8 @@ wrap(Ctx, Wrappers, Direction, Data) ->
 unwrap({plain, Data}) -> Data;
 unwrap({compressed, Binary}) -> binary_to_term(Binary).
 
-collect_event(Collector, #{id := Id, rank := Rank, seq := Seq}, Direction, Data) ->
-    Event = #{communicator => Id, rank => Rank, node => node(), seq => Seq, direction => Direction,
+collect_event(Collector, #{id := Id, rank := Rank, seq := Seq}, {Direction, To}, Data) ->
+    Event = #{communicator => Id, rank => Rank, to => To, node => node(), seq => Seq, direction => Direction,
               bytes => erlang:external_size(Data), at_us => erlang:system_time(microsecond)},
     case is_pid(Collector) of
         true -> Collector ! {terrain_paths_event, Event};
