@@ -112,6 +112,8 @@ format_error({probe, _} = Reason) ->
     terrain_lab_probe:format_error(Reason);
 format_error({topology_cmd, _} = Reason) ->
     terrain_lab_cmd_topology:format_error(Reason);
+format_error({collective_cmd, _} = Reason) ->
+    terrain_lab_cmd_collective:format_error(Reason);
 format_error({discovery, _} = Reason) ->
     terrain_discovery:format_error(Reason);
 format_error({compare, _} = Reason) ->

@@ -378,24 +378,18 @@ slice(Segs, {Lo, Hi}) ->
 %%--------------------------------------------------------------------
 %% Hierarchical allreduce
 
-%% Members hand their value to their node's leader; node leaders exchange partials
+%% Inside each lowest group (the nodes of one network), values go up a tree to the
+%% group's leader (through the node leaders); the group leaders exchange partials
 %% level by level, lowest first, with one leader of every sibling group (one
-%% one-way latency per level); each leader hands the result back to its node.
-hierarchical(#{rank := Rank} = Ctx, #{node_leader := NodeLeader, node_members := NodeMembers,
-                                      exchange := Exchange}, Value, Op) ->
-    Own = terrain_paths_op:run(Rank, Value),
-    case maps:get(Rank, NodeLeader) of
-        Rank ->
-            Local = maps:get(Rank, NodeMembers),
-            Runs0 = terrain_paths_op:merge(Op, [Own | collect(Ctx, node_up, Local)]),
+%% one-way latency per level); each leader broadcasts the result down its tree.
+hierarchical(#{rank := Rank} = Ctx, #{forest := Forest, exchange := Exchange}, Value, Op) ->
+    case tree_reduce(Ctx, Forest, terrain_paths_op:run(Rank, Value), Op) of
+        {root, Runs0} ->
             Runs = lists:foldl(fun({Depth, SendTo, RecvFrom}, Runs1) ->
                                        [send(Ctx, To, {level, Depth}, Runs1) || To <- SendTo],
                                        terrain_paths_op:merge(Op, [Runs1 | collect(Ctx, {level, Depth}, RecvFrom)])
                                end, Runs0, maps:get(Rank, Exchange)),
-            Result = terrain_paths_op:result(Op, Runs),
-            [send(Ctx, M, node_down, Result) || M <- Local],
-            Result;
-        Leader ->
-            send(Ctx, Leader, node_up, Own),
-            recv(Ctx, Leader, node_down)
+            tree_broadcast(Ctx, Forest, terrain_paths_op:result(Op, Runs));
+        sent ->
+            tree_broadcast(Ctx, Forest, undefined)
     end.

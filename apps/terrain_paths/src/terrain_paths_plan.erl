@@ -33,9 +33,9 @@
 -type level() :: {Depth :: pos_integer(), SendTo :: [non_neg_integer()], RecvFrom :: [non_neg_integer()]}.
 -type hierarchy() ::
         #{groups := group(),                                 % nested groups, single-child groups collapsed
-          node_leader := #{non_neg_integer() => non_neg_integer()},   % rank => its node's leader
-          node_members := #{non_neg_integer() => [non_neg_integer()]},% node leader => the other ranks there
-          exchange := #{non_neg_integer() => [level()]},     % node leader => its levels, lowest first
+          local_leader := #{non_neg_integer() => non_neg_integer()}, % rank => the leader of its lowest group
+          forest := tree(),                                  % inside each lowest group, towards its leader
+          exchange := #{non_neg_integer() => [level()]},     % lowest-group leader => its levels, lowest first
           tree := tree()}.                                   % reduce/broadcast tree for the root
 
 -type hierarchy_input() ::
@@ -83,13 +83,22 @@ hierarchy(#{nodes := Nodes, root := Root, topology := Topology} = Input) ->
     Entries = [{maps:get(Node, Paths, []), Node, Ranks} || {Node, Ranks} <- maps:to_list(ByNode)],
     Groups = build(Entries),
     Leader = fun(Ranks) -> case lists:member(Root, Ranks) of true -> Root; false -> hd(Ranks) end end,
-    NodeLeader = maps:from_list([{R, Leader(Ranks)} || {_, _, Ranks} <- Entries, R <- Ranks]),
-    NodeMembers = maps:from_list([{Leader(Ranks), Ranks -- [Leader(Ranks)]} || {_, _, Ranks} <- Entries]),
-    Exchange = exchange(Groups, 1, Leader),
-    Tree = tree(Groups, Root, Input#{paths => Paths}, Leader),
-    #{groups => Groups, node_leader => NodeLeader, node_members => NodeMembers,
-      exchange => maps:merge(maps:from_list([{L, []} || L <- maps:keys(NodeMembers)]), Exchange),
-      tree => {map, Root, Tree}}.
+    Input1 = Input#{paths => Paths},
+    %% Each lowest group (the nodes of one network of the topology) gets a leader:
+    %% the root in its own, else chosen as in the tree, relative to the root.
+    Locals = [{G, case lists:member(Root, ranks(G)) of
+                      true -> Root;
+                      false -> choose_leader(G, Root, Input1, Leader)
+                  end} || G <- local_groups(Groups)],
+    LocalLeader = maps:from_list([{R, L} || {G, L} <- Locals, R <- ranks(G)]),
+    ForestEdges = lists:append([lists:reverse(lead(G, L, Input1, Leader, [])) || {G, L} <- Locals]),
+    Forest = vertices_of(ranks(Groups), ForestEdges),
+    Leaves = replace_locals(Groups, maps:from_list([{G, L} || {G, L} <- Locals])),
+    Exchange = exchange(Leaves, 1),
+    #{groups => Groups, local_leader => LocalLeader,
+      forest => {map, Root, Forest},
+      exchange => maps:merge(maps:from_list([{L, []} || {_, L} <- Locals]), Exchange),
+      tree => {map, Root, tree(Groups, Root, Input1, Leader)}}.
 
 %% @doc The reduce/broadcast tree of a hierarchy.
 -spec hierarchical_tree(hierarchy()) -> tree().
@@ -218,17 +227,31 @@ sort_groups(Groups) ->
 ranks({node, _, Ranks}) -> Ranks;
 ranks({group, Children}) -> lists:append([ranks(C) || C <- Children]).
 
-node_leaders({node, _, Ranks}, Leader) -> [Leader(Ranks)];
-node_leaders({group, Children}, Leader) -> lists:sort(lists:append([node_leaders(C, Leader) || C <- Children])).
+%% The lowest groups: groups of nodes only, or a node on its own beside groups.
+local_groups({node, _, _} = Node) -> [Node];
+local_groups({group, Children} = Group) ->
+    case lists:all(fun(C) -> element(1, C) =:= node end, Children) of
+        true -> [Group];
+        false -> lists:append([local_groups(C) || C <- Children])
+    end.
 
-%% At a group of k child groups, each node leader receives the partial of one node
-%% leader of every sibling group (index j takes index j mod size there) and sends
-%% its own to those that take it: one one-way latency per level.
-exchange({node, _, _}, _Depth, _Leader) ->
+replace_locals(Group, Leaders) ->
+    case maps:find(Group, Leaders) of
+        {ok, L} -> {leaf, L};
+        error -> {group, [replace_locals(C, Leaders) || C <- element(2, Group)]}
+    end.
+
+leaders({leaf, L}) -> [L];
+leaders({group, Children}) -> lists:sort(lists:append([leaders(C) || C <- Children])).
+
+%% At a group of k child groups, each leader receives the partial of one leader of
+%% every sibling group (index j takes index j mod size there) and sends its own to
+%% those that take it: one one-way latency per level.
+exchange({leaf, _}, _Depth) ->
     #{};
-exchange({group, Children}, Depth, Leader) ->
-    Below = lists:foldl(fun(C, Acc) -> maps:merge(Acc, exchange(C, Depth + 1, Leader)) end, #{}, Children),
-    Sets = [node_leaders(C, Leader) || C <- Children],
+exchange({group, Children}, Depth) ->
+    Below = lists:foldl(fun(C, Acc) -> maps:merge(Acc, exchange(C, Depth + 1)) end, #{}, Children),
+    Sets = [leaders(C) || C <- Children],
     Indexed = lists:zip(lists:seq(1, length(Sets)), Sets),
     Levels = [{M, {Depth,
                    [X || {J, Other} <- Indexed, J =/= I, {K, X} <- enumerate(Other), K rem length(Set) =:= Index],
@@ -237,18 +260,23 @@ exchange({group, Children}, Depth, Leader) ->
     lists:foldl(fun({M, Level}, Acc) -> maps:update_with(M, fun(L) -> L ++ [Level] end, [Level], Acc) end,
                 Below, Levels).
 
+node_leaders({node, _, Ranks}, Leader) -> [Leader(Ranks)];
+node_leaders({group, Children}, Leader) -> lists:sort(lists:append([node_leaders(C, Leader) || C <- Children])).
+
 enumerate(List) -> lists:zip(lists:seq(0, length(List) - 1), List).
 
 %% The reduce/broadcast tree: the root leads every group it is in; any other group's
 %% leader is one of its node leaders: eligible first, then most schedulers, then
 %% nearest to the parent's leader, then the lowest rank.
 tree(Groups, Root, Input, Leader) ->
-    Edges = lead(Groups, Root, Input, Leader, []),
-    Base = maps:from_list([{R, #{parent => none, children => [], wrappers => []}} || R <- ranks(Groups)]),
+    vertices_of(ranks(Groups), lists:reverse(lead(Groups, Root, Input, Leader, []))).
+
+vertices_of(Ranks, Edges) ->
+    Base = maps:from_list([{R, #{parent => none, children => [], wrappers => []}} || R <- Ranks]),
     lists:foldl(fun({Child, Parent}, Acc) ->
                         Acc1 = maps:update_with(Child, fun(V) -> V#{parent => Parent} end, Acc),
                         maps:update_with(Parent, fun(V = #{children := C}) -> V#{children => C ++ [Child]} end, Acc1)
-                end, Base, lists:reverse(Edges)).
+                end, Base, Edges).
 
 lead({node, _, Ranks}, L, _Input, _Leader, Edges) ->
     lists:reverse([{R, L} || R <- Ranks, R =/= L], Edges);

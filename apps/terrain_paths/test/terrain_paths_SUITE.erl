@@ -41,18 +41,18 @@ topology(Config) ->
 peer_nodes(Config) -> [N || {_, N} <- ?config(peers, Config)].
 
 hierarchical_follows_the_topology() ->
-    [{doc, "12 members on 4 nodes in 2 racks: the groups are racks of nodes, one node leader per node, "
+    [{doc, "12 members on 4 nodes in 2 racks: the groups are racks of nodes, one leader per rack, "
       "the leaders exchange once per level, and allreduce/allgather give the fold in rank order."}].
 hierarchical_follows_the_topology(Config) ->
     Members = terrain_paths_test_members:start(12, peer_nodes(Config)),
     {ok, Comm} = terrain_paths:communicator(Members, #{algorithm => hierarchical, topology => topology(Config)}),
     [A1, A2, B1, B2] = peer_nodes(Config),
-    #{groups := Groups, node_leader := Leaders, exchange := Exchange} = terrain_paths:hierarchy(Comm),
+    #{groups := Groups, local_leader := Leaders, exchange := Exchange} = terrain_paths:hierarchy(Comm),
     ?assertEqual({group, [{group, [{node, A1, [0, 4, 8]}, {node, A2, [1, 5, 9]}]},
                           {group, [{node, B1, [2, 6, 10]}, {node, B2, [3, 7, 11]}]}]}, Groups),
-    ?assertEqual(0, maps:get(8, Leaders)),
-    %% rank 0: first with its rack neighbour (rank 1), then with the other rack's rank 2
-    ?assertEqual([{2, [1], [1]}, {1, [2], [2]}], maps:get(0, Exchange)),
+    %% racks lead by rank 0 (the root) and rank 2; the two leaders exchange once
+    ?assertEqual([0, 0, 2, 2, 0, 0, 2, 2, 0, 0, 2, 2], [maps:get(R, Leaders) || R <- lists:seq(0, 11)]),
+    ?assertEqual(#{0 => [{1, [2], [2]}], 2 => [{1, [0], [0]}]}, Exchange),
     Results = terrain_paths_test_members:run(Members, Comm, fun(C, R) ->
                                                                    {terrain_paths:allreduce(C, [R], fun erlang:'++'/2),
                                                                     terrain_paths:allgather(C, R)}
