@@ -19,6 +19,8 @@
 %% API
 -export([bench/2,
          tune/2,
+         with_cluster/3,
+         measure/3,
          rank_order/3,
          lower_bounds/3,
          table/1,
@@ -53,16 +55,25 @@
 -spec bench(options(), fun((iodata()) -> ok)) -> {ok, map()} | {error, term()}.
 bench(#{spec := Spec} = Options, Progress) ->
     Progress(io_lib:format("starting ~b nodes of ~ts~n", [length(terrain_lab_spec:nodes(Spec)), spec_name(Spec)])),
-    case terrain_lab:start_cluster(Spec, #{prefix => maps:get(prefix, Options, "coll_")}) of
+    with_cluster(Spec, maps:get(prefix, Options, "coll_"), fun(Nodes) -> measure_all(Options, Nodes, Progress) end).
+
+%% @doc Starts the spec's cluster, runs `Fun(NodeInfos)' and stops it.
+-spec with_cluster(terrain_lab_spec:spec(), string(), fun(([terrain_lab_cluster:node_info()]) -> Result)) ->
+          Result | {error, term()}.
+with_cluster(Spec, Prefix, Fun) ->
+    case terrain_lab:start_cluster(Spec, #{prefix => Prefix}) of
         {ok, Cluster} ->
-            try
-                measure_all(Options, terrain_lab:cluster_nodes(Cluster), Progress)
-            after
-                terrain_lab:stop_cluster(Cluster)
+            try Fun(terrain_lab:cluster_nodes(Cluster))
+            after terrain_lab:stop_cluster(Cluster)
             end;
         {error, _} = Error ->
             Error
     end.
+
+%% @doc Measures on running nodes of the spec (as {@link bench/2} does after the start).
+-spec measure(options(), [terrain_lab_cluster:node_info()], fun((iodata()) -> ok)) -> {ok, map()} | {error, term()}.
+measure(Options, NodeInfos, Progress) ->
+    measure_all(Options, NodeInfos, Progress).
 
 %% @doc Measures every algorithm (as {@link bench/2}), writes a rules file choosing
 %% the fastest at each size (boundaries at the geometric middle between measured
@@ -71,26 +82,18 @@ bench(#{spec := Spec} = Options, Progress) ->
 -spec tune(options(), fun((iodata()) -> ok)) -> {ok, map(), [map()]} | {error, term()}.
 tune(#{spec := Spec} = Options, Progress) ->
     Progress(io_lib:format("starting ~b nodes of ~ts~n", [length(terrain_lab_spec:nodes(Spec)), spec_name(Spec)])),
-    case terrain_lab:start_cluster(Spec, #{prefix => maps:get(prefix, Options, "tune_")}) of
-        {ok, Cluster} ->
-            try
-                Nodes = terrain_lab:cluster_nodes(Cluster),
-                case measure_all(Options, Nodes, Progress) of
-                    {ok, #{results := Results}} ->
-                        [Order | _] = maps:get(rank_orders, Options),
-                        Rules = rules(Results, Order),
-                        Json = terrain_paths:rules_json(Rules, #{spec => spec_name(Spec), rank_order => Order,
-                                                                 members_per_node => maps:get(members_per_node, Options)}),
-                        case check_auto(Options#{algorithms => [auto], rank_orders => [Order]}, Rules, Results,
-                                        Nodes, Progress) of
-                            {ok, Check} -> {ok, Json, Check};
-                            {error, _} = Error -> Error
-                        end;
-                    {error, _} = Error ->
-                        Error
-                end
-            after
-                terrain_lab:stop_cluster(Cluster)
+    with_cluster(Spec, maps:get(prefix, Options, "tune_"), fun(Nodes) -> tune_on(Options, Nodes, Progress) end).
+
+tune_on(#{spec := Spec} = Options, Nodes, Progress) ->
+    case measure_all(Options, Nodes, Progress) of
+        {ok, #{results := Results}} ->
+            [Order | _] = maps:get(rank_orders, Options),
+            Rules = rules(Results, Order),
+            Json = terrain_paths:rules_json(Rules, #{spec => spec_name(Spec), rank_order => Order,
+                                                     members_per_node => maps:get(members_per_node, Options)}),
+            case check_auto(Options#{algorithms => [auto], rank_orders => [Order]}, Rules, Results, Nodes, Progress) of
+                {ok, Check} -> {ok, Json, Check};
+                {error, _} = Error -> Error
             end;
         {error, _} = Error ->
             Error
@@ -111,10 +114,11 @@ rank_order(random, PerNode, Seed) ->
     [P || {_, P} <- lists:sort(Keyed)].
 
 %% @doc Lower bounds of hierarchical allreduce on a spec, µs, for a value of
-%% `Bytes': `{Exchange, Tree}'. Exchange: Σ over the levels that separate nodes of
-%% one one-way latency (plus Bytes/bandwidth where set): terrain's hierarchical
-%% allreduce crosses each level once. Tree: twice that, the bound of reduce up a
-%% tree then broadcast down.
+%% `Bytes': `{Hierarchical, Tree}'. Each level costs its one-way latency, plus
+%% Bytes/bandwidth where a bandwidth is set. Hierarchical: terrain's algorithm
+%% crosses the lowest level twice (up to the group's leader, and back down) and
+%% every higher level once (the leaders exchange). Tree: every level twice, the
+%% bound of a reduce up a tree then a broadcast down (the issue's formula).
 -spec lower_bounds(terrain_lab_spec:spec(), pos_integer(), pos_integer()) -> {number(), number()}.
 lower_bounds(#{options := ClusterOptions, groups := Groups, nodes := Nodes}, Bytes, _MembersPerNode) ->
     Levels = [{[], ClusterOptions} | Groups],
@@ -125,8 +129,10 @@ lower_bounds(#{options := ClusterOptions, groups := Groups, nodes := Nodes}, Byt
     Depths = lists:usort([length(P) || {P, _} <- Levels, Children(P) >= 2]),
     PerDepth = [lists:max([level_cost(O, Bytes) || {P, O} <- Levels, length(P) =:= D, Children(P) >= 2])
                 || D <- Depths],
-    Exchange = lists:sum(PerDepth),
-    {Exchange, 2 * Exchange}.
+    case PerDepth of
+        [] -> {0, 0};
+        _ -> {lists:sum(PerDepth) + lists:last(PerDepth), 2 * lists:sum(PerDepth)}
+    end.
 
 %% @doc The results as a table (one line per algorithm, size and order).
 -spec table(map()) -> iodata().
