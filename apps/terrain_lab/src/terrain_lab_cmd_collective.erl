@@ -30,11 +30,12 @@ commands() ->
        summary => "Benchmark collective operations per algorithm, size and rank order; tune auto's rules",
        usage => "bench | tune",
        description => "bench starts the cluster of --spec, runs allreduce with every algorithm, value size "
-                      "and rank order side by side (ROUNDS timed rounds each, after a barrier), writes "
-                      "OUT/collective.json and prints a table; hierarchical also gets its lower bound from "
-                      "the spec's latencies. tune measures every algorithm, writes a rules file that picks the "
-                      "fastest per size (--out, default collective_rules.json) and checks auto with it in the "
-                      "same cluster.",
+                      "and rank order side by side (after a barrier, R rounds back to back), writes "
+                      "OUT/collective.json (terrain.collective/1) and OUT/manifest.json and prints a table; "
+                      "hierarchical also gets its lower bounds from the spec's latencies. tune measures every "
+                      "algorithm, writes the rules file --out (terrain.collective_rules/1) that picks the fastest "
+                      "per size, measures auto with it in the same cluster and prints auto against the best. "
+                      "See docs/COLLECTIVES.md.",
        args => {1, 1},
        options => [#{name => spec, long => "spec", type => string, metavar => "SPEC",
                      help => "cluster spec to start (required)"},
