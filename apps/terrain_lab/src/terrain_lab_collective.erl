@@ -213,7 +213,7 @@ run_rounds(Options, Algorithm, Size, Members, Sync, Topology) ->
     {ok, Comm} = terrain_paths:communicator(Members, Opts),
     Rounds = maps:get(rounds, Options),
     Ref = make_ref(),
-    [M ! {measure, self(), Ref, Sync, Comm, Size, Rounds + 1} || M <- Members],
+    _ = [M ! {measure, self(), Ref, Sync, Comm, Size, Rounds + 1} || M <- Members],
     Times = [receive
                  {Ref, M, {ok, T}} -> T;
                  {Ref, M, {error, Why}} -> throw({collective_error, {member_failed, Algorithm, Why}})

@@ -116,7 +116,8 @@
                                              % or parsed rules; default: built-in choice
           attr_timeout => pos_integer()}.    % ms for asking the nodes' schedulers (default 2000)
 
--opaque comm() :: #{id := reference(),
+%% A communicator: treat it as opaque (its fields may change).
+-type comm() :: #{id := reference(),
                     members := tuple(),
                     nodes := tuple(),
                     timeout := pos_integer(),

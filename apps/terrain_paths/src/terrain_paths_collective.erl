@@ -79,6 +79,7 @@ check_down(#{refs := Refs}) ->
             ok
     end.
 
+-spec down(reference(), pid(), #{reference() => non_neg_integer()}) -> no_return().
 down(Ref, Pid, Refs) ->
     throw({?MODULE, {member_down, maps:get(Ref, Refs), node(Pid)}}).
 
