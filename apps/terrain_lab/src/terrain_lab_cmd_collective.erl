@@ -207,7 +207,7 @@ print_tune(Out, #{rules := Rules}, Check, #{out := Device} = Io) ->
     io:format(Device, "~-10s ~-10s ~-20s~n", ["MIN_BYTES", "MAX_BYTES", "ALGORITHM"]),
     [io:format(Device, "~-10b ~-10s ~-20s~n", [Min, case Max of null -> "-"; _ -> integer_to_list(Max) end, A])
      || #{min_bytes := Min, max_bytes := Max, algorithm := A} <- Rules],
-    io:format(Device, "~n~-10s ~12s ~-20s ~12s ~8s~n", ["BYTES", "AUTO_US", "BEST", "BEST_US", "RATIO"]),
-    [io:format(Device, "~-10b ~12b ~-20s ~12b ~8.2f~n", [S, round(A), B, round(BU), R])
-     || #{size_bytes := S, auto_us := A, best := B, best_us := BU, ratio := R} <- Check],
+    io:format(Device, "~n~-10s ~-20s ~12s ~-20s ~12s ~8s~n", ["BYTES", "AUTO_RAN", "AUTO_US", "BEST", "BEST_US", "RATIO"]),
+    [io:format(Device, "~-10b ~-20s ~12b ~-20s ~12b ~8.2f~n", [S, C, round(A), B, round(BU), R])
+     || #{size_bytes := S, chosen := C, auto_us := A, best := B, best_us := BU, ratio := R} <- Check],
     terrain_lab_cli:progress(Io, "wrote ~ts~n", [Out]).

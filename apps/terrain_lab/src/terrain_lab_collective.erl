@@ -229,8 +229,7 @@ run_rounds(Options, Algorithm, Size, Members, Sync, Topology) ->
 member(Controller) ->
     receive
         {measure, Controller, Ref, Sync, Comm, Size, Rounds} ->
-            Rank = terrain_paths:rank(Comm),
-            Value = lists:duplicate(max(1, Size div 8), float(Rank)),
+            Value = value(Size, terrain_paths:rank(Comm)),
             Result = rounds(Sync, Comm, Value, Rounds, []),
             Controller ! {Ref, self(), Result},
             member(Controller)
@@ -257,14 +256,26 @@ back_to_back(Comm, Value, N, Last, Acc) ->
 %% Internal: tuning
 
 %% For each size, the fastest algorithm under the rank order; a rule covers the
-%% sizes from the geometric middle below to the geometric middle above.
+%% sizes from the geometric middle below to the geometric middle above, and
+%% neighbouring rules with the same algorithm are one. Rules are in external sizes
+%% (what `auto' measures: erlang:external_size/1 of the benchmark's float list).
 rules(Results, Order) ->
     Sizes = lists:usort([S || #{size_bytes := S} <- Results]),
-    Best = [{S, best(Results, S, Order)} || S <- Sizes],
-    Bounds = [0 | [round(math:sqrt(A * B)) || {A, B} <- lists:zip(lists:droplast(Sizes), tl(Sizes))]],
+    External = [erlang:external_size(value(S, 0)) || S <- Sizes],
+    Best = [best(Results, S, Order) || S <- Sizes],
+    Bounds = [0 | [round(math:sqrt(A * B)) || {A, B} <- lists:zip(lists:droplast(External), tl(External))]],
     Uppers = tl(Bounds) ++ [infinity],
-    [#{operation => allreduce, min_bytes => Lo, max_bytes => Hi, algorithm => Algorithm}
-     || {Lo, Hi, {_, Algorithm}} <- lists:zip3(Bounds, Uppers, Best)].
+    Rules = [#{operation => allreduce, min_bytes => Lo, max_bytes => Hi, algorithm => Algorithm}
+             || {Lo, Hi, Algorithm} <- lists:zip3(Bounds, Uppers, Best)],
+    lists:foldr(fun(#{algorithm := A, min_bytes := Lo}, [#{algorithm := A} = Next | Rest]) ->
+                        [Next#{min_bytes => Lo} | Rest];
+                   (Rule, Acc) ->
+                        [Rule | Acc]
+                end, [], Rules).
+
+%% The benchmark's value of a size: a list of size/8 floats.
+value(Size, Rank) ->
+    lists:duplicate(max(1, Size div 8), float(Rank)).
 
 best(Results, Size, Order) ->
     Candidates = [{M, A} || #{algorithm := A, size_bytes := S, rank_order := O, median_us := M} <- Results,
@@ -281,6 +292,8 @@ check_auto(Options, Rules, Results, Nodes, Progress) ->
             {ok, #{results := Auto}} ->
                 [Order | _] = maps:get(rank_orders, Options),
                 {ok, [#{size_bytes => S, auto_us => M, best => best(Results, S, Order),
+                        chosen => terrain_paths_rules:choose(Rules, allreduce, erlang:external_size(value(S, 0)),
+                                                             #{nodes => length(Nodes)}),
                         best_us => best_time(Results, S, Order), ratio => M / best_time(Results, S, Order)}
                       || #{size_bytes := S, median_us := M} <- Auto]};
             {error, _} = Error ->

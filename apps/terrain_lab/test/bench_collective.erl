@@ -69,14 +69,14 @@ flat_against_hierarchical() ->
                 fun(PerNode) ->
                         {ok, #{results := R, members := Members}} =
                             terrain_lab_collective:measure(#{spec => Spec, algorithms => [flat, hierarchical],
-                                                             sizes => [8, 65536], members_per_node => PerNode,
+                                                             sizes => [8, 1024, 16384, 65536], members_per_node => PerNode,
                                                              rounds => 6, rank_orders => [block], seeds => 1},
                                                            Nodes, fun quiet/1),
                         [begin
                              F = hd([M || #{algorithm := flat, size_bytes := S1, median_us := M} <- R, S1 =:= S]),
                              H = hd([M || #{algorithm := hierarchical, size_bytes := S1, median_us := M} <- R, S1 =:= S]),
                              io:format("~10b ~8b ~12.1f ~12.1f ~8.2f~n", [Members, S, F / 1000, H / 1000, F / H])
-                         end || S <- [8, 65536]]
+                         end || S <- [8, 1024, 16384, 65536]]
                 end, [1, 4])
       end).
 
