@@ -61,8 +61,14 @@ commands() ->
 -spec run(#{atom() => term()}, [string()], terrain_lab_cli:io()) -> ok | {error, term()}.
 run(Options, [Action], Io) when Action =:= "bench"; Action =:= "tune" ->
     case parse(Action, Options) of
-        {ok, Parsed} -> action(Action, Parsed, Options, Io);
-        {error, _} = Error -> Error
+        {ok, Parsed} ->
+            case action(Action, Parsed, Options, Io) of
+                ok -> ok;
+                {error, {collective_cmd, _}} = Error -> Error;
+                {error, Reason} -> {error, {collective_cmd, {failed, Reason}}}
+            end;
+        {error, _} = Error ->
+            Error
     end;
 run(_Options, [Action], _Io) ->
     {error, {collective_cmd, {action, Action}}}.
@@ -76,7 +82,11 @@ format_error({collective_cmd, {missing, Option}}) ->
 format_error({collective_cmd, {bad, Option, Value}}) ->
     io_lib:format("bad value for --~ts: '~ts'", [Option, Value]);
 format_error({collective_cmd, {exists, Path}}) ->
-    io_lib:format("~ts exists already (not overwritten)", [Path]).
+    io_lib:format("~ts exists already (not overwritten)", [Path]);
+format_error({collective_cmd, {failed, {collective, _} = Reason}}) ->
+    terrain_lab_collective:format_error(Reason);
+format_error({collective_cmd, {failed, Reason}}) ->
+    terrain_lab:format_error(Reason).
 
 %%--------------------------------------------------------------------
 %% Internal functions
@@ -92,7 +102,8 @@ parse(Action, Options) ->
                             ["block", "round_robin", "random"]) end,
              fun() -> positive(members_per_node, Options) end,
              fun() -> positive(rounds, Options) end,
-             fun() -> positive(seeds, Options) end],
+             fun() -> positive(seeds, Options) end,
+             fun() -> rules(maps:get(rules, Options)) end],
     parse_steps(Steps, #{}).
 
 parse_steps([], Acc) ->
@@ -133,6 +144,15 @@ positive(Key, Options) ->
     case maps:get(Key, Options) of
         N when is_integer(N), N > 0 -> {ok, #{}};
         N -> {error, {collective_cmd, {bad, option_name(Key), integer_to_list(N)}}}
+    end.
+
+%% A rules file is read once here, so that a bad one is refused before any node starts.
+rules(undefined) ->
+    {ok, #{}};
+rules(File) ->
+    case terrain_paths:read_rules(File) of
+        {ok, _} -> {ok, #{}};
+        {error, Why} -> {error, {collective_cmd, {failed, Why}}}
     end.
 
 option_name(Key) -> string:replace(atom_to_list(Key), "_", "-", all).

@@ -146,6 +146,8 @@ table(#{results := Results}) ->
 -spec format_error(term()) -> iolist().
 format_error({collective, {member_failed, Algorithm, Why}}) ->
     io_lib:format("a member failed while measuring ~0tp: ~ts", [Algorithm, terrain_paths:format_error(Why)]);
+format_error({collective, {communicator, Why}}) ->
+    terrain_paths:format_error(Why);
 format_error({collective, {members_lost, Why}}) ->
     io_lib:format("lost the members: ~0tp", [Why]);
 format_error({collective, Other}) ->
@@ -210,7 +212,10 @@ measure_algorithm(Options, Algorithm, MembersPerNode, Sync, Topology, Progress) 
 run_rounds(Options, Algorithm, Size, Members, Sync, Topology) ->
     Opts = maps:merge(#{algorithm => Algorithm, topology => Topology, timeout => maps:get(timeout, Options, 60000)},
                       maps:with([rules], Options)),
-    {ok, Comm} = terrain_paths:communicator(Members, Opts),
+    Comm = case terrain_paths:communicator(Members, Opts) of
+               {ok, C} -> C;
+               {error, Why} -> throw({collective_error, {communicator, Why}})
+           end,
     Rounds = maps:get(rounds, Options),
     Ref = make_ref(),
     _ = [M ! {measure, self(), Ref, Sync, Comm, Size, Rounds + 1} || M <- Members],

@@ -79,18 +79,22 @@ tune_writes_rules_that_auto_reads(Config) ->
     ?assertEqual(2, length([L || L <- string:lexemes(Out, "\n"), lists:prefix("8 ", L) orelse lists:prefix("4096 ", L)])).
 
 bad_invocations() ->
-    [{doc, "Unknown action, missing --spec, bad sizes, algorithms and rank orders are refused with a "
-      "sentence and exit status 1, before any node starts."}].
+    [{doc, "Unknown action, missing --spec, bad sizes, algorithms, rank orders and rules files are refused "
+      "with a sentence and exit status 1, before any node starts."}].
 bad_invocations(Config) ->
     Spec = ?config(spec, Config),
     Out = filename:join(?config(priv_dir, Config), "never"),
+    BadRules = filename:join(?config(priv_dir, Config), "bad_rules.json"),
+    ok = file:write_file(BadRules, "{\"format\": \"terrain.latency/1\"}"),
     Cases = [{["collective", "frob", "--spec", Spec, "--out", Out], "unknown action 'frob'"},
              {["collective", "bench", "--out", Out], "--spec is required"},
              {["collective", "bench", "--spec", Spec, "--out", Out, "--sizes", "8,big"], "bad value for --sizes: 'big'"},
              {["collective", "bench", "--spec", Spec, "--out", Out, "--algorithms", "fastest"],
               "bad value for --algorithms: 'fastest'"},
              {["collective", "bench", "--spec", Spec, "--out", Out, "--rank-order", "sorted"],
-              "bad value for --rank-order: 'sorted'"}],
+              "bad value for --rank-order: 'sorted'"},
+             {["collective", "bench", "--spec", Spec, "--out", Out, "--rules", BadRules],
+              "not a terrain.collective_rules/1 file"}],
     [begin
          {1, "", Err} = terrain_lab_test_io:run(Args),
          ?assertNotEqual(nomatch, string:find(Err, Expected), Err)
