@@ -85,6 +85,8 @@ format_error({collective_cmd, {exists, Path}}) ->
     io_lib:format("~ts exists already (not overwritten)", [Path]);
 format_error({collective_cmd, {failed, {collective, _} = Reason}}) ->
     terrain_lab_collective:format_error(Reason);
+format_error({collective_cmd, {failed, {paths, _} = Reason}}) ->
+    terrain_paths:format_error(Reason);
 format_error({collective_cmd, {failed, Reason}}) ->
     terrain_lab:format_error(Reason).
 

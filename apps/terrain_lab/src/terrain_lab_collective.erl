@@ -214,7 +214,7 @@ run_rounds(Options, Algorithm, Size, Members, Sync, Topology) ->
                       maps:with([rules], Options)),
     Comm = case terrain_paths:communicator(Members, Opts) of
                {ok, C} -> C;
-               {error, Why} -> throw({collective_error, {communicator, Why}})
+               {error, Reason} -> throw({collective_error, {communicator, Reason}})
            end,
     Rounds = maps:get(rounds, Options),
     Ref = make_ref(),
