@@ -33,6 +33,7 @@ from typing import TextIO
 
 from terrain_analysis import __version__
 from terrain_analysis.analysis import DEFAULT_RETURN_PERIODS, GEVAnalysis, analyse_gev
+from terrain_analysis.collective import read_collective, write_collective_plot
 from terrain_analysis.durations import DEFAULT_COLUMN, read_durations
 from terrain_analysis.fit_json import write_fit_json
 from terrain_analysis.plots import write_plots
@@ -214,6 +215,31 @@ def _topology_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _collective_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("collective", type=Path, help="collective.json written by 'terrain collective bench'")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="directory for the plot")
+
+
+def _run_collective(arguments: argparse.Namespace, out: TextIO) -> int:
+    source: Path = arguments.collective
+    try:
+        header, results = read_collective(source)
+    except OSError as error:
+        raise CommandError(f"cannot read {str(source)!r}: {error.strerror or error}") from None
+    except ValueError as error:
+        raise CommandError(f"{source}: {error}") from None
+    directory: Path = arguments.out
+    title = f"allreduce on {header.get('spec', '?')}: {header.get('nodes', '?')} nodes, {header.get('members', '?')} members"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        written = write_collective_plot(results, directory, title)
+    except OSError as error:
+        raise CommandError(f"cannot write to {str(directory)!r}: {error.strerror or error}") from None
+    for path in written:
+        print(path, file=out)
+    return 0
+
+
 def _alpha(text: str) -> float | str:
     if text == "auto":
         return text
@@ -310,6 +336,17 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         ),
         add_arguments=_topology_arguments,
         run=_run_topology,
+    ),
+    Subcommand(
+        name="collective",
+        summary="plot collective-operation times against value size per algorithm",
+        description=(
+            "Read collective.json (format terrain.collective/1, written by 'terrain collective bench') and draw "
+            "the median time against the value size, log-log, one line per algorithm and rank order, with the "
+            "hierarchical lower bound (PNG and SVG) to --out."
+        ),
+        add_arguments=_collective_arguments,
+        run=_run_collective,
     ),
 )
 """The subcommands, in the order ``--help`` lists them."""

@@ -1,0 +1,112 @@
+%% `terrain collective bench|tune' on a small emulated spec (2 racks x 2 nodes):
+%% in-process with output captured, and once through the real escript with bad
+%% invocations.
+-module(terrain_lab_collective_SUITE).
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([suite/0, all/0, init_per_suite/1, end_per_suite/1]).
+-export([bench_writes_json_table_and_manifest/0, bench_writes_json_table_and_manifest/1,
+         tune_writes_rules_that_auto_reads/0, tune_writes_rules_that_auto_reads/1,
+         bad_invocations/0, bad_invocations/1,
+         real_escript/0, real_escript/1]).
+
+suite() ->
+    [{timetrap, {minutes, 3}}].
+
+all() ->
+    [bench_writes_json_table_and_manifest, tune_writes_rules_that_auto_reads, bad_invocations, real_escript].
+
+init_per_suite(Config) ->
+    terrain_test_peers:ensure_distributed(),
+    Spec = filename:join(?config(priv_dir, Config), "small.cluster"),
+    ok = file:write_file(Spec, "{cluster, small, #{latency => 1000}}.\n"
+                               "{group, r1, #{latency => 100}, [{node, a, #{}}, {node, b, #{}}]}.\n"
+                               "{group, r2, #{latency => 100}, [{node, c, #{}}, {node, d, #{}}]}.\n"),
+    [{spec, Spec} | Config].
+
+end_per_suite(_Config) ->
+    ok.
+
+bench_writes_json_table_and_manifest() ->
+    [{doc, "bench measures every algorithm, size and rank order asked for, prints a table, and writes "
+      "collective.json (terrain.collective/1, hierarchical with its lower bounds) and manifest.json."}].
+bench_writes_json_table_and_manifest(Config) ->
+    Out = filename:join(?config(priv_dir, Config), "bench"),
+    {0, Table, Err} = terrain_lab_test_io:run(["collective", "bench", "--spec", ?config(spec, Config),
+                                                "--algorithms", "flat,binomial,hierarchical", "--sizes", "8,1024",
+                                                "--rank-order", "block,random", "--seeds", "2", "--rounds", "2",
+                                                "--out", Out]),
+    ct:pal("~ts~ts", [Err, Table]),
+    [Header | Rows] = string:lexemes(Table, "\n"),
+    ?assertEqual(["ALGORITHM", "BYTES", "ORDER", "MEDIAN_US", "P95_US", "BOUND_US"], string:lexemes(Header, " ")),
+    %% flat and binomial in both orders, hierarchical once (it reads the topology): 2 sizes
+    ?assertEqual(10, length(Rows)),
+    {ok, Doc} = terrain_json:read_file(filename:join(Out, "collective.json")),
+    ?assertMatch(#{<<"format">> := <<"terrain.collective/1">>, <<"nodes">> := 4, <<"members">> := 4}, Doc),
+    Results = maps:get(<<"results">>, Doc),
+    [H8] = [R || #{<<"algorithm">> := <<"hierarchical">>, <<"size_bytes">> := 8} = R <- Results],
+    %% up and down inside a rack (2 x 100 us) and once across (1000 us); a tree pays each twice
+    ?assertMatch(#{<<"lower_bound_us">> := 1200, <<"tree_lower_bound_us">> := 2200}, H8),
+    ?assert(lists:all(fun(#{<<"median_us">> := M, <<"p95_us">> := P}) -> M > 0 andalso P >= M end, Results)),
+    %% no time below what the emulated links allow: the 1 ms link is crossed there and
+    %% back by a tree (flat, binomial), once by hierarchical's exchange
+    ?assert(lists:all(fun(#{<<"algorithm">> := <<"hierarchical">>, <<"median_us">> := M}) -> M >= 1200;
+                         (#{<<"median_us">> := M}) -> M >= 2000
+                      end, Results)),
+    {ok, #{<<"outputs">> := [#{<<"kind">> := <<"collective">>}]}} =
+        terrain_json:read_file(filename:join(Out, "manifest.json")),
+    ?assertNotEqual(nomatch, string:find(Err, "starting 4 nodes")).
+
+tune_writes_rules_that_auto_reads() ->
+    [{doc, "tune writes a terrain.collective_rules/1 file naming a measured algorithm per size range, "
+      "and prints auto's time (with those rules) against the best measured."}].
+tune_writes_rules_that_auto_reads(Config) ->
+    File = filename:join(?config(priv_dir, Config), "rules.json"),
+    {0, Out, Err} = terrain_lab_test_io:run(["collective", "tune", "--spec", ?config(spec, Config),
+                                              "--algorithms", "flat,binomial,hierarchical", "--sizes", "8,4096",
+                                              "--rounds", "2", "--out", File]),
+    ct:pal("~ts~ts", [Err, Out]),
+    {ok, Rules} = terrain_paths:read_rules(File),
+    %% one rule per size, or one for both when the same algorithm won; they cover every
+    %% size without a gap, switching at the geometric middle of the values' external
+    %% sizes (16 and 4615 bytes: 272)
+    ?assertMatch([#{operation := allreduce, min_bytes := 0} | _], Rules),
+    ?assertMatch(#{max_bytes := infinity}, lists:last(Rules)),
+    ?assert(lists:all(fun({#{max_bytes := Hi}, #{min_bytes := Lo}}) -> Hi =:= Lo andalso Hi =:= 272 end,
+                      lists:zip(lists:droplast(Rules), tl(Rules)))),
+    ?assert(lists:all(fun(#{algorithm := A}) -> lists:member(A, [flat, binomial, hierarchical]) end, Rules)),
+    ?assertEqual(2, length([L || L <- string:lexemes(Out, "\n"), lists:prefix("8 ", L) orelse lists:prefix("4096 ", L)])).
+
+bad_invocations() ->
+    [{doc, "Unknown action, missing --spec, bad sizes, algorithms, rank orders and rules files are refused "
+      "with a sentence and exit status 1, before any node starts."}].
+bad_invocations(Config) ->
+    Spec = ?config(spec, Config),
+    Out = filename:join(?config(priv_dir, Config), "never"),
+    BadRules = filename:join(?config(priv_dir, Config), "bad_rules.json"),
+    ok = file:write_file(BadRules, "{\"format\": \"terrain.latency/1\"}"),
+    Cases = [{["collective", "frob", "--spec", Spec, "--out", Out], "unknown action 'frob'"},
+             {["collective", "bench", "--out", Out], "--spec is required"},
+             {["collective", "bench", "--spec", Spec, "--out", Out, "--sizes", "8,big"], "bad value for --sizes: 'big'"},
+             {["collective", "bench", "--spec", Spec, "--out", Out, "--algorithms", "fastest"],
+              "bad value for --algorithms: 'fastest'"},
+             {["collective", "bench", "--spec", Spec, "--out", Out, "--rank-order", "sorted"],
+              "bad value for --rank-order: 'sorted'"},
+             {["collective", "bench", "--spec", Spec, "--out", Out, "--rules", BadRules],
+              "not a terrain.collective_rules/1 file"}],
+    [begin
+         {1, "", Err} = terrain_lab_test_io:run(Args),
+         ?assertNotEqual(nomatch, string:find(Err, Expected), Err)
+     end || {Args, Expected} <- Cases],
+    ?assertNot(filelib:is_file(Out)).
+
+real_escript() ->
+    [{doc, "The escript: --help lists the actions, no action is a usage error (2), a bad one fails (1)."}].
+real_escript(Config) ->
+    Escript = terrain_lab_test_escript:path(),
+    {0, Help, _} = terrain_lab_test_escript:run(Escript, ?config(priv_dir, Config), ["collective", "--help"]),
+    ?assertNotEqual(nomatch, string:find(Help, "bench | tune")),
+    {2, "", _} = terrain_lab_test_escript:run(Escript, ?config(priv_dir, Config), ["collective"]),
+    {1, "", Err} = terrain_lab_test_escript:run(Escript, ?config(priv_dir, Config), ["collective", "frob"]),
+    ?assertNotEqual(nomatch, string:find(Err, "unknown action")).
