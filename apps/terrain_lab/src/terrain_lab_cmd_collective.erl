@@ -18,6 +18,9 @@
          run/3,
          format_error/1]).
 
+%% exports_not_used: commands/0 and the handlers are called through the command table.
+-ignore_xref([{commands, 0}, {run, 3}]).
+
 -define(ALGORITHMS, "flat,binomial,recursive_doubling,ring,rabenseifner,hierarchical").
 
 %%--------------------------------------------------------------------
@@ -220,7 +223,7 @@ write_bench(Out, Doc, Options, #{out := Device} = Io) ->
     case lists:foldl(fun(Step, ok) -> Step(); (_, Error) -> Error end, ok, Steps) of
         ok ->
             io:put_chars(Device, terrain_lab_collective:table(Doc)),
-            terrain_lab_cli:progress(Io, "wrote ~ts~n", [File]);
+            terrain_lab_io:progress(Io, "wrote ~ts~n", [File]);
         {error, _} = Error ->
             Error
     end.
@@ -232,4 +235,4 @@ print_tune(Out, #{rules := Rules}, Check, #{out := Device} = Io) ->
     io:format(Device, "~n~-10s ~-20s ~12s ~-20s ~12s ~8s~n", ["BYTES", "AUTO_RAN", "AUTO_US", "BEST", "BEST_US", "RATIO"]),
     [io:format(Device, "~-10b ~-20s ~12b ~-20s ~12b ~8.2f~n", [S, C, round(A), B, round(BU), R])
      || #{size_bytes := S, chosen := C, auto_us := A, best := B, best_us := BU, ratio := R} <- Check],
-    terrain_lab_cli:progress(Io, "wrote ~ts~n", [Out]).
+    terrain_lab_io:progress(Io, "wrote ~ts~n", [Out]).

@@ -21,13 +21,14 @@
          tune/2,
          with_cluster/3,
          measure/3,
-         rank_order/3,
-         lower_bounds/3,
          table/1,
          format_error/1]).
 
 %% Internal exports (member processes on the cluster's nodes)
 -export([member/1]).
+
+%% exports_not_used: used by bench_collective (make bench) and terrain_lab_collective_SUITE.
+-ignore_xref([{with_cluster, 3}, {measure, 3}]).
 
 -export_type([options/0]).
 
@@ -297,8 +298,8 @@ check_auto(Options, Rules, Results, Nodes, Progress) ->
             {ok, #{results := Auto}} ->
                 [Order | _] = maps:get(rank_orders, Options),
                 {ok, [#{size_bytes => S, auto_us => M, best => best(Results, S, Order),
-                        chosen => terrain_paths_rules:choose(Rules, allreduce, erlang:external_size(value(S, 0)),
-                                                             #{nodes => length(Nodes)}),
+                        chosen => terrain_paths:rules_choice(Rules, allreduce, erlang:external_size(value(S, 0)),
+                                                              length(Nodes)),
                         best_us => best_time(Results, S, Order), ratio => M / best_time(Results, S, Order)}
                       || #{size_bytes := S, median_us := M} <- Auto]};
             {error, _} = Error ->

@@ -68,8 +68,14 @@
          read_rules/1,
          rules_json/2,
          choose/3,
+         rules_choice/4,
          hierarchy/1,
          format_error/1]).
+
+%% exports_not_used: the public API of terrain_paths (docs/COLLECTIVES.md); the lab uses only part of it.
+-ignore_xref([{algorithm, 1}, {allgather, 2}, {broadcast, 2}, {choose, 3}, {free, 1}, {gather, 2},
+              {hierarchy, 1}, {members, 1}, {read_config, 1}, {reconfigure, 2}, {reduce, 3}, {scatter, 2},
+              {size, 1}]).
 
 -export_type([comm/0, options/0, algorithm/0, named_algorithm/0, op/0, wrapper/0, vertex/0]).
 
@@ -268,6 +274,13 @@ rules_json(Rules, Source) ->
 -spec choose(comm(), terrain_paths_collective:operation(), non_neg_integer()) -> named_algorithm().
 choose(#{rules := Rules, nodes := Nodes}, Operation, Bytes) ->
     terrain_paths_rules:choose(Rules, Operation, Bytes, #{nodes => length(lists:usort(tuple_to_list(Nodes)))}).
+
+%% @doc The algorithm a rules file names for an operation on a value of `Bytes'
+%% (its external size) among members on `Nodes' nodes: what `auto' would run.
+-spec rules_choice(terrain_paths_rules:rules(), terrain_paths_collective:operation(), non_neg_integer(),
+                   pos_integer()) -> named_algorithm().
+rules_choice(Rules, Operation, Bytes, Nodes) ->
+    terrain_paths_rules:choose(Rules, Operation, Bytes, #{nodes => Nodes}).
 
 %% @doc The hierarchy the communicator's members form: nested groups of ranks
 %% (`{group, Children}' and `{node, Node, Ranks}'), the levels each node leader

@@ -10,7 +10,6 @@
 
 %% API
 -export([validate/1,
-         commutative/1,
          combine/3,
          elementwise/2,
          run/2,
