@@ -114,6 +114,8 @@ format_error({topology_cmd, _} = Reason) ->
     terrain_lab_cmd_topology:format_error(Reason);
 format_error({discovery, _} = Reason) ->
     terrain_discovery:format_error(Reason);
+format_error({Tag, _} = Reason) when Tag =:= bench_cmd; Tag =:= bench_lab; Tag =:= bench_config; Tag =:= bench ->
+    terrain_lab_cmd_bench:format_error(Reason);
 format_error({compare, _} = Reason) ->
     terrain_tree_compare:format_error(Reason);
 format_error({terrain_netem, bad_links, Text}) ->
