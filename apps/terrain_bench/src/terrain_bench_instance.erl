@@ -118,7 +118,7 @@ handle_call({go, StartSystemUs}, _From, #state{phase = ready, config = Config, w
     MeasureStartMs = StartMs + Warmup * 1000,
     EndMs = MeasureStartMs + Duration * 1000,
     PerUs = erlang:convert_time_unit(1, microsecond, native),
-    [W ! {go, StartUs * PerUs, EndMs * 1000 * PerUs} || W <- Workers],
+    _ = [W ! {go, StartUs * PerUs, EndMs * 1000 * PerUs} || W <- Workers],
     _ = erlang:start_timer(MeasureStartMs, self(), measure, [{abs, true}]),
     write_headers(State, StartSystemUs div 1000 + Warmup * 1000),
     {reply, ok, State#state{measure_start_ms = MeasureStartMs, end_ms = EndMs, phase = warmup}};
@@ -160,7 +160,7 @@ handle_info(_Msg, State) ->
 -spec terminate(term(), #state{}) -> ok.
 terminate(_Reason, #state{files = Files, workers = Workers}) ->
     [exit(W, kill) || W <- Workers],
-    [file:close(F) || F <- maps:values(Files)],
+    _ = [file:close(F) || F <- maps:values(Files)],
     ok.
 
 %%--------------------------------------------------------------------
@@ -291,7 +291,7 @@ open_each(Dir, [{Key, Name} | Rest], Files) ->
         {ok, Fd} ->
             open_each(Dir, Rest, Files#{Key => Fd});
         {error, Why} ->
-            [file:close(F) || F <- maps:values(Files)],
+            _ = [file:close(F) || F <- maps:values(Files)],
             {error, {bench, {file, File, Why}}}
     end.
 
