@@ -37,6 +37,7 @@
 %% API: configurations
 -export([read_config/1,
          validate_config/1,
+         config_to_json/1,
          operations/0]).
 
 %% API: runs
@@ -70,6 +71,11 @@ read_config(File) ->
 -spec validate_config([{atom(), term()}] | map()) -> {ok, config()} | {error, term()}.
 validate_config(Terms) ->
     terrain_bench_config:validate(Terms).
+
+%% @doc A configuration as JSON terms (as `summary.json' holds it).
+-spec config_to_json(config()) -> map().
+config_to_json(Config) ->
+    terrain_bench_config:to_json(Config).
 
 %% @doc Every operation, by the name the configuration uses.
 -spec operations() -> [operation()].

@@ -142,9 +142,11 @@ handle_info({timeout, _, tick}, #state{phase = measuring} = State) ->
     schedule_tick(report(State));
 handle_info({timeout, _, drained}, #state{phase = draining} = State) ->
     finish(State);
-handle_info({'EXIT', Pid, _Why}, #state{workers = Workers} = State) ->
+handle_info({'EXIT', Pid, Why}, #state{workers = Workers} = State) ->
     case lists:member(Pid, Workers) of
         true ->
+            _ = Why =:= normal orelse
+                logger:warning("terrain_bench: a worker on ~s crashed: ~0tp", [node(), Why]),
             Left = lists:delete(Pid, Workers),
             case {Left, State#state.phase} of
                 {[], draining} -> finish(State#state{workers = []});

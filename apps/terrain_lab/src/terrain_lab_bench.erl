@@ -126,7 +126,7 @@ with_spec_cluster(#{nodes := SpecNodes} = Spec, Progress, Fun) ->
 
 manifest(RunDir, Out, Config, Where) ->
     Relative = fun(F) -> list_to_binary(relative(F, RunDir)) end,
-    Parameters = #{config => terrain_bench_config_json(Config), cluster => where_json(Where)},
+    Parameters = #{config => terrain_bench:config_to_json(Config), cluster => where_json(Where)},
     Outputs = [#{kind => bench_summary, file => Relative(filename:join(Out, "summary.json")),
                  parameters => Parameters},
                #{kind => bench_node_files, file => Relative(Out), parameters => #{files => [list_to_binary(F) || F <- terrain_bench:files(Config)]}}],
@@ -134,11 +134,6 @@ manifest(RunDir, Out, Config, Where) ->
         true -> ok;   % --out: no run directory of ours to describe
         false -> terrain_lab_run:write_manifest(RunDir, bench, Outputs)
     end.
-
-terrain_bench_config_json(Config) ->
-    #{<<"operations">> => maps:from_list([{atom_to_binary(O), W} || {O, W} <- maps:get(operations, Config)]),
-      <<"duration">> => maps:get(duration, Config), <<"concurrent">> => maps:get(concurrent, Config),
-      <<"argument_size">> => maps:get(argument_size, Config), <<"compute_us">> => maps:get(compute_us, Config)}.
 
 where_json({spec, File}) -> #{spec => list_to_binary(filename:absname(File))};
 where_json(Nodes) -> #{nodes => [atom_to_binary(N) || N <- Nodes]}.
@@ -169,7 +164,7 @@ sweep_points(Config, Spec, SpecFile, Options, RunDir, Progress) ->
             Outputs = [#{kind => bench_sweep, file => <<"sweep.csv">>,
                          parameters => #{spec => list_to_binary(filename:absname(SpecFile)),
                                          nodes => Sizes, argument_size => ArgSizes, compute_us => Computes,
-                                         config => terrain_bench_config_json(Config)}}]
+                                         config => terrain_bench:config_to_json(Config)}}]
                 ++ [#{kind => bench_point, file => list_to_binary(filename:join("points", point_label(P))),
                       parameters => P} || P <- Points]
                 ++ [#{kind => plot, file => list_to_binary(relative(F, RunDir)),
@@ -189,7 +184,7 @@ run_points([Point | Rest], I, Total, Config, Spec, RunDir, Csv, T0, Progress, Ac
     #{nodes := N, argument_size := A, compute_us := C} = Point,
     PointConfig = Config#{argument_size := A, compute_us := C},
     Out = filename:join([RunDir, "points", point_label(Point)]),
-    SubSpec = Spec#{nodes := lists:sublist(maps:get(nodes, Spec), N)},
+    SubSpec = first_nodes(Spec, N),
     Progress(io_lib:format("sweep: point ~b/~b: ~ts~n", [I, Total, point_label(Point)])),
     Result = with_spec_cluster(SubSpec, fun(_) -> ok end,
                                fun(Nodes) -> terrain_bench:run(Nodes, PointConfig, Out, #{}) end),
@@ -205,6 +200,13 @@ run_points([Point | Rest], I, Total, Config, Spec, RunDir, Csv, T0, Progress, Ac
         {error, Why} ->
             {error, {bench_lab, {point_failed, Point, Why}}}
     end.
+
+%% The spec's first N nodes, and the groups that still hold one of them (an empty
+%% group is not a valid topology).
+first_nodes(#{nodes := Nodes, groups := Groups} = Spec, N) ->
+    Kept = lists:sublist(Nodes, N),
+    Spec#{nodes := Kept,
+          groups := [G || {Path, _} = G <- Groups, lists:any(fun(#{path := P}) -> lists:prefix(Path, P) end, Kept)]}.
 
 point_label(#{nodes := N, argument_size := A, compute_us := C}) ->
     lists:flatten(io_lib:format("n~b_a~b_c~b", [N, A, C])).

@@ -300,8 +300,25 @@ def sweep_figures(rows: Sequence[SweepRow], title: str = "") -> dict[str, Figure
             nodes = [p.nodes for p in points]
             suffix = f" {size} B {compute} us" if variations else ""
             (line,) = panel.plot(nodes, [max(p.p50, 1) for p in points], marker="o", label="p50" + suffix)
-            panel.plot(nodes, [max(p.p99, 1) for p in points], marker="s", ls="--", color=line.get_color(), label="p99" + suffix)
-            panel.plot(nodes, [max(p.p999, 1) for p in points], marker="^", ls="-.", color=line.get_color(), alpha=0.6, label="p99.9" + suffix)
+            panel.plot(
+                nodes,
+                [max(p.p99, 1) for p in points],
+                marker="s",
+                ls="--",
+                color=line.get_color(),
+                label="p99" + suffix,
+            )
+            if variations:
+                continue  # p99.9 and DE-Bench's mean per variation would hide the lines
+            panel.plot(
+                nodes,
+                [max(p.p999, 1) for p in points],
+                marker="^",
+                ls="-.",
+                color=line.get_color(),
+                alpha=0.6,
+                label="p99.9",
+            )
             means = [(p.nodes, p.per_node_p99_mean) for p in points if p.per_node_p99_mean is not None]
             if means:
                 panel.plot(
@@ -309,7 +326,7 @@ def sweep_figures(rows: Sequence[SweepRow], title: str = "") -> dict[str, Figure
                     [max(m, 1) for _, m in means],
                     ls=":",
                     color="grey",
-                    label="mean of nodes' p99" + suffix,
+                    label="mean of nodes' p99",
                 )
         panel.set_yscale("log")
         panel.set_title(op)
@@ -318,7 +335,39 @@ def sweep_figures(rows: Sequence[SweepRow], title: str = "") -> dict[str, Figure
         panel.grid(True, which="both", alpha=0.3)
         panel.legend(fontsize="x-small")
     latency.suptitle(f"{title}latency vs cluster size (merged histograms)".strip())
-    return {"bench_throughput": throughput, "bench_latency": latency}
+    figures = {"bench_throughput": throughput, "bench_latency": latency}
+    if len({r.argument_size for r in rows}) > 1:
+        figures["bench_argument_size"] = _argument_size_figure(rows, title)
+    return figures
+
+
+def _argument_size_figure(rows: Sequence[SweepRow], title: str) -> Figure:
+    """Throughput and p50 vs argument size, one line per operation, cluster size and computation time."""
+    figure = Figure(figsize=(11, 4.5), layout="constrained")
+    FigureCanvasAgg(figure)
+    left = figure.add_subplot(1, 2, 1)
+    right = figure.add_subplot(1, 2, 2)
+    series: dict[tuple[str, int, int], list[SweepRow]] = {}
+    for row in rows:
+        series.setdefault((row.op, row.nodes, row.compute_us), []).append(row)
+    for (op, nodes, compute), points in sorted(series.items()):
+        points = sorted(points, key=lambda r: r.argument_size)
+        sizes = [p.argument_size for p in points]
+        label = f"{op}, {nodes} nodes, {compute} us"
+        (line,) = left.plot(sizes, [p.throughput for p in points], marker="o", label=label)
+        right.plot(sizes, [max(p.p50, 1) for p in points], marker="o", color=line.get_color(), label=label + " p50")
+        right.plot(sizes, [max(p.p99, 1) for p in points], marker="s", ls="--", color=line.get_color(), label="p99")
+    for axes, ylabel in ((left, "completed operations per second (cluster)"), (right, "latency (us)")):
+        axes.set_xscale("log")
+        axes.set_yscale("log")
+        axes.set_xlabel("argument size (bytes)")
+        axes.set_ylabel(ylabel)
+        axes.grid(True, which="both", alpha=0.3)
+    left.legend(fontsize="x-small")
+    right.set_title("p50 (solid) and p99 (dashed)")
+    left.set_title("throughput")
+    figure.suptitle(f"{title}argument size".strip())
+    return figure
 
 
 def summary_figure(summary: dict[str, Any]) -> Figure:
