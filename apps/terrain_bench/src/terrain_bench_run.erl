@@ -96,17 +96,19 @@ go(Instances, StartAt) ->
                     end, Calls).
 
 %% Waits for every instance's `done' (or its death) until the end of the run plus
-%% its drain; reports progress once per report interval.
+%% its drain; reports progress once per report interval, and once that the
+%% measurement is over.
 wait(Instances, Failed, Ref, #{warmup := Warmup, duration := Duration, timeout := Timeout,
                                report_interval := Interval}, StartAt, Progress) ->
     EndMs = StartAt div 1000 + (Warmup + Duration) * 1000,
-    Deadline = EndMs + Timeout + 10000,
     Pending = [I || {N, _, _} = I <- Instances, not lists:keymember(N, 1, Failed)],
-    wait_loop(Pending, Failed, Ref, Deadline, EndMs, Warmup + Duration, Interval * 1000, Progress).
+    wait_loop(Pending, Failed, #{ref => Ref, deadline => EndMs + Timeout + 10000, end_ms => EndMs,
+                                 total_s => Warmup + Duration, interval_ms => Interval * 1000,
+                                 progress => Progress, draining => false}).
 
-wait_loop([], Failed, _Ref, _Deadline, _EndMs, _Total, _Interval, _Progress) ->
+wait_loop([], Failed, _Wait) ->
     lists:reverse(Failed);
-wait_loop(Pending, Failed, Ref, Deadline, EndMs, Total, Interval, Progress) ->
+wait_loop(Pending, Failed, #{ref := Ref, deadline := Deadline, progress := Progress} = Wait) ->
     Now = erlang:system_time(millisecond),
     case Now >= Deadline of
         true ->
@@ -117,21 +119,32 @@ wait_loop(Pending, Failed, Ref, Deadline, EndMs, Total, Interval, Progress) ->
                 {terrain_bench, Ref, done, Node} ->
                     {value, {_, _, M}, Rest} = lists:keytake(Node, 1, Pending),
                     erlang:demonitor(M, [flush]),
-                    wait_loop(Rest, Failed, Ref, Deadline, EndMs, Total, Interval, Progress);
+                    wait_loop(Rest, Failed, Wait);
                 {'DOWN', M, process, _, Why} ->
                     case lists:keytake(M, 3, Pending) of
                         {value, {Node, _, _}, Rest} ->
                             Progress(io_lib:format("bench: the instance on ~s failed: ~0tp~n", [Node, Why])),
-                            wait_loop(Rest, [{Node, Why} | Failed], Ref, Deadline, EndMs, Total, Interval, Progress);
+                            wait_loop(Rest, [{Node, Why} | Failed], Wait);
                         false ->
-                            wait_loop(Pending, Failed, Ref, Deadline, EndMs, Total, Interval, Progress)
+                            wait_loop(Pending, Failed, Wait)
                     end
-            after erlang:min(Interval, Deadline - Now) ->
-                    Left = erlang:max(0, (EndMs - erlang:system_time(millisecond)) div 1000),
-                    Progress(io_lib:format("bench: ~b of ~b s, ~b s left, ~b instances running~n",
-                                           [erlang:max(0, Total - Left), Total, Left, length(Pending)])),
-                    wait_loop(Pending, Failed, Ref, Deadline, EndMs, Total, Interval, Progress)
+            after erlang:min(maps:get(interval_ms, Wait), Deadline - Now) ->
+                    wait_loop(Pending, Failed, tell(Pending, Wait))
             end
+    end.
+
+tell(_Pending, #{draining := true} = Wait) ->
+    Wait;
+tell(Pending, #{end_ms := EndMs, total_s := Total, progress := Progress} = Wait) ->
+    case (EndMs - erlang:system_time(millisecond)) div 1000 of
+        Left when Left > 0 ->
+            Progress(io_lib:format("bench: ~b of ~b s, ~b s left, ~b instances running~n",
+                                   [Total - Left, Total, Left, length(Pending)])),
+            Wait;
+        _ ->
+            Progress(io_lib:format("bench: measured; waiting for ~b instances to write their last interval~n",
+                                   [length(Pending)])),
+            Wait#{draining := true}
     end.
 
 %% One node's data, from its files: per operation the histogram of every interval

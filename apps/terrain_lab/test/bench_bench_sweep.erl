@@ -19,7 +19,7 @@ run() ->
     Wall = erlang:monotonic_time(millisecond) - T0,
     Throughput = lists:sum([T || [_, _, _, _, _, _, T | _] <- Rows]),
     io:format("one 16-node sweep point (5 s measured + 1 s warm-up, rpc and gen_server_call, 2 workers per node): "
-              "wall ~.1f s, of which ~.1f s starting, stopping and writing; ~.0f operations/s in the cluster "
+              "wall ~.1f s, of which ~.1f s starting, stopping and writing; ~.1f operations/s in the cluster "
               "(16 VMs on 2 shared cores)~n",
               [Wall / 1000, Wall / 1000 - 6, float(Throughput)]),
     true = filelib:is_regular(filename:join(RunDir, "sweep.csv")),
