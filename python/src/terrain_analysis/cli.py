@@ -317,7 +317,8 @@ def _print_logs(summary: dict[str, object], directory: Path, out: TextIO) -> Non
     operations = summary.get("operations")
     if not isinstance(nodes, list) or not isinstance(operations, dict):
         return
-    print(f"{'op':<18} {'count':>9} {'p50':>8} {'p99':>8} {'p99.9':>8}   (interval logs, read by hdrhistogram)", file=out)
+    header = f"{'op':<18} {'count':>9} {'p50':>8} {'p99':>8} {'p99.9':>8}"
+    print(header + "   (interval logs, read by hdrhistogram)", file=out)
     for op in sorted(operations):
         logs = [directory / str(node) / f"{op}.hlog" for node in nodes]
         present = [log for log in logs if log.exists()]
