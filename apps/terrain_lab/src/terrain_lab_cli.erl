@@ -101,7 +101,8 @@ command_modules() ->
      terrain_lab_cmd_choose,
      terrain_lab_cmd_probe,
      terrain_lab_cmd_topology,
-     terrain_lab_cmd_collective].
+     terrain_lab_cmd_collective,
+     terrain_lab_cmd_bench].
 
 %% @doc Every subcommand, in the order `terrain --help' lists them: the commands of
 %% {@link command_modules/0}, module by module.
@@ -117,6 +118,8 @@ format_error({topology_cmd, _} = Reason) ->
     terrain_lab_cmd_topology:format_error(Reason);
 format_error({collective_cmd, _} = Reason) ->
     terrain_lab_cmd_collective:format_error(Reason);
+format_error({Tag, _} = Reason) when Tag =:= bench_cmd; Tag =:= bench_lab; Tag =:= bench_config; Tag =:= bench ->
+    terrain_lab_cmd_bench:format_error(Reason);
 format_error(Reason) ->
     terrain_lab:format_error(Reason).
 

@@ -28,6 +28,9 @@ topology
     topology JSON, adjusted Rand index.
 topology_plots
     Heatmap ordered by the tree, dendrogram, the non-binary tree.
+bench
+    DE-Bench's summary.json and sweep.csv, HdrHistogram interval logs (read with the ``hdrhistogram``
+    package), throughput and latency figures (``terrain-analysis bench``).
 cli
     The ``terrain-analysis`` command.
 """

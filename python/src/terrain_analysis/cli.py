@@ -34,6 +34,7 @@ from typing import TextIO
 from terrain_analysis import __version__
 from terrain_analysis.analysis import DEFAULT_RETURN_PERIODS, GEVAnalysis, analyse_gev
 from terrain_analysis.collective import read_collective, write_collective_plot
+from terrain_analysis.bench import merged_log_percentiles, read_summary, write_bench_plots
 from terrain_analysis.durations import DEFAULT_COLUMN, read_durations
 from terrain_analysis.fit_json import write_fit_json
 from terrain_analysis.plots import write_plots
@@ -310,6 +311,53 @@ def _run_topology(arguments: argparse.Namespace, out: TextIO) -> int:
 
 
 # --------------------------------------------------------------------------------------------------
+# bench
+# --------------------------------------------------------------------------------------------------
+
+
+def _bench_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", type=Path, help="sweep.csv ('terrain bench sweep') or summary.json ('terrain bench')")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="directory for the plots")
+
+
+def _run_bench(arguments: argparse.Namespace, out: TextIO) -> int:
+    source: Path = arguments.source
+    if source.suffix not in (".csv", ".json"):
+        raise CommandError(f"'source' must be a sweep.csv or a summary.json, got {str(source)!r}")
+    try:
+        written = write_bench_plots(source, arguments.out)
+        if source.suffix == ".json":
+            _print_logs(read_summary(source), source.parent, out)
+    except OSError as error:
+        raise CommandError(f"{error.filename or source}: {error.strerror or error}") from None
+    except ValueError as error:
+        raise CommandError(str(error)) from None
+    for path in written:
+        print(f"wrote {path}", file=out)
+    return 0
+
+
+def _print_logs(summary: dict[str, object], directory: Path, out: TextIO) -> None:
+    """Per operation, the nodes' interval logs merged by the hdrhistogram package, beside summary.json."""
+    nodes = summary.get("nodes")
+    operations = summary.get("operations")
+    if not isinstance(nodes, list) or not isinstance(operations, dict):
+        return
+    header = f"{'op':<18} {'count':>9} {'p50':>8} {'p99':>8} {'p99.9':>8}"
+    print(header + "   (interval logs, read by hdrhistogram)", file=out)
+    for op in sorted(operations):
+        logs = [directory / str(node) / f"{op}.hlog" for node in nodes]
+        present = [log for log in logs if log.exists()]
+        if not present:
+            continue
+        figures = merged_log_percentiles(present)
+        print(
+            f"{op:<18} {figures['count']:>9} {figures['p50']:>8} {figures['p99']:>8} {figures['p999']:>8}",
+            file=out,
+        )
+
+
+# --------------------------------------------------------------------------------------------------
 # The command
 # --------------------------------------------------------------------------------------------------
 
@@ -347,6 +395,19 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         ),
         add_arguments=_collective_arguments,
         run=_run_collective,
+    ),
+    Subcommand(
+        name="bench",
+        summary="draw the figures of a DE-Bench run or sweep",
+        description=(
+            "Draw a sweep.csv from 'terrain bench sweep' (throughput vs nodes per operation; latency "
+            "percentiles of the merged histograms vs nodes, with DE-Bench's mean of per-node p99) or a "
+            "summary.json from 'terrain bench' (merged percentiles beside the mean of per-node ones) to --out "
+            "(PNG and SVG). For a summary.json it also merges the nodes' HdrHistogram interval logs with the "
+            "hdrhistogram package and prints their percentiles, an independent check of summary.json."
+        ),
+        add_arguments=_bench_arguments,
+        run=_run_bench,
     ),
 )
 """The subcommands, in the order ``--help`` lists them."""

@@ -1,0 +1,170 @@
+%% DE-Bench runs on real local nodes (peer): every operation with its files and the
+%% merged summary, no atom made by the name operations, the open loop's latency from
+%% the intended start, and a target node killed mid-run.
+-module(terrain_bench_SUITE).
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([suite/0, all/0, init_per_suite/1, end_per_suite/1]).
+-export([every_operation_writes_its_files_and_the_merged_summary/0,
+         every_operation_writes_its_files_and_the_merged_summary/1,
+         name_operations_make_no_atoms/0, name_operations_make_no_atoms/1,
+         open_loop_counts_queueing_closed_loop_hides_it/0, open_loop_counts_queueing_closed_loop_hides_it/1,
+         a_target_killed_mid_run_shows_as_errors_and_the_run_goes_on/0,
+         a_target_killed_mid_run_shows_as_errors_and_the_run_goes_on/1]).
+
+suite() ->
+    [{timetrap, {minutes, 3}}].
+
+all() ->
+    [every_operation_writes_its_files_and_the_merged_summary, name_operations_make_no_atoms,
+     open_loop_counts_queueing_closed_loop_hides_it, a_target_killed_mid_run_shows_as_errors_and_the_run_goes_on].
+
+init_per_suite(Config) ->
+    ok = terrain_test_peers:ensure_distributed(),
+    Prefix = terrain_test_peers:unique_prefix(bench),
+    Peers = terrain_test_peers:start([list_to_atom(Prefix ++ [C]) || C <- "abc"], []),
+    [{peers, Peers}, {nodes, [terrain_test_peers:node_of(P) || P <- Peers]}, {prefix, Prefix} | Config].
+
+end_per_suite(Config) ->
+    terrain_test_peers:stop(?config(peers, Config)).
+
+%%--------------------------------------------------------------------
+
+every_operation_writes_its_files_and_the_merged_summary() ->
+    [{doc, "3 nodes, every operation for 2 s after 1 s of warm-up: each node's directory holds exactly the "
+           "DE-Bench files with their columns and one HdrHistogram log per operation; summary.json's count per "
+           "operation is the sum of the nodes' CSV rows and of their logs, the P2P operations had no errors, "
+           "and the merged p99 lies within the nodes' p99s."}].
+every_operation_writes_its_files_and_the_merged_summary(Config) ->
+    Nodes = ?config(nodes, Config),
+    Ops = terrain_bench:operations(),
+    {ok, C} = terrain_bench:validate_config([{duration, 2}, {warmup, 1}, {concurrent, 2}, {compute_us, 5},
+                                             {argument_size, 100}, {operations, [{Op, 1} || Op <- Ops]}]),
+    Out = filename:join(?config(priv_dir, Config), "all_ops"),
+    {ok, Summary} = terrain_bench:run(Nodes, C, Out, #{}),
+    {ok, Json} = terrain_json:read_file(filename:join(Out, "summary.json")),
+    ?assertMatch(#{<<"format">> := <<"terrain.bench/1">>, <<"failed_instances">> := []}, Json),
+    Expected = lists:sort(terrain_bench:files(C)),
+    [?assertEqual(Expected, lists:sort(element(2, file:list_dir(filename:join(Out, atom_to_list(N)))))) || N <- Nodes],
+    #{operations := Operations} = Summary,
+    [begin
+         #{count := Count, error_count := Errors, latency_us := #{p99 := P99}, per_node := PerNode,
+           per_node_percentile_mean := Mean} = maps:get(Op, Operations),
+         Rows = lists:append([csv_rows(filename:join([Out, atom_to_list(N), atom_to_list(Op) ++ "_latencies.csv"]))
+                              || N <- Nodes]),
+         ?assertEqual(Count, lists:sum([binary_to_integer(maps:get(<<"n">>, R)) || R <- Rows]), Op),
+         Logged = lists:sum([terrain_bench_hdr:count(H)
+                             || N <- Nodes,
+                                {_, _, H} <- terrain_bench_hdr:parse_log(
+                                               element(2, file:read_file(filename:join([Out, atom_to_list(N),
+                                                                                        atom_to_list(Op) ++ ".hlog"]))))]),
+         ?assertEqual(Count, Logged, Op),
+         ?assert(Count > 0, Op),
+         case lists:member(Op, [spawn, rpc, erpc, gen_server_call, fsm_server_call]) of
+             true -> ?assertEqual(0, Errors, Op);
+             false -> ok
+         end,
+         NodeP99 = [P || #{count := K, p99 := P} <- maps:values(PerNode), K > 0],
+         ?assert(P99 >= lists:min(NodeP99) andalso P99 =< lists:max(NodeP99), {Op, P99, NodeP99}),
+         ?assert(is_map(Mean), Op)
+     end || Op <- Ops],
+    [Header | _] = read_lines(filename:join([Out, atom_to_list(hd(Nodes)), "rpc_latencies.csv"])),
+    ?assertEqual(<<"elapsed,window,n,min,mean,median,95th,99th,99_9th,max,errors">>, Header),
+    [SummaryHeader | SummaryRows] = read_lines(filename:join([Out, atom_to_list(hd(Nodes)), "summary.csv"])),
+    ?assertEqual(<<"elapsed,window,total,successful,failed">>, SummaryHeader),
+    ?assertEqual(2, length(SummaryRows)).
+
+name_operations_make_no_atoms() ->
+    [{doc, "Two runs of local and global register/unregister/whereis and pg join/leave (2 workers per node, "
+           "1 s each): after the first run, the second adds no atom on any node (DE-Bench leaked one per "
+           "local_register)."}].
+name_operations_make_no_atoms(Config) ->
+    Nodes = ?config(nodes, Config),
+    {ok, C} = terrain_bench:validate_config([{duration, 1}, {concurrent, 2},
+                                             {operations, [{local_register, 1}, {local_unregister, 1},
+                                                           {local_whereis, 1}, {global_register, 1},
+                                                           {global_unregister, 1}, {global_whereis, 1},
+                                                           {pg_join, 1}, {pg_leave, 1}]}]),
+    Dir = ?config(priv_dir, Config),
+    {ok, _} = terrain_bench:run(Nodes, C, filename:join(Dir, "atoms1"), #{}),
+    Before = atom_counts(Nodes),
+    {ok, #{operations := #{local_register := #{count := Registered}}}} =
+        terrain_bench:run(Nodes, C, filename:join(Dir, "atoms2"), #{}),
+    ?assert(Registered > 10, Registered),
+    ?assertEqual(Before, atom_counts(Nodes)).
+
+open_loop_counts_queueing_closed_loop_hides_it() ->
+    [{doc, "rpc with 20 ms of computation on the target: in the closed loop the median is near 20 ms; in "
+           "the open loop at 100 operations per second per worker (twice what one worker can do) the "
+           "operations queue behind each other and, measured from their intended start, the median is more "
+           "than five times the closed loop's."}].
+open_loop_counts_queueing_closed_loop_hides_it(Config) ->
+    Nodes = ?config(nodes, Config),
+    Base = [{duration, 2}, {concurrent, 1}, {compute_us, 20000}, {operations, [{rpc, 1}]}],
+    {ok, Closed} = terrain_bench:validate_config(Base),
+    {ok, Open} = terrain_bench:validate_config([{mode, {rate, 100}} | Base]),
+    Dir = ?config(priv_dir, Config),
+    {ok, #{operations := #{rpc := #{latency_us := #{p50 := ClosedP50}}}}} =
+        terrain_bench:run(Nodes, Closed, filename:join(Dir, "closed"), #{}),
+    {ok, #{operations := #{rpc := #{latency_us := #{p50 := OpenP50}}}}} =
+        terrain_bench:run(Nodes, Open, filename:join(Dir, "open"), #{}),
+    ct:log("closed p50 ~b us, open p50 ~b us", [ClosedP50, OpenP50]),
+    ?assert(ClosedP50 >= 20000),
+    ?assert(OpenP50 > 5 * ClosedP50, {OpenP50, ClosedP50}).
+
+a_target_killed_mid_run_shows_as_errors_and_the_run_goes_on() ->
+    [{doc, "3 nodes and a fourth that is killed 2 s into a 4 s run of rpc, erpc, spawn and gen_server_call: "
+           "the run finishes, the dead node is named in failed_instances, the others' operations to it are "
+           "errors by kind (noconnection, nodedown), and the rows the dead node wrote before it died are in "
+           "its files and in the summary's counts."}].
+a_target_killed_mid_run_shows_as_errors_and_the_run_goes_on(Config) ->
+    [Victim] = terrain_test_peers:start([list_to_atom(?config(prefix, Config) ++ "victim")], []),
+    VictimNode = terrain_test_peers:node_of(Victim),
+    Nodes = ?config(nodes, Config) ++ [VictimNode],
+    {ok, C} = terrain_bench:validate_config([{duration, 4}, {concurrent, 2}, {timeout, 1000},
+                                             {operations, [{rpc, 1}, {erpc, 1}, {spawn, 1}, {gen_server_call, 1}]}]),
+    Out = filename:join(?config(priv_dir, Config), "killed"),
+    Self = self(),
+    Killer = spawn_link(fun() ->
+                                receive go -> ok end,
+                                Rows = filename:join([Out, atom_to_list(VictimNode), "summary.csv"]),
+                                %% killed once it has written two intervals
+                                terrain_test_peers:wait_until(fun() -> length(read_lines(Rows)) >= 3 end, 20000),
+                                terrain_test_peers:stop([Victim]),
+                                Self ! killed
+                        end),
+    Killer ! go,
+    {ok, Summary} = terrain_bench:run(Nodes, C, Out, #{}),
+    receive killed -> ok after 1000 -> ct:fail(victim_not_killed) end,
+    #{failed_instances := Failed, operations := Operations} = Summary,
+    ?assertMatch([#{node := _}], Failed),
+    [#{node := FailedNode}] = Failed,
+    ?assertEqual(atom_to_binary(VictimNode), FailedNode),
+    AllErrors = lists:foldl(fun(#{errors := E}, Acc) -> maps:merge_with(fun(_, A, B) -> A + B end, Acc, E) end,
+                            #{}, maps:values(Operations)),
+    ct:log("errors by kind: ~p", [AllErrors]),
+    ?assert(maps:size(AllErrors) > 0),
+    ?assertEqual([], maps:keys(AllErrors) -- [<<"noconnection">>, <<"nodedown">>, <<"timeout">>, <<"noproc">>]),
+    VictimCount = lists:sum([maps:get(count, maps:get(atom_to_binary(VictimNode), PerNode))
+                             || #{per_node := PerNode} <- maps:values(Operations)]),
+    ?assert(VictimCount > 0),
+    ?assertEqual(VictimCount,
+                 lists:sum([binary_to_integer(maps:get(<<"successful">>, R))
+                            || R <- csv_rows(filename:join([Out, atom_to_list(VictimNode), "summary.csv"]))])).
+
+%%--------------------------------------------------------------------
+
+atom_counts(Nodes) ->
+    [erpc:call(N, erlang, system_info, [atom_count], 5000) || N <- Nodes].
+
+read_lines(File) ->
+    case file:read_file(File) of
+        {ok, Bin} -> binary:split(Bin, <<"\n">>, [global, trim_all]);
+        {error, _} -> []
+    end.
+
+csv_rows(File) ->
+    [Header | Rows] = read_lines(File),
+    Columns = binary:split(Header, <<",">>, [global]),
+    [maps:from_list(lists:zip(Columns, binary:split(R, <<",">>, [global]))) || R <- Rows].

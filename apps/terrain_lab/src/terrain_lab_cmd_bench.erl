@@ -1,0 +1,196 @@
+%% @private
+%% @doc `terrain bench CONFIG' and `terrain bench sweep CONFIG --spec SPEC --nodes
+%% N,...': DE-Bench runs from the command line (docs/BENCH.md).
+%%
+%% The command table has one entry, `bench'; `sweep' as the first argument selects
+%% the sweep (the parser has no subcommands), and `--nodes' means node names for a
+%% run and cluster sizes for a sweep.
+-module(terrain_lab_cmd_bench).
+
+%% API (CLI handler)
+-export([commands/0,
+         run/3,
+         format_error/1]).
+
+%% exports_not_used: commands/0 and the handlers are called through the command table.
+-ignore_xref([{commands, 0}, {run, 3}]).
+
+%% @doc The subcommands, as `terrain_lab_cli:commands/0' lists them.
+-spec commands() -> [terrain_lab_cli:command()].
+commands() ->
+    [#{name => "bench",
+       summary => "Run DE-Bench on every node of a cluster, or sweep cluster sizes",
+       usage => "CONFIG | sweep CONFIG --spec SPEC --nodes N,...",
+       description => "CONFIG is a file of Erlang terms (duration, warmup, concurrent, report_interval, "
+                      "operations, argument_size, compute_us, target, mode, timeout; docs/BENCH.md), checked "
+                      "before anything starts. 'terrain bench CONFIG' runs one instance on every node of the "
+                      "cluster 'terrain up' started (or --nodes, or a cluster started from --spec and stopped "
+                      "after), released together; each node writes DE-Bench's CSV files and one HdrHistogram "
+                      "log per operation to OUT/<node>/ (OUT: --out, else RUNS_DIR/<stamp>/bench), and "
+                      "OUT/summary.json holds the cluster's figures from the merged histograms. Prints one "
+                      "row per operation. Exits 1 after writing if an instance failed. 'terrain bench sweep "
+                      "CONFIG --spec SPEC --nodes 2,4,8' starts a cluster of the first N nodes of SPEC for "
+                      "each N (emulated when the spec has links), for every --argument-size and --compute-us, "
+                      "and writes RUNS_DIR/<stamp>/sweep.csv, plots and manifest.json; progress and an ETA "
+                      "go to stderr.",
+       args => {1, 2},
+       options => [#{name => spec, long => "spec", type => string, metavar => "SPEC",
+                     help => "start this cluster spec for the run and stop it after (sweep: required)"},
+                   #{name => nodes, long => "nodes", type => string, metavar => "NODE,...|N,...",
+                     help => "run: nodes instead of the running cluster; sweep: cluster sizes"},
+                   #{name => argument_size, long => "argument-size", type => string, metavar => "BYTES,...",
+                     help => "sweep: argument sizes (default: the config's)"},
+                   #{name => compute_us, long => "compute-us", type => string, metavar => "US,...",
+                     help => "sweep: computation times (default: the config's)"},
+                   #{name => out, long => "out", type => string, metavar => "DIR",
+                     help => "run: write here (DIR/<node>/, DIR/summary.json) instead of a run directory"},
+                   #{name => runs_dir, long => "runs-dir", type => string, default => "runs", metavar => "DIR",
+                     help => "where the run directory is created"},
+                   #{name => no_plots, long => "no-plots", type => flag,
+                     help => "sweep: do not draw the plots"},
+                   #{name => state_dir, long => "state-dir", type => string, default => ".terrain",
+                     metavar => "DIR", help => "where the running cluster is recorded (env TERRAIN_STATE_DIR)"}],
+       run => {?MODULE, run}}].
+
+%% @doc Runs `terrain bench'.
+-spec run(#{atom() => term()}, [string()], terrain_lab_cli:io()) -> ok | {error, term()}.
+run(Options, ["sweep", ConfigFile], Io) ->
+    maybe_all([fun() -> terrain_bench:read_config(ConfigFile) end,
+               fun(_) -> sweep_options(Options, Io) end],
+              fun([Config, {SpecFile, SweepOptions}]) -> sweep(Config, SpecFile, SweepOptions, Io) end);
+run(_Options, ["sweep"], _Io) ->
+    {error, {bench_cmd, sweep_needs_config}};
+run(Options, [ConfigFile], Io) ->
+    case terrain_bench:read_config(ConfigFile) of
+        {ok, Config} ->
+            case where(Options) of
+                {ok, Where} ->
+                    RunOptions = maps:merge(#{nodes => Where, runs_dir => maps:get(runs_dir, Options),
+                                              progress => progress(Io)},
+                                            maps:filter(fun(out, V) -> V =/= undefined;
+                                                           (_, _) -> false
+                                                        end, Options)),
+                    case terrain_lab_bench:run(Config, RunOptions) of
+                        {ok, Out, Summary} -> report(Out, Summary, Io);
+                        {error, _} = Error -> Error
+                    end;
+                {error, _} = Error ->
+                    Error
+            end;
+        {error, _} = Error ->
+            Error
+    end;
+run(_Options, Args, _Io) ->
+    {error, {bench_cmd, {bad_arguments, Args}}}.
+
+%% @doc A sentence for the errors of this command.
+-spec format_error(term()) -> iolist().
+format_error({bench_cmd, sweep_needs_config}) ->
+    "bench sweep: give the configuration file: terrain bench sweep CONFIG --spec SPEC --nodes N,...";
+format_error({bench_cmd, {bad_arguments, Args}}) ->
+    io_lib:format("bench: expected CONFIG or sweep CONFIG, got ~ts", [lists:join(" ", Args)]);
+format_error({bench_cmd, {missing_option, Option}}) ->
+    io_lib:format("bench sweep: ~ts is required", [Option]);
+format_error({bench_cmd, {bad_list, Option, Text}}) ->
+    io_lib:format("bench: ~ts must be a comma-separated list of non-negative integers, got '~ts'", [Option, Text]);
+format_error({bench_cmd, {failed_instances, Failed}}) ->
+    io_lib:format("bench: the instance on ~ts failed; what it measured before is in the figures",
+                  [lists:join(", ", [N || #{node := N} <- Failed])]);
+format_error({bench_lab, _} = Reason) ->
+    terrain_lab_bench:format_error(Reason);
+format_error(Reason) ->
+    terrain_bench:format_error(Reason).
+
+%%--------------------------------------------------------------------
+%% Internal
+
+maybe_all(Steps, Then) ->
+    maybe_all(Steps, Then, []).
+
+maybe_all([], Then, Acc) ->
+    Then(lists:reverse(Acc));
+maybe_all([Step | Rest], Then, Acc) ->
+    Result = case erlang:fun_info(Step, arity) of
+                 {arity, 0} -> Step();
+                 {arity, 1} -> Step(Acc)
+             end,
+    case Result of
+        {ok, Value} -> maybe_all(Rest, Then, [Value | Acc]);
+        {error, _} = Error -> Error
+    end.
+
+where(#{spec := Spec}) when is_list(Spec) ->
+    {ok, {spec, Spec}};
+where(Options) ->
+    terrain_lab_cluster_state:connect(Options).
+
+sweep_options(#{spec := Spec} = Options, Io) when is_list(Spec) ->
+    maybe_all([fun() -> int_list(nodes, "--nodes", Options, required) end,
+               fun(_) -> int_list(argument_size, "--argument-size", Options, optional) end,
+               fun(_) -> int_list(compute_us, "--compute-us", Options, optional) end],
+              fun([Sizes, ArgSizes, Computes]) ->
+                      Base = #{nodes => Sizes, runs_dir => maps:get(runs_dir, Options), progress => progress(Io),
+                               plots => not maps:get(no_plots, Options, false)},
+                      {ok, {Spec, maps:merge(Base, maps:filter(fun(_, V) -> V =/= none end,
+                                                               #{argument_size => ArgSizes,
+                                                                 compute_us => Computes}))}}
+              end);
+sweep_options(_Options, _Io) ->
+    {error, {bench_cmd, {missing_option, "--spec"}}}.
+
+int_list(Key, Option, Options, Need) ->
+    case {maps:get(Key, Options, undefined), Need} of
+        {undefined, required} -> {error, {bench_cmd, {missing_option, Option}}};
+        {undefined, optional} -> {ok, none};
+        {Text, _} ->
+            try [list_to_integer(string:trim(T)) || T <- string:lexemes(Text, ",")] of
+                [_ | _] = Ints ->
+                    case lists:all(fun(I) -> I >= 0 end, Ints) of
+                        true -> {ok, Ints};
+                        false -> {error, {bench_cmd, {bad_list, Option, Text}}}
+                    end;
+                [] ->
+                    {error, {bench_cmd, {bad_list, Option, Text}}}
+            catch
+                error:badarg -> {error, {bench_cmd, {bad_list, Option, Text}}}
+            end
+    end.
+
+sweep(Config, SpecFile, Options, Io) ->
+    case terrain_lab_bench:sweep(Config, SpecFile, Options) of
+        {ok, RunDir, Rows} ->
+            terrain_lab_io:out(Io, "~-7s ~-5s ~-5s ~-18s ~10s ~8s ~10s ~9s ~9s~n",
+                                ["NODES", "ARG", "US", "OP", "COUNT", "ERRORS", "OPS/S", "P50_US", "P99_US"]),
+            [terrain_lab_io:out(Io, "~-7b ~-5b ~-5b ~-18s ~10b ~8b ~10.1f ~9b ~9b~n",
+                                 [N, A, C, Op, Count, Errors, float(T), P50, P99])
+             || [N, A, C, Op, Count, Errors, T, P50, _P90, _P95, P99 | _] <- Rows],
+            terrain_lab_io:out(Io, "sweep: ~ts~n", [filename:join(RunDir, "sweep.csv")]),
+            ok;
+        {error, _} = Error ->
+            Error
+    end.
+
+progress(Io) ->
+    fun(Text) -> terrain_lab_io:progress(Io, "~ts", [Text]) end.
+
+report(Out, #{operations := Ops, total := Total, failed_instances := Failed, nodes := Nodes}, Io) ->
+    terrain_lab_io:out(Io, "~-18s ~9s ~7s ~10s ~8s ~8s ~8s ~9s ~9s~n",
+                        ["OP", "COUNT", "ERRORS", "OPS/S", "P50_US", "P99_US", "P999_US", "MAX_US", "NODES_P99"]),
+    [begin
+         #{count := Count, error_count := Errors, throughput := T, latency_us := L,
+           per_node_percentile_mean := Mean} = maps:get(Op, Ops),
+         terrain_lab_io:out(Io, "~-18s ~9b ~7b ~10.1f ~8b ~8b ~8b ~9b ~9s~n",
+                             [Op, Count, Errors, float(T), maps:get(p50, L), maps:get(p99, L), maps:get(p999, L),
+                              maps:get(max, L), mean_p99(Mean)])
+     end || Op <- lists:sort(maps:keys(Ops))],
+    #{count := C, errors := E, throughput := TT} = Total,
+    terrain_lab_io:out(Io, "~-18s ~9b ~7b ~10.1f~n", ["total", C, E, float(TT)]),
+    terrain_lab_io:out(Io, "~b nodes; per node: ~ts/<node>/; summary: ~ts~n",
+                        [length(Nodes), Out, filename:join(Out, "summary.json")]),
+    case Failed of
+        [] -> ok;
+        _ -> {error, {bench_cmd, {failed_instances, Failed}}}
+    end.
+
+mean_p99(null) -> "-";
+mean_p99(#{p99 := P}) -> float_to_list(float(P), [{decimals, 0}]).
