@@ -70,7 +70,6 @@ labels() -> [L || {L, _, _, _, _} <- appendix()].
 
 init_per_suite(Config) ->
     ok = terrain_test_peers:ensure_distributed(),
-    Beams = terrain_test_peers:beam_count(),
     Prefix = terrain_test_peers:unique_prefix(?MODULE),
     Attrs = maps:from_list([{list_to_atom(Prefix ++ atom_to_list(L)),
                              [{cpu_speed, Speed}, {mem_free, Free}, {loadavg5, Load}, {vm_num_processors, Procs}]}
@@ -82,13 +81,13 @@ init_per_suite(Config) ->
     _ = application:load(terrain),
     {ok, _} = application:ensure_all_started(terrain),
     Nodes = [terrain_test_peers:node_of(P) || P <- Peers],
-    [{peers, Peers}, {nodes, Nodes}, {label, maps:from_list(lists:zip(Nodes, labels()))},
-     {beams_before, Beams} | Config].
+    [{peers, Peers}, {nodes, Nodes}, {label, maps:from_list(lists:zip(Nodes, labels()))}, {prefix, Prefix}
+     | Config].
 
 end_per_suite(Config) ->
     terrain_test_peers:stop(?config(peers, Config)),
     _ = application:stop(terrain),
-    terrain_test_peers:wait_until(fun() -> terrain_test_peers:beam_count() =< ?config(beams_before, Config) end,
+    terrain_test_peers:wait_until(fun() -> terrain_test_peers:beam_count(?config(prefix, Config)) =:= 0 end,
                                   10000, "peers gone"),
     ok.
 

@@ -54,7 +54,6 @@ attrs_of(p8) -> [{rack, r2}, {cores, 4}].
 
 init_per_suite(Config) ->
     ok = terrain_test_peers:ensure_distributed(),
-    Beams = terrain_test_peers:beam_count(),
     Prefix = terrain_test_peers:unique_prefix(?MODULE),
     Names = [list_to_atom(Prefix ++ atom_to_list(L)) || L <- ?LABELS],
     Label = maps:from_list(lists:zip(Names, ?LABELS)),
@@ -67,12 +66,12 @@ init_per_suite(Config) ->
                                      end),
     _ = application:load(terrain),
     {ok, _} = application:ensure_all_started(terrain),
-    [{peers, maps:from_list(lists:zip(?LABELS, Peers))}, {beams_before, Beams}, {prefix, Prefix} | Config].
+    [{peers, maps:from_list(lists:zip(?LABELS, Peers))}, {prefix, Prefix} | Config].
 
 end_per_suite(Config) ->
     terrain_test_peers:stop(maps:values(?config(peers, Config))),
     _ = application:stop(terrain),
-    terrain_test_peers:wait_until(fun() -> terrain_test_peers:beam_count() =< ?config(beams_before, Config) end,
+    terrain_test_peers:wait_until(fun() -> terrain_test_peers:beam_count(?config(prefix, Config)) =:= 0 end,
                                   10000, "peers gone"),
     ok.
 

@@ -9,7 +9,7 @@
 -module(terrain_test_peers).
 
 -export([ensure_distributed/0, start/2, start/3, stop/1, call/4, call/5, node_of/1, wait_until/2, wait_until/3,
-         beam_count/0, unique_prefix/1, wait_quiet/2]).
+         beam_count/1, unique_prefix/1, wait_quiet/2]).
 
 -type peer() :: {pid(), node()}.
 -export_type([peer/0]).
@@ -126,9 +126,23 @@ poll(Fun, Deadline, What) ->
     end.
 
 %% @doc The number of beam.smp processes on this machine.
--spec beam_count() -> non_neg_integer().
-beam_count() ->
-    length(string:lexemes(os:cmd("pgrep beam.smp"), "\n")).
+-spec beam_count(string()) -> non_neg_integer().
+beam_count(Prefix) ->
+    length([File || File <- filelib:wildcard("/proc/[0-9]*/cmdline"), runs_beam_named(File, Prefix)]).
+
+%% Whether a process's command line is a BEAM (argv[0] ends in beam.smp) with `Prefix'
+%% in one of its arguments: this test's peers, never another run's VMs.
+runs_beam_named(File, Prefix) ->
+    case file:read_file(File) of
+        {ok, Cmdline} ->
+            case binary:split(Cmdline, <<0>>, [global, trim_all]) of
+                [Exe | Args] ->
+                    lists:suffix("beam.smp", binary_to_list(Exe))
+                        andalso lists:any(fun(Arg) -> binary:match(Arg, list_to_binary(Prefix)) =/= nomatch end, Args);
+                [] -> false
+            end;
+        {error, _} -> false   % the process ended meanwhile
+    end.
 
 %% @doc A prefix that makes node names unique per run and test case.
 -spec unique_prefix(atom()) -> string().
