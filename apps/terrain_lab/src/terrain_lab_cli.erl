@@ -10,7 +10,8 @@
 %% Output goes to `Io''s `out' device (results) and `err' device (progress, errors),
 %% so tests run the CLI in-process and capture both. A returned `{error, Reason}' is
 %% printed on `err' through {@link terrain_lab:format_error/1} with exit status 1;
-%% usage errors exit with 2.
+%% usage errors exit with 2, also when a handler finds a bad value and returns
+%% `{error, {usage, Message}}'.
 -module(terrain_lab_cli).
 
 %% API
@@ -192,7 +193,8 @@ commands() ->
                      help => "nodes to use instead of the running cluster"},
                    state_dir_option()],
        run => {terrain_lab_time_task, run}}, terrain_lab_cmd_attrs:command(), terrain_lab_cmd_choose:command(),
-     terrain_lab_probe:command(), terrain_lab_cmd_topology:command()].
+     terrain_lab_probe:command(), terrain_lab_cmd_topology:command()]
+        ++ terrain_lab_cmd_emas:commands().
 
 %% @doc Prints a result line on the `out' device.
 -spec out(io(), io:format(), [term()]) -> ok.
@@ -234,6 +236,9 @@ run_command(#{name := Name, run := {Module, Function}} = Command, Rest, Io) ->
             try Module:Function(Options, Args, Io) of
                 ok ->
                     ?EXIT_OK;
+                {error, {usage, Message}} ->
+                    progress(Io, "terrain ~ts: ~ts~nRun 'terrain ~ts --help' for usage.~n", [Name, Message, Name]),
+                    ?EXIT_USAGE;
                 {error, Reason} ->
                     progress(Io, "terrain ~ts: ~ts~n", [Name, terrain_lab:format_error(Reason)]),
                     ?EXIT_ERROR

@@ -31,7 +31,8 @@
 %% API: EMAS
 -export([emas/1,
          emas_defaults/0,
-         emas_validate/1]).
+         emas_validate/1,
+         emas_message_cost/1]).
 
 %% API: general
 -export([format_error/1]).
@@ -96,6 +97,15 @@ emas_defaults() ->
 -spec emas_validate(emas_options()) -> {ok, emas_options()} | {error, term()}.
 emas_validate(Options) ->
     terrain_emas:validate(Options).
+
+%% @doc The cost of sending one EMAS solution back and forth between two processes
+%% (the seed's lists-vs-binaries lesson): `#{solution => list | binary, messages =>
+%% N, dimensions => D (100), node => Node (this node)}'. Returns the mean round trip
+%% in µs and the bytes one send copies.
+-spec emas_message_cost(#{solution := binary | list, messages := pos_integer(), dimensions => pos_integer(),
+                          node => node()}) -> #{atom() => term()}.
+emas_message_cost(Options) ->
+    terrain_emas_messages:cost(Options).
 
 %%--------------------------------------------------------------------
 %% API: general
