@@ -34,7 +34,8 @@ commands() ->
                       "MODEL for --time-ms, and writes DIR/emas.csv (per second and island: reproductions, "
                       "fights, deaths, migrations, best fitness), DIR/summary.json (terrain.emas/1) and "
                       "DIR/manifest.json; prints a summary line. --spec starts that cluster and puts the "
-                      "islands (hybrid, skel) on the nodes that satisfy every --pred, in turn. "
+                      "islands (hybrid, skel) on the nodes that satisfy --pred (one term of terrain's "
+                      "predicate language; a list means and), in turn. "
                       "'terrain emas scaling' runs every model with 1, 2, 4 and 8 schedulers (+S, a VM per "
                       "configuration; above the machine's cores is marked oversubscribed) and the lessons "
                       "(call vs cast arenas, binary vs list solutions between processes and nodes, the clock "
@@ -71,8 +72,8 @@ commands() ->
                      metavar => "N", help => "read the clock every N steps or meetings"},
                    #{name => spec, long => "spec", type => string, metavar => "SPEC",
                      help => "start this cluster spec and put the islands on its nodes (hybrid, skel)"},
-                   #{name => pred, long => "pred", type => list, metavar => "TERM",
-                     help => "with --spec: a predicate island nodes must satisfy (repeatable)"},
+                   #{name => pred, long => "pred", type => string, metavar => "TERM",
+                     help => "with --spec: the predicate island nodes must satisfy (a list means and)"},
                    #{name => quick, long => "quick", type => flag,
                      help => "scaling: 1 s per configuration instead of 3 s"},
                    #{name => out, long => "out", type => string, metavar => "DIR",
@@ -146,8 +147,8 @@ flag(K) -> lists:flatten(string:replace(atom_to_list(K), "_", "-", all)).
 
 single(EmasOptions, #{spec := undefined, out := Dir}, Io) ->
     execute(EmasOptions, Dir, Io);
-single(EmasOptions, #{spec := SpecFile, pred := PredTexts, out := Dir}, Io) ->
-    case predicates(PredTexts) of
+single(EmasOptions, #{spec := SpecFile, pred := PredText, out := Dir}, Io) ->
+    case predicates(PredText) of
         {ok, Preds} ->
             terrain_lab_cli:progress(Io, "starting the cluster of ~ts...~n", [SpecFile]),
             case terrain_lab:start_cluster(SpecFile, #{prefix => "emas" ++ os:getpid() ++ "_"}) of
@@ -172,11 +173,13 @@ single(EmasOptions, #{spec := SpecFile, pred := PredTexts, out := Dir}, Io) ->
             Error
     end.
 
-predicates(Texts) ->
-    Parsed = [{T, parse_term(T)} || T <- Texts],
-    case [{T, Why} || {T, {error, Why}} <- Parsed] of
-        [{T, Why} | _] -> {error, {emas_cmd, {bad_predicate, T, Why}}};
-        [] -> {ok, [P || {_, {ok, P}} <- Parsed]}
+%% No --pred: every node of the cluster.
+predicates(undefined) ->
+    {ok, []};
+predicates(Text) ->
+    case parse_term(Text) of
+        {ok, Pred} -> {ok, Pred};
+        {error, Why} -> {error, {emas_cmd, {bad_predicate, Text, Why}}}
     end.
 
 parse_term(Text) ->
@@ -384,9 +387,9 @@ message_costs(Io) ->
                               [peer:call(Peer, terrain_workloads, emas_message_cost, [#{solution => K, messages => Count}],
                                          ?PEER_TIMEOUT) || K <- [list, binary]]
                       end),
-    Remote = case terrain_lab_dist:ensure_started(#{hidden => true}) of
-                 ok -> between_nodes(Count);
-                 {error, Why} -> #{error => iolist_to_binary(io_lib:format("~0tp", [Why]))}
+    Remote = try between_nodes(Count)
+             catch
+                 Class:Why -> #{error => iolist_to_binary(io_lib:format("~0tp:~0tp", [Class, Why]))}
              end,
     Result = #{local => Local, between_nodes => Remote},
     [terrain_lab_cli:progress(Io, "  messages ~ts ~ts: ~.1f us per round trip~n",
@@ -395,11 +398,14 @@ message_costs(Io) ->
     Result.
 
 between_nodes(Count) ->
+    _ = os:cmd("epmd -daemon"),   % returns at once when epmd runs; named nodes need it
     Prefix = "emas" ++ os:getpid() ++ "_",
     Start = fun(Name) ->
+                    %% controlled over stdio: this VM need not be distributed
                     {ok, P, N} = peer:start(#{name => list_to_atom(Prefix ++ Name), wait_boot => ?PEER_TIMEOUT,
-                                              args => ["+S", "1:1", "-setcookie", atom_to_list(erlang:get_cookie())]
-                                                  ++ ?NO_SPIN ++ terrain_lab_code:vm_args()}),
+                                              connection => standard_io,
+                                              args => ["+S", "1:1", "-kernel", "prevent_overlapping_partitions",
+                                                       "false"] ++ ?NO_SPIN ++ terrain_lab_code:vm_args()}),
                     {P, N}
             end,
     {PA, _NA} = Start("a"),
