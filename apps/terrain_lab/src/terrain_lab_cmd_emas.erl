@@ -40,7 +40,8 @@ commands() ->
                       "configuration; above the machine's cores is marked oversubscribed) and the lessons "
                       "(call vs cast arenas, binary vs list solutions between processes and nodes, the clock "
                       "read every step vs every 100), prints the tables and writes DIR/scaling.json "
-                      "(terrain.emas_scaling/1). --quick runs each for 1 s instead of 3 s.",
+                      "(terrain.emas_scaling/1). 1 and 2 schedulers run three times each, alternately, and the median "
+                      "counts; --quick runs everything once for 1 s instead of 3 s.",
        args => {0, 1},
        options => [#{name => model, long => "model", type => string, default => "hybrid",
                      metavar => "sequential|hybrid|concurrent|skel", help => "how the islands run"},
@@ -276,25 +277,29 @@ manifest(Dir, Outputs) ->
 scaling(#{out := Dir, quick := Quick}, Io) ->
     Cores = erlang:system_info(logical_processors_available),
     TimeMs = case Quick of true -> 1000; false -> 3000 end,
-    Rounds = case Quick of true -> 1; false -> 2 end,
+    Rounds = case Quick of true -> 1; false -> 3 end,
     Idle = idle_cpu(),
     terrain_lab_cli:progress(Io, "CPU ~.1f% idle before measuring (~p logical processors); ~b ms per run~n",
                              [100 * Idle, Cores, TimeMs]),
     Base = #{time_ms => TimeMs, seed => 1},
     Started = erlang:monotonic_time(millisecond),
     Configs = [{M, S} || M <- ?MODELS, S <- ?SCHEDULERS],
-    %% 1 and 2 schedulers are measured Rounds times, alternating, and averaged
-    Plan = lists:append([[{M, S} || {M, S} <- Configs, S =< 2] || _ <- lists:seq(2, Rounds)]) ++ Configs,
+    %% per model: 1 and 2 schedulers alternately, Rounds times each (the median counts), then 4 and 8
+    Plan = lists:append([lists:append(lists:duplicate(Rounds, [{M, 1}, {M, 2}])) ++ [{M, 4}, {M, 8}]
+                         || M <- ?MODELS]),
     Measured = [measure(Base#{model => M}, S, Io) || {M, S} <- Plan],
     Rows = [scaling_row(M, S, [R || {{M1, S1}, R} <- lists:zip(Plan, Measured), M1 =:= M, S1 =:= S], Cores)
             || {M, S} <- Configs],
     Lessons = lessons(Base, Io),
     Elapsed = (erlang:monotonic_time(millisecond) - Started) / 1000,
+    IdleAfter = idle_cpu(),
     Document = #{format => ?SCALING_FORMAT, created_at => terrain_lab_run:timestamp(),
-                 cores => Cores, idle_cpu_before => Idle, quick => Quick, time_ms => TimeMs, rounds => Rounds,
+                 cores => Cores, idle_cpu_before => Idle, idle_cpu_after => IdleAfter, quick => Quick,
+                 time_ms => TimeMs, rounds => Rounds,
                  otp_release => list_to_binary(erlang:system_info(otp_release)),
                  lcnt => lcnt_available(), duration_s => Elapsed,
                  rows => Rows, ratios => ratios(Rows), lessons => Lessons},
+    terrain_lab_cli:progress(Io, "CPU ~.1f% idle after measuring~n", [100 * IdleAfter]),
     print_scaling(Rows, Lessons, Io),
     File = filename:join(Dir, "scaling.json"),
     steps([fun() -> filelib:ensure_dir(File) end,
@@ -303,13 +308,21 @@ scaling(#{out := Dir, quick := Quick}, Io) ->
                                      parameters => #{quick => Quick, time_ms => TimeMs}}]) end,
            fun() -> terrain_lab_cli:out(Io, "scaling in ~ts (~b s)~n", [File, round(Elapsed)]) end]).
 
+%% The run with the median rate stands for the configuration (rates and utilisations of
+%% every run are kept).
 scaling_row(Model, Schedulers, Runs, Cores) ->
-    N = length(Runs),
-    Rate = lists:sum([maps:get(reproductions_per_s, R) || R <- Runs]) / N,
-    Util = lists:sum([maps:get(utilisation, R) || R <- Runs]) / N,
-    #{model => Model, schedulers => Schedulers, reproductions_per_s => Rate, utilisation => Util,
-      runs => N, oversubscribed => Schedulers > Cores,
-      runs_reproductions_per_s => [maps:get(reproductions_per_s, R) || R <- Runs]}.
+    Sorted = lists:sort(fun(A, B) -> maps:get(reproductions_per_s, A) =< maps:get(reproductions_per_s, B) end, Runs),
+    #{reproductions_per_s := Rate, utilisation := Util, cpu_cores := Cpu} = lists:nth((length(Sorted) + 1) div 2,
+                                                                                      Sorted),
+    #{model => Model, schedulers => Schedulers, reproductions_per_s => Rate, utilisation => Util, cpu_cores => Cpu,
+      reproductions_per_cpu_s => per_cpu(Rate, Cpu),
+      runs => length(Runs), oversubscribed => Schedulers > Cores,
+      runs_reproductions_per_s => [maps:get(reproductions_per_s, R) || R <- Runs],
+      runs_utilisation => [maps:get(utilisation, R) || R <- Runs],
+      runs_cpu_cores => [maps:get(cpu_cores, R) || R <- Runs]}.
+
+ratio(B, A) when is_float(B), is_float(A), A > 0 -> B / A;
+ratio(_, _) -> null.
 
 ratios(Rows) ->
     [#{model => M, schedulers => S,
@@ -326,23 +339,62 @@ measure(Options, Schedulers, Io) ->
 measure(#{model := Model} = Options, Schedulers, Msacc, Io) ->
     Args = ["+S", io_lib:format("~b:~b", [Schedulers, Schedulers])] ++ ?NO_SPIN,
     with_peer(Args, fun(Peer) ->
+                            OsPid = peer:call(Peer, os, getpid, [], ?PEER_TIMEOUT),
                             Msacc andalso peer:call(Peer, msacc, start, [], ?PEER_TIMEOUT),
+                            Cpu0 = cpu_ticks(OsPid),
                             {ok, #{summary := Summary}} = peer:call(Peer, terrain_workloads, emas, [Options],
                                                                     maps:get(time_ms, Options) + ?PEER_TIMEOUT),
+                            Cpu1 = cpu_ticks(OsPid),
                             Extra = case Msacc of
                                         true ->
                                             peer:call(Peer, msacc, stop, [], ?PEER_TIMEOUT),
                                             #{msacc => msacc_shares(peer:call(Peer, msacc, stats, [], ?PEER_TIMEOUT))};
                                         false -> #{}
                                     end,
+                            Cores = cpu_cores(Cpu0, Cpu1, Summary),
+                            #{reproductions_per_s := Rate} = Summary,
                             Result = maps:merge(maps:with([reproductions_per_s, utilisation, best_fitness,
-                                                           fights_per_s], Summary), Extra),
+                                                           fights_per_s], Summary),
+                                                Extra#{cpu_cores => Cores, reproductions_per_cpu_s => per_cpu(Rate, Cores)}),
                             terrain_lab_cli:progress(Io, "  ~-10s +S ~b ~ts: ~b reproductions/s, utilisation "
-                                                     "~.2f~n", [Model, Schedulers, variant(Options),
-                                                               round(maps:get(reproductions_per_s, Result)),
-                                                               maps:get(utilisation, Result)]),
+                                                     "~.2f, ~ts cores of CPU~n",
+                                                     [Model, Schedulers, variant(Options),
+                                                      round(maps:get(reproductions_per_s, Result)),
+                                                      maps:get(utilisation, Result),
+                                                      show_cores(maps:get(cpu_cores, Result))]),
                             Result
                     end).
+
+%% The CPU time the VM used during the run, in cores (1.0 = one core all the time):
+%% utime + stime of its OS process in /proc (clock ticks of 1/100 s, Linux's USER_HZ).
+%% On a shared machine this says how much CPU the VM was given.
+cpu_ticks(OsPid) ->
+    case file:read_file(filename:join(["/proc", OsPid, "stat"])) of
+        {ok, Stat} ->
+            %% fields after the command name, which is in parentheses and may hold spaces
+            [_, After] = string:split(Stat, ")", trailing),
+            Fields = string:lexemes(binary_to_list(After), " "),
+            list_to_integer(lists:nth(12, Fields)) + list_to_integer(lists:nth(13, Fields));
+        {error, _} ->
+            undefined
+    end.
+
+cpu_cores(C0, C1, #{duration_s := Seconds}) when is_integer(C0), is_integer(C1), Seconds > 0 ->
+    (C1 - C0) / 100 / Seconds;
+cpu_cores(_, _, _) ->
+    null.
+
+per_cpu(Rate, Cores) when is_float(Cores), Cores > 0 -> Rate / Cores;
+per_cpu(_, _) -> null.
+
+show_rate(null) -> "?";
+show_rate(Rate) -> integer_to_list(round(Rate)).
+
+show_ratio(null) -> "?";
+show_ratio(Ratio) -> io_lib:format("~.2f", [Ratio]).
+
+show_cores(null) -> "?";
+show_cores(Cores) -> io_lib:format("~.2f", [Cores]).
 
 variant(Options) ->
     lists:join(" ", [io_lib:format("~ts=~0tp", [K, V]) || {K, V} <- maps:to_list(maps:without([model, time_ms, seed],
@@ -371,7 +423,8 @@ lessons(Base, Io) ->
                    RA = measure(Base#{model => Model, Key => A}, 2, Msacc, Io),
                    RB = measure(Base#{model => Model, Key => B}, 2, Msacc, Io),
                    #{model => Model, option => Key, values => [A, B], results => [RA, RB],
-                     ratio => maps:get(reproductions_per_s, RB) / max(1.0e-9, maps:get(reproductions_per_s, RA))}
+                     ratio => maps:get(reproductions_per_s, RB) / max(1.0e-9, maps:get(reproductions_per_s, RA)),
+                     ratio_per_cpu => ratio(maps:get(reproductions_per_cpu_s, RB), maps:get(reproductions_per_cpu_s, RA))}
            end,
     #{call_vs_cast => Pair(concurrent, arena_call, call, cast, true),
       list_vs_binary => [Pair(skel, solution, list, binary, false), Pair(concurrent, solution, list, binary, false)],
@@ -422,19 +475,24 @@ between_nodes(Count) ->
     end.
 
 print_scaling(Rows, Lessons, Io) ->
-    terrain_lab_cli:out(Io, "~-11s ~10s ~16s ~11s ~9s~n", ["MODEL", "SCHEDULERS", "REPRODUCTIONS/S", "UTILISATION",
-                                                         "RATIO"]),
-    [terrain_lab_cli:out(Io, "~-11s ~10ts ~16b ~11.2f ~9.2f~n",
+    terrain_lab_cli:out(Io, "~-11s ~10s ~16s ~11s ~9s ~9s ~12s~n", ["MODEL", "SCHEDULERS", "REPRODUCTIONS/S",
+                                                                     "UTILISATION", "RATIO", "CPU", "REPR/CPU-S"]),
+    [terrain_lab_cli:out(Io, "~-11s ~10ts ~16b ~11.2f ~9.2f ~9ts ~12ts~n",
                          [M, [integer_to_list(S), case O of true -> "*"; false -> "" end], round(R), U,
-                          R / max(1.0e-9, one(M, Rows))])
-     || #{model := M, schedulers := S, reproductions_per_s := R, utilisation := U, oversubscribed := O} <- Rows],
-    terrain_lab_cli:out(Io, "* oversubscribed: more schedulers than logical processors~n~n", []),
+                          R / max(1.0e-9, one(M, Rows)), show_cores(C), show_rate(P)])
+     || #{model := M, schedulers := S, reproductions_per_s := R, utilisation := U, oversubscribed := O,
+          cpu_cores := C, reproductions_per_cpu_s := P} <- Rows],
+    terrain_lab_cli:out(Io, "* oversubscribed: more schedulers than logical processors~n"
+                        "CPU: cores of CPU time the VM was given during the run (/proc; 2.00 = both cores)~n~n", []),
     #{call_vs_cast := CC, list_vs_binary := LB, time_check := TC, messages := Msgs} = Lessons,
-    terrain_lab_cli:out(Io, "~-12s ~-20s ~16s ~16s ~7s~n", ["MODEL", "OPTION", "A (REPR/S)", "B (REPR/S)", "B/A"]),
-    [terrain_lab_cli:out(Io, "~-12s ~-20ts ~16ts ~16ts ~7.2f~n",
+    terrain_lab_cli:out(Io, "~-12s ~-20s ~16s ~16s ~7s ~13s~n", ["MODEL", "OPTION", "A (REPR/S)", "B (REPR/S)", "B/A",
+                                                                 "B/A PER CPU"]),
+    [terrain_lab_cli:out(Io, "~-12s ~-20ts ~16ts ~16ts ~7.2f ~13ts~n",
                          [M, K, io_lib:format("~0tp ~b", [A, round(maps:get(reproductions_per_s, RA))]),
-                          io_lib:format("~0tp ~b", [B, round(maps:get(reproductions_per_s, RB))]), Ratio])
-     || #{model := M, option := K, values := [A, B], results := [RA, RB], ratio := Ratio} <- [CC | LB] ++ [TC]],
+                          io_lib:format("~0tp ~b", [B, round(maps:get(reproductions_per_s, RB))]), Ratio,
+                          show_ratio(PerCpu)])
+     || #{model := M, option := K, values := [A, B], results := [RA, RB], ratio := Ratio, ratio_per_cpu := PerCpu}
+            <- [CC | LB] ++ [TC]],
     terrain_lab_cli:out(Io, "~n~-14s ~-8s ~14s ~14s~n", ["MESSAGES", "SOLUTION", "ROUND TRIP US", "BYTES"]),
     [terrain_lab_cli:out(Io, "~-14s ~-8ts ~14.1f ~14b~n", [Where, maps:get(solution, R), maps:get(round_trip_us, R),
                                                           maps:get(bytes, R)])
