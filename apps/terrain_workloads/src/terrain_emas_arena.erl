@@ -138,7 +138,7 @@ meeting(Entrants, #state{setup = #{kind := Kind, params := Params, spawn_child :
                                   {S3, Spawn(Child, Seed)}
                           end, {S1, ok}, Children),
     Record(Kind, length(Entrants), Children),
-    [answer(From, {agent, A}) || {{From, _}, A} <- lists:zip(Entrants, Parents)],
+    lists:foreach(fun({{From, _}, A}) -> answer(From, {agent, A}) end, lists:zip(Entrants, Parents)),
     check_clock(State#state{rand = S2, meetings = N + 1}).
 
 check_clock(#state{meetings = N, setup = #{params := #{time_check_interval := Every}, deadline := Deadline}} = State) ->
@@ -153,5 +153,8 @@ closing(#state{waiting = {From, _}} = State) ->
     answer(From, close),
     State#state{open = false, waiting = none}.
 
-answer({cast, Pid}, Reply) -> Pid ! {emas_arena, self(), Reply};
-answer({call, From}, Reply) -> gen_server:reply(From, Reply).
+answer({cast, Pid}, Reply) ->
+    Pid ! {emas_arena, self(), Reply},
+    ok;
+answer({call, From}, Reply) ->
+    gen_server:reply(From, Reply).

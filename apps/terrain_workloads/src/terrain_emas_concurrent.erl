@@ -53,21 +53,24 @@ run(#{islands := N, population := P, seed := Seed, time_ms := Duration} = Params
     Initial = [{I, terrain_emas:best(A)} || {I, A, _} <- Populations],
     Deadline = erlang:monotonic_time(millisecond) + Duration,
     Islands = list_to_tuple([start_island(I, Env, Deadline) || I <- lists:seq(1, N)]),
-    [Port ! {emas_islands, Islands} || {_, _, Port} <- tuple_to_list(Islands)],
+    lists:foreach(fun({_, _, Port}) -> Port ! {emas_islands, Islands} end, tuple_to_list(Islands)),
     Reporter = spawn_link(?MODULE, reporter, [Counters, Best, N]),
     terrain_emas_run:register_reporters(Ctx, [Reporter]),
     counters:add(Counters, ?LIVE(N), N * P),
-    [begin
-         Arenas = element(I, Islands),
-         lists:foldl(fun(A, S0) ->
-                             {AgentSeed, S1} = rand:uniform_s(1 bsl 56, S0),
-                             _ = spawn(?MODULE, agent, [A, I, Arenas, AgentSeed, Env]),
-                             S1
-                     end, IslandRand, Agents)
-     end || {I, Agents, IslandRand} <- Populations],
+    lists:foreach(fun({I, Agents, IslandRand}) ->
+                          Arenas = element(I, Islands),
+                          lists:foldl(fun(A, S0) ->
+                                              {AgentSeed, S1} = rand:uniform_s(1 bsl 56, S0),
+                                              _ = spawn(?MODULE, agent, [A, I, Arenas, AgentSeed, Env]),
+                                              S1
+                                      end, IslandRand, Agents)
+                  end, Populations),
     receive after max(0, Deadline - erlang:monotonic_time(millisecond)) -> ok end,
-    [begin terrain_emas_arena:close(F), terrain_emas_arena:close(R), Port ! emas_close end
-     || {F, R, Port} <- tuple_to_list(Islands)],
+    lists:foreach(fun({F, R, Port}) ->
+                          terrain_emas_arena:close(F),
+                          terrain_emas_arena:close(R),
+                          Port ! emas_close
+                  end, tuple_to_list(Islands)),
     Finals = collect(Counters, N, erlang:monotonic_time(millisecond) + maps:get(timeout, Env) + ?FINISH_GRACE_MS,
                      #{}),
     [begin
@@ -215,8 +218,9 @@ port_loop(I, Islands, Ds, S0, Open, #{counters := Counters, best := Best, island
         {Why, Agent, Seed} when Why =:= emas_immigrant; Why =:= emas_born ->
             case Open of
                 true ->
-                    Why =:= emas_immigrant andalso raise_best(Best, I, terrain_emas:best([Agent])),
-                    _ = spawn(?MODULE, agent, [Agent, I, element(I, Islands), Seed, Env]);
+                    _ = Why =:= emas_immigrant andalso raise_best(Best, I, terrain_emas:best([Agent])),
+                    _ = spawn(?MODULE, agent, [Agent, I, element(I, Islands), Seed, Env]),
+                    ok;
                 false ->
                     Coordinator ! {emas_final, I, Agent},
                     counters:sub(Counters, ?LIVE(N), 1)

@@ -35,7 +35,7 @@ run(#{islands := N, nodes := Nodes, time_ms := Duration} = Params, Ctx) ->
                    end || {I, Node, {Pid, MRef}} <- Spawned],
         Pids = list_to_tuple([Pid || {_, _, {Pid, _}} <- Spawned]),
         NodeTuple = list_to_tuple([Node || {_, Node, _} <- Spawned]),
-        [Pid ! {emas_go, Pids, NodeTuple} || {_, _, {Pid, _}} <- Spawned],
+        lists:foreach(fun({_, _, {Pid, _}}) -> Pid ! {emas_go, Pids, NodeTuple} end, Spawned),
         terrain_emas_run:register_reporters(Ctx, tuple_to_list(Pids)),
         Deadline = erlang:monotonic_time(millisecond) + Duration + ?FINISH_GRACE_MS,
         Finals = [receive

@@ -207,7 +207,7 @@ sample(Coordinator, T0, State) ->
 
 ask(Reporters) ->
     Ref = make_ref(),
-    [P ! {emas_report, self(), Ref} || P <- Reporters],
+    lists:foreach(fun(P) -> P ! {emas_report, self(), Ref} end, Reporters),
     Deadline = erlang:monotonic_time(millisecond) + ?REPORT_WAIT_MS,
     collect(Ref, length(Reporters), Deadline, []).
 

@@ -64,10 +64,10 @@ feedback(Islands, WorkerOf, #{time_check_interval := Every} = Params, Until, Don
             {Islands, Done};
         false ->
             Ref = make_ref(),
-            [begin
-                 {Pid, _} = element(I, WorkerOf),
-                 Pid ! {emas_work, self(), Ref, I, Agents, S, Ds}
-             end || #{island := I, agents := Agents, rand := S, destinations := Ds} <- Islands],
+            lists:foreach(fun(#{island := I, agents := Agents, rand := S, destinations := Ds}) ->
+                                  {Pid, _} = element(I, WorkerOf),
+                                  Pid ! {emas_work, self(), Ref, I, Agents, S, Ds}
+                          end, Islands),
             Results = [gather(Ref, I, element(I, WorkerOf)) || #{island := I} <- Islands],
             Moves = lists:append([M || {_, _, M, _, _} <- Results]),
             Next = [begin
