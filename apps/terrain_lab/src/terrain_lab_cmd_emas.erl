@@ -214,10 +214,12 @@ extent(#{steps := Steps}) -> io_lib:format("~b steps", [Steps]);
 extent(#{time_ms := T}) -> io_lib:format("~b ms", [T]).
 
 print_summary(#{model := Model, initial_best_fitness := Initial, best_fitness := Best, reproductions_per_s := Rate,
-                utilisation := U, schedulers := S, energy_initial := E0, energy_final := E1} = Summary, Io) ->
+                utilisation := U, schedulers := S, energy_initial := E0, energy_final := E1, cpu_cores := Cpu} = Summary,
+              Io) ->
     terrain_lab_cli:out(Io, "~ts: best fitness ~.2f (from ~.2f), ~b reproductions/s, utilisation ~.2f on ~b "
-                        "schedulers, ~b migrations, energy ~b -> ~b~n",
-                        [Model, float(Best), float(Initial), round(Rate), U, S, maps:get(migrations, Summary), E0, E1]).
+                        "schedulers (~.2f cores of CPU), ~b migrations, energy ~b -> ~b~n",
+                        [Model, float(Best), float(Initial), round(Rate), U, S, Cpu, maps:get(migrations, Summary),
+                         E0, E1]).
 
 write_run(Dir, Rows, Summary, EmasOptions) ->
     Csv = filename:join(Dir, "emas.csv"),
@@ -339,20 +341,16 @@ measure(Options, Schedulers, Io) ->
 measure(#{model := Model} = Options, Schedulers, Msacc, Io) ->
     Args = ["+S", io_lib:format("~b:~b", [Schedulers, Schedulers])] ++ ?NO_SPIN,
     with_peer(Args, fun(Peer) ->
-                            OsPid = peer:call(Peer, os, getpid, [], ?PEER_TIMEOUT),
                             Msacc andalso peer:call(Peer, msacc, start, [], ?PEER_TIMEOUT),
-                            Cpu0 = cpu_ticks(OsPid),
                             {ok, #{summary := Summary}} = peer:call(Peer, terrain_workloads, emas, [Options],
                                                                     maps:get(time_ms, Options) + ?PEER_TIMEOUT),
-                            Cpu1 = cpu_ticks(OsPid),
                             Extra = case Msacc of
                                         true ->
                                             peer:call(Peer, msacc, stop, [], ?PEER_TIMEOUT),
                                             #{msacc => msacc_shares(peer:call(Peer, msacc, stats, [], ?PEER_TIMEOUT))};
                                         false -> #{}
                                     end,
-                            Cores = cpu_cores(Cpu0, Cpu1, Summary),
-                            #{reproductions_per_s := Rate} = Summary,
+                            #{reproductions_per_s := Rate, cpu_cores := Cores} = Summary,
                             Result = maps:merge(maps:with([reproductions_per_s, utilisation, best_fitness,
                                                            fights_per_s], Summary),
                                                 Extra#{cpu_cores => Cores, reproductions_per_cpu_s => per_cpu(Rate, Cores)}),
@@ -364,25 +362,6 @@ measure(#{model := Model} = Options, Schedulers, Msacc, Io) ->
                                                       show_cores(maps:get(cpu_cores, Result))]),
                             Result
                     end).
-
-%% The CPU time the VM used during the run, in cores (1.0 = one core all the time):
-%% utime + stime of its OS process in /proc (clock ticks of 1/100 s, Linux's USER_HZ).
-%% On a shared machine this says how much CPU the VM was given.
-cpu_ticks(OsPid) ->
-    case file:read_file(filename:join(["/proc", OsPid, "stat"])) of
-        {ok, Stat} ->
-            %% fields after the command name, which is in parentheses and may hold spaces
-            [_, After] = string:split(Stat, ")", trailing),
-            Fields = string:lexemes(binary_to_list(After), " "),
-            list_to_integer(lists:nth(12, Fields)) + list_to_integer(lists:nth(13, Fields));
-        {error, _} ->
-            undefined
-    end.
-
-cpu_cores(C0, C1, #{duration_s := Seconds}) when is_integer(C0), is_integer(C1), Seconds > 0 ->
-    (C1 - C0) / 100 / Seconds;
-cpu_cores(_, _, _) ->
-    null.
 
 per_cpu(Rate, Cores) when is_float(Cores), Cores > 0 -> Rate / Cores;
 per_cpu(_, _) -> null.
@@ -483,7 +462,7 @@ print_scaling(Rows, Lessons, Io) ->
      || #{model := M, schedulers := S, reproductions_per_s := R, utilisation := U, oversubscribed := O,
           cpu_cores := C, reproductions_per_cpu_s := P} <- Rows],
     terrain_lab_cli:out(Io, "* oversubscribed: more schedulers than logical processors~n"
-                        "CPU: cores of CPU time the VM was given during the run (/proc; 2.00 = both cores)~n~n", []),
+                        "CPU: CPU time the VM was given during the run, in cores (2.00 = both cores all the time)~n~n", []),
     #{call_vs_cast := CC, list_vs_binary := LB, time_check := TC, messages := Msgs} = Lessons,
     terrain_lab_cli:out(Io, "~-12s ~-20s ~16s ~16s ~7s ~13s~n", ["MODEL", "OPTION", "A (REPR/S)", "B (REPR/S)", "B/A",
                                                                  "B/A PER CPU"]),

@@ -106,6 +106,7 @@ coordinate(Model, Params) ->
             steps => maps:get(steps, Params, undefined)},
     _ = erlang:system_flag(scheduler_wall_time, true),
     Wall0 = erlang:statistics(scheduler_wall_time),
+    {Cpu0, _} = erlang:statistics(runtime),
     Started = erlang:monotonic_time(microsecond),
     StartedAt = calendar:system_time_to_rfc3339(erlang:system_time(second), [{offset, "Z"}]),
     Module = module(Model),
@@ -115,6 +116,7 @@ coordinate(Model, Params) ->
               end,
     ElapsedUs = erlang:monotonic_time(microsecond) - Started,
     Wall1 = erlang:statistics(scheduler_wall_time),
+    {Cpu1, _} = erlang:statistics(runtime),
     case Outcome of
         {error, _} = Error ->
             unlink(Sampler),
@@ -126,7 +128,7 @@ coordinate(Model, Params) ->
             Rows = receive {rows, Sampler, R} -> R end,
             {ok, #{model => Model, params => Params, rows => Rows,
                    summary => summary(Model, Params, Final, ElapsedUs, utilisation(Wall0, Wall1),
-                                      list_to_binary(StartedAt))}}
+                                      (Cpu1 - Cpu0) / 1000, list_to_binary(StartedAt))}}
     end.
 
 module(sequential) -> terrain_emas_sequential;
@@ -146,7 +148,8 @@ utilisation(Wall0, Wall1) ->
                                   Id =< Normal]),
     {Active / max(1, Total), [U || {_, U} <- Per]}.
 
-summary(Model, Params, #{islands := Islands} = Final, ElapsedUs, {Utilisation, PerScheduler}, StartedAt) ->
+summary(Model, Params, #{islands := Islands} = Final, ElapsedUs, {Utilisation, PerScheduler}, CpuSeconds,
+        StartedAt) ->
     Seconds = ElapsedUs / 1.0e6,
     {R, F, D, M} = lists:foldl(fun(#{counts := C}, Acc) -> add_counts(C, Acc) end, zero_counts(), Islands),
     Agents = lists:append([A || #{agents := A} <- Islands]),
@@ -165,6 +168,9 @@ summary(Model, Params, #{islands := Islands} = Final, ElapsedUs, {Utilisation, P
       fights_per_s => F / Seconds,
       utilisation => Utilisation,
       utilisation_per_scheduler => PerScheduler,
+      %% CPU time of the whole VM (all threads) over the run, in cores: on a shared
+      %% machine, how much CPU the run was given
+      cpu_cores => CpuSeconds / Seconds,
       schedulers => erlang:system_info(schedulers_online),
       otp_release => list_to_binary(erlang:system_info(otp_release)),
       agents_final => length(Agents),
