@@ -216,9 +216,13 @@ extent(#{time_ms := T}) -> io_lib:format("~b ms", [T]).
 print_summary(#{model := Model, initial_best_fitness := Initial, best_fitness := Best, reproductions_per_s := Rate,
                 utilisation := U, schedulers := S, energy_initial := E0, energy_final := E1, cpu_cores := Cpu} = Summary,
               Io) ->
-    terrain_lab_cli:out(Io, "~ts: best fitness ~.2f (from ~.2f), ~b reproductions/s, utilisation ~.2f on ~b "
-                        "schedulers (~.2f cores of CPU), ~b migrations, energy ~b -> ~b~n",
-                        [Model, float(Best), float(Initial), round(Rate), U, S, Cpu, maps:get(migrations, Summary),
+    Where = case maps:get(node_usage, Summary, []) of
+                [] -> io_lib:format("on ~b schedulers", [S]);
+                Nodes -> io_lib:format("over ~b nodes", [length(Nodes)])
+            end,
+    terrain_lab_cli:out(Io, "~ts: best fitness ~.2f (from ~.2f), ~b reproductions/s, utilisation ~.2f ~ts "
+                        "(~.2f cores of CPU), ~b migrations, energy ~b -> ~b~n",
+                        [Model, float(Best), float(Initial), round(Rate), U, Where, Cpu, maps:get(migrations, Summary),
                          E0, E1]).
 
 write_run(Dir, Rows, Summary, EmasOptions) ->

@@ -46,7 +46,9 @@ run(#{islands := N, nodes := Nodes, time_ms := Duration} = Params, Ctx) ->
                   end || {I, Node, {Pid, MRef}} <- Spawned],
         [Pid ! emas_exit || {_, _, {Pid, _}} <- Spawned],
         Late = [collect_late(Pid, MRef, []) || {_, _, {Pid, MRef}} <- Spawned],
-        #{islands => arrive(lists:append(Late), Finals)}
+        Vms = lists:ukeysort(1, [{VmNode, V} || #{node := VmNode, vm := V} <- Finals]),
+        #{islands => [maps:remove(vm, F) || F <- arrive(lists:append(Late), Finals)],
+          vms => [V || {_, V} <- Vms]}
     after
         [exit(Pid, kill) || {_, _, {Pid, _}} <- Spawned]
     end.
@@ -82,7 +84,7 @@ island(Coordinator, Id, #{population := P, seed := Seed, topology := Topology} =
             Deadline = erlang:monotonic_time(millisecond) + Duration,
             State = #{id => Id, coordinator => Coordinator, pids => Pids, destinations => Destinations,
                       params => Params, deadline => Deadline, counts => terrain_emas_run:zero_counts(),
-                      best => Best, steps => 0, monitor => MRef},
+                      best => Best, steps => 0, monitor => MRef, vm => terrain_emas_run:vm_sample()},
             loop(Agents, S, State);
         {'DOWN', MRef, process, Coordinator, _} ->
             ok
@@ -127,9 +129,10 @@ mailbox(Agents, #{id := Id, counts := Counts, best := Best, monitor := MRef} = S
     end.
 
 finish(Agents, #{id := Id, coordinator := Coordinator, counts := Counts, best := Best, steps := Steps,
-                 monitor := MRef}) ->
+                 monitor := MRef, vm := Vm}) ->
     Coordinator ! {emas_final, self(), #{island => Id, node => node(), agents => Agents, counts => Counts,
-                                         best => Best, steps => Steps}},
+                                         best => Best, steps => Steps,
+                                         vm => terrain_emas_run:vm_usage(Vm, terrain_emas_run:vm_sample())}},
     closed(Id, Coordinator, Counts, Best, MRef).
 
 %% After the final report: forward late migrants, keep answering reports.

@@ -20,12 +20,17 @@
          answer_report/3,
          counts_map/1,
          add_counts/2,
-         zero_counts/0]).
+         zero_counts/0,
+         vm_sample/0,
+         vm_usage/2]).
 
 %% Internal exports
 -export([sampler/2]).
 
--export_type([context/0, final/0, island_final/0, result/0]).
+-export_type([context/0, final/0, island_final/0, result/0, vm_sample/0, vm_usage/0]).
+
+-opaque vm_sample() :: {[{pos_integer(), non_neg_integer(), non_neg_integer()}], non_neg_integer(), integer()}.
+-type vm_usage() :: #{node := node(), utilisation := float(), cpu_cores := float()}.
 
 -type context() :: #{sampler := pid(),
                      coordinator := pid(),
@@ -38,7 +43,9 @@
                           best := float() | undefined,
                           initial_best := float(),
                           steps => non_neg_integer()}.
--type final() :: #{islands := [island_final()], lost_agents => non_neg_integer()}.
+-type final() :: #{islands := [island_final()],
+                   lost_agents => non_neg_integer(),
+                   vms => [vm_usage()]}.         % usage of the other nodes that ran islands
 -type row() :: #{second := pos_integer(), island := pos_integer(), reproductions := non_neg_integer(),
                  fights := non_neg_integer(), deaths := non_neg_integer(), migrations := non_neg_integer(),
                  best_fitness := float() | null}.
@@ -91,6 +98,20 @@ counts_map({R, F, D, M}) ->
 -spec add_counts(terrain_emas:counts(), terrain_emas:counts()) -> terrain_emas:counts().
 add_counts({R1, F1, D1, M1}, {R2, F2, D2, M2}) ->
     {R1 + R2, F1 + F2, D1 + D2, M1 + M2}.
+
+%% @doc Scheduler wall time, CPU time and the clock of this VM, to compare with a later
+%% sample. Turns `scheduler_wall_time' on for as long as the calling process lives.
+-spec vm_sample() -> vm_sample().
+vm_sample() ->
+    _ = erlang:system_flag(scheduler_wall_time, true),
+    {erlang:statistics(scheduler_wall_time), element(1, erlang:statistics(runtime)),
+     erlang:monotonic_time(microsecond)}.
+
+%% @doc This node's scheduler utilisation and CPU (in cores) between two samples.
+-spec vm_usage(vm_sample(), vm_sample()) -> vm_usage().
+vm_usage({W0, C0, T0}, {W1, C1, T1}) ->
+    {U, _} = utilisation(W0, W1),
+    #{node => node(), utilisation => U, cpu_cores => (C1 - C0) / 1000 / max(1.0e-6, (T1 - T0) / 1.0e6)}.
 
 -spec zero_counts() -> terrain_emas:counts().
 zero_counts() ->
@@ -148,9 +169,16 @@ utilisation(Wall0, Wall1) ->
                                   Id =< Normal]),
     {Active / max(1, Total), [U || {_, U} <- Per]}.
 
-summary(Model, Params, #{islands := Islands} = Final, ElapsedUs, {Utilisation, PerScheduler}, CpuSeconds,
+summary(Model, Params, #{islands := Islands} = Final, ElapsedUs, {LocalUtilisation, PerScheduler}, CpuSeconds,
         StartedAt) ->
     Seconds = ElapsedUs / 1.0e6,
+    %% islands on other nodes: their VMs' usage, not this (coordinating) VM's
+    {Utilisation, Cores, Vms} =
+        case [V || #{node := N} = V <- maps:get(vms, Final, []), N =/= node()] of
+            [] -> {LocalUtilisation, CpuSeconds / Seconds, []};
+            Remote -> {lists:sum([U || #{utilisation := U} <- Remote]) / length(Remote),
+                       lists:sum([C || #{cpu_cores := C} <- Remote]), Remote}
+        end,
     {R, F, D, M} = lists:foldl(fun(#{counts := C}, Acc) -> add_counts(C, Acc) end, zero_counts(), Islands),
     Agents = lists:append([A || #{agents := A} <- Islands]),
     Bests = [B || #{best := B} <- Islands, B =/= undefined],
@@ -170,7 +198,8 @@ summary(Model, Params, #{islands := Islands} = Final, ElapsedUs, {Utilisation, P
       utilisation_per_scheduler => PerScheduler,
       %% CPU time of the whole VM (all threads) over the run, in cores: on a shared
       %% machine, how much CPU the run was given
-      cpu_cores => CpuSeconds / Seconds,
+      cpu_cores => Cores,
+      node_usage => Vms,
       schedulers => erlang:system_info(schedulers_online),
       otp_release => list_to_binary(erlang:system_info(otp_release)),
       agents_final => length(Agents),

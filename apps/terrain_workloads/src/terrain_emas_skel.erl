@@ -47,7 +47,8 @@ run(#{islands := N, population := P, seed := Seed, topology := Topology, nodes :
                     #{steps := Limit} -> {steps, Limit}
                 end,
         {Final, Iterations} = feedback(Islands, WorkerOf, Params, Until, 0),
-        #{islands => [maps:without([rand, destinations], I#{steps => Iterations}) || I <- Final]}
+        #{islands => [maps:without([rand, destinations], I#{steps => Iterations}) || I <- Final],
+          vms => vm_usage(Workers)}
     after
         [begin exit(Pid, kill), demonitor(MRef, [flush]) end || {Pid, MRef} <- Workers]
     end.
@@ -79,6 +80,19 @@ feedback(Islands, WorkerOf, #{time_check_interval := Every} = Params, Until, Don
                     end || {#{island := I, counts := C0, best := B0} = Island, Result} <- lists:zip(Islands, Results)],
             feedback(Next, WorkerOf, Params, Until, Done + 1)
     end.
+
+%% The usage of every other node that ran workers, asked of one worker there.
+vm_usage(Workers) ->
+    Remote = lists:ukeysort(1, [{node(Pid), W} || {Pid, _} = W <- Workers, node(Pid) =/= node()]),
+    [begin
+         Ref = make_ref(),
+         Pid ! {emas_vm, self(), Ref},
+         receive
+             {emas_vm, Ref, Usage} -> Usage;
+             {'DOWN', MRef, process, Pid, Why} -> throw({emas_error, {worker_failed, N, Why}})
+         after ?WORK_TIMEOUT -> throw({emas_error, {worker_timeout, N}})
+         end
+     end || {N, {Pid, MRef}} <- Remote].
 
 gather(Ref, I, {Pid, MRef}) ->
     receive
@@ -113,9 +127,9 @@ max_best(A, B) -> max(A, B).
 -spec worker(pid(), terrain_emas:params(), pos_integer()) -> ok.
 worker(Master, Params, _Index) ->
     MRef = monitor(process, Master),
-    work(Master, Params, MRef).
+    work(Master, Params, MRef, terrain_emas_run:vm_sample()).
 
-work(Master, Params, MRef) ->
+work(Master, Params, MRef, Vm) ->
     receive
         {emas_work, Master, Ref, I, Agents, S0, Ds} ->
             %% tag → group → work → shuffle, then migrate: the emigrants' destinations
@@ -125,7 +139,10 @@ work(Master, Params, MRef) ->
                                                  {{To, A}, S3}
                                          end, S1, Emigrants),
             Master ! {emas_done, Ref, I, New, S2, Moves, Counts, terrain_emas:best(New)},
-            work(Master, Params, MRef);
+            work(Master, Params, MRef, Vm);
+        {emas_vm, Master, Ref} ->
+            Master ! {emas_vm, Ref, terrain_emas_run:vm_usage(Vm, terrain_emas_run:vm_sample())},
+            work(Master, Params, MRef, Vm);
         {'DOWN', MRef, process, Master, _} ->
             ok
     end.

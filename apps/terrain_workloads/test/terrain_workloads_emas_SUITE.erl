@@ -52,7 +52,7 @@ conserved(Summary) ->
 
 hybrid_islands_migrate_between_nodes() ->
     [{doc, "Hybrid islands on two peers in turn, nearest_first: every island runs on its node, migrants "
-           "cross the distribution, and the energy of all agents is conserved."}].
+           "cross the distribution, the usage reported is the peers', and the energy of all agents is conserved."}].
 hybrid_islands_migrate_between_nodes(Config) ->
     [A, B] = Nodes = ?config(nodes, Config),
     {ok, #{summary := S, rows := Rows}} =
@@ -61,6 +61,8 @@ hybrid_islands_migrate_between_nodes(Config) ->
     ?assert(maps:get(migrations, S) > 0),
     ?assert(maps:get(reproductions, S) > 0),
     ?assert(length(Rows) >= 4),
+    %% utilisation and CPU are those of the island nodes, not of this coordinating node
+    ?assertEqual(Nodes, lists:sort([N || #{node := N} <- maps:get(node_usage, S)])),
     conserved(S).
 
 skel_workers_on_peers() ->
