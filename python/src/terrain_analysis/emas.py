@@ -260,7 +260,13 @@ def throughput_figure(runs: Sequence[EmasRun], scaling: dict[str, Any] | None = 
         labels = [_label(r, runs) for r in runs]
         rates = [float(r.summary["reproductions_per_s"]) for r in runs]
         bars = axes.bar(labels, rates, color=[_COLOURS.get(r.model, "grey") for r in runs])
-        axes.bar_label(bars, labels=[f"{v:,.0f}" for v in rates], fontsize=8)
+        cores = [r.summary.get("cpu_cores") for r in runs]
+        axes.bar_label(
+            bars,
+            labels=[f"{v:,.0f}" + (f"\n{c:.2f} cores of CPU" if isinstance(c, float) else "") for v, c in zip(rates, cores)],
+            fontsize=8,
+        )
+        axes.set_ylim(0, max(rates) * 1.2 if max(rates) > 0 else 1)
         schedulers = {r.summary.get("schedulers") for r in runs}
         axes.set_title("one run each" + (f" ({schedulers.pop()} schedulers)" if len(schedulers) == 1 else ""))
         axes.set_ylabel("reproductions per second")
