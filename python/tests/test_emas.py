@@ -46,13 +46,17 @@ def make_run(directory: Path, model: str = "hybrid", rate: float = 1000.0) -> Pa
 
 def make_scaling(path: Path) -> Path:
     rows = [
-        {"model": m, "schedulers": s, "reproductions_per_s": 1000.0 * min(s, 2) * k, "utilisation": 0.5 + 0.1 * k,
-         "oversubscribed": s > 2}
+        {
+            "model": m,
+            "schedulers": s,
+            "reproductions_per_s": 1000.0 * min(s, 2) * k,
+            "utilisation": 0.5 + 0.1 * k,
+            "oversubscribed": s > 2,
+        }
         for k, m in enumerate(["sequential", "hybrid", "concurrent", "skel"], start=1)
         for s in (1, 2, 4, 8)
     ]
-    path.write_text(json.dumps({"format": "terrain.emas_scaling/1", "cores": 2, "idle_cpu_before": 0.5,
-                                "rows": rows}))
+    path.write_text(json.dumps({"format": "terrain.emas_scaling/1", "cores": 2, "idle_cpu_before": 0.5, "rows": rows}))
     return path
 
 
@@ -105,7 +109,10 @@ def test_write_emas_plots_writes_what_the_inputs_allow(tmp_path: Path) -> None:
     runs = [read_run(make_run(tmp_path / "a"))]
     written = write_emas_plots(tmp_path / "only-runs", runs)
     assert sorted(p.name for p in written) == [
-        "emas_fitness.png", "emas_fitness.svg", "emas_throughput.png", "emas_throughput.svg",
+        "emas_fitness.png",
+        "emas_fitness.svg",
+        "emas_throughput.png",
+        "emas_throughput.svg",
     ]
     scaling = read_scaling(make_scaling(tmp_path / "scaling.json"))
     written = write_emas_plots(tmp_path / "only-scaling", [], scaling)

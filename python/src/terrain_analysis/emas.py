@@ -153,9 +153,7 @@ def read_run(directory: str | os.PathLike[str]) -> EmasRun:
             if len(row) != len(CSV_COLUMNS):
                 raise ValueError(f"{path / 'emas.csv'}: line {number} has {len(row)} fields, expected 7")
             try:
-                records.append(
-                    (*(int(v) for v in row[:6]), float(row[6]) if row[6] != "" else np.nan)
-                )
+                records.append((*(int(v) for v in row[:6]), float(row[6]) if row[6] != "" else np.nan))
             except ValueError:
                 raise ValueError(f"{path / 'emas.csv'}: line {number} is not numeric: {row!r}") from None
     dtype = [(c, "i8") for c in CSV_COLUMNS[:6]] + [("best_fitness", "f8")]
@@ -263,7 +261,10 @@ def throughput_figure(runs: Sequence[EmasRun], scaling: dict[str, Any] | None = 
         cores = [r.summary.get("cpu_cores") for r in runs]
         axes.bar_label(
             bars,
-            labels=[f"{v:,.0f}" + (f"\n{c:.2f} cores of CPU" if isinstance(c, float) else "") for v, c in zip(rates, cores)],
+            labels=[
+                f"{v:,.0f}" + (f"\n{c:.2f} cores of CPU" if isinstance(c, float) else "")
+                for v, c in zip(rates, cores, strict=True)
+            ],
             fontsize=8,
         )
         axes.set_ylim(0, max(rates) * 1.2 if max(rates) > 0 else 1)
