@@ -108,6 +108,13 @@ format_error({emas_cmd, {bad_predicate, Text, Why}}) ->
 format_error({emas_cmd, Other}) ->
     io_lib:format("~0tp", [Other]).
 
+%% Results on the `out' device, progress on `err' (the handler contract).
+out(#{out := Device}, Format, Args) ->
+    io:format(Device, Format, Args).
+
+progress(#{err := Device}, Format, Args) ->
+    io:format(Device, Format, Args).
+
 %%--------------------------------------------------------------------
 %% Options
 
@@ -151,7 +158,7 @@ single(EmasOptions, #{spec := undefined, out := Dir}, Io) ->
 single(EmasOptions, #{spec := SpecFile, pred := PredText, out := Dir}, Io) ->
     case predicates(PredText) of
         {ok, Preds} ->
-            terrain_lab_cli:progress(Io, "starting the cluster of ~ts...~n", [SpecFile]),
+            progress(Io, "starting the cluster of ~ts...~n", [SpecFile]),
             case terrain_lab:start_cluster(SpecFile, #{prefix => "emas" ++ os:getpid() ++ "_"}) of
                 {ok, Cluster} ->
                     try
@@ -160,7 +167,7 @@ single(EmasOptions, #{spec := SpecFile, pred := PredText, out := Dir}, Io) ->
                         case terrain:choose_nodes(Nodes, Preds) of
                             [] -> {error, {emas_cmd, {no_nodes, Preds}}};
                             Chosen ->
-                                terrain_lab_cli:progress(Io, "islands on ~ts~n",
+                                progress(Io, "islands on ~ts~n",
                                                          [lists:join(", ", [atom_to_list(N) || N <- Chosen])]),
                                 execute(EmasOptions#{nodes => Chosen}, Dir, Io)
                         end
@@ -196,13 +203,13 @@ parse_term(Text) ->
 
 execute(EmasOptions, Dir, Io) ->
     #{model := Model} = EmasOptions,
-    terrain_lab_cli:progress(Io, "running EMAS (~ts) for ~ts...~n", [Model, extent(EmasOptions)]),
+    progress(Io, "running EMAS (~ts) for ~ts...~n", [Model, extent(EmasOptions)]),
     case terrain_workloads:emas(EmasOptions) of
         {ok, #{rows := Rows, summary := Summary}} ->
             case write_run(Dir, Rows, Summary, EmasOptions) of
                 ok ->
                     print_summary(Summary, Io),
-                    terrain_lab_cli:out(Io, "results in ~ts~n", [Dir]);
+                    out(Io, "results in ~ts~n", [Dir]);
                 {error, _} = Error ->
                     Error
             end;
@@ -220,7 +227,7 @@ print_summary(#{model := Model, initial_best_fitness := Initial, best_fitness :=
                 [] -> io_lib:format("on ~b schedulers", [S]);
                 Nodes -> io_lib:format("over ~b nodes", [length(Nodes)])
             end,
-    terrain_lab_cli:out(Io, "~ts: best fitness ~.2f (from ~.2f), ~b reproductions/s, utilisation ~.2f ~ts "
+    out(Io, "~ts: best fitness ~.2f (from ~.2f), ~b reproductions/s, utilisation ~.2f ~ts "
                         "(~.2f cores of CPU), ~b migrations, energy ~b -> ~b~n",
                         [Model, float(Best), float(Initial), round(Rate), U, Where, Cpu, maps:get(migrations, Summary),
                          E0, E1]).
@@ -285,7 +292,7 @@ scaling(#{out := Dir, quick := Quick}, Io) ->
     TimeMs = case Quick of true -> 1000; false -> 3000 end,
     Rounds = case Quick of true -> 1; false -> 3 end,
     Idle = idle_cpu(),
-    terrain_lab_cli:progress(Io, "CPU ~.1f% idle before measuring (~p logical processors); ~b ms per run~n",
+    progress(Io, "CPU ~.1f% idle before measuring (~p logical processors); ~b ms per run~n",
                              [100 * Idle, Cores, TimeMs]),
     Base = #{time_ms => TimeMs, seed => 1},
     Started = erlang:monotonic_time(millisecond),
@@ -305,14 +312,14 @@ scaling(#{out := Dir, quick := Quick}, Io) ->
                  otp_release => list_to_binary(erlang:system_info(otp_release)),
                  lcnt => lcnt_available(), duration_s => Elapsed,
                  rows => Rows, ratios => ratios(Rows), lessons => Lessons},
-    terrain_lab_cli:progress(Io, "CPU ~.1f% idle after measuring~n", [100 * IdleAfter]),
+    progress(Io, "CPU ~.1f% idle after measuring~n", [100 * IdleAfter]),
     print_scaling(Rows, Lessons, Io),
     File = filename:join(Dir, "scaling.json"),
     steps([fun() -> filelib:ensure_dir(File) end,
            fun() -> terrain_json:write_file(File, Document) end,
            fun() -> manifest(Dir, [#{kind => emas_scaling, file => <<"scaling.json">>,
                                      parameters => #{quick => Quick, time_ms => TimeMs}}]) end,
-           fun() -> terrain_lab_cli:out(Io, "scaling in ~ts (~b s)~n", [File, round(Elapsed)]) end]).
+           fun() -> out(Io, "scaling in ~ts (~b s)~n", [File, round(Elapsed)]) end]).
 
 %% The run with the median rate stands for the configuration (rates and utilisations of
 %% every run are kept).
@@ -358,7 +365,7 @@ measure(#{model := Model} = Options, Schedulers, Msacc, Io) ->
                             Result = maps:merge(maps:with([reproductions_per_s, utilisation, best_fitness,
                                                            fights_per_s], Summary),
                                                 Extra#{cpu_cores => Cores, reproductions_per_cpu_s => per_cpu(Rate, Cores)}),
-                            terrain_lab_cli:progress(Io, "  ~-10s +S ~b ~ts: ~b reproductions/s, utilisation "
+                            progress(Io, "  ~-10s +S ~b ~ts: ~b reproductions/s, utilisation "
                                                      "~.2f, ~ts cores of CPU~n",
                                                      [Model, Schedulers, variant(Options),
                                                       round(maps:get(reproductions_per_s, Result)),
@@ -401,7 +408,7 @@ msacc_shares(Stats) ->
 
 %% The seed's lessons, each as a pair measured side by side with 2 schedulers.
 lessons(Base, Io) ->
-    terrain_lab_cli:progress(Io, "lessons (2 schedulers each):~n", []),
+    progress(Io, "lessons (2 schedulers each):~n", []),
     Pair = fun(Model, Key, A, B, Msacc) ->
                    RA = measure(Base#{model => Model, Key => A}, 2, Msacc, Io),
                    RB = measure(Base#{model => Model, Key => B}, 2, Msacc, Io),
@@ -428,7 +435,7 @@ message_costs(Io) ->
                  Class:Why -> #{error => iolist_to_binary(io_lib:format("~0tp:~0tp", [Class, Why]))}
              end,
     Result = #{local => Local, between_nodes => Remote},
-    [terrain_lab_cli:progress(Io, "  messages ~ts ~ts: ~.1f us per round trip~n",
+    [progress(Io, "  messages ~ts ~ts: ~.1f us per round trip~n",
                               [Where, maps:get(solution, R), maps:get(round_trip_us, R)])
      || {Where, Rs} <- [{"local", Local}, {"between nodes", Remote}], is_list(Rs), R <- Rs],
     Result.
@@ -458,26 +465,26 @@ between_nodes(Count) ->
     end.
 
 print_scaling(Rows, Lessons, Io) ->
-    terrain_lab_cli:out(Io, "~-11s ~10s ~16s ~11s ~9s ~9s ~12s~n", ["MODEL", "SCHEDULERS", "REPRODUCTIONS/S",
+    out(Io, "~-11s ~10s ~16s ~11s ~9s ~9s ~12s~n", ["MODEL", "SCHEDULERS", "REPRODUCTIONS/S",
                                                                      "UTILISATION", "RATIO", "CPU", "REPR/CPU-S"]),
-    [terrain_lab_cli:out(Io, "~-11s ~10ts ~16b ~11.2f ~9.2f ~9ts ~12ts~n",
+    [out(Io, "~-11s ~10ts ~16b ~11.2f ~9.2f ~9ts ~12ts~n",
                          [M, [integer_to_list(S), case O of true -> "*"; false -> "" end], round(R), U,
                           R / max(1.0e-9, one(M, Rows)), show_cores(C), show_rate(P)])
      || #{model := M, schedulers := S, reproductions_per_s := R, utilisation := U, oversubscribed := O,
           cpu_cores := C, reproductions_per_cpu_s := P} <- Rows],
-    terrain_lab_cli:out(Io, "* oversubscribed: more schedulers than logical processors~n"
+    out(Io, "* oversubscribed: more schedulers than logical processors~n"
                         "CPU: CPU time the VM was given during the run, in cores (2.00 = both cores all the time)~n~n", []),
     #{call_vs_cast := CC, list_vs_binary := LB, time_check := TC, messages := Msgs} = Lessons,
-    terrain_lab_cli:out(Io, "~-12s ~-20s ~16s ~16s ~7s ~13s~n", ["MODEL", "OPTION", "A (REPR/S)", "B (REPR/S)", "B/A",
+    out(Io, "~-12s ~-20s ~16s ~16s ~7s ~13s~n", ["MODEL", "OPTION", "A (REPR/S)", "B (REPR/S)", "B/A",
                                                                  "B/A PER CPU"]),
-    [terrain_lab_cli:out(Io, "~-12s ~-20ts ~16ts ~16ts ~7.2f ~13ts~n",
+    [out(Io, "~-12s ~-20ts ~16ts ~16ts ~7.2f ~13ts~n",
                          [M, K, io_lib:format("~0tp ~b", [A, round(maps:get(reproductions_per_s, RA))]),
                           io_lib:format("~0tp ~b", [B, round(maps:get(reproductions_per_s, RB))]), Ratio,
                           show_ratio(PerCpu)])
      || #{model := M, option := K, values := [A, B], results := [RA, RB], ratio := Ratio, ratio_per_cpu := PerCpu}
             <- [CC | LB] ++ [TC]],
-    terrain_lab_cli:out(Io, "~n~-14s ~-8s ~14s ~14s~n", ["MESSAGES", "SOLUTION", "ROUND TRIP US", "BYTES"]),
-    [terrain_lab_cli:out(Io, "~-14s ~-8ts ~14.1f ~14b~n", [Where, maps:get(solution, R), maps:get(round_trip_us, R),
+    out(Io, "~n~-14s ~-8s ~14s ~14s~n", ["MESSAGES", "SOLUTION", "ROUND TRIP US", "BYTES"]),
+    [out(Io, "~-14s ~-8ts ~14.1f ~14b~n", [Where, maps:get(solution, R), maps:get(round_trip_us, R),
                                                           maps:get(bytes, R)])
      || {Where, Rs} <- [{"local", maps:get(local, Msgs)}, {"between nodes", maps:get(between_nodes, Msgs)}],
         is_list(Rs), R <- Rs],
