@@ -13,7 +13,8 @@
 %% through `terrain_lab_io', so tests run the CLI in-process and capture both. A
 %% returned `{error, Reason}' is printed on `err' with exit status 1 (the command
 %% modules' own errors by their `format_error/1', every other by
-%% {@link terrain_lab:format_error/1}); usage errors exit with 2.
+%% {@link terrain_lab:format_error/1}); usage errors exit with 2, also when a handler
+%% finds a bad value and returns `{error, {usage, Message}}'.
 -module(terrain_lab_cli).
 
 %% API
@@ -102,7 +103,8 @@ command_modules() ->
      terrain_lab_cmd_probe,
      terrain_lab_cmd_topology,
      terrain_lab_cmd_collective,
-     terrain_lab_cmd_bench].
+     terrain_lab_cmd_bench,
+     terrain_lab_cmd_emas].
 
 %% @doc Every subcommand, in the order `terrain --help' lists them: the commands of
 %% {@link command_modules/0}, module by module.
@@ -116,6 +118,8 @@ commands() ->
 -spec format_error(term()) -> iolist().
 format_error({topology_cmd, _} = Reason) ->
     terrain_lab_cmd_topology:format_error(Reason);
+format_error({emas_cmd, _} = Reason) ->
+    terrain_lab_cmd_emas:format_error(Reason);
 format_error({collective_cmd, _} = Reason) ->
     terrain_lab_cmd_collective:format_error(Reason);
 format_error({Tag, _} = Reason) when Tag =:= bench_cmd; Tag =:= bench_lab; Tag =:= bench_config; Tag =:= bench ->
@@ -149,6 +153,9 @@ run_command(#{name := Name, run := {Module, Function}} = Command, Rest, Io) ->
             try Module:Function(Options, Args, Io) of
                 ok ->
                     ?EXIT_OK;
+                {error, {usage, Message}} ->
+                    terrain_lab_io:progress(Io, "terrain ~ts: ~ts~nRun 'terrain ~ts --help' for usage.~n", [Name, Message, Name]),
+                    ?EXIT_USAGE;
                 {error, Reason} ->
                     terrain_lab_io:progress(Io, "terrain ~ts: ~ts~n", [Name, format_error(Reason)]),
                     ?EXIT_ERROR

@@ -13,6 +13,7 @@ Shell::
     terrain-analysis gev runs/20240607T101500Z/durations.csv --out runs/20240607T101500Z/gev
     terrain-analysis gev durations.csv --column write_s --out gev-write
     terrain-analysis topology runs/20240607T101500Z/latency.json --out runs/20240607T101500Z/topology
+    terrain-analysis emas runs/emas-hybrid runs/emas-skel --scaling runs/emas-scaling/scaling.json --out plots
 
 Python, as the tests do::
 
@@ -36,6 +37,7 @@ from terrain_analysis.analysis import DEFAULT_RETURN_PERIODS, GEVAnalysis, analy
 from terrain_analysis.collective import read_collective, write_collective_plot
 from terrain_analysis.bench import merged_log_percentiles, read_summary, write_bench_plots
 from terrain_analysis.durations import DEFAULT_COLUMN, read_durations
+from terrain_analysis.emas import read_run, read_scaling, write_emas_plots
 from terrain_analysis.fit_json import write_fit_json
 from terrain_analysis.plots import write_plots
 from terrain_analysis.topology import Discovery, discover, read_latency, read_topology, topology_document
@@ -332,6 +334,49 @@ def _run_bench(arguments: argparse.Namespace, out: TextIO) -> int:
         raise CommandError(f"{error.filename or source}: {error.strerror or error}") from None
     except ValueError as error:
         raise CommandError(str(error)) from None
+
+
+# --------------------------------------------------------------------------------------------------
+# emas
+# --------------------------------------------------------------------------------------------------
+
+
+def _emas_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("runs", type=Path, nargs="*", metavar="RUN_DIR", help="--out directories of 'terrain emas'")
+    parser.add_argument("--scaling", type=Path, metavar="FILE", help="scaling.json of 'terrain emas scaling'")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="directory for the plots")
+
+
+def _run_emas(arguments: argparse.Namespace, out: TextIO) -> int:
+    if not arguments.runs and arguments.scaling is None:
+        raise CommandError("give at least one RUN_DIR or --scaling FILE")
+    runs = []
+    for directory in arguments.runs:
+        try:
+            runs.append(read_run(directory))
+        except OSError as error:
+            raise CommandError(f"cannot read {str(directory)!r}: {error.strerror or error}") from None
+        except ValueError as error:
+            raise CommandError(str(error)) from None
+    scaling = None
+    if arguments.scaling is not None:
+        try:
+            scaling = read_scaling(arguments.scaling)
+        except OSError as error:
+            raise CommandError(f"cannot read {str(arguments.scaling)!r}: {error.strerror or error}") from None
+        except ValueError as error:
+            raise CommandError(str(error)) from None
+    try:
+        written = write_emas_plots(arguments.out, runs, scaling)
+    except OSError as error:
+        raise CommandError(f"cannot write to {str(arguments.out)!r}: {error.strerror or error}") from None
+    for run in runs:
+        summary = run.summary
+        print(
+            f"{run.model}: best fitness {summary['best_fitness']:.2f} after {summary['duration_s']:.1f} s, "
+            f"{summary['reproductions_per_s']:,.0f} reproductions/s, utilisation {summary['utilisation']:.2f}",
+            file=out,
+        )
     for path in written:
         print(f"wrote {path}", file=out)
     return 0
@@ -408,6 +453,19 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         ),
         add_arguments=_bench_arguments,
         run=_run_bench,
+    ),
+    Subcommand(
+        name="emas",
+        summary="draw EMAS runs and the scaling table",
+        description=(
+            "Read the --out directories of 'terrain emas' (emas.csv, summary.json of format terrain.emas/1) and "
+            "optionally the scaling.json of 'terrain emas scaling' (terrain.emas_scaling/1); draw the best "
+            "fitness over time per run (emas_fitness), reproductions per second per model and per number of "
+            "schedulers (emas_throughput) and each model's speed-up beside its scheduler utilisation "
+            "(emas_utilisation), as PNG and SVG in --out."
+        ),
+        add_arguments=_emas_arguments,
+        run=_run_emas,
     ),
 )
 """The subcommands, in the order ``--help`` lists them."""

@@ -1,0 +1,121 @@
+%% @doc terrain_workloads: applications of the source documents, run on nodes that
+%% terrain chooses, to show what placement and the runtime's choices buy.
+%%
+%% This is the one public module of the `terrain_workloads' application; every other
+%% module (`terrain_emas*', ...) is internal. Each workload has its own block of
+%% functions below.
+%%
+%% == EMAS ==
+%%
+%% The evolutionary multi-agent system of Anielski & Stypka ("Boosting Evolution:
+%% Scaling Erlang up to 64 cores", AGH Kraków): agents — a solution of Rastrigin's
+%% function, its fitness and an energy — live on islands. Agents without energy die,
+%% rich ones reproduce (recombination, then Cauchy mutation; children take energy
+%% from their parents), the others fight (the fitter takes energy from the other),
+%% and now and then one migrates to another island. Four models run the same
+%% algorithm: `sequential' (one process), `hybrid' (a process per island),
+%% `concurrent' (a process per agent, meeting in arenas) and `skel' (a map/feedback
+%% farm over the islands). See docs/EXPERIMENTS.md for what limits their scaling.
+%% ```
+%% {ok, #{summary := #{best_fitness := Best, reproductions_per_s := Rate}}} =
+%%     terrain_workloads:emas(#{model => hybrid, time_ms => 2000, seed => 42}).
+%% %% islands on chosen nodes, migrants preferring near islands:
+%% Nodes = terrain:choose_nodes(all, [{vm_num_processors, ge, 2}]),
+%% terrain_workloads:emas(#{model => hybrid, nodes => Nodes, topology => nearest_first}).
+%% '''
+%% Every random choice comes from `rand' states derived from `seed' (never the
+%% process-global state); with `steps' the sequential and skel models are
+%% reproducible exactly.
+-module(terrain_workloads).
+
+%% API: EMAS
+-export([emas/1,
+         emas_defaults/0,
+         emas_validate/1,
+         emas_message_cost/1]).
+
+%% API: general
+-export([format_error/1]).
+
+%% exports_not_used: the public API (docs/EXPERIMENTS.md), of which the lab uses part.
+-ignore_xref([{emas_defaults, 0}, {emas_message_cost, 1}]).
+
+-export_type([emas_options/0, emas_result/0]).
+
+-type emas_options() ::
+        #{model => sequential | hybrid | concurrent | skel,   % default hybrid
+          islands => pos_integer(),                 % 4
+          population => pos_integer(),              % agents per island at the start, 100
+          dimensions => pos_integer(),              % Rastrigin's n, 100
+          time_ms => pos_integer(),                 % run time, 5000
+          steps => pos_integer(),                   % sequential, skel: exactly this many steps instead
+          seed => integer(),                        % root of every rand state, 1
+          initial_energy => pos_integer(),          % 10
+          reproduction_threshold => non_neg_integer(), % reproduce above this energy, 11
+          reproduction_transfer => pos_integer(),   % energy a parent gives its child at most, 5
+          fight_transfer => pos_integer(),          % energy the loser gives at most, 10
+          recombination_probability => number(),    % 0.3
+          mutation_probability => number(),         % per child, 0.75
+          mutation_rate => number(),                % share of genes mutated, 0.1
+          mutation_range => number(),               % Cauchy scale, 0.05
+          migration_probability => number(),        % per agent and step, 0.0001
+          topology => ring | mesh | nearest_first,  % where migrants go, mesh
+          solution => binary | list,                % how solutions are held and sent, binary
+          arena_call => cast | call,                % concurrent: cast + receive (default) or gen_server:call
+          arena_timeout => pos_integer(),           % concurrent: ms a lone agent waits in an arena, 1000
+          time_check_interval => pos_integer(),     % read the clock every N steps or meetings, 1
+          skel_workers => pos_integer() | islands,  % skel: farm workers, one per island
+          nodes => [node()]}.                       % hybrid, skel: island nodes in turn, [node()]
+
+-type emas_result() ::
+        #{model := atom(),
+          params := map(),                          % the validated options
+          rows := [#{second := pos_integer(), island := pos_integer(), reproductions := non_neg_integer(),
+                     fights := non_neg_integer(), deaths := non_neg_integer(),
+                     migrations := non_neg_integer(), best_fitness := float() | null}],
+          summary := map()}.                        % model, initial_best_fitness, best_fitness,
+                                                    % reproductions_per_s, utilisation, ... (docs/EXPERIMENTS.md)
+
+%%--------------------------------------------------------------------
+%% API: EMAS
+
+%% @doc Runs EMAS once. `rows' hold, for every second and island, the agents that
+%% reproduced, fought, died and migrated in that second and the island's best
+%% fitness so far (the last row covers the part of a second at the end); `summary'
+%% the totals, rates, the scheduler utilisation over the run (OTP's
+%% `scheduler_wall_time') and the energy before and after.
+-spec emas(emas_options()) -> {ok, emas_result()} | {error, term()}.
+emas(Options) ->
+    case terrain_emas:validate(Options) of
+        {ok, Params} -> terrain_emas_run:run(Params);
+        {error, _} = Error -> Error
+    end.
+
+%% @doc The defaults, those of the public erlang-emas configuration.
+-spec emas_defaults() -> emas_options().
+emas_defaults() ->
+    terrain_emas:defaults().
+
+%% @doc Checks options without running: the merged parameters or the first error.
+-spec emas_validate(emas_options()) -> {ok, emas_options()} | {error, term()}.
+emas_validate(Options) ->
+    terrain_emas:validate(Options).
+
+%% @doc The cost of sending one EMAS solution back and forth between two processes
+%% (the seed's lists-vs-binaries lesson): `#{solution => list | binary, messages =>
+%% N, dimensions => D (100), node => Node (this node)}'. Returns the mean round trip
+%% in µs and the bytes one send copies.
+-spec emas_message_cost(#{solution := binary | list, messages := pos_integer(), dimensions => pos_integer(),
+                          node => node()}) -> #{atom() => term()}.
+emas_message_cost(Options) ->
+    terrain_emas_messages:cost(Options).
+
+%%--------------------------------------------------------------------
+%% API: general
+
+%% @doc A sentence for an error this application returned.
+-spec format_error(term()) -> iolist().
+format_error({emas, _} = Reason) ->
+    terrain_emas:format_error(Reason);
+format_error(Reason) ->
+    io_lib:format("~0tp", [Reason]).
