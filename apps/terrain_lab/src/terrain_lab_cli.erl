@@ -192,7 +192,7 @@ commands() ->
                      help => "nodes to use instead of the running cluster"},
                    state_dir_option()],
        run => {terrain_lab_time_task, run}}, terrain_lab_cmd_attrs:command(), terrain_lab_cmd_choose:command(),
-     terrain_lab_probe:command(), terrain_lab_cmd_topology:command()].
+     terrain_lab_probe:command(), terrain_lab_cmd_topology:command()] ++ terrain_lab_cmd_events:commands().
 
 %% @doc Prints a result line on the `out' device.
 -spec out(io(), io:format(), [term()]) -> ok.

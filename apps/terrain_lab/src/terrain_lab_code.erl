@@ -13,14 +13,14 @@
 %% API
 -export([vm_args/0]).
 
--define(APPS, [terrain, terrain_lab]).
+-define(APPS, [terrain, terrain_lab, terrain_events, terrain_workloads]).
 
 %% @doc `-pa' arguments for terrain's ebin directories.
 -spec vm_args() -> [string()].
 vm_args() ->
     lists:append([["-pa", Dir] || Dir <- ebin_dirs()]).
 
-%% The ebin directories of terrain and terrain_lab, on disk.
+%% The ebin directories of terrain's applications, on disk.
 ebin_dirs() ->
     Loaded = [{App, filename:dirname(code:which(app_module(App)))} || App <- ?APPS],
     case lists:all(fun({_, Dir}) -> filelib:is_dir(Dir) end, Loaded) of
@@ -29,7 +29,9 @@ ebin_dirs() ->
     end.
 
 app_module(terrain) -> terrain;
-app_module(terrain_lab) -> terrain_lab_cli.
+app_module(terrain_lab) -> terrain_lab_cli;
+app_module(terrain_events) -> terrain_events;
+app_module(terrain_workloads) -> terrain_workloads.
 
 %% Writes the applications' code to the cache (once per distinct code) and returns
 %% the ebin directories there.

@@ -28,6 +28,8 @@ topology
     topology JSON, adjusted Rand index.
 topology_plots
     Heatmap ordered by the tree, dendrogram, the non-binary tree.
+events
+    The EventSpace views of a recorded wind tunnel: per-worker timeline, read times.
 cli
     The ``terrain-analysis`` command.
 """

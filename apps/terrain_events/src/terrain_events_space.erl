@@ -1,0 +1,165 @@
+%% @private
+%% @doc The event space of this node: one bounded ring per collector.
+%%
+%% This server creates and deletes rings and owns their tables; it is never on the
+%% path of an event. Each ring is published as a `persistent_term'
+%% (`{terrain_events_space, Collector}'), so that a collector writes into it from the
+%% emitting process (`record/4') and a reader, local or sent by another node's scope,
+%% reads it in its own process (`read/3'). Collectors are created rarely (at start and
+%% by `terrain_events:new_collector/2'): a `persistent_term' update is a global
+%% operation and is meant to be rare.
+-module(terrain_events_space).
+-behaviour(gen_server).
+
+%% API
+-export([start_link/0,
+         record/4,
+         ring/1,
+         new_collector/2,
+         delete_collector/1,
+         collectors/0,
+         read/3,
+         info/0,
+         forget_all/0]).
+
+%% gen_server callbacks
+-export([init/1, handle_call/3, handle_cast/2, terminate/2]).
+
+-export_type([read_result/0, info/0]).
+
+-define(KEY(Collector), {?MODULE, Collector}).
+-define(LIST, {?MODULE, collectors}).
+-define(BUILTIN, [explicit, paths, trace]).
+
+-type read_result() :: #{entries := [terrain_events_ring:entry()],
+                         cursor := non_neg_integer(),
+                         lost := non_neg_integer(),
+                         written := non_neg_integer(),
+                         dropped := non_neg_integer()}.
+-type info() :: #{capacity := pos_integer(),
+                  written := non_neg_integer(),
+                  dropped := non_neg_integer(),
+                  memory_bytes := non_neg_integer()}.
+
+%%--------------------------------------------------------------------
+%% API
+
+-spec start_link() -> {ok, pid()} | {error, term()}.
+start_link() ->
+    gen_server:start_link({local, ?MODULE}, ?MODULE, [], []).
+
+%% @doc Writes an event into `Collector''s ring; a no-op when there is no such
+%% collector (the application is not running, or the collector was never created).
+-spec record(atom(), [atom()], map(), map()) -> ok.
+record(Collector, Name, Measurements, Metadata) ->
+    case persistent_term:get(?KEY(Collector), undefined) of
+        undefined ->
+            ok;
+        Ring ->
+            try terrain_events_ring:write(Ring, Name, Measurements, Metadata, self()) of
+                true -> ok
+            catch
+                error:badarg -> ok   % the ring's owner is restarting right now
+            end
+    end.
+
+%% @doc The ring of a collector, for a writer that stamps its own times (the tracer).
+-spec ring(atom()) -> terrain_events_ring:ring() | undefined.
+ring(Collector) ->
+    persistent_term:get(?KEY(Collector), undefined).
+
+%% @doc Creates a collector's ring (`ok' if it exists with that capacity already).
+-spec new_collector(atom(), pos_integer()) -> ok | {error, {exists, atom(), pos_integer()}}.
+new_collector(Collector, Capacity) when is_atom(Collector), is_integer(Capacity), Capacity > 0 ->
+    gen_server:call(?MODULE, {new, Collector, Capacity}).
+
+-spec delete_collector(atom()) -> ok.
+delete_collector(Collector) when is_atom(Collector) ->
+    gen_server:call(?MODULE, {delete, Collector}).
+
+%% @doc The collectors of this node.
+-spec collectors() -> [atom()].
+collectors() ->
+    persistent_term:get(?LIST, []).
+
+%% @doc Reads at most `Max' events of `Collector' after the cursor `After'.
+-spec read(atom(), non_neg_integer(), pos_integer()) -> {ok, read_result()} | {error, {no_collector, atom()}}.
+read(Collector, After, Max) ->
+    case persistent_term:get(?KEY(Collector), undefined) of
+        undefined ->
+            {error, {no_collector, Collector}};
+        Ring ->
+            {Entries, Cursor, Lost} = terrain_events_ring:read(Ring, After, Max),
+            {ok, #{entries => Entries, cursor => Cursor, lost => Lost,
+                   written => terrain_events_ring:written(Ring), dropped => terrain_events_ring:dropped(Ring)}}
+    end.
+
+%% @doc Capacity, events written, dropped and memory of every collector.
+-spec info() -> #{atom() => info()}.
+info() ->
+    maps:from_list([{C, #{capacity => terrain_events_ring:capacity(R),
+                          written => terrain_events_ring:written(R),
+                          dropped => terrain_events_ring:dropped(R),
+                          memory_bytes => terrain_events_ring:memory_bytes(R)}}
+                    || C <- collectors(), R <- [persistent_term:get(?KEY(C), undefined)], R =/= undefined]).
+
+%% @doc Unpublishes every ring (the application is stopping).
+-spec forget_all() -> ok.
+forget_all() ->
+    lists:foreach(fun(C) -> _ = persistent_term:erase(?KEY(C)) end, collectors()),
+    _ = persistent_term:erase(?LIST),
+    ok.
+
+%%--------------------------------------------------------------------
+%% gen_server callbacks
+
+-spec init([]) -> {ok, #{atom() => pos_integer()}}.
+init([]) ->
+    process_flag(trap_exit, true),
+    forget_all(),   % a restart: the old rings went with the old owner
+    {ok, Capacity} = application:get_env(terrain_events, capacity),
+    Extra = application:get_env(terrain_events, collectors, []),
+    State = lists:foldl(fun(C, S) -> {ok, S1} = create(C, Capacity, S), S1 end, #{},
+                        lists:usort(?BUILTIN ++ Extra)),
+    {ok, State}.
+
+-spec handle_call(term(), gen_server:from(), #{atom() => pos_integer()}) ->
+          {reply, term(), #{atom() => pos_integer()}}.
+handle_call({new, Collector, Capacity}, _From, State) ->
+    case create(Collector, Capacity, State) of
+        {ok, State1} -> {reply, ok, State1};
+        {error, _} = Error -> {reply, Error, State}
+    end;
+handle_call({delete, Collector}, _From, State) ->
+    case persistent_term:get(?KEY(Collector), undefined) of
+        undefined ->
+            {reply, ok, State};
+        Ring ->
+            _ = persistent_term:erase(?KEY(Collector)),
+            persistent_term:put(?LIST, collectors() -- [Collector]),
+            true = terrain_events_ring:delete(Ring),
+            {reply, ok, maps:remove(Collector, State)}
+    end.
+
+-spec handle_cast(term(), State) -> {noreply, State}.
+handle_cast(_Message, State) ->
+    {noreply, State}.
+
+-spec terminate(term(), term()) -> ok.
+terminate(_Reason, _State) ->
+    forget_all().
+
+%%--------------------------------------------------------------------
+%% Internal functions
+
+create(Collector, Capacity, State) ->
+    case maps:find(Collector, State) of
+        {ok, Capacity} ->
+            {ok, State};
+        {ok, Other} ->
+            {error, {exists, Collector, Other}};
+        error ->
+            persistent_term:put(?KEY(Collector), terrain_events_ring:new(Collector, Capacity)),
+            persistent_term:put(?LIST, lists:usort([Collector | collectors()])),
+            {ok, State#{Collector => Capacity}}
+    end.
