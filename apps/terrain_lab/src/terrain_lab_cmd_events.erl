@@ -54,8 +54,8 @@ commands() ->
                      help => "record: lattice rows per worker"},
                    #{name => work_per_cell, long => "work-per-cell", type => integer, default => 16,
                      metavar => "N", help => "record: rounds of the cell rule per cell and step"},
-                   #{name => collectors, long => "collectors", type => list, default => ["explicit"],
-                     metavar => "explicit,trace", help => "record: the collectors to turn on"},
+                   #{name => collectors, long => "collectors", type => list,
+                     metavar => "explicit,trace", help => "record: the collectors to turn on (default explicit)"},
                    #{name => scope_rate, long => "scope-rate", type => float, default => 10.0, metavar => "HZ",
                      help => "record: reads per second of the monitor scope"},
                    #{name => scope_batch, long => "scope-batch", type => integer, default => 1000, metavar => "N",
@@ -115,7 +115,11 @@ record(Options, Io) ->
     end.
 
 record_options(Options) ->
-    Asked = maps:get(collectors, Options),
+    Asked = case maps:get(collectors, Options, undefined) of
+                undefined -> ["explicit"];
+                [] -> ["explicit"];
+                List -> List
+            end,
     Collectors = [list_to_atom(C) || C <- Asked, lists:member(C, ["explicit", "trace"])],
     case {maps:get(workload, Options, undefined), maps:get(out, Options, undefined)} of
         {undefined, _} ->
