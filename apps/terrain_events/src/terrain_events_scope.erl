@@ -67,11 +67,11 @@ validate(Options) ->
     O = maps:merge(?DEFAULTS, Options),
     Checks = [{nodes, fun(Ns) -> is_list(Ns) andalso Ns =/= [] andalso lists:all(fun is_atom/1, Ns) end},
               {collectors, fun(Cs) -> is_list(Cs) andalso Cs =/= [] andalso lists:all(fun is_atom/1, Cs) end},
-              {select, fun(S) -> try terrain_events_view:validate_selection(S), true catch error:badarg -> false end end},
+              {select, fun(S) -> try is_map(terrain_events_view:validate_selection(S)) catch error:badarg -> false end end},
               {rate, fun(R) -> is_number(R) andalso R > 0 andalso R =< 1000 end},
               {batch, fun(B) -> is_integer(B) andalso B > 0 end},
               {monitors, fun(Ms) -> is_list(Ms) andalso
-                                        lists:all(fun(M) -> try terrain_events_monitor:new(M), true
+                                        lists:all(fun(M) -> try _ = terrain_events_monitor:new(M), true
                                                             catch error:badarg -> false end end, Ms) end},
               {start, fun(S) -> S =:= now orelse S =:= oldest end},
               {timeout, fun(T) -> is_integer(T) andalso T > 0 end},

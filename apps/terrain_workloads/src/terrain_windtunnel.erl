@@ -163,7 +163,7 @@ start(Placement, Rows, #{steps := Steps, columns := Cols, work_per_cell := Work,
     Deadline = erlang:monotonic_time(millisecond) + Timeout,
     _ = OnStart([{I, Pid} || {I, _, {Pid, _}} <- Spawned]),
     T0 = erlang:monotonic_time(microsecond),
-    [Pid ! {go, neighbour(Pids, I - 1), neighbour(Pids, I + 1)} || {I, _, {Pid, _}} <- Spawned],
+    lists:foreach(fun({I, _, {Pid, _}}) -> Pid ! {go, neighbour(Pids, I - 1), neighbour(Pids, I + 1)} end, Spawned),
     case collect(Spawned, Deadline, #{}) of
         {ok, Done} ->
             Elapsed = erlang:monotonic_time(microsecond) - T0,
