@@ -135,12 +135,12 @@ drain(Cursors, _Batch, _Timeout, Acc, Lost, Failed) when map_size(Cursors) =:= 0
 drain(Cursors, Batch, Timeout, Acc, Lost, Failed) ->
     Replies = read_round(Cursors, Batch, Timeout),
     {Next, Acc1, Lost1, Failed1} =
-        lists:foldl(fun({{Node, C} = Key, {ok, #{entries := Entries, cursor := Cursor, lost := L, written := W}}},
+        lists:foldl(fun({{Node, C} = Key, {ok, #{entries := Entries, cursor := Cursor, lost := L, more := More}}},
                         {N, A, LAcc, F}) ->
                             Events = terrain_events_view:events(Node, C, Entries),
-                            N1 = case Cursor >= W orelse (Entries =:= [] andalso L =:= 0) of
-                                     true -> N;                 % read to the end
-                                     false -> N#{Key => Cursor}
+                            N1 = case More andalso Entries =/= [] of
+                                     false -> N;                 % read to the end
+                                     true -> N#{Key => Cursor}
                                  end,
                             {N1, maps:update_with(Node, fun(Ls) -> [Events | Ls] end, [Events], A), LAcc + L, F};
                        ({{Node, _}, {error, Why}}, {N, A, LAcc, F}) ->
@@ -153,7 +153,7 @@ drain(Cursors, Batch, Timeout, Acc, Lost, Failed) ->
 
 -record(state, {options :: options(),
                 owner :: reference(),
-                cursors :: #{{node(), atom()} => non_neg_integer()},
+                cursors :: #{{node(), atom()} => terrain_events_ring:cursor()},
                 offsets :: #{node() => terrain_events_clock:offset()},
                 monitors :: [terrain_events_monitor:state()],
                 started :: integer(),
@@ -219,8 +219,8 @@ schedule(#{rate := Rate}) ->
 start_cursor(_Node, _Collector, oldest, _O) ->
     0;
 start_cursor(Node, Collector, now, #{timeout := Timeout}) ->
-    try erpc:call(Node, terrain_events_space, read, [Collector, 0, 1], Timeout) of
-        {ok, #{written := Written}} -> Written;
+    try erpc:call(Node, terrain_events_space, cursor, [Collector], Timeout) of
+        {ok, Cursor} -> Cursor;
         {error, _} -> 0
     catch
         error:_ -> 0

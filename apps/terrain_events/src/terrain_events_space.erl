@@ -19,6 +19,7 @@
          delete_collector/1,
          collectors/0,
          read/3,
+         cursor/1,
          info/0,
          forget_all/0]).
 
@@ -32,8 +33,9 @@
 -define(BUILTIN, [explicit, paths, trace]).
 
 -type read_result() :: #{entries := [terrain_events_ring:entry()],
-                         cursor := non_neg_integer(),
+                         cursor := [non_neg_integer()],
                          lost := non_neg_integer(),
+                         more := boolean(),                  % a shard has more to read
                          written := non_neg_integer(),
                          dropped := non_neg_integer()}.
 -type info() :: #{capacity := pos_integer(),
@@ -82,16 +84,30 @@ delete_collector(Collector) when is_atom(Collector) ->
 collectors() ->
     persistent_term:get(?LIST, []).
 
-%% @doc Reads at most `Max' events of `Collector' after the cursor `After'.
--spec read(atom(), non_neg_integer(), pos_integer()) -> {ok, read_result()} | {error, {no_collector, atom()}}.
+%% @doc Reads at most `Max' events per shard of `Collector' after the cursor `After'
+%% (`0': from the oldest kept).
+-spec read(atom(), terrain_events_ring:cursor(), pos_integer()) ->
+          {ok, read_result()} | {error, {no_collector, atom()} | {bad_cursor, term()}}.
 read(Collector, After, Max) ->
     case persistent_term:get(?KEY(Collector), undefined) of
         undefined ->
             {error, {no_collector, Collector}};
         Ring ->
-            {Entries, Cursor, Lost} = terrain_events_ring:read(Ring, After, Max),
-            {ok, #{entries => Entries, cursor => Cursor, lost => Lost,
-                   written => terrain_events_ring:written(Ring), dropped => terrain_events_ring:dropped(Ring)}}
+            try terrain_events_ring:read(Ring, After, Max) of
+                Result ->
+                    {ok, Result#{written => terrain_events_ring:written(Ring),
+                                 dropped => terrain_events_ring:dropped(Ring)}}
+            catch
+                error:function_clause -> {error, {bad_cursor, After}}   % the ring was made again
+            end
+    end.
+
+%% @doc The cursor after the last event of `Collector' written so far.
+-spec cursor(atom()) -> {ok, [non_neg_integer()]} | {error, {no_collector, atom()}}.
+cursor(Collector) ->
+    case persistent_term:get(?KEY(Collector), undefined) of
+        undefined -> {error, {no_collector, Collector}};
+        Ring -> {ok, terrain_events_ring:cursor(Ring)}
     end.
 
 %% @doc Capacity, events written, dropped and memory of every collector.

@@ -5,7 +5,7 @@
 %% One tracer process per call of `terrain_events:trace/2' on a node: it turns on
 %% `send' and `receive' tracing of its processes with itself as the tracer and
 %% monotonic trace timestamps, and writes one event per trace message, stamped with
-%% the trace's time (converted to system time): `[trace, send]' with metadata `to'
+%% the trace's time: `[trace, send]' with metadata `to'
 %% and `[trace, receive]'. The emitting processes only pay the runtime's cost of
 %% generating the trace message; the copy into the ring happens in the tracer. The
 %% tracer's queue is the one place that could grow under a burst, so it is watched:
@@ -84,13 +84,13 @@ trace(Pid, How) ->
 loop(#{ring := Ring, recorded := N} = S) ->
     receive
         {trace_ts, Pid, send, _Message, To, Ts} ->
-            true = terrain_events_ring:write(Ring, time(Ts), [trace, send], #{}, #{to => To}, Pid),
+            true = terrain_events_ring:write(Ring, Ts, [trace, send], #{}, #{to => To}, Pid),
             loop(check(S#{recorded := N + 1}));
         {trace_ts, Pid, send_to_non_existing_process, _Message, To, Ts} ->
-            true = terrain_events_ring:write(Ring, time(Ts), [trace, send], #{}, #{to => To, exists => false}, Pid),
+            true = terrain_events_ring:write(Ring, Ts, [trace, send], #{}, #{to => To, exists => false}, Pid),
             loop(check(S#{recorded := N + 1}));
         {trace_ts, Pid, 'receive', _Message, Ts} ->
-            true = terrain_events_ring:write(Ring, time(Ts), [trace, 'receive'], #{}, #{}, Pid),
+            true = terrain_events_ring:write(Ring, Ts, [trace, 'receive'], #{}, #{}, Pid),
             loop(check(S#{recorded := N + 1}));
         {stats, From, Ref} ->
             From ! {Ref, maps:with([recorded, pauses], S)},
@@ -129,14 +129,11 @@ finish(#{traced := Traced} = S) ->
 drain(#{ring := Ring, recorded := N} = S) ->
     receive
         {trace_ts, Pid, send, _Message, To, Ts} ->
-            true = terrain_events_ring:write(Ring, time(Ts), [trace, send], #{}, #{to => To}, Pid),
+            true = terrain_events_ring:write(Ring, Ts, [trace, send], #{}, #{to => To}, Pid),
             drain(S#{recorded := N + 1});
         {trace_ts, Pid, 'receive', _Message, Ts} ->
-            true = terrain_events_ring:write(Ring, time(Ts), [trace, 'receive'], #{}, #{}, Pid),
+            true = terrain_events_ring:write(Ring, Ts, [trace, 'receive'], #{}, #{}, Pid),
             drain(S#{recorded := N + 1})
     after 0 ->
         S
     end.
-
-time(Monotonic) ->
-    erlang:convert_time_unit(Monotonic + erlang:time_offset(), native, microsecond).

@@ -13,7 +13,7 @@
 prop_ring_bound_drops_and_order() ->
     ?FORALL({Capacity, Writes, Batch}, {range(1, 64), range(0, 300), range(1, 50)},
             begin
-                Ring = {ring, _, Table, _} = terrain_events_ring:new(prop_ring, Capacity),
+                Ring = {ring, _, {Table}, _} = terrain_events_ring:new(prop_ring, Capacity, 1),
                 [terrain_events_ring:write(Ring, [p], #{i => I}, #{}, self()) || I <- lists:seq(1, Writes)],
                 Size = ets:info(Table, size),
                 {Seen, Lost} = read_all(Ring, 0, Batch, [], 0),
@@ -27,8 +27,10 @@ prop_ring_bound_drops_and_order() ->
 
 read_all(Ring, Cursor, Batch, Acc, Lost) ->
     case terrain_events_ring:read(Ring, Cursor, Batch) of
-        {[], _, L} -> {lists:append(lists:reverse(Acc)), Lost + L};
-        {Entries, Next, L} -> read_all(Ring, Next, Batch, [[I || {_, _, _, _, #{i := I}, _} <- Entries] | Acc], Lost + L)
+        #{entries := [], lost := L} ->
+            {lists:append(lists:reverse(Acc)), Lost + L};
+        #{entries := Entries, cursor := Next, lost := L} ->
+            read_all(Ring, Next, Batch, [[I || {_, _, _, _, #{i := I}, _} <- Entries] | Acc], Lost + L)
     end.
 
 %% Events at distinct true times on several nodes whose clocks are off by arbitrary

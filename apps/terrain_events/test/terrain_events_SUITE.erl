@@ -63,14 +63,26 @@ burst_of_ten_times_capacity_stays_within_bound() ->
 burst_of_ten_times_capacity_stays_within_bound(_Config) ->
     ok = terrain_events:new_collector(burst, 1000),
     try
-        Emit = fun(From, To) -> [terrain_events:emit(burst, [b], #{v => I}, #{w => 1}) || I <- lists:seq(From, To)] end,
-        _ = Emit(1, 1000),
-        #{burst := #{memory_bytes := Full, dropped := 0}} = terrain_events:info(),
-        _ = Emit(1001, 10000),
-        #{burst := #{memory_bytes := After, dropped := Dropped, written := 10000}} = terrain_events:info(),
-        ct:pal("full ring ~b bytes; after a 10x burst ~b bytes, ~b dropped", [Full, After, Dropped]),
-        ?assertEqual(9000, Dropped),
-        ?assertEqual(Full, After)
+        Shards = erlang:system_info(schedulers),
+        Capacity = terrain_events_ring:capacity(terrain_events_space:ring(burst)),
+        %% the most a ring can hold: every shard full (measured on a ring of one shard)
+        Reference = terrain_events_ring:new(reference, Capacity div Shards, 1),
+        [terrain_events_ring:write(Reference, [b], #{v => I}, #{w => 1}, self()) || I <- lists:seq(1, Capacity div Shards)],
+        Bound = Shards * terrain_events_ring:memory_bytes(Reference),
+        terrain_events_ring:delete(Reference),
+        %% one emitter per scheduler, 10x the capacity between them
+        Parent = self(),
+        Pids = [spawn_link(fun() -> [terrain_events:emit(burst, [b], #{v => I}, #{w => 1})
+                                     || I <- lists:seq(1, 10 * Capacity div Shards)],
+                                    Parent ! {done, self()} end) || _ <- lists:seq(1, Shards)],
+        [receive {done, P} -> ok end || P <- Pids],
+        #{burst := #{memory_bytes := After, dropped := Dropped, written := Written}} = terrain_events:info(),
+        ct:pal("capacity ~b in ~b shards, bound ~b bytes; after a 10x burst ~b bytes, ~b written, ~b dropped",
+               [Capacity, Shards, Bound, After, Written, Dropped]),
+        ?assertEqual(10 * Capacity, Written),
+        ?assert(After =< Bound),
+        ?assert(Written - Dropped =< Capacity),
+        ?assert(Dropped >= 9 * Capacity)
     after
         terrain_events:delete_collector(burst)
     end.
