@@ -48,6 +48,7 @@
 
 %% API: the event space
 -export([info/0,
+         cursors/2,
          read/2]).
 
 %% API: scopes and monitors
@@ -153,8 +154,15 @@ stop_trace(Tracer) ->
 info() ->
     terrain_events_space:info().
 
-%% @doc Reads every event kept in the nodes' collectors (scope options `collectors',
-%% `select', `batch', `timeout', `clock_samples' apply), merged by corrected time.
+%% @doc Where the nodes' collectors stand now: pass it as `read/2''s `cursors' to read
+%% only the events written after this call (e.g. those of one run).
+-spec cursors([node()], [atom()]) -> #{{node(), atom()} => term()}.
+cursors(Nodes, Collectors) ->
+    terrain_events_scope:cursors(Nodes, Collectors, 5000).
+
+%% @doc Reads every event kept in the nodes' collectors, or written after `cursors'
+%% (scope options `collectors', `select', `batch', `timeout', `clock_samples' and
+%% `cursors' apply), merged by corrected time.
 -spec read([node()], map()) -> {ok, read_result()} | {error, term()}.
 read(Nodes, Options) ->
     terrain_events_scope:read_all(Nodes, Options).

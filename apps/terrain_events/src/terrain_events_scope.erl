@@ -22,6 +22,7 @@
          stats/1,
          configure/2,
          read_all/2,
+         cursors/3,
          validate/1]).
 
 %% gen_server callbacks
@@ -38,7 +39,10 @@
           monitors => [terrain_events_monitor:monitor()],
           start => now | oldest,                      % read from now (default) or from the oldest kept event
           timeout => pos_integer(),                   % ms: deadline of one read of all nodes (default 1000)
-          clock_samples => pos_integer()}.            % round trips per clock offset estimate (default 8)
+          clock_samples => pos_integer(),             % round trips per clock offset estimate (default 8)
+          cursors => #{{node(), atom()} => terrain_events_ring:cursor()}}.
+                                                      % read_all/2: where to start per node and collector
+                                                      % (from cursors/2; default the oldest kept)
 
 -type stats() :: #{reads := non_neg_integer(),           % read rounds done
                    events := non_neg_integer(),          % events observed (after selection)
@@ -55,7 +59,7 @@
                     failed := [{node(), term()}]}.
 
 -define(DEFAULTS, #{collectors => [explicit], select => #{}, rate => 10, batch => 1000, monitors => [],
-                    start => now, timeout => 1000, clock_samples => 8}).
+                    start => now, timeout => 1000, clock_samples => 8, cursors => #{}}).
 
 %%--------------------------------------------------------------------
 %% API
@@ -75,7 +79,8 @@ validate(Options) ->
                                                             catch error:badarg -> false end end, Ms) end},
               {start, fun(S) -> S =:= now orelse S =:= oldest end},
               {timeout, fun(T) -> is_integer(T) andalso T > 0 end},
-              {clock_samples, fun(N) -> is_integer(N) andalso N > 0 end}],
+              {clock_samples, fun(N) -> is_integer(N) andalso N > 0 end},
+              {cursors, fun is_map/1}],
     case [{K, maps:get(K, O, undefined)} || {K, Ok} <- Checks, not (maps:is_key(K, O) andalso Ok(maps:get(K, O)))] of
         [] ->
             case maps:keys(O) -- [K || {K, _} <- Checks] of
@@ -119,15 +124,28 @@ configure(Scope, Changes) ->
 -spec read_all([node()], map()) -> {ok, result()} | {error, term()}.
 read_all(Nodes, Options) ->
     case validate(Options#{nodes => Nodes}) of
-        {ok, #{collectors := Collectors, batch := Batch, timeout := Timeout, select := Select} = O} ->
+        {ok, #{collectors := Collectors, batch := Batch, timeout := Timeout, select := Select, cursors := From} = O} ->
             {Offsets, ClockFailed} = offsets(Nodes, O),
             Live = Nodes -- [N || {N, _} <- ClockFailed],
-            Cursors = maps:from_list([{{N, C}, 0} || N <- Live, C <- Collectors]),
+            Cursors = maps:from_list([{{N, C}, maps:get({N, C}, From, 0)} || N <- Live, C <- Collectors]),
             {ByNode, Lost, Failed} = drain(Cursors, Batch, Timeout, #{}, 0, []),
             Events = terrain_events_view:select(Select, merge(ByNode, Offsets)),
             {ok, #{events => Events, offsets => Offsets, lost => Lost, failed => ClockFailed ++ Failed}};
         {error, _} = Error ->
             Error
+    end.
+
+%% @doc Where every node's collectors stand now, for `read_all/2''s `cursors': a
+%% read from there sees only later events. Nodes that cannot be asked are left out.
+-spec cursors([node()], [atom()], timeout()) -> #{{node(), atom()} => terrain_events_ring:cursor()}.
+cursors(Nodes, Collectors, Timeout) ->
+    Keys = [{N, C} || N <- Nodes, C <- Collectors],
+    Answers = [{Key, catch_call(N, C, Timeout)} || {N, C} = Key <- Keys],
+    maps:from_list([{Key, Cursor} || {Key, {ok, Cursor}} <- Answers]).
+
+catch_call(Node, Collector, Timeout) ->
+    try erpc:call(Node, terrain_events_space, cursor, [Collector], Timeout)
+    catch error:_ -> {error, unreachable}
     end.
 
 drain(Cursors, _Batch, _Timeout, Acc, Lost, Failed) when map_size(Cursors) =:= 0 ->

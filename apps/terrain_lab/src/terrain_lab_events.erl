@@ -80,6 +80,8 @@ run(Nodes, Collectors, Options, Progress, OnReport) ->
                                               batch => maps:get(scope_batch, Options, 1000),
                                               monitors => Monitors}),
     Tunnel = maps:with([workers, workers_per_scheduler, steps, columns, slice_rows, work_per_cell], Options),
+    %% only this run's events: where every collector stands before it
+    Cursors = terrain_events:cursors(lists:usort([node() | Nodes]), Collectors),
     Self = self(),
     Tracing = lists:member(trace, Collectors),
     Instrument = case lists:member(explicit, Collectors) of
@@ -103,16 +105,16 @@ run(Nodes, Collectors, Options, Progress, OnReport) ->
             Progress(io_lib:format("events: ~b workers x ~b steps in ~.2f s; reading the event spaces~n",
                                    [maps:get(workers, Tunnel1), maps:get(steps, Tunnel1),
                                     maps:get(elapsed_us, Tunnel1) / 1.0e6])),
-            write_run(Nodes, Collectors, Options, Tunnel1, Reports, ScopeStats, Progress);
+            write_run(Nodes, Collectors, Cursors, Options, Tunnel1, Reports, ScopeStats, Progress);
         {error, _} = Error ->
             Error
     end.
 
-write_run(Nodes, Collectors, #{out := Out} = Options, Tunnel, Reports, ScopeStats, Progress) ->
+write_run(Nodes, Collectors, Cursors, #{out := Out} = Options, Tunnel, Reports, ScopeStats, Progress) ->
     Spaces = lists:usort([node() | Nodes]),
     {ok, #{events := Events, offsets := Offsets, lost := Lost, failed := Failed}} =
-        terrain_events:read(Spaces, #{collectors => Collectors, batch => 5000,
-                                      timeout => 10000}),
+        terrain_events:read(Spaces, #{collectors => Collectors, batch => 5000, timeout => 10000,
+                                      cursors => Cursors}),
     _ = Failed =/= [] andalso Progress(io_lib:format("events: could not read ~0tp~n", [Failed])) =:= ok,
     Steps = maps:get(steps, Tunnel),
     Workers = maps:get(workers, Tunnel),

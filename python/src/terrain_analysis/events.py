@@ -207,7 +207,8 @@ def timeline_figure(events: list[dict[str, Any]], highlight_step: int | None = N
                     list(zip(kind.start_s[m], kind.duration_s[m], strict=True)),
                     (w - 0.45, 0.9),
                     facecolors=colour,
-                    linewidth=0,
+                    edgecolors=colour,
+                    linewidth=1.2,  # a step can be narrower than a pixel: keep it visible
                 )
             handles.append(Patch(color=colour, label=f"step {highlight_step} {label}"))
     ax.set_yticks(workers)
