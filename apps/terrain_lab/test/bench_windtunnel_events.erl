@@ -126,9 +126,10 @@ reconfiguration(Nodes) ->
 recorded_run(Nodes, Root) ->
     Out = filename:join([Root, "runs", "bench-events-" ++ binary_to_list(stamp())]),
     ok = filelib:ensure_dir(filename:join(Out, "x")),
-    io:format("~nrecorded run: 16 workers, 500 steps, collection + scope at 10/s, into ~s~n", [Out]),
+    io:format("~nrecorded run: 16 workers, 500 steps, work per cell 64, collection + scope at 10/s, into ~s~n", [Out]),
     {ok, #{windtunnel := T, reports := [Imbalance, Slow], scope := S, views := Views}} =
         terrain_lab_events:record(#{nodes => Nodes, out => Out, workers => 16, steps => 500, scope_rate => 10,
+                                    work_per_cell => 64,
                                     highlight_step => 250},
                                   fun(_) -> ok end, fun(_) -> ok end),
     io:format("  ~.2f s; ~b events observed online (~b/s), ~b lost; views: ~p~n",
