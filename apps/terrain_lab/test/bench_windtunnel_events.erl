@@ -26,13 +26,14 @@
 -define(SPEC, "examples/two_racks.cluster").
 %% The same two racks with the schedulers' busy waiting off, so that a VM's CPU time is
 %% its work (it would otherwise grow with the time its schedulers spin while idle).
--define(SPEC_TEXT,
-        "{cluster, two_racks, #{latency => 2000}}.\n"
-        "{group, r1, #{latency => 100}, [{node, r1n1, #{schedulers => 1, args => ?NO_SPIN}},\n"
-        "                                {node, r1n2, #{schedulers => 1, args => ?NO_SPIN}}]}.\n"
-        "{group, r2, #{latency => 100}, [{node, r2n1, #{schedulers => 1, args => ?NO_SPIN}},\n"
-        "                                {node, r2n2, #{schedulers => 1, args => ?NO_SPIN}}]}.\n").
--define(NO_SPIN, "[\"+sbwt\", \"none\", \"+sbwtdcpu\", \"none\", \"+sbwtdio\", \"none\"]").
+spec_text() ->
+    NoSpin = ["+sbwt", "none", "+sbwtdcpu", "none", "+sbwtdio", "none"],
+    Node = fun(Name) -> io_lib:format("{node, ~s, #{schedulers => 1, args => ~0tp}}", [Name, NoSpin]) end,
+    io_lib:format("{cluster, two_racks, #{latency => 2000}}.~n"
+                  "{group, r1, #{latency => 100}, [~s, ~s]}.~n"
+                  "{group, r2, #{latency => 100}, [~s, ~s]}.~n",
+                  [Node(r1n1), Node(r1n2), Node(r2n1), Node(r2n2)]).
+
 -define(TUNNEL, #{workers => 8, steps => 150}).
 
 run() ->
@@ -41,7 +42,7 @@ run() ->
     {ok, Root} = file:get_cwd(),   % make bench runs in the repository
     SpecFile = filename:join(Root, "runs/bench-two-racks.cluster"),
     ok = filelib:ensure_dir(SpecFile),
-    ok = file:write_file(SpecFile, ?SPEC_TEXT),
+    ok = file:write_file(SpecFile, spec_text()),
     {ok, Cluster} = terrain_lab:start_cluster(SpecFile, #{prefix => "bwe" ++ os:getpid() ++ "_"}),
     try
         Nodes = [N || #{node := N} <- terrain_lab:cluster_nodes(Cluster)],
