@@ -174,6 +174,7 @@ with_cluster(SpecFile, Record, Io) ->
 record_on(Nodes, Record, Io) ->
     Progress = fun(Text) -> terrain_lab_cli:progress(Io, "~ts", [Text]) end,
     Last = atomics:new(1, [{signed, true}]),
+    atomics:put(Last, 1, erlang:monotonic_time(millisecond) - 1000),   % monotonic time may be negative
     OnReport = fun(#{kind := load_imbalance, most_waiting := W, max_wait_share := S, mean_wait_share := M})
                      when W =/= none ->
                        Now = erlang:monotonic_time(millisecond),
