@@ -31,7 +31,6 @@ record_prints_findings_and_writes_the_run() ->
            "writes events, trace, findings, views and a manifest listing them, and leaves no node running."}].
 record_prints_findings_and_writes_the_run(Config) ->
     Run = ?config(run, Config),
-    Beams = terrain_test_peers:beam_count(),
     {Code, Out, Err} = terrain_lab_test_io:run(["events", "record", "--spec", ?config(spec, Config),
                                                 "--workload", "windtunnel", "--workers", "4", "--steps", "30",
                                                 "--columns", "32", "--slice-rows", "4", "--scope-rate", "20",
@@ -56,7 +55,13 @@ record_prints_findings_and_writes_the_run(Config) ->
     ?assertEqual(30 * 26, length(Events)),
     {ok, #{<<"format">> := <<"terrain.event_findings/1">>, <<"monitors">> := [_, _]}} =
         terrain_json:read_file(filename:join(Run, "findings.json")),
-    terrain_test_peers:wait_until(fun() -> terrain_test_peers:beam_count() =< Beams end, 10000, "nodes gone").
+    %% the nodes the command started (named ev<this OS pid>_...) are gone
+    Prefix = "ev" ++ os:getpid() ++ "_",
+    terrain_test_peers:wait_until(fun() ->
+                                          {ok, Names} = erl_epmd:names(),
+                                          not lists:any(fun({N, _}) -> lists:prefix(Prefix, N) end, Names)
+                                  end, 10000, "nodes gone"),
+    ?assertEqual("", os:cmd("pgrep -f '[-]sname " ++ Prefix ++ "' || true")).
 
 export_writes_the_trace_event_format() ->
     [{doc, "export DIR --format perfetto writes a Chrome trace-event object: a process per node, a named track "
