@@ -286,10 +286,9 @@ offsets(Nodes, #{clock_samples := Samples, timeout := Timeout}) ->
     Parent = self(),
     Tag = make_ref(),
     %% estimated for all nodes at once, one process each (every estimate has its own deadline)
-    Pids = [spawn_link(fun() -> Parent ! {Tag, N, terrain_events_clock:estimate(N, Samples, Timeout)} end)
-            || N <- Nodes],
+    lists:foreach(fun(N) -> spawn_link(fun() -> Parent ! {Tag, N, terrain_events_clock:estimate(N, Samples, Timeout)} end)
+                  end, Nodes),
     Results = [receive {Tag, N, R} -> {N, R} end || N <- Nodes],
-    _ = Pids,
     {maps:from_list([{N, O} || {N, {ok, O}} <- Results]), [{N, Why} || {N, {error, Why}} <- Results]}.
 
 merge(ByNode, Offsets) ->
