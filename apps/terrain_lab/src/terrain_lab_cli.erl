@@ -104,7 +104,8 @@ command_modules() ->
      terrain_lab_cmd_topology,
      terrain_lab_cmd_collective,
      terrain_lab_cmd_bench,
-     terrain_lab_cmd_emas].
+     terrain_lab_cmd_emas,
+     terrain_lab_cmd_events].
 
 %% @doc Every subcommand, in the order `terrain --help' lists them: the commands of
 %% {@link command_modules/0}, module by module.
@@ -118,6 +119,8 @@ commands() ->
 -spec format_error(term()) -> iolist().
 format_error({topology_cmd, _} = Reason) ->
     terrain_lab_cmd_topology:format_error(Reason);
+format_error({events_cmd, _} = Reason) ->
+    terrain_lab_cmd_events:format_error(Reason);
 format_error({emas_cmd, _} = Reason) ->
     terrain_lab_cmd_emas:format_error(Reason);
 format_error({collective_cmd, _} = Reason) ->

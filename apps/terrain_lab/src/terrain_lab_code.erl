@@ -13,7 +13,7 @@
 %% API
 -export([vm_args/0]).
 
--define(APPS, [terrain, terrain_paths, terrain_bench, terrain_workloads, terrain_lab]).
+-define(APPS, [terrain, terrain_paths, terrain_events, terrain_bench, terrain_workloads, terrain_lab]).
 
 %% @doc `-pa' arguments for terrain's ebin directories.
 -spec vm_args() -> [string()].
@@ -30,6 +30,7 @@ ebin_dirs() ->
 
 app_module(terrain) -> terrain;
 app_module(terrain_paths) -> terrain_paths;
+app_module(terrain_events) -> terrain_events;
 app_module(terrain_bench) -> terrain_bench;
 app_module(terrain_workloads) -> terrain_workloads;
 app_module(terrain_lab) -> terrain_lab_cli.

@@ -93,7 +93,7 @@
 %% broadcast goes the other way.
 
 -type wrapper() :: forward | reduce | compress | {delay, Ms :: non_neg_integer()}
-                 | {collect, pid() | fun((map()) -> term())}.
+                 | {collect, pid() | {events, atom()} | fun((map()) -> term())}.
 %% A stage on the edge from a vertex to its parent (PATHS' wrappers):
 %% <ul>
 %% <li>`reduce' (the default) — combine the children's partial results and the
@@ -103,7 +103,9 @@
 %% <li>`compress' — `term_to_binary(Data, [compressed])' on the link;</li>
 %% <li>`{delay, Ms}' — hold the data `Ms' milliseconds first (experiments);</li>
 %% <li>`{collect, Collector}' — report each passage as an event map (rank, to,
-%%     node, direction, bytes, time) to a pid (`{terrain_paths_event, Event}') or a fun.</li>
+%%     node, direction, bytes, time) to a pid (`{terrain_paths_event, Event}') or a fun,
+%%     or, with `{collect, {events, Collector}}', into EventSpace's collector on the
+%%     vertex's node: `terrain_events:collect(Collector, Bytes, Event)' (docs/EVENTS.md).</li>
 %% </ul>
 
 -type algorithm() :: named_algorithm() | auto | {tree, vertex()}.

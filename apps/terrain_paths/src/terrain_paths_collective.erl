@@ -237,9 +237,10 @@ unwrap({compressed, Binary}) -> binary_to_term(Binary).
 collect_event(Collector, #{id := Id, rank := Rank, seq := Seq}, {Direction, To}, Data) ->
     Event = #{communicator => Id, rank => Rank, to => To, node => node(), seq => Seq, direction => Direction,
               bytes => erlang:external_size(Data), at_us => erlang:system_time(microsecond)},
-    case is_pid(Collector) of
-        true -> Collector ! {terrain_paths_event, Event};
-        false -> Collector(Event)
+    case Collector of
+        Pid when is_pid(Pid) -> Pid ! {terrain_paths_event, Event};
+        {events, Name} -> terrain_events:collect(Name, erlang:external_size(Data), Event);
+        Fun -> Fun(Event)
     end,
     ok.
 

@@ -22,7 +22,7 @@
 -export_type([tree/0, hierarchy/0, wrapper/0, group/0]).
 
 -type wrapper() :: forward | reduce | compress | {delay, non_neg_integer()}
-                 | {collect, pid() | fun((map()) -> term())}.
+                 | {collect, pid() | {events, atom()} | fun((map()) -> term())}.
 -type vertex() :: #{parent := non_neg_integer() | none,
                     children := [non_neg_integer()],
                     wrappers := [wrapper()]}.
@@ -185,6 +185,7 @@ valid_wrapper(forward) -> true;
 valid_wrapper(reduce) -> true;
 valid_wrapper(compress) -> true;
 valid_wrapper({delay, Ms}) -> is_integer(Ms) andalso Ms >= 0;
+valid_wrapper({collect, {events, Name}}) -> is_atom(Name);
 valid_wrapper({collect, C}) -> is_pid(C) orelse is_function(C, 1);
 valid_wrapper(_) -> false.
 

@@ -7,11 +7,12 @@
 -include_lib("stdlib/include/assert.hrl").
 
 -export([suite/0, all/0, init_per_suite/1, end_per_suite/1]).
--export([hierarchical_follows_the_topology/0, hand_drawn_tree_with_wrappers/0,
+-export([hierarchical_follows_the_topology/0, hand_drawn_tree_with_wrappers/0, collect_wrapper_feeds_the_event_space/0,
          reconfigure_switches_at_an_operation_boundary/0, auto_reads_the_rules_file/0,
          node_stopped_mid_allreduce_gives_member_down/0, hung_member_gives_timeout/0]).
 -export([hierarchical_follows_the_topology/1,
          hand_drawn_tree_with_wrappers/1,
+         collect_wrapper_feeds_the_event_space/1,
          reconfigure_switches_at_an_operation_boundary/1,
          auto_reads_the_rules_file/1,
          node_stopped_mid_allreduce_gives_member_down/1,
@@ -20,7 +21,7 @@
 suite() -> [{timetrap, {minutes, 2}}].
 
 all() ->
-    [hierarchical_follows_the_topology, hand_drawn_tree_with_wrappers,
+    [hierarchical_follows_the_topology, hand_drawn_tree_with_wrappers, collect_wrapper_feeds_the_event_space,
      reconfigure_switches_at_an_operation_boundary, auto_reads_the_rules_file,
      node_stopped_mid_allreduce_gives_member_down, hung_member_gives_timeout].
 
@@ -93,6 +94,30 @@ hand_drawn_tree_with_wrappers(Config) ->
     {error, {paths, {bad_tree, {duplicate, 1}}}} =
         terrain_paths:communicator(Members, #{algorithm => {tree, {0, [{1, []}, {1, []}]}}}),
     terrain_paths_test_members:stop(Members).
+
+collect_wrapper_feeds_the_event_space() ->
+    [{doc, "A {collect, {events, paths}} wrapper records every value passing its edge in EventSpace's paths "
+      "collector of the vertex's node ([paths, collect], the bytes as value, the passage as metadata), "
+      "read back with terrain_events:read/2."}].
+collect_wrapper_feeds_the_event_space(_Config) ->
+    {ok, Started} = application:ensure_all_started(terrain_events),
+    try
+        Members = terrain_paths_test_members:start(3, [node()]),
+        Tree = {tree, {0, [{1, [{collect, {events, paths}}], []}, {2, []}]}},
+        {ok, Comm} = terrain_paths:communicator(Members, #{algorithm => Tree}),
+        Results = terrain_paths_test_members:run(Members, Comm,
+                                                 fun(C, R) -> [terrain_paths:allreduce(C, R + 1, sum)] end),
+        ?assertEqual(lists:duplicate(3, [{ok, 6}]), Results),
+        terrain_paths_test_members:stop(Members),
+        {ok, #{events := Events, failed := []}} = terrain_events:read([node()], #{collectors => [paths]}),
+        Passages = lists:sort([{D, From, To} || #{name := [paths, collect], measurements := #{value := Bytes},
+                                                  metadata := #{rank := From, to := To, direction := D}} <- Events,
+                                                is_integer(Bytes), Bytes > 0]),
+        %% rank 1's edge only: its value goes up (1 -> 0), the result comes down (0 -> 1)
+        ?assertEqual([{down, 0, 1}, {up, 1, 0}], Passages)
+    after
+        [ok = application:stop(App) || App <- lists:reverse(Started)]
+    end.
 
 lex(R) -> list_to_atom("x" ++ integer_to_list(R)).
 

@@ -2,7 +2,7 @@
 %% terrain chooses, to show what placement and the runtime's choices buy.
 %%
 %% This is the one public module of the `terrain_workloads' application; every other
-%% module (`terrain_emas*', ...) is internal. Each workload has its own block of
+%% module (`terrain_emas*', `terrain_windtunnel*') is internal. Each workload has its own block of
 %% functions below.
 %%
 %% == EMAS ==
@@ -26,6 +26,20 @@
 %% Every random choice comes from `rand' states derived from `seed' (never the
 %% process-global state); with `steps' the sequential and skel models are
 %% reproducible exactly.
+%%
+%% == The wind tunnel ==
+%%
+%% The wind tunnel (Bjørndalen, Anshus and Bongo, PATHS and EventSpace, §5–6): a
+%% 2-D lattice split into slices of rows, one slice per worker process; every step
+%% each worker sends its border rows to the workers above and below, reads theirs,
+%% and computes its slice. It is the application EventSpace watches
+%% (docs/EVENTS.md): give it an `instrument' fun and it reports its communication
+%% and computation as events.
+%% ```
+%% {ok, #{elapsed_us := Us, placement := Placement}} =
+%%     terrain_workloads:windtunnel(#{nodes => [node() | nodes()], workers => 16, steps => 500,
+%%                                    instrument => fun terrain_events:emit/3}).
+%% '''
 -module(terrain_workloads).
 
 %% API: EMAS
@@ -34,13 +48,20 @@
          emas_validate/1,
          emas_message_cost/1]).
 
+%% API: wind tunnel
+-export([windtunnel/1,
+         format_windtunnel_error/1]).
+
 %% API: general
 -export([format_error/1]).
 
 %% exports_not_used: the public API (docs/EXPERIMENTS.md), of which the lab uses part.
 -ignore_xref([{emas_defaults, 0}, {emas_message_cost, 1}]).
 
--export_type([emas_options/0, emas_result/0]).
+-export_type([emas_options/0, emas_result/0, windtunnel_options/0, windtunnel_result/0]).
+
+-type windtunnel_options() :: terrain_windtunnel:options().
+-type windtunnel_result() :: terrain_windtunnel:result().
 
 -type emas_options() ::
         #{model => sequential | hybrid | concurrent | skel,   % default hybrid
@@ -102,7 +123,7 @@ emas_validate(Options) ->
     terrain_emas:validate(Options).
 
 %% @doc The cost of sending one EMAS solution back and forth between two processes
-%% (the seed's lists-vs-binaries lesson): `#{solution => list | binary, messages =>
+%% (Anielski & Stypka's lists-vs-binaries lesson): `#{solution => list | binary, messages =>
 %% N, dimensions => D (100), node => Node (this node)}'. Returns the mean round trip
 %% in µs and the bytes one send copies.
 -spec emas_message_cost(#{solution := binary | list, messages := pos_integer(), dimensions => pos_integer(),
@@ -111,11 +132,27 @@ emas_message_cost(Options) ->
     terrain_emas_messages:cost(Options).
 
 %%--------------------------------------------------------------------
+%% API: wind tunnel
+
+%% @doc Runs the wind tunnel to the end and returns its timing, placement and the
+%% lattice's checksum; see `terrain_windtunnel:options()' for the options.
+-spec windtunnel(windtunnel_options()) -> {ok, windtunnel_result()} | {error, {windtunnel, term()}}.
+windtunnel(Options) ->
+    terrain_windtunnel:run(Options).
+
+%% @doc A sentence for an error of {@link windtunnel/1}.
+-spec format_windtunnel_error({windtunnel, term()}) -> iolist().
+format_windtunnel_error(Reason) ->
+    terrain_windtunnel:format_error(Reason).
+
+%%--------------------------------------------------------------------
 %% API: general
 
 %% @doc A sentence for an error this application returned.
 -spec format_error(term()) -> iolist().
 format_error({emas, _} = Reason) ->
     terrain_emas:format_error(Reason);
+format_error({windtunnel, _} = Reason) ->
+    terrain_windtunnel:format_error(Reason);
 format_error(Reason) ->
     io_lib:format("~0tp", [Reason]).

@@ -31,6 +31,8 @@ topology_plots
 bench
     DE-Bench's summary.json and sweep.csv, HdrHistogram interval logs (read with the ``hdrhistogram``
     package), throughput and latency figures (``terrain-analysis bench``).
+events
+    The EventSpace views of a recorded wind tunnel: per-worker timeline, read times.
 cli
     The ``terrain-analysis`` command.
 """

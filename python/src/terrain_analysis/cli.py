@@ -14,6 +14,7 @@ Shell::
     terrain-analysis gev durations.csv --column write_s --out gev-write
     terrain-analysis topology runs/20240607T101500Z/latency.json --out runs/20240607T101500Z/topology
     terrain-analysis emas runs/emas-hybrid runs/emas-skel --scaling runs/emas-scaling/scaling.json --out plots
+    terrain-analysis events runs/windtunnel --highlight-step 250 --worker 8
 
 Python, as the tests do::
 
@@ -38,6 +39,7 @@ from terrain_analysis.collective import read_collective, write_collective_plot
 from terrain_analysis.bench import merged_log_percentiles, read_summary, write_bench_plots
 from terrain_analysis.durations import DEFAULT_COLUMN, read_durations
 from terrain_analysis.emas import read_run, read_scaling, write_emas_plots
+from terrain_analysis.events import read_events, write_event_views
 from terrain_analysis.fit_json import write_fit_json
 from terrain_analysis.plots import write_plots
 from terrain_analysis.topology import Discovery, discover, read_latency, read_topology, topology_document
@@ -377,6 +379,47 @@ def _run_emas(arguments: argparse.Namespace, out: TextIO) -> int:
             f"{summary['reproductions_per_s']:,.0f} reproductions/s, utilisation {summary['utilisation']:.2f}",
             file=out,
         )
+
+
+# --------------------------------------------------------------------------------------------------
+# events
+# --------------------------------------------------------------------------------------------------
+
+
+def _events_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "directory", type=Path, metavar="RUN", help="run directory of 'terrain events record' (holds events.jsonl)"
+    )
+    parser.add_argument("--out", type=Path, metavar="DIR", help="directory for the views (default: the run)")
+    parser.add_argument(
+        "--highlight-step", type=int, metavar="S", help="step to highlight in the timeline (default: the middle one)"
+    )
+    parser.add_argument(
+        "--worker", type=int, metavar="I", help="worker of the reads view (default: the middle one)"
+    )
+
+
+def _run_events(arguments: argparse.Namespace, out: TextIO) -> int:
+    source: Path = arguments.directory / "events.jsonl"
+    try:
+        header, events = read_events(source)
+    except OSError as error:
+        raise CommandError(f"cannot read {str(source)!r}: {error.strerror or error}") from None
+    except ValueError as error:
+        raise CommandError(str(error)) from None
+    steps = int(header.get("steps", 0))
+    workers = int(header.get("workers", 0))
+    highlight = arguments.highlight_step if arguments.highlight_step is not None else max(1, steps // 2)
+    worker = arguments.worker if arguments.worker is not None else workers // 2
+    directory: Path = arguments.out if arguments.out is not None else arguments.directory
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        written = write_event_views(events, directory, highlight, worker)
+    except OSError as error:
+        raise CommandError(f"cannot write to {str(directory)!r}: {error.strerror or error}") from None
+    except ValueError as error:
+        raise CommandError(f"{source}: {error}") from None
+    print(f"{len(events)} events, {workers} workers, {steps} steps; step {highlight} highlighted", file=out)
     for path in written:
         print(f"wrote {path}", file=out)
     return 0
@@ -466,6 +509,18 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         ),
         add_arguments=_emas_arguments,
         run=_run_emas,
+    ),
+    Subcommand(
+        name="events",
+        summary="draw the EventSpace views of a recorded wind tunnel",
+        description=(
+            "Read RUN/events.jsonl (format terrain.events/1, from 'terrain events record') and draw the "
+            "per-worker timeline with communication dark, computation light and one step highlighted "
+            "(timeline; the EventSpace paper's Fig. 3) and one worker's read times from the worker above "
+            "(solid) and below (dotted) over the steps (reads; Fig. 4), PNG and SVG, to --out or RUN."
+        ),
+        add_arguments=_events_arguments,
+        run=_run_events,
     ),
 )
 """The subcommands, in the order ``--help`` lists them."""
