@@ -233,7 +233,7 @@ duration(Ms) -> io_lib:format("~b min ~2..0b s", [Ms div 60000, (Ms rem 60000) d
 %% The sweep's figures, drawn by terrain-analysis (the project's virtualenv, else
 %% PATH); without it the sweep is complete, only without plots.
 plots(RunDir, CsvFile, Options, Progress) ->
-    case {maps:get(plots, Options, true), analysis_command()} of
+    case {maps:get(plots, Options, true), terrain_lab_analysis:command()} of
         {false, _} ->
             [];
         {true, false} ->
@@ -241,7 +241,7 @@ plots(RunDir, CsvFile, Options, Progress) ->
             [];
         {true, Command} ->
             PlotDir = filename:join(RunDir, "plots"),
-            case run_analysis(Command, ["bench", CsvFile, "--out", PlotDir]) of
+            case terrain_lab_analysis:run(Command, 120000, ["bench", CsvFile, "--out", PlotDir]) of
                 {0, _} ->
                     [filename:join(PlotDir, F) || F <- lists:sort(element(2, file:list_dir(PlotDir)))];
                 {Status, Output} ->
@@ -250,22 +250,3 @@ plots(RunDir, CsvFile, Options, Progress) ->
             end
     end.
 
-analysis_command() ->
-    Local = filename:absname(".venv/bin/terrain-analysis"),
-    case filelib:is_regular(Local) of
-        true -> Local;
-        false -> os:find_executable("terrain-analysis")
-    end.
-
-run_analysis(Command, Args) ->
-    Port = open_port({spawn_executable, Command}, [{args, Args}, exit_status, stderr_to_stdout, binary]),
-    collect(Port, []).
-
-collect(Port, Acc) ->
-    receive
-        {Port, {data, D}} -> collect(Port, [D | Acc]);
-        {Port, {exit_status, Status}} -> {Status, iolist_to_binary(lists:reverse(Acc))}
-    after 120000 ->
-        port_close(Port),
-        {124, <<"terrain-analysis did not finish within 120 s">>}
-    end.

@@ -218,13 +218,13 @@ time_and_fit([At | _] = Nodes, Prefix, RunDir, Io) ->
     Task = #{kind => durations, file => <<"durations.csv">>,
              parameters => #{task => <<"erlang:node/0 on every node">>, runs => ?TASK_RUNS,
                              from => atom_to_binary(At)}},
-    case analysis_command() of
+    case terrain_lab_analysis:command() of
         false ->
             terrain_lab_io:out(Io, "  GEV fit skipped: terrain-analysis is not installed here (make demo installs it)~n", []),
             [Task];
         Command ->
             GevDir = filename:join(RunDir, "gev"),
-            case run_analysis(Command, ["gev", Csv, "--out", GevDir]) of
+            case terrain_lab_analysis:run(Command, 120000, ["gev", Csv, "--out", GevDir]) of
                 {0, _Output} ->
                     Fit = filename:join(GevDir, "fit.json"),
                     check_slowest(Fit, lists:last(Totals), Io),
@@ -250,23 +250,3 @@ check_slowest(Fit, Slowest, Io) ->
             terrain_lab_io:out(Io, "  the fit could not be loaded: ~ts~n", [terrain:format_error(Reason)])
     end.
 
-%% terrain-analysis from the project's virtualenv, else from PATH.
-analysis_command() ->
-    Local = filename:absname(".venv/bin/terrain-analysis"),
-    case filelib:is_regular(Local) of
-        true -> Local;
-        false -> os:find_executable("terrain-analysis")
-    end.
-
-run_analysis(Command, Args) ->
-    Port = open_port({spawn_executable, Command}, [{args, Args}, exit_status, stderr_to_stdout, binary]),
-    collect(Port, []).
-
-collect(Port, Acc) ->
-    receive
-        {Port, {data, D}} -> collect(Port, [D | Acc]);
-        {Port, {exit_status, Status}} -> {Status, iolist_to_binary(lists:reverse(Acc))}
-    after 120000 ->
-        port_close(Port),
-        {124, <<"terrain-analysis did not finish within 120 s">>}
-    end.

@@ -189,37 +189,18 @@ json_report(R) ->
 views(_Out, _Highlight, _Worker, false, _Progress) ->
     {skipped, "views not asked for"};
 views(Out, Highlight, Worker, true, Progress) ->
-    case analysis_command() of
+    case terrain_lab_analysis:command() of
         false ->
             {skipped, "terrain-analysis is not installed here (make setup installs it)"};
         Command ->
             Progress(io_lib:format("events: drawing the views with ~ts~n", [Command])),
-            case run_analysis(Command, ["events", Out, "--highlight-step", integer_to_list(Highlight),
+            case terrain_lab_analysis:run(Command, 180000, ["events", Out, "--highlight-step", integer_to_list(Highlight),
                                         "--worker", integer_to_list(Worker)]) of
                 {0, _} -> ok;
                 {Status, Output} -> {failed, Status, Output}
             end
     end.
 
-analysis_command() ->
-    Local = filename:absname(".venv/bin/terrain-analysis"),
-    case filelib:is_regular(Local) of
-        true -> Local;
-        false -> os:find_executable("terrain-analysis")
-    end.
-
-run_analysis(Command, Args) ->
-    Port = open_port({spawn_executable, Command}, [{args, Args}, exit_status, stderr_to_stdout, binary]),
-    collect_output(Port, []).
-
-collect_output(Port, Acc) ->
-    receive
-        {Port, {data, D}} -> collect_output(Port, [D | Acc]);
-        {Port, {exit_status, Status}} -> {Status, iolist_to_binary(lists:reverse(Acc))}
-    after 180000 ->
-        port_close(Port),
-        {124, <<"terrain-analysis did not finish within 180 s">>}
-    end.
 
 %% @doc `terrain events export DIR': writes `trace.json' (format `perfetto') or
 %% checks and rewrites `events.jsonl' (format `jsonl') from the run's events.
