@@ -27,15 +27,19 @@ commands() ->
        usage => "SPEC",
        description => "Starts the nodes of the cluster spec SPEC as detached VMs with a random cookie "
                       "(stored with mode 0600, never printed) and records them in STATE_DIR/cluster.json. "
-                      "Refuses while a cluster recorded there is still running.",
+                      "Refuses, before starting anything, while a cluster recorded there is still running, "
+                      "when a node name is already registered with epmd (choose another --prefix), and when "
+                      "the nodes would not fit in memory (about 40 MB per VM; --force starts anyway).",
        args => {1, 1},
        options => [terrain_lab_cli_options:state_dir(),
                    #{name => prefix, long => "prefix", type => string, default => "",
                      metavar => "TEXT", help => "prepended to every node name"},
-                   #{name => timeout, long => "timeout", type => integer, default => 60000,
-                     metavar => "MS", help => "deadline for all nodes to come up"},
+                   #{name => timeout, long => "timeout", type => integer, range => {1, inf}, metavar => "MS",
+                     help => "deadline for all nodes to come up (default 30 s + 1 s per node, at least 60 s)"},
+                   #{name => force, long => "force", type => flag,
+                     help => "start even when the nodes would not fit in memory"},
                    #{name => netem, long => "netem", type => string, default => "auto",
-                     metavar => "auto|on|off",
+                     choices => ["auto", "on", "off"], metavar => "auto|on|off",
                      help => "emulate the spec's links (auto: when the spec has link options)"}],
        run => {?MODULE, up}},
      #{name => "status",
@@ -46,25 +50,29 @@ commands() ->
        args => {0, 0},
        options => [terrain_lab_cli_options:state_dir(),
                    #{name => json, long => "json", type => flag, help => "print JSON for scripts"},
-                   #{name => timeout, long => "timeout", type => integer, default => 3000,
+                   #{name => timeout, long => "timeout", type => integer, default => 3000, range => {1, inf},
                      metavar => "MS", help => "deadline for reaching the nodes"}],
        run => {?MODULE, status}},
      #{name => "down",
        summary => "Stop exactly the nodes that 'terrain up' started",
        usage => "",
-       description => "Stops every recorded node by node name, falling back to its recorded OS pid, "
-                      "and removes the state.",
+       description => "Stops every recorded node by node name, falling back to its recorded OS pid "
+                      "(killed only while it is still that node's VM), and removes the state. An unreadable "
+                      "cluster.json does not stop it: the nodes named by the pid files are stopped instead. "
+                      "--force removes the state even when it names no node or a node could not be stopped.",
        args => {0, 0},
        options => [terrain_lab_cli_options:state_dir(),
-                   #{name => timeout, long => "timeout", type => integer, default => 5000,
-                     metavar => "MS", help => "time a node gets to halt before it is killed"}],
+                   #{name => timeout, long => "timeout", type => integer, default => 5000, range => {1, inf},
+                     metavar => "MS", help => "time a node gets to halt before it is killed"},
+                   #{name => force, long => "force", type => flag,
+                     help => "remove the state even when it is unreadable or a node could not be stopped"}],
        run => {?MODULE, down}}].
 
 %% @doc `terrain up SPEC': starts the cluster and prints its nodes.
 -spec up(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
 up(Options, [SpecFile], Io) ->
     Dir = terrain_lab_cluster_state:state_dir(Options),
-    case terrain_lab_launch:up(SpecFile, maps:with([prefix, timeout, netem], Options), Dir, Io) of
+    case terrain_lab_launch:up(SpecFile, maps:with([prefix, timeout, netem, force], Options), Dir, Io) of
         {ok, Nodes} -> print_nodes(Nodes, Io);
         {error, _} = Error -> Error
     end.
@@ -87,12 +95,16 @@ status(Options, [], Io) ->
 -spec down(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
 down(Options, [], Io) ->
     Dir = terrain_lab_cluster_state:state_dir(Options),
-    case terrain_lab_launch:stop(Dir, maps:get(timeout, Options)) of
+    Force = maps:get(force, Options),
+    case terrain_lab_launch:stop(Dir, maps:get(timeout, Options), #{io => Io, force => Force}) of
         {ok, Results} ->
             lists:foreach(fun({Node, How}) -> terrain_lab_io:out(Io, "~-28ts ~ts~n", [Node, How]) end, Results),
-            case terrain_lab_launch:still_running(Results) of
-                [] -> ok;
-                Left -> {error, {launch, {still_running, Left}}}
+            case {terrain_lab_launch:still_running(Results), Force} of
+                {[], _} -> ok;
+                {Left, false} -> {error, {launch, {still_running, Left}}};
+                {Left, true} ->
+                    terrain_lab_io:progress(Io, "could not stop ~ts; the state was removed (--force)~n",
+                                            [lists:join(", ", Left)])
             end;
         {error, _} = Error ->
             Error

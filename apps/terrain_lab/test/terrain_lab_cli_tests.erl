@@ -53,7 +53,7 @@ extra_argument_is_a_usage_error_test() ->
 
 bad_integer_option_names_option_and_value_test() ->
     {2, "", Err} = run(["status", "--timeout", "soon"]),
-    ?assertNotEqual(nomatch, string:find(Err, "option '--timeout' expects an integer, got 'soon'")).
+    ?assertNotEqual(nomatch, string:find(Err, "option '--timeout' expects an integer >= 1, got 'soon'")).
 
 option_missing_its_value_test() ->
     {2, "", Err} = run(["status", "--timeout"]),
@@ -105,3 +105,39 @@ every_handler_is_exported_with_arity_3_test() ->
          ?assertEqual({module, M}, code:ensure_loaded(M)),
          ?assert(erlang:function_exported(M, F, 3))
      end || #{run := {M, F}} <- terrain_lab_cli:commands()].
+
+%% Usage errors are exit 2, decided by the parser from the option definitions: a value
+%% out of range or not among the choices, a missing required option.
+value_out_of_range_is_a_usage_error_test_() ->
+    [?_assertMatch({2, "", _}, run(Args)) || Args <- [["write-test", "--size", "-1", "--targets", "/tmp", "--out", "x"],
+                                                      ["probe", "--batches", "0"],
+                                                      ["choose", "--pick", "bogus", "{a, exists}"],
+                                                      ["status", "--timeout=-1"],
+                                                      ["up", "--netem", "maybe", "x.cluster"],
+                                                      ["topology", "--alpha", "0.5", "m.json"],
+                                                      ["topology", "--outlier-factor", "1", "m.json"]]].
+
+range_error_names_option_value_and_bounds_test() ->
+    {2, "", Err} = run(["write-test", "--size", "-1", "--targets", "/tmp", "--out", "x"]),
+    ?assertNotEqual(nomatch, string:find(Err, "option '--size' expects an integer >= 1, got '-1'")),
+    {2, "", Pick} = run(["choose", "--pick", "bogus", "{a, exists}"]),
+    ?assertNotEqual(nomatch, string:find(Pick, "option '--pick' expects one of random, first, least_loaded, round_robin, got 'bogus'")).
+
+missing_required_option_is_a_usage_error_test() ->
+    {2, "", Err} = run(["write-test", "--targets", "/tmp"]),
+    ?assertNotEqual(nomatch, string:find(Err, "option --out is required")),
+    {2, "", Both} = run(["write-test"]),
+    ?assertNotEqual(nomatch, string:find(Both, "options --targets, --out are required")),
+    {2, "", Rpc} = run(["time-task", "--out", "x.csv"]),
+    ?assertNotEqual(nomatch, string:find(Rpc, "option --rpc-all is required")).
+
+help_marks_required_options_test() ->
+    {0, Help, ""} = run(["time-task", "--help"]),
+    [Rpc] = [L || L <- string:lexemes(Help, "\n"), lists:prefix("  --rpc-all", L)],
+    ?assertNotEqual(nomatch, string:find(Rpc, "(required)")),
+    [Runs] = [L || L <- string:lexemes(Help, "\n"), lists:prefix("  --runs", L)],
+    ?assertEqual(nomatch, string:find(Runs, "(required)")).
+
+every_numeric_option_has_a_range_test() ->
+    %% a negative count or deadline is never meaningful: every integer option says its bounds
+    [?assert(maps:is_key(range, O)) || #{options := Os} <- terrain_lab_cli:commands(), #{type := integer} = O <- Os].
