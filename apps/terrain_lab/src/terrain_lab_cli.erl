@@ -170,8 +170,8 @@ run_command(#{name := Name, run := {Module, Function}} = Command, Rest, Io) ->
                         true ->
                             ?EXIT_PIPE;
                         false ->
-                            terrain_lab_io:progress(Io, "terrain ~ts: internal error: ~0tp:~0tp~n  ~0tp~n",
-                                                    [Name, Class, Reason, Stack]),
+                            terrain_lab_io:progress(Io, "terrain ~ts: internal error: ~0tP:~0tP~n  ~0tP~n",
+                                                    [Name, Class, 5, Reason, 20, Stack, 20]),
                             ?EXIT_INTERNAL
                     end
             end

@@ -141,9 +141,10 @@ format_error({launch, {not_started, Failed}}) ->
 format_error({launch, {still_running, Nodes}}) ->
     io_lib:format("could not stop ~ts; the state is kept", [lists:join(", ", Nodes)]);
 format_error({launch, {name_clash, Clashes}}) ->
-    io_lib:format("node name~s ~ts already registered with epmd (a running VM: another cluster or "
+    {Plural, Verb} = case Clashes of [_] -> {"", "is"}; _ -> {"s", "are"} end,
+    io_lib:format("node name~s ~ts ~s already registered with epmd (a running VM: another cluster or "
                   "--state-dir); nothing was started; choose other names with --prefix, e.g. --prefix ~s_",
-                  [case Clashes of [_] -> " is"; _ -> "s are" end, lists:join(", ", Clashes), os:getenv("USER", "my")]);
+                  [Plural, lists:join(", ", Clashes), Verb, os:getenv("USER", "my")]);
 format_error({launch, {too_big, Count, NeedMb, AvailableMb}}) ->
     io_lib:format("~b nodes need about ~b MB (~b MB per VM) but only ~b MB are available (~b% of MemAvailable); "
                   "nothing was started; use a smaller spec, or --force to start anyway",
@@ -163,7 +164,7 @@ with_netem(_Spec, Other) -> {error, {launch, {bad_netem, Other}}}.
 check_names({Spec, _Netem} = SpecNetem, #{prefix := Prefix}) ->
     Host = terrain_lab_dist_host(),
     Steps = [fun(_) -> terrain_lab_cluster_state:check_node_name(Prefix ++ atom_to_list(Name) ++ "@" ++ Host) end
-             || Name <- terrain_lab_spec:names(Spec)],
+             || Name <- terrain_lab_spec:node_names(Spec)],
     case terrain_lab_steps:run(Steps, none) of
         {error, _} = Error -> Error;
         _ -> {ok, SpecNetem}
@@ -200,7 +201,7 @@ mem_available_mb() ->
 %% Refuses node names that epmd already has: a VM of another cluster (or state
 %% directory) runs under that name, and ours could not register.
 refuse_clashes({Spec, _} = SpecNetem, #{prefix := Prefix}) ->
-    Ours = [Prefix ++ atom_to_list(Name) || Name <- terrain_lab_spec:names(Spec)],
+    Ours = [Prefix ++ atom_to_list(Name) || Name <- terrain_lab_spec:node_names(Spec)],
     Registered = case net_adm:names() of
                      {ok, Names} -> [N || {N, _Port} <- Names];
                      {error, _} -> []           % no epmd: nothing registered
