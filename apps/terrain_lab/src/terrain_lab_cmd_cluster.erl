@@ -120,14 +120,15 @@ print_nodes(Nodes, Io) ->
                   end, Nodes).
 
 print_status_table(#{<<"nodes">> := Nodes} = State, Io) ->
-    #{<<"cluster">> := Cluster, <<"spec">> := Spec} = State,
-    terrain_lab_io:out(Io, "cluster ~ts (~ts), started ~ts~n", [Cluster, Spec, maps:get(<<"started_at">>, State)]),
+    terrain_lab_io:out(Io, "cluster ~ts (~ts), started ~ts~n",
+                       [text(maps:get(<<"cluster">>, State, null)), text(maps:get(<<"spec">>, State, null)),
+                        text(maps:get(<<"started_at">>, State, null))]),
     terrain_lab_io:out(Io, "~-28s ~-24s ~10s ~8s ~s~n", ["NODE", "GROUP PATH", "SCHEDULERS", "OS PID", "STATE"]),
     lists:foreach(fun(N) ->
                           terrain_lab_io:out(Io, "~-28ts ~-24ts ~10ts ~8ts ~s~n",
-                                             [maps:get(<<"node">>, N), path_text(maps:get(<<"group_path">>, N)),
-                                              text(maps:get(<<"schedulers">>, N)), text(maps:get(<<"os_pid">>, N)),
-                                              maps:get(<<"state">>, N)])
+                                             [maps:get(<<"node">>, N), path_text(maps:get(<<"group_path">>, N, [])),
+                                              text(maps:get(<<"schedulers">>, N, null)),
+                                              text(maps:get(<<"os_pid">>, N, null)), maps:get(<<"state">>, N)])
                   end, Nodes),
     Up = length([x || #{<<"state">> := up} <- Nodes]),
     terrain_lab_io:out(Io, "~b of ~b nodes reachable~n", [Up, length(Nodes)]),
@@ -135,30 +136,32 @@ print_status_table(#{<<"nodes">> := Nodes} = State, Io) ->
 
 %% The spec's link levels: between two nodes, the level of their lowest common group
 %% applies (recorded by `up'; absent from states written before network emulation).
-print_levels(#{<<"levels">> := Levels} = State, Io) ->
+print_levels(#{<<"levels">> := Levels} = State, Io) when is_list(Levels) ->
     Netem = case maps:get(<<"netem">>, State, false) of
                 true -> "on";
-                false -> "off: the spec's links are not applied"
+                _ -> "off: the spec's links are not applied"
             end,
     terrain_lab_io:out(Io, "~nnetwork emulation ~ts~n", [Netem]),
     terrain_lab_io:out(Io, "~-28s ~12s ~12s ~16s ~12s~n", ["LEVEL", "LATENCY", "JITTER", "BANDWIDTH", "RTT"]),
-    lists:foreach(fun(L) ->
-                          Latency = maps:get(<<"latency_us">>, L),
+    lists:foreach(fun(L) when is_map(L) ->
+                          Latency = maps:get(<<"latency_us">>, L, null),
                           terrain_lab_io:out(Io, "~-28ts ~12ts ~12ts ~16ts ~12ts~n",
-                                             [maps:get(<<"level">>, L),
-                                              unit(Latency, " us"), unit(maps:get(<<"jitter_us">>, L), " us"),
-                                              unit(maps:get(<<"bandwidth_bytes_per_s">>, L), " B/s"),
-                                              unit(case Latency of null -> null; _ -> 2 * Latency end, " us")])
+                                             [text(maps:get(<<"level">>, L, null)),
+                                              unit(Latency, " us"), unit(maps:get(<<"jitter_us">>, L, null), " us"),
+                                              unit(maps:get(<<"bandwidth_bytes_per_s">>, L, null), " B/s"),
+                                              unit(case is_integer(Latency) of true -> 2 * Latency; false -> null end, " us")]);
+                     (_) ->
+                          ok
                   end, Levels);
 print_levels(_State, _Io) ->
     ok.
 
 print_status_json(State, Io) ->
     Status = #{format => ?STATUS_FORMAT,
-               cluster => maps:get(<<"cluster">>, State),
-               spec => maps:get(<<"spec">>, State),
-               cookie_file => maps:get(<<"cookie_file">>, State),
-               started_at => maps:get(<<"started_at">>, State),
+               cluster => maps:get(<<"cluster">>, State, null),
+               spec => maps:get(<<"spec">>, State, null),
+               cookie_file => maps:get(<<"cookie_file">>, State, null),
+               started_at => maps:get(<<"started_at">>, State, null),
                netem => maps:get(<<"netem">>, State, false),
                levels => maps:get(<<"levels">>, State, []),
                nodes => maps:get(<<"nodes">>, State)},
@@ -170,9 +173,11 @@ path_text(Path) ->
 to_list(A) when is_atom(A) -> atom_to_list(A);
 to_list(B) when is_binary(B) -> binary_to_list(B).
 
-unit(null, _Unit) -> "-";
-unit(Value, Unit) -> integer_to_list(Value) ++ Unit.
+unit(Value, Unit) when is_integer(Value) -> integer_to_list(Value) ++ Unit;
+unit(_, _Unit) -> "-".
 
+%% A recorded value as text; what `up' did not write shows as "-".
 text(null) -> "-";
 text(I) when is_integer(I) -> integer_to_list(I);
-text(B) when is_binary(B) -> B.
+text(B) when is_binary(B) -> B;
+text(Other) -> io_lib:format("~0tp", [Other]).

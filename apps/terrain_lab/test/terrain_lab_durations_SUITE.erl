@@ -133,14 +133,21 @@ read_only_target_is_reported(Config) ->
     ?assertMatch({_, []}, read_csv(Out)).
 
 bad_write_test_options() ->
-    [{doc, "Missing or bad options are refused with a sentence naming them."}].
+    [{doc, "Missing or out-of-range options are usage errors (exit 2), targets that cannot be used exit 1; "
+           "each with a sentence naming them."}].
 bad_write_test_options(Config) ->
     [T1 | _] = ?config(targets, Config),
     Out = filename:join(?config(dir, Config), "x.csv"),
-    Cases = [{["--out", Out], "--targets is required"},
-             {["--targets", T1], "--out is required"},
-             {["--targets", T1, "--out", Out, "--size", "0"], "--size 0: expected MiB > 0"},
-             {["--targets", T1 ++ "," ++ T1, "--out", Out], "is given more than once"},
+    %% usage errors (exit 2): the parser checks required options and ranges
+    Usage = [{["--out", Out], "option --targets is required"},
+             {["--targets", T1], "option --out is required"},
+             {["--targets", T1, "--out", Out, "--size", "0"], "option '--size' expects an integer >= 1, got '0'"}],
+    [begin
+         {2, "", Err} = cli(["write-test" | Args]),
+         ?assertNotEqual(nomatch, string:find(Err, Expected))
+     end || {Args, Expected} <- Usage],
+    %% the test cannot run (exit 1)
+    Cases = [{["--targets", T1 ++ "," ++ T1, "--out", Out], "is given more than once"},
              {["--targets", "/nonexistent", "--out", Out], "target /nonexistent is not a directory"}],
     [begin
          {1, "", Err} = cli(["write-test" | Args]),
