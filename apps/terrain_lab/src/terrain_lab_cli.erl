@@ -73,6 +73,7 @@
 -spec main([string()]) -> no_return().
 main(Args) ->
     ok = terrain_lab_cli_log:install(),
+    ok = terrain_lab_cli_signals:install(),
     Code = run(Args, terrain_lab_io:standard()),
     terrain_lab_cli_log:finish(),
     erlang:halt(Code).
