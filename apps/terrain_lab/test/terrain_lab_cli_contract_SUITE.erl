@@ -20,7 +20,9 @@
          time_task_at_a_node_after_warmup/0, time_task_at_a_node_after_warmup/1,
          up_refuses_a_name_clash_at_once/0, up_refuses_a_name_clash_at_once/1,
          up_refuses_what_cannot_start/0, up_refuses_what_cannot_start/1,
-         down_recovers_an_unreadable_state/0, down_recovers_an_unreadable_state/1]).
+         down_recovers_an_unreadable_state/0, down_recovers_an_unreadable_state/1,
+         probe_defaults_finish_within_the_budget/0, probe_defaults_finish_within_the_budget/1,
+         probe_interrupted_writes_what_it_measured/0, probe_interrupted_writes_what_it_measured/1]).
 
 suite() ->
     [{timetrap, {minutes, 4}}].
@@ -28,7 +30,8 @@ suite() ->
 all() ->
     [closed_stdout_ends_quietly, remote_log_events_stay_off_stdout, time_task_fails_when_every_run_failed,
      attrs_fails_when_no_node_answered, short_names_resolve_through_the_state, time_task_at_a_node_after_warmup,
-     up_refuses_a_name_clash_at_once, up_refuses_what_cannot_start, down_recovers_an_unreadable_state].
+     up_refuses_a_name_clash_at_once, up_refuses_what_cannot_start, down_recovers_an_unreadable_state,
+     probe_defaults_finish_within_the_budget, probe_interrupted_writes_what_it_measured].
 
 init_per_suite(Config) ->
     ok = terrain_test_peers:ensure_distributed(),
@@ -249,6 +252,60 @@ down_recovers_an_unreadable_state(Config) ->
         ?assertNot(filelib:is_dir(State))
     after
         [terrain_lab_os:kill(P) || P <- OsPids]
+    end.
+
+probe_defaults_finish_within_the_budget() ->
+    [{doc, "probe without --batches is adaptive: every pair gets 1 to 100 batches of 10 exchanges, the files are "
+           "complete (partial false), and the whole probe keeps to --budget (plus the time to start and write)."}].
+probe_defaults_finish_within_the_budget(Config) ->
+    Runs = filename:join(?config(priv_dir, Config), "adaptive_runs"),
+    T0 = erlang:monotonic_time(millisecond),
+    {0, Out, Err} = cli(["probe", "--budget", "6", "--runs-dir", Runs], Config),
+    Ms = erlang:monotonic_time(millisecond) - T0,
+    ct:pal("~b ms~n~ts~ts", [Ms, Out, Err]),
+    ?assert(found(Err, "batches of 10 messages until the median is within +-5% (at most 100), budget 6 s")),
+    ?assert(Ms < 6000 + 5000),
+    [Dir] = filelib:wildcard(filename:join(Runs, "*")),
+    {ok, Latency} = terrain_json:read_file(filename:join(Dir, "latency.json")),
+    ?assertEqual(false, maps:get(<<"partial">>, Latency)),
+    Batches = [B || Row <- maps:get(<<"batches_per_pair">>, Latency), B <- Row, B =/= 0],
+    ?assertEqual(6, length(Batches)),
+    ?assert(lists:all(fun(B) -> is_integer(B) andalso B >= 1 andalso B =< 100 end, Batches)).
+
+probe_interrupted_writes_what_it_measured() ->
+    [{doc, "SIGTERM to the escript during a long fixed probe: it exits 1 saying it was interrupted, and "
+           "latency.json holds the pairs measured so far, marked partial."}].
+probe_interrupted_writes_what_it_measured(Config) ->
+    Runs = filename:join(?config(priv_dir, Config), "interrupted_runs"),
+    Port = open_port({spawn_executable, terrain_lab_test_escript:path()},
+                     [{args, ["probe", "--state-dir", ?config(state, Config), "--runs-dir", Runs,
+                              "--batches", "100000", "--messages", "10"]},
+                      exit_status, binary, stderr_to_stdout]),
+    {os_pid, OsPid} = erlang:port_info(Port, os_pid),
+    %% interrupt once the first batches are measured (the progress line says so)
+    ok = await_output(Port, "batches, ", erlang:monotonic_time(millisecond) + 60000, []),
+    _ = os:cmd("kill -TERM " ++ integer_to_list(OsPid)),
+    {Status, Text} = collect(Port, []),
+    ct:pal("exit ~b~n~ts", [Status, Text]),
+    ?assertEqual(1, Status),
+    ?assert(found(binary_to_list(Text), "interrupted: ")),
+    [Dir] = filelib:wildcard(filename:join(Runs, "*")),
+    {ok, Latency} = terrain_json:read_file(filename:join(Dir, "latency.json")),
+    ?assertEqual(true, maps:get(<<"partial">>, Latency)),
+    Measured = [B || Row <- maps:get(<<"batches_per_pair">>, Latency), B <- Row, is_integer(B), B > 0],
+    ?assertNotEqual([], Measured).
+
+await_output(Port, Part, Deadline, Acc) ->
+    Wait = max(0, Deadline - erlang:monotonic_time(millisecond)),
+    receive
+        {Port, {data, D}} ->
+            Text = iolist_to_binary([Acc, D]),
+            case binary:match(Text, list_to_binary(Part)) of
+                nomatch -> await_output(Port, Part, Deadline, Text);
+                _ -> ok
+            end
+    after Wait ->
+            ct:fail({no_output, Part, Acc})
     end.
 
 %%--------------------------------------------------------------------
