@@ -321,8 +321,8 @@ round(Pairs, #{messages := Messages, timeout := Timeout} = Opts, Budget, Tracker
                                     round_total => maps:size(Ready) * maps:get(batches, Opts), round_done => 0},
             {Results, Tracker1, Stop} = collect(Ref, Ready, Failed, RoundTracker, Stall, false),
             #{rounds_done := Done, rounds_ms := Ms} = Tracker1,
-            {Results, Tracker1#{rounds_done => Done + 1,
-                                rounds_ms => Ms + erlang:monotonic_time(millisecond) - RoundT0}, Stop}
+            Now = erlang:monotonic_time(millisecond),
+            {Results, round_done(Tracker1#{rounds_done => Done + 1, rounds_ms => Ms + Now - RoundT0}, Now), Stop}
     end.
 
 client_config(#{batches := B, messages := M, payload := P, warmup := W, timeout := T} = Opts) ->
@@ -390,6 +390,17 @@ tick(#{done := Done, round_done := RoundDone, last := Last, progress := Progress
         false ->
             Tracker1
     end.
+
+%% Progress at the end of every round: the rounds left at the mean duration of those
+%% done (at most the budget left).
+round_done(#{progress := none} = Tracker, _Now) ->
+    Tracker;
+round_done(#{progress := Progress, rounds := Rounds, rounds_done := Done, rounds_ms := Ms, deadline := Deadline,
+             t0 := T0} = Tracker, Now) ->
+    Eta = round(Ms / Done * (Rounds - Done)),
+    Progress(#{done => maps:get(done, Tracker), total => maps:get(total, Tracker), elapsed_ms => Now - T0,
+               eta_ms => case Deadline of infinity -> Eta; _ -> max(0, min(Eta, Deadline - Now)) end}),
+    Tracker#{last => Now}.
 
 %% The time left: the rounds still to come at the mean duration of the finished ones
 %% (or, before one has finished, at the current round's estimated duration), plus what

@@ -141,3 +141,46 @@ help_marks_required_options_test() ->
 every_numeric_option_has_a_range_test() ->
     %% a negative count or deadline is never meaningful: every integer option says its bounds
     [?assert(maps:is_key(range, O)) || #{options := Os} <- terrain_lab_cli:commands(), #{type := integer} = O <- Os].
+
+%% Files a user may hold: never an internal error.
+latency_file(Json, Test) ->
+    File = filename:join("/tmp", "terrain_cli_latency_" ++ os:getpid() ++ ".json"),
+    ok = file:write_file(File, Json),
+    try Test(File) after file:delete(File) end.
+
+topology_of_a_matrix_with_no_nodes_exits_1_test() ->
+    latency_file(<<"{\"format\": \"terrain.latency/1\", \"nodes\": [], \"stats\": {\"min\": []}}">>,
+                 fun(File) ->
+                         {1, "", Err} = run(["topology", File]),
+                         ?assertNotEqual(nomatch, string:find(Err, "'nodes' must be a non-empty list"))
+                 end).
+
+topology_of_a_huge_round_trip_renders_every_format_test() ->
+    latency_file(<<"{\"format\": \"terrain.latency/1\", \"nodes\": [\"a@h\", \"b@h\", \"c@h\"],"
+                   " \"stats\": {\"min\": [[0, 1e300, 5], [1e300, 0, 5], [5, 5, 0]]}}">>,
+                 fun(File) ->
+                         [begin
+                              {Code, Out, Err} = run(["topology", "--outliers", "keep", "--format", F, File]),
+                              ?assertEqual({0, F}, {Code, F}),
+                              ?assertEqual(nomatch, string:find(Err, "internal error")),
+                              ?assertNotEqual("", Out)
+                          end || F <- ["term", "json", "dot", "newick", "text"]]
+                 end).
+
+attribute_name_over_255_characters_is_a_usage_error_test() ->
+    {2, "", Err} = run(["attrs", "--nodes", "x@h", lists:duplicate(300, $a)]),
+    ?assertNotEqual(nomatch, string:find(Err, "has 300 characters; a name has at most 255")).
+
+node_name_over_255_characters_exits_1_test_() ->
+    Long = lists:duplicate(300, $n) ++ "@h",
+    [?_assertMatch({1, "", _}, run(Args)) || Args <- [["attrs", "--nodes", Long],
+                                                      ["probe", "--nodes", Long ++ ",x@h"],
+                                                      ["time-task", "--rpc-all", "erlang:node:[]", "--out",
+                                                       "/tmp/never_written.csv", "--nodes", Long],
+                                                      ["choose", "--at", Long, "{load, exists}"]]].
+
+distance_predicate_without_at_is_a_usage_error_test() ->
+    {2, "", Err} = run(["choose", "{dist, le, 2}"]),
+    ?assertNotEqual(nomatch, string:find(Err, "measures distances from a node: give the node with --at NODE")),
+    {2, "", Nested} = run(["choose", "{'and', [{load, exists}, {level, le, near}]}"]),
+    ?assertNotEqual(nomatch, string:find(Nested, "{level,le,near} measures distances")).

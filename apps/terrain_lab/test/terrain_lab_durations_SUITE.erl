@@ -183,7 +183,7 @@ time_task_times_every_node(Config) ->
 
 time_task_counts_failed_nodes() ->
     [{doc, "A node that does not exist and a task that misses the deadline are counted as failed; "
-           "each run still ends at its deadline."}].
+           "each run still ends at its deadline; when every run failed the command exits 1."}].
 time_task_counts_failed_nodes(Config) ->
     {ok, Spec} = terrain_lab_spec:from_terms([{cluster, tf, #{}}, {node, a, #{}}], undefined),
     {ok, Cluster} = terrain_lab:start_cluster(Spec, #{prefix => "tf" ++ os:getpid() ++ "_"}),
@@ -191,12 +191,14 @@ time_task_counts_failed_nodes(Config) ->
         [#{node := A}] = terrain_lab:cluster_nodes(Cluster),
         Nobody = "nobody_" ++ os:getpid() ++ "@" ++ terrain_lab_dist:host(),
         Out = filename:join(?config(dir, Config), "failed.csv"),
-        {0, _, _} = cli(["time-task", "--rpc-all", "erlang:node:[]", "--runs", "2", "--out", Out,
-                         "--nodes", atom_to_list(A) ++ "," ++ Nobody]),
+        %% every run failed (a node of each did): the command failed
+        {1, _, AllFailed} = cli(["time-task", "--rpc-all", "erlang:node:[]", "--runs", "2", "--out", Out,
+                                 "--nodes", atom_to_list(A) ++ "," ++ Nobody]),
+        ?assertNotEqual(nomatch, string:find(AllFailed, "all 2 runs failed")),
         {_, Rows} = read_csv(Out),
         ?assertMatch([[_, _, _, _, "2", "1", "failed"], [_, _, _, _, "2", "1", "failed"]], Rows),
         Slow = filename:join(?config(dir, Config), "slow.csv"),
-        {0, _, _} = cli(["time-task", "--rpc-all", "timer:sleep:[3000]", "--runs", "1", "--timeout", "300",
+        {1, _, _} = cli(["time-task", "--rpc-all", "timer:sleep:[3000]", "--runs", "1", "--timeout", "300",
                          "--out", Slow, "--nodes", atom_to_list(A)]),
         {_, [[_, Total, _, _, "1", "1", "failed"]]} = read_csv(Slow),
         ?assert(list_to_float(Total) >= 0.3 andalso list_to_float(Total) < 2.0)
