@@ -74,7 +74,7 @@ run(#{mfa := {M, F, A} = MFA, runs := Runs, timeout := Timeout, out := Out} = Ta
             terrain_lab_io:progress(Io, "time-task: ~s:~s/~b on ~b nodes from ~s, ~b runs after ~b warm-up run~s~n",
                                     [M, F, length(A), length(Nodes), case At of undefined -> node(); _ -> At end,
                                      Runs, Warmup, case Warmup of 1 -> ""; _ -> "s" end]),
-            [timed_run(At, MFA, Nodes, Timeout, -W) || W <- lists:seq(1, Warmup)],
+            _ = [timed_run(At, MFA, Nodes, Timeout, -W) || W <- lists:seq(1, Warmup)],
             Result = try
                          lists:foldl(fun(Run, {ok, Failed}) ->
                                              Row = timed_run(At, MFA, Nodes, Timeout, Run),
