@@ -114,15 +114,17 @@ remote_log_events_stay_off_stdout() ->
            "leader, so logger forwards it to the CLI's node) is one line on stderr, never a report on stdout."}].
 remote_log_events_stay_off_stdout(Config) ->
     Csv = filename:join(?config(priv_dir, Config), "logged.csv"),
-    {0, Out, Err} = escript(Config, ["time-task", "--state-dir", ?config(state, Config), "--runs", "1",
+    %% 6 runs (1 warm-up) x 3 nodes = 18 warnings; logger forwards them asynchronously, so those of the last
+    %% run may still be on their way when the CLI halts, but those of the first runs have long arrived
+    {0, Out, Err} = escript(Config, ["time-task", "--state-dir", ?config(state, Config), "--runs", "5",
                                      "--rpc-all", "logger:warning:[\"hello from a node\"]", "--out", Csv]),
     ct:pal("stdout:~n~ts~nstderr:~n~ts", [Out, Err]),
     ?assertEqual("", Out),
     ?assert(found(Err, "terrain: warning: hello from a node")),
     ?assertNot(found(Err, "WARNING REPORT")),
-    %% 2 runs (1 warm-up) x 3 nodes = 6 warnings: 3 shown, the rest counted
+    %% three shown, one line each, the rest counted
     ?assertEqual(3, length([L || L <- lines(Err), found(L, "hello from a node")])),
-    ?assert(found(Err, "3 more warnings like these are in")).
+    ?assert(found(Err, "more warnings like these are in")).
 
 time_task_fails_when_every_run_failed() ->
     [{doc, "time-task exits 1 when every run failed (an undefined function; a dead node), 0 when all ran."}].
