@@ -245,7 +245,7 @@ option_help(_) -> "".
 
 latency_from_json(#{<<"format">> := ?LATENCY_FORMAT, <<"nodes">> := Names, <<"stats">> := Stats} = Doc, File)
   when is_list(Names), is_map(Stats) ->
-    case lists:all(fun is_binary/1, Names) andalso length(lists:usort(Names)) =:= length(Names) of
+    case Names =/= [] andalso lists:all(fun node_name/1, Names) andalso length(lists:usort(Names)) =:= length(Names) of
         true ->
             Matrices = maps:from_list([{binary_to_atom(K), V} || {K, V} <- maps:to_list(Stats),
                                                                  lists:member(K, [<<"min">>, <<"median">>, <<"mean">>,
@@ -265,10 +265,18 @@ latency_from_json(#{<<"format">> := Other}, File) ->
 latency_from_json(_, File) ->
     {error, {discovery, {latency, File, {format, none}}}}.
 
-latency_why(bad_nodes) -> "'nodes' must be a list of distinct node names";
+latency_why(bad_nodes) -> "'nodes' must be a non-empty list of distinct node names of at most 255 characters";
 latency_why(missing_fields) -> "it needs 'nodes' (a list) and 'stats' (an object of matrices)";
 latency_why({format, none}) -> "no \"format\" field (expected \"terrain.latency/1\")";
 latency_why({format, F}) -> io_lib:format("unknown format ~0tp (expected \"terrain.latency/1\")", [F]).
+
+%% A node name becomes an atom: a string of 1 to 255 characters.
+node_name(Name) ->
+    is_binary(Name) andalso Name =/= <<>> andalso
+        case unicode:characters_to_list(Name) of
+            Chars when is_list(Chars) -> length(Chars) =< 255;
+            _ -> false
+        end.
 
 %%--------------------------------------------------------------------
 %% The matrix

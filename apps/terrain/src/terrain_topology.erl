@@ -460,7 +460,8 @@ height_text(undefined) -> "";
 height_text(H) -> io_lib:format(", diameter ~s us", [num(H)]).
 
 num(H) when is_integer(H) -> integer_to_list(H);
-num(H) -> float_to_list(float(H), [{decimals, 1}, compact]).
+num(H) when abs(H) < 1.0e15 -> float_to_list(float(H), [{decimals, 1}, compact]);
+num(H) -> float_to_list(float(H), [short]).     % {decimals, _} fails for huge floats
 
 dot(T) ->
     ["graph topology {\n  node [fontname=\"Helvetica\"];\n",

@@ -13,8 +13,15 @@
 %% through `terrain_lab_io', so tests run the CLI in-process and capture both. A
 %% returned `{error, Reason}' is printed on `err' with exit status 1 (the command
 %% modules' own errors by their `format_error/1', every other by
-%% {@link terrain_lab:format_error/1}); usage errors exit with 2, also when a handler
-%% finds a bad value and returns `{error, {usage, Message}}'.
+%% {@link terrain_lab:format_error/1}); usage errors exit with 2.
+%%
+%% Options are checked here, once, from their definitions: a missing `required'
+%% option, a value outside its `range', not among its `choices' or failing its
+%% `check' is a usage error (exit 2) that names the option, the value and what was
+%% expected. A handler that finds a usage error the definitions cannot express (two
+%% options that only make sense together) returns `{error, {usage, Message}}', also
+%% exit 2. A closed stdout (`terrain attrs | head -1') ends the command quietly with
+%% exit 141, the status of a program killed by SIGPIPE.
 -module(terrain_lab_cli).
 
 %% API
@@ -37,6 +44,10 @@
           short => char(),             % -s
           type := flag | string | integer | float | list, % list: repeatable, comma-separated
           default => term(),           % value when absent (flags default to false)
+          required => boolean(),       % the command needs it: absent is a usage error; --help says so
+          range => {number() | '-inf', number() | inf}, % integer, float: inclusive bounds
+          choices => [string()],       % string: the value must be one of these
+          check => {fun((term()) -> boolean()), Expected :: string()}, % any other rule on the value
           metavar => string(),         % placeholder in the help text
           help := string()}.
 
@@ -53,6 +64,7 @@
 -define(EXIT_ERROR, 1).
 -define(EXIT_USAGE, 2).
 -define(EXIT_INTERNAL, 70).
+-define(EXIT_PIPE, 141).         % 128 + SIGPIPE: stdout was closed under us
 
 %%--------------------------------------------------------------------
 %% API
@@ -60,7 +72,10 @@
 %% @doc The escript entry point.
 -spec main([string()]) -> no_return().
 main(Args) ->
+    ok = terrain_lab_cli_log:install(),
+    ok = terrain_lab_cli_signals:install(),
     Code = run(Args, terrain_lab_io:standard()),
+    terrain_lab_cli_log:finish(),
     erlang:halt(Code).
 
 %% @doc Runs the command line `Args' and returns the exit status.
@@ -117,6 +132,8 @@ commands() ->
 %% themselves here, every other (the lab's and the library's) by
 %% terrain_lab:format_error/1, which must not call up into the command modules.
 -spec format_error(term()) -> iolist().
+format_error({attrs, _} = Reason) ->
+    terrain_lab_cmd_attrs:format_error(Reason);
 format_error({topology_cmd, _} = Reason) ->
     terrain_lab_cmd_topology:format_error(Reason);
 format_error({events_cmd, _} = Reason) ->
@@ -150,24 +167,45 @@ run_command(#{name := Name, run := {Module, Function}} = Command, Rest, Io) ->
             terrain_lab_io:out(Io, "~ts", [command_help(Command)]),
             ?EXIT_OK;
         {error, Message} ->
-            terrain_lab_io:progress(Io, "terrain ~ts: ~ts~nRun 'terrain ~ts --help' for usage.~n", [Name, Message, Name]),
-            ?EXIT_USAGE;
+            command_usage_error(Io, Name, Message);
         {ok, Options, Args} ->
             try Module:Function(Options, Args, Io) of
                 ok ->
                     ?EXIT_OK;
                 {error, {usage, Message}} ->
-                    terrain_lab_io:progress(Io, "terrain ~ts: ~ts~nRun 'terrain ~ts --help' for usage.~n", [Name, Message, Name]),
-                    ?EXIT_USAGE;
+                    command_usage_error(Io, Name, Message);
                 {error, Reason} ->
                     terrain_lab_io:progress(Io, "terrain ~ts: ~ts~n", [Name, format_error(Reason)]),
                     ?EXIT_ERROR
             catch
                 Class:Reason:Stack ->
-                    terrain_lab_io:progress(Io, "terrain ~ts: internal error: ~0tp:~0tp~n  ~0tp~n", [Name, Class, Reason, Stack]),
-                    ?EXIT_INTERNAL
+                    case closed_output(Io, Class, Reason) of
+                        true ->
+                            ?EXIT_PIPE;
+                        false ->
+                            terrain_lab_io:progress(Io, "terrain ~ts: internal error: ~0tP:~0tP~n  ~0tP~n",
+                                                    [Name, Class, 5, Reason, 20, Stack, 20]),
+                            ?EXIT_INTERNAL
+                    end
             end
     end.
+
+command_usage_error(Io, Name, Message) ->
+    terrain_lab_io:progress(Io, "terrain ~ts: ~ts~nRun 'terrain ~ts --help' for usage.~n", [Name, Message, Name]),
+    ?EXIT_USAGE.
+
+%% Did the command fail because its `out' device is gone (a reader such as `head'
+%% closed the pipe)? Writing to it then raises `terminated'; the device process (the
+%% escript's `user', or a test's capture) is dead.
+closed_output(#{out := Device}, error, terminated) ->
+    Pid = case Device of
+              standard_io -> group_leader();
+              Name when is_atom(Name) -> whereis(Name);
+              P when is_pid(P) -> P
+          end,
+    not (is_pid(Pid) andalso is_process_alive(Pid));
+closed_output(_Io, _Class, _Reason) ->
+    false.
 
 usage_error(Io, Message) ->
     terrain_lab_io:progress(Io, "terrain: ~ts~nRun 'terrain --help' for usage.~n", [Message]),
@@ -183,7 +221,12 @@ parse(#{options := Specs, args := {Min, Max}}, Args) ->
             Error;
         {ok, Options, Positional} ->
             Count = length(Positional),
+            Missing = [L || #{name := N, long := L, required := true} = Spec <- Specs, maps:get(N, Options) =:= default(Spec)],
             if
+                Missing =/= [] ->
+                    {error, io_lib:format("option~s ~ts required", [plural(length(Missing)),
+                                                                  [lists:join(", ", ["--" ++ L || L <- Missing]),
+                                                                   case Missing of [_] -> " is"; _ -> " are" end]])};
                 Count < Min -> {error, io_lib:format("expected at least ~b argument~s, got ~b", [Min, plural(Min), Count])};
                 Max =/= infinity, Count > Max ->
                     {error, io_lib:format("expected at most ~b argument~s, got ~b: ~ts",
@@ -226,16 +269,50 @@ take_value(Spec, Flag, none, [Value | Rest], Specs, Options, Positional) ->
     take_value(Spec, Flag, {value, Value}, Rest, Specs, Options, Positional);
 take_value(_Spec, Flag, none, [], _Specs, _Options, _Positional) ->
     {error, io_lib:format("option '~ts' needs a value", [Flag])};
-take_value(#{name := Name, type := Type}, Flag, {value, Text}, Rest, Specs, Options, Positional) ->
+take_value(#{name := Name, type := Type} = Spec, Flag, {value, Text}, Rest, Specs, Options, Positional) ->
     case convert(Type, Text) of
-        {ok, Value} when Type =:= list ->
-            Previous = case maps:get(Name, Options) of L when is_list(L), L =/= [] -> L; _ -> [] end,
-            parse(Rest, Specs, Options#{Name => Previous ++ Value}, Positional);
         {ok, Value} ->
-            parse(Rest, Specs, Options#{Name => Value}, Positional);
+            case valid(Spec, Value) of
+                true when Type =:= list ->
+                    Previous = case maps:get(Name, Options) of L when is_list(L), L =/= [] -> L; _ -> [] end,
+                    parse(Rest, Specs, Options#{Name => Previous ++ Value}, Positional);
+                true ->
+                    parse(Rest, Specs, Options#{Name => Value}, Positional);
+                false ->
+                    {error, io_lib:format("option '~ts' expects ~ts, got '~ts'", [Flag, expected(Spec), Text])}
+            end;
         error ->
-            {error, io_lib:format("option '~ts' expects ~s, got '~ts'", [Flag, type_name(Type), Text])}
+            {error, io_lib:format("option '~ts' expects ~ts, got '~ts'", [Flag, expected(Spec), Text])}
     end.
+
+%% Is a converted value within the option's range, among its choices, and does it
+%% pass its check?
+valid(Spec, Value) ->
+    in_range(maps:get(range, Spec, {'-inf', inf}), Value)
+        andalso (not maps:is_key(choices, Spec) orelse lists:member(Value, maps:get(choices, Spec)))
+        andalso case Spec of
+                    #{check := {Check, _}} -> Check(Value);
+                    #{} -> true
+                end.
+
+in_range({Min, Max}, Value) ->
+    (Min =:= '-inf' orelse Value >= Min) andalso (Max =:= inf orelse Value =< Max).
+
+%% What an option's value must be, in words: "an integer >= 1", "one of a, b".
+expected(#{check := {_, Expected}}) ->
+    Expected;
+expected(#{choices := Choices}) ->
+    ["one of ", lists:join(", ", Choices)];
+expected(#{type := Type, range := {Min, Max}}) ->
+    [type_name(Type),
+     case {Min, Max} of
+         {'-inf', inf} -> "";
+         {_, inf} -> [" >= ", show(Min)];
+         {'-inf', _} -> [" <= ", show(Max)];
+         _ -> [" from ", show(Min), " to ", show(Max)]
+     end];
+expected(#{type := Type}) ->
+    type_name(Type).
 
 convert(string, Text) -> {ok, Text};
 convert(list, Text) -> {ok, [T || T <- string:split(Text, ",", all), T =/= ""]};
@@ -295,6 +372,7 @@ option_label(#{long := Long, type := Type} = Spec) ->
 
 option_help(#{help := Help} = Spec) ->
     case Spec of
+        #{required := true} -> [Help, " (required)"];
         #{default := D} when D =/= "", D =/= [], D =/= false -> io_lib:format("~ts (default ~ts)", [Help, show(D)]);
         #{} -> Help
     end.

@@ -26,6 +26,11 @@
          connect/1,
          connect_cli/1]).
 
+%% API: node names as users write them
+-export([resolve/2,
+         resolve_node/2,
+         check_node_name/1]).
+
 %% API: writing the state (terrain_lab_launch)
 -export([write/2,
          create_cookie/1,
@@ -40,10 +45,15 @@
 
 -define(FORMAT, <<"terrain.state/1">>).
 -define(DEFAULT_DIR, ".terrain").
+-define(MAX_NAME, 255).          % characters in an atom, so in a node name
 
 -type error_reason() :: {cluster_state, {no_cluster, file:filename()}
                                       | {unknown_format, file:filename(), term()}
-                                      | {corrupt_state, file:filename(), term()}}
+                                      | {corrupt_state, file:filename(), term()}
+                                      | {bad_state, file:filename(), string()}
+                                      | {unknown_nodes, [string()], [binary()], file:filename()}
+                                      | {not_one_node, string(), [node()]}
+                                      | {name_too_long, string()}}
                       | {file, file:filename(), term()}.   % formatted by terrain_lab:format_error/1
 
 %%--------------------------------------------------------------------
@@ -60,12 +70,19 @@ state_dir(Options) ->
             filename:absname(Dir)
     end.
 
-%% @doc The recorded state of the cluster in `Dir' (`cluster.json' as read).
+%% @doc The recorded state of the cluster in `Dir' (`cluster.json' as read), checked:
+%% `nodes' is a list of objects, each with a `node' that is a node name (`name@host',
+%% at most 255 characters) and, when present, a string `name', a list `group_path'
+%% and an `os_pid' that is a string of digits or null.
 -spec read(file:filename()) -> {ok, map()} | {error, error_reason()}.
 read(Dir) ->
     File = filename:join(Dir, "cluster.json"),
     case terrain_json:read_file(File) of
-        {ok, #{<<"format">> := ?FORMAT} = State} -> {ok, State};
+        {ok, #{<<"format">> := ?FORMAT} = State} ->
+            case check_state(State) of
+                ok -> {ok, State};
+                {bad, What} -> {error, {cluster_state, {bad_state, File, What}}}
+            end;
         {ok, #{<<"format">> := Other}} -> {error, {cluster_state, {unknown_format, File, Other}}};
         {ok, _} -> {error, {cluster_state, {unknown_format, File, none}}};
         {error, {file, _, enoent}} -> {error, {cluster_state, {no_cluster, Dir}}};
@@ -74,23 +91,68 @@ read(Dir) ->
     end.
 
 %% @doc Connects this (CLI) VM to the running cluster as a hidden node and returns
-%% its nodes. Option `nodes' (a comma-separated string) names the nodes instead of the
-%% recorded state; `state_dir' as in {@link state_dir/1}.
+%% its nodes. Option `nodes' (a comma-separated string of names as {@link resolve/2}
+%% takes them) names the nodes instead of the recorded state; `state_dir' as in
+%% {@link state_dir/1}.
 -spec connect(#{atom() => term()}) -> {ok, [node()]} | {error, term()}.
 connect(Options) ->
     Dir = state_dir(Options),
-    case maps:get(nodes, Options, undefined) of
-        Names when is_list(Names), Names =/= [] ->
-            ok = connect_cli(Dir),
-            {ok, [list_to_atom(N) || N <- string:lexemes(Names, ",")]};
-        _ ->
-            case read(Dir) of
-                {ok, #{<<"nodes">> := Nodes}} ->
-                    ok = connect_cli(Dir),
-                    {ok, [binary_to_atom(N) || #{<<"node">> := N} <- Nodes]};
-                {error, _} = Error ->
-                    Error
-            end
+    Nodes = case maps:get(nodes, Options, undefined) of
+                Names when is_list(Names), Names =/= [] ->
+                    resolve(string:lexemes(Names, ","), Dir);
+                _ ->
+                    case read(Dir) of
+                        {ok, #{<<"nodes">> := Recorded}} -> {ok, [binary_to_atom(N) || #{<<"node">> := N} <- Recorded]};
+                        {error, _} = ReadError -> ReadError
+                    end
+            end,
+    case Nodes of
+        {ok, _} ->
+            case connect_cli(Dir) of
+                ok -> Nodes;
+                {error, _} = ConnectError -> ConnectError
+            end;
+        {error, _} ->
+            Nodes
+    end.
+
+%% @doc The nodes that `Names' stand for, as users write them: the spec's short name
+%% of a recorded node (`eu1'), its full node name (`demo_eu1@host'), or a group of the
+%% spec (all its nodes), resolved through the cluster recorded in `Dir'; a full name
+%% (`name@host') that is not recorded is taken as it is (a node outside the cluster).
+%% Any other name is an error that lists the names the cluster knows.
+-spec resolve([string()], file:filename()) -> {ok, [node()]} | {error, error_reason()}.
+resolve(Names, Dir) ->
+    Recorded = case read(Dir) of
+                   {ok, #{<<"nodes">> := R}} -> R;
+                   {error, _} -> []
+               end,
+    Resolved = [{Name, resolve_one(Name, Recorded)} || Name <- Names],
+    case {[N || {N, too_long} <- Resolved], [N || {N, unknown} <- Resolved]} of
+        {[Long | _], _} ->
+            {error, {cluster_state, {name_too_long, Long}}};
+        {[], []} ->
+            {ok, unique(lists:append([Nodes || {_, {ok, Nodes}} <- Resolved]))};
+        {[], Unknown} ->
+            {error, {cluster_state, {unknown_nodes, Unknown, known_names(Recorded), Dir}}}
+    end.
+
+%% @doc The one node that `Name' stands for (as in {@link resolve/2}); a group of
+%% several nodes is an error.
+-spec resolve_node(string(), file:filename()) -> {ok, node()} | {error, error_reason()}.
+resolve_node(Name, Dir) ->
+    case resolve([Name], Dir) of
+        {ok, [Node]} -> {ok, Node};
+        {ok, Nodes} -> {error, {cluster_state, {not_one_node, Name, Nodes}}};
+        {error, _} = Error -> Error
+    end.
+
+%% @doc Is `Name' short enough to be a node name (an atom: at most 255 characters)?
+-spec check_node_name(string()) -> ok | {error, error_reason()}.
+check_node_name(Name) ->
+    case length(Name) =< ?MAX_NAME of
+        true -> ok;
+        false -> {error, {cluster_state, {name_too_long, Name}}}
     end.
 
 %% @doc Makes this VM the hidden node `terrain_cli_<OS pid>' and gives it the cookie
@@ -99,8 +161,10 @@ connect(Options) ->
 connect_cli(Dir) ->
     case terrain_lab_dist:ensure_started(#{hidden => true, name => list_to_atom("terrain_cli_" ++ os:getpid())}) of
         ok ->
-            _ = filelib:is_regular(cookie_file(Dir)) andalso erlang:set_cookie(read_cookie(Dir)),
-            ok;
+            case read_cookie(Dir) of
+                {ok, Cookie} -> true = erlang:set_cookie(Cookie), ok;
+                none -> ok
+            end;
         {error, _} = Error ->
             Error
     end.
@@ -154,9 +218,21 @@ remove(Dir) ->
 format_error({cluster_state, {no_cluster, Dir}}) ->
     io_lib:format("no cluster is recorded in ~ts; start one with 'terrain up SPEC'", [Dir]);
 format_error({cluster_state, {unknown_format, File, Format}}) ->
-    io_lib:format("~ts has format ~0tp, expected ~ts", [File, Format, ?FORMAT]);
+    io_lib:format("~ts has format ~0tp, expected ~ts; 'terrain down --force' removes it", [File, Format, ?FORMAT]);
 format_error({cluster_state, {corrupt_state, File, Why}}) ->
-    io_lib:format("~ts is not valid JSON: ~ts", [File, terrain:format_error(Why)]).
+    io_lib:format("~ts is not valid JSON: ~ts; 'terrain down --force' removes it", [File, terrain:format_error(Why)]);
+format_error({cluster_state, {bad_state, File, What}}) ->
+    io_lib:format("~ts is not a cluster state: ~ts; 'terrain down --force' removes it", [File, What]);
+format_error({cluster_state, {unknown_nodes, Names, [], Dir}}) ->
+    io_lib:format("unknown node~s ~ts: no cluster is recorded in ~ts, so only full node names (name@host) can be used",
+                  [plural(Names), lists:join(", ", Names), Dir]);
+format_error({cluster_state, {unknown_nodes, Names, Known, _Dir}}) ->
+    io_lib:format("unknown node~s ~ts; the cluster knows ~ts (or their full node names)",
+                  [plural(Names), lists:join(", ", Names), lists:join(", ", Known)]);
+format_error({cluster_state, {not_one_node, Name, Nodes}}) ->
+    io_lib:format("~ts names ~b nodes (~ts), expected one", [Name, length(Nodes), lists:join(", ", [atom_to_list(N) || N <- Nodes])]);
+format_error({cluster_state, {name_too_long, Name}}) ->
+    io_lib:format("node name ~ts... has ~b characters; a node name has at most ~b", [lists:sublist(Name, 40), length(Name), ?MAX_NAME]).
 
 %%--------------------------------------------------------------------
 %% Internal functions
@@ -165,5 +241,86 @@ cookie_file(Dir) ->
     filename:join(Dir, "cookie").
 
 read_cookie(Dir) ->
-    {ok, Bin} = file:read_file(cookie_file(Dir)),
-    binary_to_atom(string:trim(Bin)).
+    case file:read_file(cookie_file(Dir)) of
+        {ok, Bin} ->
+            case string:trim(Bin) of
+                Cookie when byte_size(Cookie) > 0, byte_size(Cookie) =< ?MAX_NAME -> {ok, binary_to_atom(Cookie)};
+                _ -> none
+            end;
+        {error, _} ->
+            none
+    end.
+
+plural([_]) -> "";
+plural(_) -> "s".
+
+resolve_one(Name, _Recorded) when length(Name) > ?MAX_NAME ->
+    too_long;
+resolve_one(Name, Recorded) ->
+    Bin = unicode:characters_to_binary(Name),
+    case [binary_to_atom(Node) || #{<<"node">> := Node} = R <- Recorded, matches(Bin, R)] of
+        [] ->
+            case string:find(Name, "@") of
+                nomatch -> unknown;
+                _ -> {ok, [list_to_atom(Name)]}
+            end;
+        Nodes ->
+            {ok, Nodes}
+    end.
+
+matches(Name, #{<<"node">> := Node} = Record) ->
+    Name =:= Node orelse Name =:= maps:get(<<"name">>, Record, undefined)
+        orelse lists:member(Name, maps:get(<<"group_path">>, Record, [])).
+
+known_names(Recorded) ->
+    Names = [N || #{<<"name">> := N} <- Recorded],
+    Groups = lists:usort(lists:append([P || #{<<"group_path">> := P} <- Recorded])) -- Names,
+    Names ++ Groups.
+
+unique(Nodes) ->
+    lists:reverse(lists:foldl(fun(N, Acc) -> case lists:member(N, Acc) of true -> Acc; false -> [N | Acc] end end,
+                              [], Nodes)).
+
+%% What is wrong with a state's `nodes', if anything.
+check_state(#{<<"nodes">> := Nodes}) when is_list(Nodes) ->
+    case [What || Node <- Nodes, What <- [check_node_record(Node)], What =/= ok] of
+        [] -> ok;
+        [What | _] -> {bad, What}
+    end;
+check_state(#{<<"nodes">> := _}) ->
+    {bad, "\"nodes\" is not a list"};
+check_state(#{}) ->
+    {bad, "it has no \"nodes\""}.
+
+check_node_record(#{<<"node">> := Node} = Record) when is_binary(Node) ->
+    Text = unicode:characters_to_list(Node),
+    if
+        length(Text) > ?MAX_NAME -> "a \"node\" has more than 255 characters";
+        length(Text) < 3 -> io_lib:format("\"node\" ~0tp is not name@host", [Node]);
+        true ->
+            case {string:split(Text, "@"), Record} of
+                {[Local, Host], _} when Local =:= ""; Host =:= "" -> io_lib:format("\"node\" ~0tp is not name@host", [Node]);
+                {[_], _} -> io_lib:format("\"node\" ~0tp is not name@host", [Node]);
+                {_, #{<<"name">> := Name}} when not is_binary(Name) -> io_lib:format("\"name\" of ~ts is not a string", [Node]);
+                {_, #{<<"os_pid">> := Pid}} when Pid =/= null, not is_binary(Pid); Pid =:= <<>> ->
+                    io_lib:format("\"os_pid\" of ~ts is not a string of digits", [Node]);
+                {_, #{<<"os_pid">> := <<_, _/binary>> = Pid}} when is_binary(Pid) ->
+                    case lists:all(fun(C) -> C >= $0 andalso C =< $9 end, binary_to_list(Pid)) of
+                        true -> check_group_path(Node, Record);
+                        false -> io_lib:format("\"os_pid\" of ~ts is not a string of digits", [Node])
+                    end;
+                _ -> check_group_path(Node, Record)
+            end
+    end;
+check_node_record(#{<<"node">> := Node}) ->
+    io_lib:format("\"node\" ~0tp is not a string", [Node]);
+check_node_record(Other) ->
+    io_lib:format("a node record ~0tp has no \"node\"", [Other]).
+
+check_group_path(Node, #{<<"group_path">> := Path}) ->
+    case is_list(Path) andalso lists:all(fun is_binary/1, Path) of
+        true -> ok;
+        false -> io_lib:format("\"group_path\" of ~ts is not a list of strings", [Node])
+    end;
+check_group_path(_Node, #{}) ->
+    ok.

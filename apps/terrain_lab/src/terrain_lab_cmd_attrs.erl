@@ -9,7 +9,8 @@
 
 %% API (command table and CLI handler)
 -export([commands/0,
-         run/3]).
+         run/3,
+         format_error/1]).
 
 -ignore_xref([{commands, 0}, {run, 3}]).
 
@@ -27,7 +28,7 @@ commands() ->
        args => {0, infinity},
        options => [#{name => nodes, long => "nodes", type => string, metavar => "NODE,...",
                      help => "nodes to ask instead of the running cluster"},
-                   #{name => timeout, long => "timeout", type => integer, default => 2000, metavar => "MS",
+                   #{name => timeout, long => "timeout", type => integer, default => 2000, range => {1, inf}, metavar => "MS",
                      help => "deadline for all the answers"},
                    terrain_lab_cli_options:state_dir()],
        run => {?MODULE, run}}].
@@ -37,14 +38,28 @@ commands() ->
 run(Options, Args, Io) ->
     Names = case Args of
                 [] -> all;
-                _ -> [list_to_atom(A) || A <- Args]
+                _ -> [list_to_atom(A) || A <- Args, length(A) =< 255]
             end,
-    terrain_lab_steps:run([fun terrain_lab_cluster_state:connect/1,
+    terrain_lab_steps:run([fun(_) -> check_names(Args) end,
+                           fun terrain_lab_cluster_state:connect/1,
                            fun(Nodes) -> ask(Nodes, Names, maps:get(timeout, Options), Io) end],
                           Options).
 
+%% @doc A sentence for the errors of this command.
+-spec format_error({attrs, term()}) -> iolist().
+format_error({attrs, {none_answered, N}}) ->
+    io_lib:format("none of the ~b nodes answered (each row above says why)", [N]).
+
 %%--------------------------------------------------------------------
 %% Internal
+
+%% An attribute name is an atom: at most 255 characters.
+check_names(Args) ->
+    case [A || A <- Args, length(A) > 255] of
+        [] -> ok;
+        [Long | _] -> {error, {usage, io_lib:format("attribute name ~ts... has ~b characters; a name has at most 255",
+                                                    [lists:sublist(Long, 40), length(Long)])}}
+    end.
 
 ask(Nodes, Names, Timeout, Io) ->
     case terrain:attrs(Nodes, Names, #{timeout => Timeout}) of
@@ -53,7 +68,16 @@ ask(Nodes, Names, Timeout, Io) ->
         Results ->
             print(Names, Nodes, Results, Io),
             Answered = length([ok || {ok, _} <- maps:values(Results)]),
-            terrain_lab_io:progress(Io, "~b of ~b nodes answered~n", [Answered, length(Nodes)])
+            Silent = [N || N <- Nodes, element(1, maps:get(N, Results)) =:= error],
+            case {Answered, Silent} of
+                {_, []} ->
+                    terrain_lab_io:progress(Io, "~b of ~b nodes answered~n", [Answered, length(Nodes)]);
+                {0, _} ->
+                    {error, {attrs, {none_answered, length(Nodes)}}};
+                _ ->
+                    terrain_lab_io:progress(Io, "~b of ~b nodes answered; no answer from ~ts~n",
+                                            [Answered, length(Nodes), lists:join(", ", [atom_to_list(N) || N <- Silent])])
+            end
     end.
 
 print(all, Nodes, Results, Io) ->

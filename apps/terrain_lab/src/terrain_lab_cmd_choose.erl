@@ -33,16 +33,19 @@ commands() ->
        options => [#{name => nodes, long => "nodes", type => string, metavar => "NODE,...",
                      help => "nodes to choose from instead of the running cluster"},
                    #{name => order_by, long => "order-by", type => string, metavar => "ATTR[:asc|desc]",
+                     check => {fun order_by_text/1, "ATTR, ATTR:asc, ATTR:desc or distance"},
                      help => "sort the chosen nodes by an attribute, or by 'distance' from the --at node"},
                    #{name => at, long => "at", type => string, metavar => "NODE",
                      help => "evaluate on NODE, with its topology: distances and levels are from NODE"},
                    #{name => relax, long => "relax", type => flag,
                      help => "drop predicates from the end until a node matches"},
                    #{name => pick, long => "pick", type => string, metavar => "HOW",
+                     choices => ["random", "first", "least_loaded", "round_robin"],
                      help => "print one chosen node: random, first, least_loaded or round_robin"},
                    #{name => load_attr, long => "load-attr", type => string, metavar => "ATTR",
+                     check => {fun attr_name/1, "an attribute name of 1 to 255 characters"},
                      help => "the attribute least_loaded compares (default scheduler_utilisation)"},
-                   #{name => timeout, long => "timeout", type => integer, default => 2000, metavar => "MS",
+                   #{name => timeout, long => "timeout", type => integer, default => 2000, range => {1, inf}, metavar => "MS",
                      help => "deadline for asking all the nodes"},
                    terrain_lab_cli_options:state_dir()],
        run => {?MODULE, run}}].
@@ -51,10 +54,15 @@ commands() ->
 -spec run(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
 run(Options, Args, Io) ->
     terrain_lab_steps:with([fun() -> predicates(Args, Io) end,
-                            fun() -> choose_options(Options) end,
-                            fun() -> terrain_lab_cluster_state:connect(Options) end],
-                           fun([Preds, ChooseOptions, Nodes]) ->
-                                   choose(Nodes, Preds, ChooseOptions, pick(Options), Io)
+                            fun() -> choose_options(Options) end],
+                           fun([Preds, ChooseOptions]) ->
+                                   terrain_lab_steps:with([fun() -> needs_at(Preds, ChooseOptions, maps:get(at, Options, undefined)) end,
+                                                           fun() -> terrain_lab_cluster_state:connect(Options) end,
+                                                           fun() -> at_node(Options) end],
+                                                          fun([_, Nodes, At]) ->
+                                                                  choose(Nodes, Preds, maps:merge(ChooseOptions, At),
+                                                                         pick(Options), Io)
+                                                          end)
                            end).
 
 %%--------------------------------------------------------------------
@@ -134,12 +142,47 @@ parse(Text) ->
             {error, lists:flatten(Mod:format_error(Desc))}
     end.
 
+%% Distances and levels are measured from a node: without --at there is none.
+needs_at(_Preds, _ChooseOptions, At) when At =/= undefined ->
+    {ok, ok};
+needs_at(_Preds, #{order_by := distance}, undefined) ->
+    {error, {usage, "--order-by distance sorts by the distance from a node: give the node with --at NODE"}};
+needs_at(Preds, #{}, undefined) ->
+    case from_a_node(Preds) of
+        [] -> {ok, ok};
+        [Pred | _] -> {error, {usage, io_lib:format("~0tp measures distances from a node: give the node with --at NODE",
+                                                    [Pred])}}
+    end.
+
+%% The predicates (anywhere in and/or/not) that need a node to measure from.
+from_a_node({Key, _, _} = Pred) when Key =:= dist; Key =:= level -> [Pred];
+from_a_node(Tuple) when is_tuple(Tuple) -> from_a_node(tuple_to_list(Tuple));
+from_a_node(List) when is_list(List) -> lists:append([from_a_node(T) || T <- List]);
+from_a_node(_) -> [].
+
+%% The --at node, resolved through the cluster's state (a short name works).
+at_node(Options) ->
+    case maps:get(at, Options, undefined) of
+        undefined -> {ok, #{}};
+        Name ->
+            case terrain_lab_cluster_state:resolve_node(Name, terrain_lab_cluster_state:state_dir(Options)) of
+                {ok, Node} -> {ok, #{at => Node}};
+                {error, _} = Error -> Error
+            end
+    end.
+
+order_by_text("distance") -> true;
+order_by_text(Text) ->
+    case string:split(Text, ":") of
+        [Attr] -> attr_name(Attr);
+        [Attr, Dir] -> attr_name(Attr) andalso lists:member(Dir, ["asc", "desc"])
+    end.
+
+attr_name(Text) ->
+    Text =/= "" andalso length(Text) =< 255.
+
 choose_options(Options) ->
-    Base0 = #{timeout => maps:get(timeout, Options), relax => maps:get(relax, Options, false)},
-    Base = case maps:get(at, Options, undefined) of
-               undefined -> Base0;
-               At -> Base0#{at => list_to_atom(At)}
-           end,
+    Base = #{timeout => maps:get(timeout, Options), relax => maps:get(relax, Options, false)},
     case maps:get(order_by, Options, undefined) of
         undefined ->
             {ok, Base};

@@ -28,15 +28,19 @@ commands() ->
        usage => "SPEC",
        description => "Starts the nodes of the cluster spec SPEC as detached VMs with a random cookie "
                       "(stored with mode 0600, never printed) and records them in STATE_DIR/cluster.json. "
-                      "Refuses while a cluster recorded there is still running.",
+                      "Refuses, before starting anything, while a cluster recorded there is still running, "
+                      "when a node name is already registered with epmd (choose another --prefix), and when "
+                      "the nodes would not fit in memory (about 40 MB per VM; --force starts anyway).",
        args => {1, 1},
        options => [terrain_lab_cli_options:state_dir(),
                    #{name => prefix, long => "prefix", type => string, default => "",
                      metavar => "TEXT", help => "prepended to every node name"},
-                   #{name => timeout, long => "timeout", type => integer, default => 60000,
-                     metavar => "MS", help => "deadline for all nodes to come up"},
+                   #{name => timeout, long => "timeout", type => integer, range => {1, inf}, metavar => "MS",
+                     help => "deadline for all nodes to come up (default 30 s + 1 s per node, at least 60 s)"},
+                   #{name => force, long => "force", type => flag,
+                     help => "start even when the nodes would not fit in memory"},
                    #{name => netem, long => "netem", type => string, default => "auto",
-                     metavar => "auto|on|off",
+                     choices => ["auto", "on", "off"], metavar => "auto|on|off",
                      help => "emulate the spec's links (auto: when the spec has link options)"}],
        run => {?MODULE, up}},
      #{name => "status",
@@ -47,25 +51,29 @@ commands() ->
        args => {0, 0},
        options => [terrain_lab_cli_options:state_dir(),
                    #{name => json, long => "json", type => flag, help => "print JSON for scripts"},
-                   #{name => timeout, long => "timeout", type => integer, default => 3000,
+                   #{name => timeout, long => "timeout", type => integer, default => 3000, range => {1, inf},
                      metavar => "MS", help => "deadline for reaching the nodes"}],
        run => {?MODULE, status}},
      #{name => "down",
        summary => "Stop exactly the nodes that 'terrain up' started",
        usage => "",
-       description => "Stops every recorded node by node name, falling back to its recorded OS pid, "
-                      "and removes the state.",
+       description => "Stops every recorded node by node name, falling back to its recorded OS pid "
+                      "(killed only while it is still that node's VM), and removes the state. An unreadable "
+                      "cluster.json does not stop it: the nodes named by the pid files are stopped instead. "
+                      "--force removes the state even when it names no node or a node could not be stopped.",
        args => {0, 0},
        options => [terrain_lab_cli_options:state_dir(),
-                   #{name => timeout, long => "timeout", type => integer, default => 5000,
-                     metavar => "MS", help => "time a node gets to halt before it is killed"}],
+                   #{name => timeout, long => "timeout", type => integer, default => 5000, range => {1, inf},
+                     metavar => "MS", help => "time a node gets to halt before it is killed"},
+                   #{name => force, long => "force", type => flag,
+                     help => "remove the state even when it is unreadable or a node could not be stopped"}],
        run => {?MODULE, down}}].
 
 %% @doc `terrain up SPEC': starts the cluster and prints its nodes.
 -spec up(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
 up(Options, [SpecFile], Io) ->
     Dir = terrain_lab_cluster_state:state_dir(Options),
-    case terrain_lab_launch:up(SpecFile, maps:with([prefix, timeout, netem], Options), Dir, Io) of
+    case terrain_lab_launch:up(SpecFile, maps:with([prefix, timeout, netem, force], Options), Dir, Io) of
         {ok, Nodes} -> print_nodes(Nodes, Io);
         {error, _} = Error -> Error
     end.
@@ -88,12 +96,16 @@ status(Options, [], Io) ->
 -spec down(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
 down(Options, [], Io) ->
     Dir = terrain_lab_cluster_state:state_dir(Options),
-    case terrain_lab_launch:stop(Dir, maps:get(timeout, Options)) of
+    Force = maps:get(force, Options),
+    case terrain_lab_launch:stop(Dir, maps:get(timeout, Options), #{io => Io, force => Force}) of
         {ok, Results} ->
             lists:foreach(fun({Node, How}) -> terrain_lab_io:out(Io, "~-28ts ~ts~n", [Node, How]) end, Results),
-            case terrain_lab_launch:still_running(Results) of
-                [] -> ok;
-                Left -> {error, {launch, {still_running, Left}}}
+            case {terrain_lab_launch:still_running(Results), Force} of
+                {[], _} -> ok;
+                {Left, false} -> {error, {launch, {still_running, Left}}};
+                {Left, true} ->
+                    terrain_lab_io:progress(Io, "could not stop ~ts; the state was removed (--force)~n",
+                                            [lists:join(", ", Left)])
             end;
         {error, _} = Error ->
             Error
@@ -109,14 +121,15 @@ print_nodes(Nodes, Io) ->
                   end, Nodes).
 
 print_status_table(#{<<"nodes">> := Nodes} = State, Io) ->
-    #{<<"cluster">> := Cluster, <<"spec">> := Spec} = State,
-    terrain_lab_io:out(Io, "cluster ~ts (~ts), started ~ts~n", [Cluster, Spec, maps:get(<<"started_at">>, State)]),
+    terrain_lab_io:out(Io, "cluster ~ts (~ts), started ~ts~n",
+                       [text(maps:get(<<"cluster">>, State, null)), text(maps:get(<<"spec">>, State, null)),
+                        text(maps:get(<<"started_at">>, State, null))]),
     terrain_lab_io:out(Io, "~-28s ~-24s ~10s ~8s ~s~n", ["NODE", "GROUP PATH", "SCHEDULERS", "OS PID", "STATE"]),
     lists:foreach(fun(N) ->
                           terrain_lab_io:out(Io, "~-28ts ~-24ts ~10ts ~8ts ~s~n",
-                                             [maps:get(<<"node">>, N), path_text(maps:get(<<"group_path">>, N)),
-                                              text(maps:get(<<"schedulers">>, N)), text(maps:get(<<"os_pid">>, N)),
-                                              maps:get(<<"state">>, N)])
+                                             [maps:get(<<"node">>, N), path_text(maps:get(<<"group_path">>, N, [])),
+                                              text(maps:get(<<"schedulers">>, N, null)),
+                                              text(maps:get(<<"os_pid">>, N, null)), maps:get(<<"state">>, N)])
                   end, Nodes),
     Up = length([x || #{<<"state">> := up} <- Nodes]),
     terrain_lab_io:out(Io, "~b of ~b nodes reachable~n", [Up, length(Nodes)]),
@@ -124,30 +137,32 @@ print_status_table(#{<<"nodes">> := Nodes} = State, Io) ->
 
 %% The spec's link levels: between two nodes, the level of their lowest common group
 %% applies (recorded by `up'; absent from states written before network emulation).
-print_levels(#{<<"levels">> := Levels} = State, Io) ->
+print_levels(#{<<"levels">> := Levels} = State, Io) when is_list(Levels) ->
     Netem = case maps:get(<<"netem">>, State, false) of
                 true -> "on";
-                false -> "off: the spec's links are not applied"
+                _ -> "off: the spec's links are not applied"
             end,
     terrain_lab_io:out(Io, "~nnetwork emulation ~ts~n", [Netem]),
     terrain_lab_io:out(Io, "~-28s ~12s ~12s ~16s ~12s~n", ["LEVEL", "LATENCY", "JITTER", "BANDWIDTH", "RTT"]),
-    lists:foreach(fun(L) ->
-                          Latency = maps:get(<<"latency_us">>, L),
+    lists:foreach(fun(L) when is_map(L) ->
+                          Latency = maps:get(<<"latency_us">>, L, null),
                           terrain_lab_io:out(Io, "~-28ts ~12ts ~12ts ~16ts ~12ts~n",
-                                             [maps:get(<<"level">>, L),
-                                              unit(Latency, " us"), unit(maps:get(<<"jitter_us">>, L), " us"),
-                                              unit(maps:get(<<"bandwidth_bytes_per_s">>, L), " B/s"),
-                                              unit(case Latency of null -> null; _ -> 2 * Latency end, " us")])
+                                             [text(maps:get(<<"level">>, L, null)),
+                                              unit(Latency, " us"), unit(maps:get(<<"jitter_us">>, L, null), " us"),
+                                              unit(maps:get(<<"bandwidth_bytes_per_s">>, L, null), " B/s"),
+                                              unit(case is_integer(Latency) of true -> 2 * Latency; false -> null end, " us")]);
+                     (_) ->
+                          ok
                   end, Levels);
 print_levels(_State, _Io) ->
     ok.
 
 print_status_json(State, Io) ->
     Status = #{format => ?STATUS_FORMAT,
-               cluster => maps:get(<<"cluster">>, State),
-               spec => maps:get(<<"spec">>, State),
-               cookie_file => maps:get(<<"cookie_file">>, State),
-               started_at => maps:get(<<"started_at">>, State),
+               cluster => maps:get(<<"cluster">>, State, null),
+               spec => maps:get(<<"spec">>, State, null),
+               cookie_file => maps:get(<<"cookie_file">>, State, null),
+               started_at => maps:get(<<"started_at">>, State, null),
                netem => maps:get(<<"netem">>, State, false),
                levels => maps:get(<<"levels">>, State, []),
                nodes => maps:get(<<"nodes">>, State)},
@@ -159,9 +174,11 @@ path_text(Path) ->
 to_list(A) when is_atom(A) -> atom_to_list(A);
 to_list(B) when is_binary(B) -> binary_to_list(B).
 
-unit(null, _Unit) -> "-";
-unit(Value, Unit) -> integer_to_list(Value) ++ Unit.
+unit(Value, Unit) when is_integer(Value) -> integer_to_list(Value) ++ Unit;
+unit(_, _Unit) -> "-".
 
+%% A recorded value as text; what `up' did not write shows as "-".
 text(null) -> "-";
 text(I) when is_integer(I) -> integer_to_list(I);
-text(B) when is_binary(B) -> B.
+text(B) when is_binary(B) -> B;
+text(Other) -> io_lib:format("~0tp", [Other]).

@@ -165,7 +165,8 @@ show_placement([At | _] = Nodes, Prefix, Io) ->
                         num(maps:get(sum, Random)), num(maps:get(max, Random)), maps:get(max_slow, Random)]).
 
 num(X) when is_integer(X) -> integer_to_list(X);
-num(X) -> float_to_list(float(X), [{decimals, 1}]).
+num(X) when abs(X) < 1.0e15 -> float_to_list(float(X), [{decimals, 1}]);
+num(X) -> float_to_list(float(X), [short]).
 
 %% A short probe (all pairs at once), then discovery and a comparison with the spec.
 probe_and_discover(Spec, Nodes, Prefix, RunDir, Io) ->

@@ -39,7 +39,7 @@ commands() ->
                       "spec node names, node names or group names (a group stands for its nodes).",
        args => {1, 3},
        options => [terrain_lab_cli_options:state_dir(),
-                   #{name => timeout, long => "timeout", type => integer, default => 5000,
+                   #{name => timeout, long => "timeout", type => integer, default => 5000, range => {1, inf},
                      metavar => "MS", help => "deadline for all nodes to apply it"}],
        run => {?MODULE, run}}].
 
@@ -58,20 +58,21 @@ run(Options, [Action | Args], Io) ->
 %% Internal functions
 
 run_on_cluster(Options, Action, Args, Io) ->
-    terrain_lab_steps:with([fun() -> terrain_lab_cluster_state:read(terrain_lab_cluster_state:state_dir(Options)) end,
+    Dir = terrain_lab_cluster_state:state_dir(Options),
+    terrain_lab_steps:with([fun() -> terrain_lab_cluster_state:read(Dir) end,
                             fun() -> terrain_lab_cluster_state:connect(Options) end],
-                           fun([#{<<"nodes">> := Recorded}, All]) ->
-                                   action(Action, Args, Recorded, All, #{timeout => maps:get(timeout, Options)}, Io)
+                           fun([_State, All]) ->
+                                   action(Action, Args, Dir, All, #{timeout => maps:get(timeout, Options)}, Io)
                            end).
 
-action("partition", [A, B], Recorded, _All, Options, Io) ->
-    with_nodes([A, B], Recorded,
+action("partition", [A, B], Dir, _All, Options, Io) ->
+    with_nodes([A, B], Dir,
                fun([NodesA, NodesB]) ->
                        done(terrain_lab_netem:partition(NodesA, NodesB, Options),
                             "cut ~ts from ~ts~n", [join(NodesA), join(NodesB)], Io)
                end);
-action("isolate", [Names], Recorded, All, Options, Io) ->
-    with_nodes([Names], Recorded,
+action("isolate", [Names], Dir, All, Options, Io) ->
+    with_nodes([Names], Dir,
                fun([Nodes]) ->
                        case All -- Nodes of
                            [] -> done(ok, "nothing to cut: ~ts is the whole cluster~n", [join(Nodes)], Io);
@@ -79,14 +80,14 @@ action("isolate", [Names], Recorded, All, Options, Io) ->
                                           "isolated ~ts~n", [join(Nodes)], Io)
                        end
                end);
-action("heal", [], _Recorded, All, Options, Io) ->
+action("heal", [], _Dir, All, Options, Io) ->
     done(terrain_lab_netem:heal(All, Options), "healed every partition~n", [], Io);
-action("heal", [Names], Recorded, _All, Options, Io) ->
-    with_nodes([Names], Recorded,
+action("heal", [Names], Dir, _All, Options, Io) ->
+    with_nodes([Names], Dir,
                fun([Nodes]) ->
                        done(terrain_lab_netem:heal(Nodes, Options), "healed ~ts~n", [join(Nodes)], Io)
                end);
-action("show", [], _Recorded, All, Options, Io) ->
+action("show", [], _Dir, All, Options, Io) ->
     Status = terrain_lab_netem:status(All, Options),
     terrain_lab_io:out(Io, "~-28s ~8s  ~s~n", ["NODE", "PROXIES", "CUT FROM"]),
     lists:foreach(fun(Node) ->
@@ -100,27 +101,10 @@ action("show", [], _Recorded, All, Options, Io) ->
                           end
                   end, All).
 
-%% Resolves each comma-separated list of names against the recorded nodes.
-with_nodes(Lists, Recorded, Fun) ->
-    Resolved = [resolve(string:lexemes(List, ","), Recorded) || List <- Lists],
-    case [Name || {error, Name} <- lists:append(Resolved)] of
-        [] -> Fun([lists:usort(lists:append([Nodes || {ok, Nodes} <- R])) || R <- Resolved]);
-        [Unknown | _] -> {error, {netem, {unknown_name, Unknown, names(Recorded)}}}
-    end.
-
-resolve(Names, Recorded) ->
-    [case [binary_to_atom(Node) || #{<<"node">> := Node} = R <- Recorded, matches(list_to_binary(Name), R)] of
-         [] -> {error, Name};
-         Nodes -> {ok, Nodes}
-     end || Name <- Names].
-
-matches(Name, #{<<"node">> := Node} = Record) ->
-    Name =:= Node orelse Name =:= maps:get(<<"name">>, Record, undefined)
-        orelse lists:member(Name, maps:get(<<"group_path">>, Record, [])).
-
-names(Recorded) ->
-    lists:usort([N || #{<<"name">> := N} <- Recorded]
-                ++ lists:append([P || #{<<"group_path">> := P} <- Recorded])).
+%% Resolves each comma-separated list of names through the cluster's state.
+with_nodes(Lists, Dir, Fun) ->
+    Steps = [fun() -> terrain_lab_cluster_state:resolve(string:lexemes(List, ","), Dir) end || List <- Lists],
+    terrain_lab_steps:with(Steps, fun(Resolved) -> Fun([lists:usort(Nodes) || Nodes <- Resolved]) end).
 
 done(ok, Format, Args, Io) ->
     terrain_lab_io:out(Io, Format, Args);

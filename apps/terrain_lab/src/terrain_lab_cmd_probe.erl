@@ -7,6 +7,14 @@
 %% cluster, prints progress with an ETA on stderr, and writes `latency.json',
 %% `latency.csv' and `manifest.json' into `RUNS_DIR/<UTC stamp>/'. A pair that failed
 %% is `null' in the files and makes the command fail after writing them.
+%%
+%% Without `--batches' the probe is adaptive: batches of 10 exchanges per pair until
+%% the median's 95% confidence interval is within ±5% (at most 100 batches), within a
+%% `--budget' of 60 s for the whole probe; `--batches 100 --messages 100' is RELEASE D3.5's
+%% fixed method. The files are written after every round, marked `"partial": true'
+%% until the probe has finished, so Ctrl-C (which OTP 25 lets no escript handle) leaves
+%% the finished rounds on disk; SIGTERM stops the probe cleanly: every client reports
+%% what it has measured, the files are written marked partial, and the command exits 1.
 -module(terrain_lab_cmd_probe).
 
 %% API (command table and CLI handler)
@@ -23,23 +31,29 @@ commands() ->
        summary => "Measure round trips between every pair of nodes into latency.json",
        usage => "",
        description => "For every ordered pair of nodes of the running cluster (or --nodes), a client on the "
-                      "first exchanges messages with an echo process on the second: a warm-up, then BATCHES "
-                      "batches of MESSAGES timed exchanges. --strategy sequential runs one source node at "
-                      "a time, concurrent all pairs at once. Writes RUNS_DIR/<UTC stamp>/latency.json "
-                      "(min, median, mean, p95, stddev in us per pair), latency.csv and manifest.json; "
-                      "progress and an ETA go to stderr. Feed latency.json to 'terrain topology'.",
+                      "first exchanges messages with an echo process on the second: a warm-up, then batches "
+                      "of MESSAGES timed exchanges. Without --batches, each pair stops when the 95% "
+                      "confidence interval of its median is within +-5% (at most 100 batches), and the whole "
+                      "probe within --budget; --batches 100 --messages 100 is RELEASE D3.5's fixed method. "
+                      "--strategy sequential runs one source node at a time, concurrent all pairs at once. "
+                      "Writes RUNS_DIR/<UTC stamp>/latency.json (min, median, mean, p95, stddev in us per "
+                      "pair), latency.csv and manifest.json, after every round (marked partial until the "
+                      "end); progress and an ETA go to stderr. SIGTERM stops it, keeping what was measured. "
+                      "Feed latency.json to 'terrain topology'.",
        args => {0, 0},
-       options => [#{name => batches, long => "batches", type => integer, default => 100, metavar => "N",
-                     help => "batches per pair"},
-                   #{name => messages, long => "messages", type => integer, default => 100, metavar => "N",
-                     help => "exchanges per batch"},
-                   #{name => payload, long => "payload", type => integer, default => 0, metavar => "BYTES",
+       options => [#{name => batches, long => "batches", type => integer, range => {1, inf},
+                     metavar => "N", help => "batches per pair (default: adaptive, at most 100)"},
+                   #{name => messages, long => "messages", type => integer, range => {1, inf},
+                     metavar => "N", help => "exchanges per batch (default 10 adaptive, 100 with --batches)"},
+                   #{name => budget, long => "budget", type => integer, range => {1, inf}, metavar => "SECONDS",
+                     help => "time for the whole probe (default 60 adaptive, none with --batches)"},
+                   #{name => payload, long => "payload", type => integer, default => 0, range => {0, inf}, metavar => "BYTES",
                      help => "payload of each message"},
                    #{name => strategy, long => "strategy", type => string, default => "sequential",
-                     metavar => "sequential|concurrent", help => "one source at a time, or all pairs at once"},
-                   #{name => warmup, long => "warmup", type => integer, metavar => "N",
+                     choices => ["sequential", "concurrent"], metavar => "sequential|concurrent", help => "one source at a time, or all pairs at once"},
+                   #{name => warmup, long => "warmup", type => integer, range => {0, inf}, metavar => "N",
                      help => "unrecorded exchanges per pair first (default: MESSAGES)"},
-                   #{name => timeout, long => "timeout", type => integer, default => 5000, metavar => "MS",
+                   #{name => timeout, long => "timeout", type => integer, default => 5000, range => {1, inf}, metavar => "MS",
                      help => "deadline of one exchange"},
                    terrain_lab_cli_options:runs_dir(),
                    #{name => nodes, long => "nodes", type => string, metavar => "NODE,...",
@@ -53,12 +67,33 @@ run(Options, [], Io) ->
     ProbeOptions = probe_options(Options, Io),
     Steps = [fun(_) -> terrain_lab_probe:validate_options(ProbeOptions) end,
              fun(_) -> terrain_lab_cluster_state:connect(Options) end,
-             fun(Nodes) ->
-                     announce(Nodes, ProbeOptions, Io),
-                     terrain_lab_probe:probe(Nodes, ProbeOptions)
-             end,
-             fun(Result) -> save(Result, maps:get(runs_dir, Options), Io) end],
+             fun(Nodes) -> measure(Nodes, ProbeOptions, maps:get(runs_dir, Options), Io) end],
     terrain_lab_steps:run(Steps, Options).
+
+%%--------------------------------------------------------------------
+%% Internal functions
+
+%% Measures into a new run directory (removed again when the probe cannot start):
+%% the files after every round, then the final ones; SIGTERM interrupts.
+measure(Nodes, ProbeOptions, RunsDir, Io) ->
+    case terrain_lab_run:create(RunsDir) of
+        {ok, Dir} ->
+            announce(Nodes, ProbeOptions, Io),
+            ok = terrain_lab_cli_signals:on_interrupt(self(), {terrain_lab_probe, interrupt}),
+            Checkpoint = fun(Partial) -> terrain_lab_probe:write(Partial, Dir, #{}) end,
+            Result = try terrain_lab_probe:probe(Nodes, ProbeOptions#{checkpoint => Checkpoint})
+                     after terrain_lab_cli_signals:clear()
+                     end,
+            case Result of
+                {ok, Measured} ->
+                    save(Measured, Dir, Io);
+                {error, _} = Error ->
+                    _ = file:del_dir(Dir),
+                    Error
+            end;
+        {error, _} = Error ->
+            Error
+    end.
 
 %%--------------------------------------------------------------------
 %% Internal functions
@@ -69,7 +104,20 @@ probe_options(Options, Io) ->
                    "sequential" -> sequential;
                    Other -> Other
                end,
-    ProbeOptions = #{batches => maps:get(batches, Options), messages => maps:get(messages, Options),
+    Adaptive = maps:get(batches, Options, undefined) =:= undefined,
+    Messages = case {maps:get(messages, Options, undefined), Adaptive} of
+                   {undefined, true} -> 10;
+                   {undefined, false} -> 100;
+                   {M, _} -> M
+               end,
+    Budget = case {maps:get(budget, Options, undefined), Adaptive} of
+                 {undefined, true} -> 60000;
+                 {undefined, false} -> infinity;
+                 {Seconds, _} -> Seconds * 1000
+             end,
+    ProbeOptions = #{batches => case Adaptive of true -> 100; false -> maps:get(batches, Options) end,
+                     messages => Messages, budget_ms => Budget,
+                     precision => case Adaptive of true -> 0.05; false -> none end,
                      payload => maps:get(payload, Options), strategy => Strategy,
                      timeout => maps:get(timeout, Options), progress => progress_printer(Io)},
     case maps:get(warmup, Options, undefined) of
@@ -77,29 +125,40 @@ probe_options(Options, Io) ->
         W -> ProbeOptions#{warmup => W}
     end.
 
-announce(Nodes, #{batches := B, messages := M, strategy := Strategy}, Io) ->
-    terrain_lab_io:progress(Io, "probe: ~b nodes, ~b ordered pairs, ~s, ~b batches x ~b messages~n",
-                            [length(Nodes), length(Nodes) * (length(Nodes) - 1), Strategy, B, M]).
+announce(Nodes, #{batches := B, messages := M, strategy := Strategy, precision := none, budget_ms := Budget}, Io) ->
+    terrain_lab_io:progress(Io, "probe: ~b nodes, ~b ordered pairs, ~s, ~b batches x ~b messages~ts~n",
+                            [length(Nodes), length(Nodes) * (length(Nodes) - 1), Strategy, B, M, budget(Budget)]);
+announce(Nodes, #{batches := B, messages := M, strategy := Strategy, precision := P, budget_ms := Budget}, Io) ->
+    terrain_lab_io:progress(Io, "probe: ~b nodes, ~b ordered pairs, ~s, batches of ~b messages until the median "
+                            "is within +-~b% (at most ~b)~ts~n",
+                            [length(Nodes), length(Nodes) * (length(Nodes) - 1), Strategy, M, round(P * 100), B,
+                             budget(Budget)]).
+
+budget(infinity) -> "";
+budget(Ms) -> io_lib:format(", budget ~b s", [Ms div 1000]).
 
 progress_printer(Io) ->
-    fun(#{done := Done, total := Total, elapsed_ms := Elapsed, eta_ms := Eta}) ->
-            terrain_lab_io:progress(Io, "probe: ~b/~b batches (~.1f%), ~ts elapsed, ETA ~ts~n",
-                                    [Done, Total, 100 * Done / Total, duration(Elapsed), duration(Eta)])
+    fun(#{done := Done, elapsed_ms := Elapsed, eta_ms := Eta}) ->
+            terrain_lab_io:progress(Io, "probe: ~b batches, ~ts elapsed, ETA ~ts~n",
+                                    [Done, duration(Elapsed), duration(Eta)])
     end.
 
 duration(unknown) -> "unknown";
 duration(Ms) when Ms < 60000 -> io_lib:format("~bs", [Ms div 1000]);
 duration(Ms) -> io_lib:format("~bm~2..0bs", [Ms div 60000, (Ms rem 60000) div 1000]).
 
-%% Writes the files into a new run directory, names them, and fails when a pair failed.
-save(Result, RunsDir, Io) ->
-    Steps = [fun terrain_lab_run:create/1,
-             fun(Dir) -> terrain_lab_probe:write(Result, Dir, #{}) end,
+%% Writes the final files, names them, and fails when a pair failed or the probe was
+%% interrupted.
+save(#{partial := Partial, pairs := Pairs} = Result, Dir, Io) ->
+    Steps = [fun(_) -> terrain_lab_probe:write(Result, Dir, #{}) end,
              fun(Files) ->
                      [terrain_lab_io:out(Io, "wrote ~ts~n", [F]) || F <- Files],
-                     case [P || {P, {error, _}} <- maps:to_list(maps:get(pairs, Result))] of
-                         [] -> ok;
-                         Failed -> {error, {probe, {failed_pairs, length(Failed), lists:sublist(lists:sort(Failed), 3)}}}
+                     Measured = length([P || {P, {ok, _}} <- maps:to_list(Pairs)]),
+                     case {Partial, [P || {P, {error, _}} <- maps:to_list(Pairs)]} of
+                         {true, _} -> {error, {probe, {interrupted, Measured, map_size(Pairs)}}};
+                         {false, []} -> ok;
+                         {false, Failed} ->
+                             {error, {probe, {failed_pairs, length(Failed), lists:sublist(lists:sort(Failed), 3)}}}
                      end
              end],
-    terrain_lab_steps:run(Steps, RunsDir).
+    terrain_lab_steps:run(Steps, Dir).

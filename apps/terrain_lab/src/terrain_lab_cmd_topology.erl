@@ -48,7 +48,7 @@ command() ->
     #{name => "topology",
       summary => "Discover the topology of a latency matrix; compare or show topologies",
       usage => "MATRIX.json | compare FOUND TRUTH | show FILE",
-      description => "MATRIX.json (latency.json from 'terrain probe'): clusters the round trips with the seed's "
+      description => "MATRIX.json (latency.json from 'terrain probe'): clusters the round trips with RELEASE D3.5's "
                      "non-binary alpha algorithm and writes the topology term (or --format) to --out or stdout; "
                      "without --format the format follows --out's extension (.json .dot .gv .nwk .newick .txt), "
                      "else term. --alpha auto chooses alpha per level (docs/TOPOLOGY_DISCOVERY.md); outliers "
@@ -58,18 +58,20 @@ command() ->
                      "without host and --prefix). show FILE: renders a topology file.",
       args => {1, 3},
       options => [#{name => linkage, long => "linkage", type => string, default => "average",
-                    metavar => "average|complete|single", help => "cluster distance"},
+                    choices => ["average", "complete", "single"], metavar => "average|complete|single", help => "cluster distance"},
                   #{name => alpha, long => "alpha", type => string, default => "auto", metavar => "auto|X",
+                    check => {fun alpha_text/1, "auto or a number >= 1"},
                     help => "threshold alpha >= 1, or auto (per level)"},
                   #{name => statistic, long => "statistic", type => string, default => "min",
-                    metavar => "min|median|mean|p95", help => "per-pair statistic to cluster"},
+                    choices => ["min", "median", "mean", "p95"], metavar => "min|median|mean|p95", help => "per-pair statistic to cluster"},
                   #{name => symmetrise, long => "symmetrise", type => string, default => "min",
-                    metavar => "min|mean|max", help => "how to combine a->b with b->a"},
+                    choices => ["min", "mean", "max"], metavar => "min|mean|max", help => "how to combine a->b with b->a"},
                   #{name => outliers, long => "outliers", type => string, default => "repair",
-                    metavar => "repair|keep", help => "repair round trips far from their level's median"},
+                    choices => ["repair", "keep"], metavar => "repair|keep", help => "repair round trips far from their level's median"},
                   #{name => outlier_factor, long => "outlier-factor", type => float, default => 3.0,
-                    metavar => "F", help => "an outlier is more than F times its level's median away"},
-                  #{name => format, long => "format", type => string, metavar => "term|json|dot|newick|text",
+                    check => {fun(F) -> F > 1 end, "a number > 1"}, metavar => "F", help => "an outlier is more than F times its level's median away"},
+                  #{name => format, long => "format", type => string,
+                    choices => [atom_to_list(F) || F <- ?FORMATS], metavar => "term|json|dot|newick|text",
                     help => "output format (default: from --out's extension, else term; text for show)"},
                   #{name => out, long => "out", type => string, metavar => "FILE",
                     help => "write here instead of stdout"},
@@ -150,6 +152,14 @@ choice(Key, Options, Allowed) ->
                 true -> list_to_atom(Value);
                 false -> throw({bad_option, lists:flatten(Name), Value, lists:join(", ", Allowed)})
             end
+    end.
+
+%% Is `--alpha' `auto' or a number >= 1?
+alpha_text("auto") -> true;
+alpha_text(Text) ->
+    case number(Text) of
+        {ok, A} -> A >= 1;
+        error -> false
     end.
 
 number(Text) ->

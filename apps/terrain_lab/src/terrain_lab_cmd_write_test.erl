@@ -22,15 +22,15 @@ commands() ->
                       "goes. Never overwrites a file; removes its part files; a failed run keeps the rows "
                       "measured before it.",
        args => {0, 0},
-       options => [#{name => size, long => "size", type => integer, default => 64, metavar => "MiB",
+       options => [#{name => size, long => "size", type => integer, default => 64, range => {1, inf}, metavar => "MiB",
                      help => "size of the logical file"},
-                   #{name => targets, long => "targets", type => list, metavar => "DIR,...",
+                   #{name => targets, long => "targets", type => list, required => true, metavar => "DIR,...",
                      help => "target directories (repeatable or comma-separated)"},
-                   #{name => stripe, long => "stripe", type => integer, default => 1024, metavar => "KiB",
+                   #{name => stripe, long => "stripe", type => integer, default => 1024, range => {1, inf}, metavar => "KiB",
                      help => "stripe size"},
-                   #{name => runs, long => "runs", type => integer, default => 10, metavar => "N",
+                   #{name => runs, long => "runs", type => integer, default => 10, range => {1, inf}, metavar => "N",
                      help => "number of runs"},
-                   #{name => out, long => "out", type => string, metavar => "FILE",
+                   #{name => out, long => "out", type => string, required => true, metavar => "FILE",
                      help => "durations CSV to create"}],
        run => {?MODULE, run}}].
 

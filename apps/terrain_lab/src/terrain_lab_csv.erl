@@ -54,7 +54,8 @@ write_line({Fd, File, _}, Cells) ->
             {error, {csv, File, Why}}
     end.
 
-cell(F) when is_float(F) -> float_to_list(F, [{decimals, 6}, compact]);
+cell(F) when is_float(F), abs(F) < 1.0e15 -> float_to_list(F, [{decimals, 6}, compact]);
+cell(F) when is_float(F) -> float_to_list(F, [short]);
 cell(I) when is_integer(I) -> integer_to_list(I);
 cell(A) when is_atom(A) -> quote(atom_to_list(A));
 cell(B) when is_binary(B) -> quote(binary_to_list(B));

@@ -12,20 +12,40 @@
 %% With network emulation on (`netem' `"auto"', the default, turns it on when the spec
 %% has link options), every node starts with `terrain_lab_netem:vm_args/3', so that
 %% its connections to the other nodes cross the spec's links from boot on.
+%%
+%% Before anything is started, `up' refuses (in well under a second): a node name
+%% longer than an atom can be; a node name that epmd already has registered (a VM of
+%% another cluster, another state directory or anything else), naming the clashes and
+%% suggesting `--prefix'; and a spec whose VMs would not fit in memory: each VM is
+%% estimated at ?VM_MB MB (the resident size measured of a terrain node with network
+%% emulation, 38-40 MB, docs/CLI.md), and `up' refuses when the nodes would take more
+%% than ?MEM_SHARE% of `MemAvailable' in /proc/meminfo, unless `force'. Its default
+%% deadline grows with the node count ({@link default_timeout/1}); it prints "k of N
+%% nodes up" with an ETA on the `Io''s `err' device as the nodes come up.
+%%
+%% Each VM writes its OS pid and its full node name to its pid file; so `stop/3'
+%% halts by the full name even when `cluster.json' is missing or corrupt, and it kills
+%% only an OS pid whose command line still names that node's pid file (the VM it
+%% started, not whatever process got the pid later).
 -module(terrain_lab_launch).
 
 %% API
 -export([up/4,
          status/2,
-         stop/2,
+         stop/3,
          still_running/1,
+         vm_memory_mb/0,
          format_error/1]).
+
+%% exports_not_used: vm_memory_mb/0 is read by terrain_lab_cli_contract_SUITE to size a spec too big.
+-ignore_xref([{vm_memory_mb, 0}]).
 
 -export_type([up_options/0, node_record/0, stop_result/0]).
 
 -type up_options() :: #{prefix := string(),         % prepended to every node name
-                        timeout := pos_integer(),   % ms for all nodes to come up
-                        netem := string()}.         % "auto" | "on" | "off"
+                        timeout := pos_integer() | undefined, % ms for all nodes to come up (default_timeout/1)
+                        netem := string(),          % "auto" | "on" | "off"
+                        force => boolean()}.        % start even when the memory estimate says no
 
 %% A started node as recorded in cluster.json.
 -type node_record() :: #{name := atom(), node := node(), group_path := [atom()],
@@ -34,6 +54,9 @@
 %% What became of each recorded node: "stopped", "was not running", "killed (OS pid
 %% P)" or "still running (...)".
 -type stop_result() :: {NodeName :: binary(), How :: string()}.
+
+-define(VM_MB, 40).         % estimated resident memory of one node's VM, MB
+-define(MEM_SHARE, 80).     % % of MemAvailable the nodes may take
 
 %%--------------------------------------------------------------------
 %% API
@@ -47,9 +70,23 @@
 up(SpecFile, #{netem := NetemOption} = Options, Dir, Io) ->
     Steps = [fun terrain_lab_spec:read/1,
              fun(Spec) -> with_netem(Spec, NetemOption) end,
+             fun(SpecNetem) -> check_names(SpecNetem, Options) end,
+             fun(SpecNetem) -> check_memory(SpecNetem, Options) end,
              fun(SpecNetem) -> refuse_if_running(Dir, SpecNetem) end,
+             fun(SpecNetem) -> refuse_clashes(SpecNetem, Options) end,
              fun({Spec, Netem}) -> start_detached(Spec, Netem, filename:absname(SpecFile), Dir, Options, Io) end],
     terrain_lab_steps:run(Steps, SpecFile).
+
+%% @doc The default deadline for `N' nodes to come up: 30 s plus 1 s per node, at
+%% least 60 s (nodes start in parallel, but on a small machine they share its cores).
+-spec default_timeout(non_neg_integer()) -> pos_integer().
+default_timeout(N) ->
+    max(60000, 30000 + 1000 * N).
+
+%% @doc The memory one node's VM is estimated to take, in MB.
+-spec vm_memory_mb() -> pos_integer().
+vm_memory_mb() ->
+    ?VM_MB.
 
 %% @doc The recorded state of the cluster in `Dir' with every node checked at once
 %% under one deadline: each entry of `<<"nodes">>' gets `<<"state">>' `up' (it
@@ -64,17 +101,28 @@ status(Dir, Timeout) ->
             Error
     end.
 
-%% @doc Stops every node recorded in `Dir' (or, without `cluster.json', named by a pid
-%% file) and says what became of each; removes the state unless a node is still
-%% running. `Timeout' is the time a node gets to halt before it is killed.
--spec stop(file:filename(), pos_integer()) -> {ok, [stop_result()]} | {error, term()}.
-stop(Dir, Timeout) ->
-    case read_state_or_pid_files(Dir) of
+%% @doc Stops every node recorded in `Dir' (or, without a readable `cluster.json',
+%% named by a pid file, which `io''s `err' device then says) and says what became of
+%% each; removes the state unless a node is still running, or with `force' anyway.
+%% `Timeout' is the time a node gets to halt before it is killed.
+-spec stop(file:filename(), pos_integer(), #{io := terrain_lab_io:io(), force := boolean()}) ->
+          {ok, [stop_result()]} | {error, term()}.
+stop(Dir, Timeout, #{io := Io, force := Force}) ->
+    case read_state_or_pid_files(Dir, Io) of
+        {error, {cluster_state, {Bad, _, _}}} when Force, Bad =:= corrupt_state orelse Bad =:= bad_state
+                                                    orelse Bad =:= unknown_format ->
+            terrain_lab_io:progress(Io, "no node is named by a pid file; removing the unreadable state in ~ts~n", [Dir]),
+            terrain_lab_cluster_state:remove(Dir),
+            {ok, []};
         {ok, State} ->
-            ok = terrain_lab_cluster_state:connect_cli(Dir),
-            Results = stop_nodes(State, Timeout, Dir),
-            _ = still_running(Results) =:= [] andalso terrain_lab_cluster_state:remove(Dir),
-            {ok, Results};
+            case terrain_lab_cluster_state:connect_cli(Dir) of
+                ok ->
+                    Results = stop_nodes(State, Timeout, Dir, Io),
+                    _ = (Force orelse still_running(Results) =:= []) andalso terrain_lab_cluster_state:remove(Dir),
+                    {ok, Results};
+                {error, _} = Error ->
+                    Error
+            end;
         {error, _} = Error ->
             Error
     end.
@@ -94,6 +142,15 @@ format_error({launch, {not_started, Failed}}) ->
                   [lists:join("; ", [io_lib:format("~ts: ~ts", [N, W]) || {N, W} <- Failed])]);
 format_error({launch, {still_running, Nodes}}) ->
     io_lib:format("could not stop ~ts; the state is kept", [lists:join(", ", Nodes)]);
+format_error({launch, {name_clash, Clashes}}) ->
+    {Plural, Verb} = case Clashes of [_] -> {"", "is"}; _ -> {"s", "are"} end,
+    io_lib:format("node name~s ~ts ~s already registered with epmd (a running VM: another cluster or "
+                  "--state-dir); nothing was started; choose other names with --prefix, e.g. --prefix ~s_",
+                  [Plural, lists:join(", ", Clashes), Verb, os:getenv("USER", "my")]);
+format_error({launch, {too_big, Count, NeedMb, AvailableMb}}) ->
+    io_lib:format("~b nodes need about ~b MB (~b MB per VM) but only ~b MB are available (~b% of MemAvailable); "
+                  "nothing was started; use a smaller spec, or --force to start anyway",
+                  [Count, NeedMb, ?VM_MB, AvailableMb * ?MEM_SHARE div 100, ?MEM_SHARE]);
 format_error({launch, {bad_netem, Value}}) ->
     io_lib:format("--netem expects auto, on or off, got '~ts'", [Value]).
 
@@ -105,8 +162,59 @@ with_netem(Spec, "on") -> {ok, {Spec, true}};
 with_netem(Spec, "off") -> {ok, {Spec, false}};
 with_netem(_Spec, Other) -> {error, {launch, {bad_netem, Other}}}.
 
+%% Every full node name must fit in an atom.
+check_names({Spec, _Netem} = SpecNetem, #{prefix := Prefix}) ->
+    Host = terrain_lab_dist_host(),
+    Steps = [fun(_) -> terrain_lab_cluster_state:check_node_name(Prefix ++ atom_to_list(Name) ++ "@" ++ Host) end
+             || Name <- terrain_lab_spec:node_names(Spec)],
+    case terrain_lab_steps:run(Steps, none) of
+        {error, _} = Error -> Error;
+        _ -> {ok, SpecNetem}
+    end.
+
+%% The host part of node names; this VM need not be distributed yet.
+terrain_lab_dist_host() ->
+    case is_alive() of
+        true -> terrain_lab_dist:host();
+        false -> lists:takewhile(fun(C) -> C =/= $. end, net_adm:localhost())
+    end.
+
+%% Refuses a spec whose VMs would not fit in memory (unless forced).
+check_memory({Spec, _} = SpecNetem, Options) ->
+    Count = length(terrain_lab_spec:nodes(Spec)),
+    case {maps:get(force, Options, false), mem_available_mb()} of
+        {false, {ok, Available}} when Count * ?VM_MB > Available * ?MEM_SHARE div 100 ->
+            {error, {launch, {too_big, Count, Count * ?VM_MB, Available}}};
+        _ ->
+            {ok, SpecNetem}
+    end.
+
+mem_available_mb() ->
+    case file:read_file("/proc/meminfo") of
+        {ok, Text} ->
+            case re:run(Text, "MemAvailable:\\s+(\\d+) kB", [{capture, all_but_first, list}]) of
+                {match, [Kb]} -> {ok, list_to_integer(Kb) div 1024};
+                nomatch -> unknown
+            end;
+        {error, _} ->
+            unknown
+    end.
+
+%% Refuses node names that epmd already has: a VM of another cluster (or state
+%% directory) runs under that name, and ours could not register.
+refuse_clashes({Spec, _} = SpecNetem, #{prefix := Prefix}) ->
+    Ours = [Prefix ++ atom_to_list(Name) || Name <- terrain_lab_spec:node_names(Spec)],
+    Registered = case net_adm:names() of
+                     {ok, Names} -> [N || {N, _Port} <- Names];
+                     {error, _} -> []           % no epmd: nothing registered
+                 end,
+    case [N || N <- Ours, lists:member(N, Registered)] of
+        [] -> {ok, SpecNetem};
+        Clashes -> {error, {launch, {name_clash, Clashes}}}
+    end.
+
 refuse_if_running(Dir, Spec) ->
-    case read_state_or_pid_files(Dir) of
+    case read_state_or_pid_files(Dir, undefined) of
         {ok, State} ->
             case [binary_to_list(N) || #{<<"node">> := N} = Node <- maps:get(<<"nodes">>, State),
                                        vm_running(Node, Dir)] of
@@ -119,13 +227,17 @@ refuse_if_running(Dir, Spec) ->
             Error
     end.
 
-start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix, timeout := Timeout}, Io) ->
+start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
+    Timeout = case maps:get(timeout, Options, undefined) of
+                  undefined -> default_timeout(length(terrain_lab_spec:nodes(Spec)));
+                  T -> T
+              end,
     Deadline = erlang:monotonic_time(millisecond) + Timeout,
     ok = filelib:ensure_dir(filename:join([Dir, "nodes", "x"])),
     CookieFile = terrain_lab_cluster_state:create_cookie(Dir),
     ok = terrain_lab_cluster_state:connect_cli(Dir),
     Nodes = [{NodeSpec, terrain_lab_dist:node_name(Prefix, Name)} || #{name := Name} = NodeSpec <- terrain_lab_spec:nodes(Spec)],
-    terrain_lab_io:progress(Io, "starting ~b nodes of ~ts~n", [length(Nodes), SpecPath]),
+    terrain_lab_io:progress(Io, "starting ~b nodes of ~ts (deadline ~b s)~n", [length(Nodes), SpecPath, Timeout div 1000]),
     _ = Netem andalso terrain_lab_io:progress(Io, "network emulation on: ~ts~n", [netem_summary(Spec)]),
     lists:foreach(fun({#{name := Name} = NodeSpec, Node}) ->
                           NetemArgs = case Netem of
@@ -138,9 +250,7 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix, timeout := Timeou
     Topology = terrain_lab_spec:topology(Spec, fun(Name) -> proplists:get_value(Name, [{N, Node} || {#{name := N}, Node} <- Nodes]) end),
     Workers = [spawn_monitor(fun() -> Self ! {self(), bring_up(NodeSpec#{topology => Topology}, Node, Dir, Deadline)} end)
                || {NodeSpec, Node} <- Nodes],
-    Results = [receive {Pid, Result} -> erlang:demonitor(Ref, [flush]), Result;
-                       {'DOWN', Ref, process, Pid, Why} -> {error, {crashed, Why}}
-               end || {Pid, Ref} <- Workers],
+    Results = collect(Workers, "up", Io),
     Records = [node_record(NodeSpec, Node, Dir, Result) || {{NodeSpec, Node}, Result} <- lists:zip(Nodes, Results)],
     ok = terrain_lab_cluster_state:write(Dir, #{cluster => maps:get(name, Spec),
                                                 spec => list_to_binary(SpecPath),
@@ -155,10 +265,43 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix, timeout := Timeou
             {ok, Records};
         Failed ->
             {ok, Recorded} = terrain_lab_cluster_state:read(Dir),
-            _ = stop_nodes(Recorded, 5000, Dir),
+            _ = stop_nodes(Recorded, 5000, Dir, Io),
             terrain_lab_cluster_state:remove(Dir),
             {error, {launch, {not_started, Failed}}}
     end.
+
+%% The workers' results in the workers' order, collected as they come with "k of N
+%% up" progress and an ETA from the pace so far (at most about 20 lines).
+collect(Workers, What, Io) ->
+    T0 = erlang:monotonic_time(millisecond),
+    Total = length(Workers),
+    Step = max(1, Total div 20),
+    Indexed = maps:from_list([{Ref, I} || {I, {_Pid, Ref}} <- lists:enumerate(Workers)]),
+    Pids = maps:from_list([{Pid, Ref} || {Pid, Ref} <- Workers]),
+    Done = collect(Pids, Indexed, #{}, T0, Step, What, Io),
+    [maps:get(I, Done) || I <- lists:seq(1, Total)].
+
+collect(Pids, _Indexed, Done, _T0, _Step, _What, _Io) when map_size(Pids) =:= 0 ->
+    Done;
+collect(Pids, Indexed, Done, T0, Step, What, Io) ->
+    {Pid, Result} = receive
+                        {P, R} when is_map_key(P, Pids) ->
+                            erlang:demonitor(maps:get(P, Pids), [flush]),
+                            {P, R};
+                        {'DOWN', _Ref, process, P, Why} when is_map_key(P, Pids) ->
+                            {P, {error, {crashed, Why}}}
+                    end,
+    Done1 = Done#{maps:get(maps:get(Pid, Pids), Indexed) => Result},
+    K = map_size(Done1),
+    Total = map_size(Indexed),
+    _ = (K rem Step =:= 0 orelse K =:= Total) andalso begin
+            Elapsed = erlang:monotonic_time(millisecond) - T0,
+            Eta = Elapsed * (Total - K) div K,
+            terrain_lab_io:progress(Io, "~ts: ~b of ~b nodes, ~.1f s elapsed~ts~n",
+                                    [What, K, Total, Elapsed / 1000,
+                                     case K < Total of true -> io_lib:format(", ETA ~.1f s", [Eta / 1000]); false -> "" end])
+        end,
+    collect(maps:remove(Pid, Pids), Indexed, Done1, T0, Step, What, Io).
 
 netem_summary(Spec) ->
     lists:join(", ", [[Level, " ", level_text(Record)]
@@ -181,12 +324,12 @@ spawn_vm(#{name := Name} = NodeSpec, Node, Dir, NetemArgs) ->
     [Short, _Host] = string:split(atom_to_list(Node), "@"),
     PidFile = terrain_lab_cluster_state:pid_file(Dir, Name),
     Boot = lists:flatten(io_lib:format(
-             "try ok = file:write_file(~0tp, os:getpid()), "
+             "try ok = file:write_file(~0tp, [os:getpid(), ~0tp]), "
              "{ok, C} = file:read_file(~0tp), "
              "{ok, _} = net_kernel:start(~0tp, #{name_domain => shortnames}), "
              "true = erlang:set_cookie(binary_to_atom(string:trim(C))) "
              "catch _:_ -> erlang:halt(3) end.",
-             [PidFile, filename:join(Dir, "cookie"), list_to_atom(Short)])),
+             [PidFile, " " ++ atom_to_list(Node), filename:join(Dir, "cookie"), list_to_atom(Short)])),
     Schedulers = case NodeSpec of
                      #{schedulers := S} -> ["+S", integer_to_list(S) ++ ":" ++ integer_to_list(S)];
                      #{} -> []
@@ -226,10 +369,27 @@ await_ping(Node, Deadline) ->
             end
     end.
 
+%% A pid file holds the VM's OS pid and, since the VM writes both, its full node name.
 read_pid(File) ->
+    case read_pid_file(File) of
+        {ok, OsPid, _Node} -> {ok, OsPid};
+        error -> error
+    end.
+
+read_pid_file(File) ->
     case file:read_file(File) of
-        {ok, Bin} when Bin =/= <<>> -> {ok, binary_to_list(Bin)};
-        _ -> error
+        {ok, Bin} ->
+            case string:lexemes(binary_to_list(Bin), " \n") of
+                [OsPid | Rest] ->
+                    case lists:all(fun(C) -> C >= $0 andalso C =< $9 end, OsPid) of
+                        true -> {ok, OsPid, case Rest of [Node] when length(Node) =< 255 -> Node; _ -> undefined end};
+                        false -> error
+                    end;
+                [] ->
+                    error
+            end;
+        {error, _} ->
+            error
     end.
 
 node_record(#{name := Name, path := Path}, Node, Dir, Result) ->
@@ -281,55 +441,82 @@ check_node(#{<<"node">> := Name} = Node) ->
 %%--------------------------------------------------------------------
 %% stop
 
-%% The recorded state; when cluster.json is missing but pid files are there (an `up'
-%% that was killed halfway), a state made from the pid files.
-read_state_or_pid_files(Dir) ->
+%% The recorded state; when cluster.json is missing (an `up' that was killed halfway)
+%% or cannot be read, but pid files are there, a state made from the pid files (said
+%% on `Io''s err device, when given).
+read_state_or_pid_files(Dir, Io) ->
     case terrain_lab_cluster_state:read(Dir) of
-        {error, {cluster_state, {no_cluster, _}}} = NoCluster ->
+        {ok, _} = Ok ->
+            Ok;
+        {error, Why} = Error ->
             case terrain_lab_cluster_state:pid_files(Dir) of
-                [] -> NoCluster;
+                [] ->
+                    Error;
                 Files ->
-                    Nodes = [#{<<"node">> => list_to_binary(filename:basename(F, ".pid")),
-                               <<"name">> => list_to_binary(filename:basename(F, ".pid")),
-                               <<"os_pid">> => case read_pid(F) of {ok, P} -> list_to_binary(P); error -> null end}
-                             || F <- Files],
-                    {ok, #{<<"nodes">> => Nodes}}
-            end;
-        Other ->
-            Other
+                    _ = Io =/= undefined andalso
+                        terrain_lab_io:progress(Io, "~ts; stopping the ~b nodes named by the pid files in ~ts~n",
+                                                [case Why of
+                                                     {cluster_state, {no_cluster, _}} -> "no cluster.json";
+                                                     _ -> terrain_lab:format_error(Why)
+                                                 end, length(Files), filename:join(Dir, "nodes")]),
+                    {ok, #{<<"nodes">> => [pid_file_record(F) || F <- Files]}}
+            end
+    end.
+
+pid_file_record(File) ->
+    Name = list_to_binary(filename:basename(File, ".pid")),
+    case read_pid_file(File) of
+        {ok, OsPid, undefined} -> #{<<"node">> => undefined, <<"name">> => Name, <<"os_pid">> => list_to_binary(OsPid)};
+        {ok, OsPid, Node} -> #{<<"node">> => list_to_binary(Node), <<"name">> => Name, <<"os_pid">> => list_to_binary(OsPid)};
+        error -> #{<<"node">> => undefined, <<"name">> => Name, <<"os_pid">> => null}
     end.
 
 %% Is this recorded node's VM still running? Checked by its OS pid, which must still be
-%% a BEAM started for this state directory.
-vm_running(#{<<"os_pid">> := P}, Dir) when is_binary(P) ->
-    owned_vm(binary_to_list(P), Dir);
+%% the VM started for this node (its command line names the node's pid file).
+vm_running(#{<<"os_pid">> := P} = Record, Dir) when is_binary(P) ->
+    owned_vm(binary_to_list(P), Record, Dir);
 vm_running(_, _) ->
     false.
 
-owned_vm(OsPid, Dir) ->
+owned_vm(OsPid, Record, Dir) ->
+    Mark = case Record of
+               #{<<"name">> := Name} when is_binary(Name) -> filename:join([Dir, "nodes", <<Name/binary, ".pid">>]);
+               #{} -> filename:join(Dir, "nodes")
+           end,
     terrain_lab_os:alive(OsPid) andalso
         case file:read_file("/proc/" ++ OsPid ++ "/cmdline") of
-            {ok, Cmdline} -> binary:match(Cmdline, list_to_binary(filename:join(Dir, "nodes"))) =/= nomatch;
+            {ok, Cmdline} -> binary:match(Cmdline, unicode:characters_to_binary(Mark)) =/= nomatch;
             {error, _} -> false
         end.
 
-stop_nodes(#{<<"nodes">> := Nodes}, Timeout, Dir) ->
+stop_nodes(#{<<"nodes">> := Nodes}, Timeout, Dir, Io) ->
     Self = self(),
     Workers = [spawn_monitor(fun() -> Self ! {self(), stop_node(Node, Timeout, Dir)} end) || Node <- Nodes],
-    [receive {Pid, Result} -> erlang:demonitor(Ref, [flush]), Result;
-             {'DOWN', Ref, process, Pid, Why} -> {maps:get(<<"node">>, Node), io_lib:format("still running (~0p)", [Why])}
-     end || {Node, {Pid, Ref}} <- lists:zip(Nodes, Workers)].
+    Results = collect(Workers, "down", Io),
+    [case Result of
+         {error, {crashed, Why}} -> {label(Node), lists:flatten(io_lib:format("still running (~0p)", [Why]))};
+         _ -> Result
+     end || {Node, Result} <- lists:zip(Nodes, Results)].
 
-stop_node(#{<<"node">> := NodeBin} = Record, Timeout, Dir) ->
-    Node = binary_to_atom(NodeBin),
+label(#{<<"node">> := Node}) when is_binary(Node) -> Node;
+label(#{<<"name">> := Name}) -> Name.
+
+%% Halts the node by its full name over distribution (when it is known), waits for its
+%% OS process to exit, and kills the process only if it is still that node's VM.
+stop_node(Record, Timeout, Dir) ->
+    Node = case maps:get(<<"node">>, Record, undefined) of
+               B when is_binary(B) -> binary_to_atom(B);
+               _ -> undefined
+           end,
     OsPid = case maps:get(<<"os_pid">>, Record, null) of null -> undefined; P -> binary_to_list(P) end,
-    Halted = case lists:member(Node, nodes(hidden) ++ nodes()) orelse net_kernel:connect_node(Node) of
-                 true ->
-                     erpc:cast(Node, erlang, halt, []),
-                     true;
-                 false ->
-                     false
-             end,
+    Halted = Node =/= undefined andalso
+        case lists:member(Node, nodes(hidden) ++ nodes()) orelse net_kernel:connect_node(Node) of
+            true ->
+                erpc:cast(Node, erlang, halt, []),
+                true;
+            false ->
+                false
+        end,
     Gone = case OsPid of
                undefined -> Halted andalso await_nodedown(Node, Timeout);
                _ -> await_os_exit(OsPid, Timeout)
@@ -338,13 +525,13 @@ stop_node(#{<<"node">> := NodeBin} = Record, Timeout, Dir) ->
               Gone andalso Halted -> "stopped";
               Gone -> "was not running";
               OsPid =/= undefined ->
-                  case owned_vm(OsPid, Dir) andalso terrain_lab_os:kill(OsPid) of
+                  case owned_vm(OsPid, Record, Dir) andalso terrain_lab_os:kill(OsPid) of
                       true -> "killed (OS pid " ++ OsPid ++ ")";
                       false -> "was not running"
                   end;
               true -> "still running (no OS pid recorded)"
           end,
-    {NodeBin, How}.
+    {label(Record), How}.
 
 await_os_exit(OsPid, Timeout) ->
     terrain_lab_os:await_exit([OsPid], Timeout) =:= [].

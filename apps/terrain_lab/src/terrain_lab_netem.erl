@@ -66,7 +66,6 @@
       | {netem, {overlapping, [node()]}}             % a node on both sides of a partition
       | {netem, {bad_option, atom(), term()}}
       | {netem, {failed, [{node(), term()}]}}        % nodes that could not be reached or are not emulated
-      | {netem, {unknown_name, string(), [binary()]}} % CLI: a name that is no node or group of the cluster
       | {netem, {usage, [string()]}}.                % CLI: an action with the wrong arguments
 
 -define(DEFAULT_TIMEOUT, 5000).
@@ -176,8 +175,6 @@ format_error({netem, {bad_option, Key, Value}}) ->
 format_error({netem, {failed, Failed}}) ->
     ["network emulation failed on ",
      lists:join("; ", [io_lib:format("~0tp: ~ts", [N, why(W)]) || {N, W} <- Failed])];
-format_error({netem, {unknown_name, Name, Known}}) ->
-    io_lib:format("'~ts' is no node or group of the cluster (known: ~ts)", [Name, lists:join(", ", Known)]);
 format_error({netem, {usage, Args}}) ->
     io_lib:format("cannot do '~ts': expected partition NODES NODES | isolate NODES | heal [NODES] | show",
                   [lists:join(" ", Args)]).

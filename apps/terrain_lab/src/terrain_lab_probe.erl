@@ -34,6 +34,30 @@
 %% Every exchange has a deadline (`timeout', default 5 s); a pair whose exchange times
 %% out or whose node goes down fails alone and the others go on. The controller gives up
 %% when no client has reported for `messages' × `timeout' + 10 s.
+%%
+%% == Adaptive batches and a time budget ==
+%% With `precision' P (e.g. 0.05) a client stops after the batch at which the 95%
+%% confidence interval of its median is within ±P of the median (the distribution-free
+%% interval between the order statistics n/2 ∓ 1.96·√n/2), and at the latest after
+%% `batches' batches. With `budget_ms' the whole probe gets that much time: each round
+%% (a source node in `sequential', everything in `concurrent') gets an equal share of
+%% what is left, and its clients stop measuring when their share is spent (after one
+%% batch at least). `terrain probe' uses both by default (±5%, 60 s); `precision'
+%% `none' and `budget_ms' `infinity' give the fixed `batches' × `messages' of RELEASE D3.5.
+%%
+%% == ETA ==
+%% Progress reports an ETA from the measured time of whole rounds: the mean duration of
+%% the rounds finished so far times the rounds left, plus what the current round still
+%% needs; before the first round has finished, from the current round's progress
+%% (batches done, or time spent of its budget). With a budget, never more than the
+%% budget left.
+%%
+%% == Partial results ==
+%% After each round `checkpoint' (when given) receives the result so far, marked
+%% `partial', so an interrupted probe leaves what it measured on disk. A message
+%% `{terrain_lab_probe, interrupt}' to the process running {@link probe/2} stops the
+%% probe: its clients report what they have measured after their current batch, pairs
+%% without a batch are `{error, interrupted}', and the result is `partial'.
 -module(terrain_lab_probe).
 
 %% API
@@ -60,7 +84,10 @@
           strategy => sequential | concurrent, % default sequential
           warmup => non_neg_integer(),         % unrecorded exchanges first (default: messages)
           timeout => pos_integer(),            % ms deadline of one exchange (default 5000)
-          progress => fun((progress()) -> any()) | none}. % called at most once a second
+          progress => fun((progress()) -> any()) | none, % called at most once a second
+          precision => float() | none,         % stop a pair at a median CI of +-precision (default none)
+          budget_ms => pos_integer() | infinity, % time for the whole probe (default infinity)
+          checkpoint => fun((result()) -> any()) | none}. % the partial result after each round
 
 -type progress() :: #{done := non_neg_integer(),   % batches finished, all pairs
                       total := pos_integer(),
@@ -68,17 +95,18 @@
                       eta_ms := non_neg_integer() | unknown}.
 
 -type stats() :: #{min := float(), median := float(), mean := float(), p95 := float(), stddev := float(),
-                   exchanges := pos_integer()}.
+                   exchanges := pos_integer(), batches := pos_integer()}.
 
 -type result() :: #{nodes := [node()],
                     options := options(),
                     started_at := binary(),
                     finished_at := binary(),
                     duration_ms := non_neg_integer(),
+                    partial := boolean(),      % interrupted, or a checkpoint: not every pair was measured
                     pairs := #{{node(), node()} => {ok, stats()} | {error, term()}}}.
 
 -define(DEFAULTS, #{batches => 100, messages => 100, payload => 0, strategy => sequential, timeout => 5000,
-                    progress => none}).
+                    progress => none, precision => none, budget_ms => infinity, checkpoint => none}).
 
 %%--------------------------------------------------------------------
 %% API
@@ -103,6 +131,9 @@ check(strategy, V) when V =:= sequential; V =:= concurrent -> ok;
 check(warmup, V) when is_integer(V), V >= 0 -> ok;
 check(timeout, V) when is_integer(V), V > 0 -> ok;
 check(progress, V) when V =:= none; is_function(V, 1) -> ok;
+check(precision, V) when V =:= none; is_float(V), V > 0, V < 1 -> ok;
+check(budget_ms, V) when V =:= infinity; is_integer(V), V > 0 -> ok;
+check(checkpoint, V) when V =:= none; is_function(V, 1) -> ok;
 check(Key, Value) ->
     case maps:is_key(Key, ?DEFAULTS) orelse Key =:= warmup of
         true -> throw({bad_option, Key, Value});
@@ -159,6 +190,8 @@ format_error({probe, {failed_pairs, Count, Examples}}) ->
     io_lib:format("~b pair~s failed (e.g. ~ts); their entries in latency.json are null",
                   [Count, case Count of 1 -> ""; _ -> "s" end,
                    lists:join(", ", [io_lib:format("~s -> ~s", [A, B]) || {A, B} <- Examples])]);
+format_error({probe, {interrupted, Measured, Total}}) ->
+    io_lib:format("interrupted: ~b of ~b pairs were measured; the files are marked \"partial\": true", [Measured, Total]);
 format_error({probe, stalled}) ->
     "no client reported for longer than a batch may take; the probe was stopped".
 
@@ -168,6 +201,9 @@ expected(payload) -> "an integer >= 0";
 expected(warmup) -> "an integer >= 0";
 expected(timeout) -> "milliseconds > 0";
 expected(progress) -> "none or a fun of one argument";
+expected(checkpoint) -> "none or a fun of one argument";
+expected(precision) -> "none or a number between 0 and 1";
+expected(budget_ms) -> "infinity or milliseconds > 0";
 expected(_) -> "see the documentation".
 
 why(noconnection) -> "is not reachable";
@@ -219,36 +255,82 @@ measure(Nodes, #{strategy := Strategy, batches := Batches, progress := Progress}
     Started = terrain_lab_run:timestamp(),
     T0 = erlang:monotonic_time(millisecond),
     Pairs = [{A, B} || A <- Nodes, B <- Nodes, A =/= B],
-    Total = length(Pairs) * Batches,
     Rounds = case Strategy of
                  concurrent -> [Pairs];
                  sequential -> [[{A, B} || {A1, B} <- Pairs, A1 =:= A] || A <- Nodes]
              end,
-    Tracker0 = #{done => 0, total => Total, t0 => T0, last => T0, progress => Progress},
-    {Results, _} = lists:foldl(fun(Round, {Acc, Tracker}) ->
-                                       {R, Tracker1} = round(Round, Opts, Tracker),
-                                       {maps:merge(Acc, R), Tracker1}
-                               end, {#{}, Tracker0}, Rounds),
-    #{nodes => Nodes, options => Opts, started_at => Started, finished_at => terrain_lab_run:timestamp(),
-      duration_ms => erlang:monotonic_time(millisecond) - T0, pairs => Results}.
+    Deadline = case maps:get(budget_ms, Opts) of
+                   infinity -> infinity;
+                   Budget -> T0 + Budget
+               end,
+    Tracker0 = #{t0 => T0, last => T0, progress => Progress, rounds => length(Rounds), rounds_done => 0,
+                 rounds_ms => 0, batches => Batches, deadline => Deadline, total => length(Pairs) * Batches,
+                 done => 0},
+    Base = #{nodes => Nodes, options => Opts, started_at => Started},
+    {Results, _, Interrupted} =
+        lists:foldl(fun(_Round, {Acc, Tracker, true}) ->
+                            {Acc, Tracker, true};
+                       (Round, {Acc, #{rounds_done := Done} = Tracker, false}) ->
+                            RoundBudget = round_budget(Deadline, length(Rounds) - Done),
+                            {R, Tracker1, Stop} = round(Round, Opts, RoundBudget, Tracker),
+                            Acc1 = maps:merge(Acc, R),
+                            checkpoint(Opts, Base, Acc1, Pairs, T0),
+                            {Acc1, Tracker1, Stop}
+                    end, {#{}, Tracker0, false}, Rounds),
+    Missing = maps:from_list([{P, {error, interrupted}} || P <- Pairs, not is_map_key(P, Results)]),
+    Base#{finished_at => terrain_lab_run:timestamp(), duration_ms => erlang:monotonic_time(millisecond) - T0,
+          partial => Interrupted, pairs => maps:merge(Missing, Results)}.
 
-%% One round: a client per pair, all warmed up, then all measuring at once.
-round(Pairs, #{messages := Messages, timeout := Timeout} = Opts, Tracker) ->
+round_budget(infinity, _RoundsLeft) ->
+    infinity;
+round_budget(Deadline, RoundsLeft) ->
+    max(1, (Deadline - erlang:monotonic_time(millisecond)) div max(1, RoundsLeft)).
+
+%% The result so far, to the checkpoint fun: pairs not measured yet are null.
+checkpoint(#{checkpoint := none}, _Base, _Results, _Pairs, _T0) ->
+    ok;
+checkpoint(#{checkpoint := Fun}, Base, Results, Pairs, T0) ->
+    Missing = maps:from_list([{P, {error, not_measured_yet}} || P <- Pairs, not is_map_key(P, Results)]),
+    _ = Fun(Base#{finished_at => terrain_lab_run:timestamp(), duration_ms => erlang:monotonic_time(millisecond) - T0,
+                  partial => map_size(Missing) > 0, pairs => maps:merge(Missing, Results)}),
+    ok.
+
+%% One round: a client per pair, all warmed up, then all measuring at once (for at
+%% most `Budget' ms, warm-up included). Returns the pairs' results, the tracker, and
+%% whether the probe was interrupted.
+round(Pairs, #{messages := Messages, timeout := Timeout} = Opts, Budget, Tracker) ->
     Ref = make_ref(),
+    RoundT0 = erlang:monotonic_time(millisecond),
     Stall = Messages * Timeout + 10000,
     Clients = maps:from_list([begin
                                   Pid = spawn(A, ?MODULE, client, [self(), Ref, B, client_config(Opts)]),
                                   {erlang:monitor(process, Pid), {Pid, {A, B}}}
                               end || {A, B} <- Pairs]),
-    {Ready, Failed} = await_ready(Ref, Clients, maps:size(Clients), #{}, #{}, Stall),
-    maps:foreach(fun(_, {Pid, _}) -> Pid ! {Ref, go} end, Ready),
-    collect(Ref, Ready, Failed, Tracker, Stall).
+    case await_ready(Ref, Clients, maps:size(Clients), #{}, #{}, Stall) of
+        {Ready, Failed, interrupted} ->
+            stop_clients(Ready),
+            Interrupted = maps:from_list([{Pair, {error, interrupted}} || {_, {_, Pair}} <- maps:to_list(Ready)]),
+            {maps:merge(Failed, Interrupted), Tracker, true};
+        {Ready, Failed, ok} ->
+            Left = case Budget of
+                       infinity -> infinity;
+                       _ -> max(1, Budget - (erlang:monotonic_time(millisecond) - RoundT0))
+                   end,
+            maps:foreach(fun(_, {Pid, _}) -> Pid ! {Ref, go, Left} end, Ready),
+            RoundTracker = Tracker#{round_t0 => RoundT0, round_budget => Budget,
+                                    round_total => maps:size(Ready) * maps:get(batches, Opts), round_done => 0},
+            {Results, Tracker1, Stop} = collect(Ref, Ready, Failed, RoundTracker, Stall, false),
+            #{rounds_done := Done, rounds_ms := Ms} = Tracker1,
+            Now = erlang:monotonic_time(millisecond),
+            {Results, round_done(Tracker1#{rounds_done => Done + 1, rounds_ms => Ms + Now - RoundT0}, Now), Stop}
+    end.
 
-client_config(#{batches := B, messages := M, payload := P, warmup := W, timeout := T}) ->
-    #{batches => B, messages => M, payload => P, warmup => W, timeout => T}.
+client_config(#{batches := B, messages := M, payload := P, warmup := W, timeout := T} = Opts) ->
+    #{batches => B, messages => M, payload => P, warmup => W, timeout => T,
+      precision => maps:get(precision, Opts, none)}.
 
 await_ready(_Ref, _Clients, 0, Ready, Failed, _Stall) ->
-    {Ready, Failed};
+    {Ready, Failed, ok};
 await_ready(Ref, Clients, Left, Ready, Failed, Stall) ->
     receive
         {Ref, ready, Pid} ->
@@ -256,48 +338,95 @@ await_ready(Ref, Clients, Left, Ready, Failed, Stall) ->
             await_ready(Ref, Clients, Left - 1, Ready#{MRef => maps:get(MRef, Clients)}, Failed, Stall);
         {'DOWN', MRef, process, _, Why} when is_map_key(MRef, Clients) ->
             {_, Pair} = maps:get(MRef, Clients),
-            await_ready(Ref, Clients, Left - 1, Ready, Failed#{Pair => {error, Why}}, Stall)
+            await_ready(Ref, Clients, Left - 1, Ready, Failed#{Pair => {error, Why}}, Stall);
+        {?MODULE, interrupt} ->
+            {Clients, Failed, interrupted}
     after Stall ->
             stop_clients(Clients),
             Waiting = [Pair || {M, {_, Pair}} <- maps:to_list(Clients), not is_map_key(M, Ready),
                                not is_map_key(Pair, Failed)],
-            {Ready, maps:merge(Failed, maps:from_list([{P, {error, stalled}} || P <- Waiting]))}
+            {Ready, maps:merge(Failed, maps:from_list([{P, {error, stalled}} || P <- Waiting])), ok}
     end.
 
-collect(_Ref, Running, Results, Tracker, _Stall) when map_size(Running) =:= 0 ->
-    {Results, Tracker};
-collect(Ref, Running, Results, Tracker, Stall) ->
+collect(_Ref, Running, Results, Tracker, _Stall, Stop) when map_size(Running) =:= 0 ->
+    {Results, Tracker, Stop};
+collect(Ref, Running, Results, Tracker, Stall, Stop) ->
     receive
         {Ref, batch, _Pid} ->
-            collect(Ref, Running, Results, tick(Tracker), Stall);
+            collect(Ref, Running, Results, tick(Tracker), Stall, Stop);
         {Ref, done, Pid, Stats} ->
             [MRef] = [M || {M, {P, _}} <- maps:to_list(Running), P =:= Pid],
             {{_, Pair}, Running1} = maps:take(MRef, Running),
             erlang:demonitor(MRef, [flush]),
-            collect(Ref, Running1, Results#{Pair => {ok, Stats}}, Tracker, Stall);
+            Result = case Stats of
+                         none -> {error, interrupted};
+                         _ -> {ok, Stats}
+                     end,
+            collect(Ref, Running1, Results#{Pair => Result}, Tracker, Stall, Stop);
         {'DOWN', MRef, process, _, Why} when is_map_key(MRef, Running) ->
             {{_, Pair}, Running1} = maps:take(MRef, Running),
-            collect(Ref, Running1, Results#{Pair => {error, Why}}, Tracker, Stall)
+            collect(Ref, Running1, Results#{Pair => {error, Why}}, Tracker, Stall, Stop);
+        {?MODULE, interrupt} ->
+            %% every client reports what it has after its current batch
+            maps:foreach(fun(_, {Pid, _}) -> Pid ! {Ref, stop} end, Running),
+            collect(Ref, Running, Results, Tracker, Stall, true)
     after Stall ->
             stop_clients(Running),
             {maps:merge(Results, maps:from_list([{Pair, {error, stalled}} || {_, {_, Pair}} <- maps:to_list(Running)])),
-             Tracker}
+             Tracker, Stop}
     end.
 
 stop_clients(Clients) ->
     maps:foreach(fun(MRef, {Pid, _}) -> erlang:demonitor(MRef, [flush]), exit(Pid, kill) end, Clients).
 
-tick(#{done := Done, total := Total, t0 := T0, last := Last, progress := Progress} = Tracker) ->
+tick(#{done := Done, round_done := RoundDone, last := Last, progress := Progress} = Tracker) ->
     Now = erlang:monotonic_time(millisecond),
-    Done1 = Done + 1,
-    case Progress =/= none andalso (Now - Last >= 1000 orelse Done1 =:= Total) of
+    Tracker1 = Tracker#{done => Done + 1, round_done => RoundDone + 1},
+    case Progress =/= none andalso Now - Last >= 1000 of
         true ->
-            Elapsed = Now - T0,
-            Progress(#{done => Done1, total => Total, elapsed_ms => Elapsed,
-                       eta_ms => round(Elapsed * (Total - Done1) / Done1)}),
-            Tracker#{done => Done1, last => Now};
+            Progress(#{done => Done + 1, total => maps:get(total, Tracker), elapsed_ms => Now - maps:get(t0, Tracker),
+                       eta_ms => eta(Tracker1, Now)}),
+            Tracker1#{last => Now};
         false ->
-            Tracker#{done => Done1}
+            Tracker1
+    end.
+
+%% Progress at the end of every round: the rounds left at the mean duration of those
+%% done (at most the budget left).
+round_done(#{progress := none} = Tracker, _Now) ->
+    Tracker;
+round_done(#{progress := Progress, rounds := Rounds, rounds_done := Done, rounds_ms := Ms, deadline := Deadline,
+             t0 := T0} = Tracker, Now) ->
+    Eta = round(Ms / Done * (Rounds - Done)),
+    Progress(#{done => maps:get(done, Tracker), total => maps:get(total, Tracker), elapsed_ms => Now - T0,
+               eta_ms => case Deadline of infinity -> Eta; _ -> max(0, min(Eta, Deadline - Now)) end}),
+    Tracker#{last => Now}.
+
+%% The time left: the rounds still to come at the mean duration of the finished ones
+%% (or, before one has finished, at the current round's estimated duration), plus what
+%% the current round still needs; at most the budget left.
+eta(#{rounds := Rounds, rounds_done := RoundsDone, rounds_ms := RoundsMs, round_t0 := RoundT0,
+      round_done := RoundDone, round_total := RoundTotal, round_budget := RoundBudget, deadline := Deadline}, Now) ->
+    InRound = Now - RoundT0,
+    Fraction = max(RoundDone / max(1, RoundTotal),
+                   case RoundBudget of infinity -> 0.0; _ -> InRound / max(1, RoundBudget) end),
+    Current = case Fraction > 0 of
+                  true -> InRound / min(1.0, Fraction);
+                  false -> undefined
+              end,
+    PerRound = case RoundsDone of
+                   0 -> Current;
+                   _ -> RoundsMs / RoundsDone
+               end,
+    case {PerRound, Current} of
+        {undefined, _} -> unknown;
+        {_, undefined} -> unknown;
+        _ ->
+            Eta = round(PerRound * (Rounds - RoundsDone - 1) + max(0.0, Current - InRound)),
+            case Deadline of
+                infinity -> Eta;
+                _ -> max(0, min(Eta, Deadline - Now))
+            end
     end.
 
 %%--------------------------------------------------------------------
@@ -307,7 +436,7 @@ tick(#{done := Done, total := Total, t0 := T0, last := Last, progress := Progres
 %% waits for `go', runs the batches (reporting each) and reports its statistics.
 -spec client(pid(), reference(), node(), map()) -> ok.
 client(Controller, Ref, Target, #{batches := Batches, messages := Messages, payload := PayloadBytes,
-                                  warmup := Warmup, timeout := Timeout}) ->
+                                  warmup := Warmup, timeout := Timeout} = Config) ->
     ControllerMon = erlang:monitor(process, Controller),
     Echo = spawn(Target, ?MODULE, echo, [self()]),
     EchoMon = erlang:monitor(process, Echo),
@@ -315,19 +444,56 @@ client(Controller, Ref, Target, #{batches := Batches, messages := Messages, payl
     Exchange = fun(Seq) -> exchange(Echo, EchoMon, Seq, Payload, Timeout) end,
     lists:foreach(Exchange, lists:seq(1, Warmup)),
     Controller ! {Ref, ready, self()},
-    receive
-        {Ref, go} -> ok;
-        {'DOWN', ControllerMon, process, _, Why} -> exit({controller_down, Why})
-    after Messages * Timeout + 10000 ->
-            exit(no_go)
-    end,
-    Samples = lists:foldl(fun(Batch, Acc) ->
-                                  Times = [Exchange(Batch * Messages + I) || I <- lists:seq(1, Messages)],
-                                  Controller ! {Ref, batch, self()},
-                                  Times ++ Acc
-                          end, [], lists:seq(1, Batches)),
-    Controller ! {Ref, done, self(), stats(Samples)},
+    Budget = receive
+                 {Ref, go, B} -> B;
+                 {'DOWN', ControllerMon, process, _, Why} -> exit({controller_down, Why})
+             after Messages * Timeout + 10000 ->
+                     exit(no_go)
+             end,
+    Until = case Budget of
+                infinity -> infinity;
+                _ -> erlang:monotonic_time(millisecond) + Budget
+            end,
+    Precision = maps:get(precision, Config, none),
+    Samples = batches(1, Batches, Messages, Exchange, Controller, Ref, Until, Precision, []),
+    Stats = case Samples of
+                [] -> none;
+                _ -> stats(Samples, Messages)
+            end,
+    Controller ! {Ref, done, self(), Stats},
     ok.
+
+%% Batch after batch until `Max', the time is up, the median is precise enough, or
+%% the controller says stop (each after one batch at least).
+batches(Batch, Max, _Messages, _Exchange, _Controller, _Ref, _Until, _Precision, Samples) when Batch > Max ->
+    Samples;
+batches(Batch, Max, Messages, Exchange, Controller, Ref, Until, Precision, Samples0) ->
+    Samples = [Exchange(Batch * Messages + I) || I <- lists:seq(1, Messages)] ++ Samples0,
+    Controller ! {Ref, batch, self()},
+    Stop = receive {Ref, stop} -> true after 0 -> false end,
+    case Stop orelse (Until =/= infinity andalso erlang:monotonic_time(millisecond) >= Until)
+        orelse precise(Samples, Precision) of
+        true -> Samples;
+        false -> batches(Batch + 1, Max, Messages, Exchange, Controller, Ref, Until, Precision, Samples)
+    end.
+
+%% Is the 95% confidence interval of the median within +-Precision of it? The
+%% distribution-free interval between the order statistics n/2 -+ 1.96 sqrt(n)/2.
+precise(_Samples, none) ->
+    false;
+precise(Samples, Precision) ->
+    N = length(Samples),
+    Half = 1.96 * math:sqrt(N) / 2,
+    Lo = floor(N / 2 - Half),
+    Hi = ceil(N / 2 + Half) + 1,
+    case Lo >= 1 andalso Hi =< N of
+        false ->
+            false;
+        true ->
+            T = list_to_tuple(lists:sort(Samples)),
+            Median = quantile(T, 0.5),
+            Median > 0 andalso element(Hi, T) - element(Lo, T) =< 2 * Precision * Median
+    end.
 
 %% One timed exchange in µs; exits on a timeout or when the echo is gone.
 exchange(Echo, EchoMon, Seq, Payload, Timeout) ->
@@ -357,7 +523,7 @@ echo_loop(Client, Mon) ->
             ok
     end.
 
-stats(Samples) ->
+stats(Samples, Messages) ->
     Sorted = lists:sort(Samples),
     N = length(Sorted),
     T = list_to_tuple(Sorted),
@@ -367,7 +533,7 @@ stats(Samples) ->
               _ -> lists:sum([(X - Mean) * (X - Mean) || X <- Sorted]) / (N - 1)
           end,
     #{min => element(1, T), median => quantile(T, 0.5), mean => Mean, p95 => quantile(T, 0.95),
-      stddev => math:sqrt(Var), exchanges => N}.
+      stddev => math:sqrt(Var), exchanges => N, batches => N div Messages}.
 
 %% Linear interpolation between order statistics (numpy's default).
 quantile(T, Q) ->
@@ -383,7 +549,7 @@ quantile(T, Q) ->
 %% Output
 
 latency_json(#{nodes := Nodes, options := Opts, pairs := Pairs, started_at := Started, finished_at := Finished,
-               duration_ms := Duration}) ->
+               duration_ms := Duration} = Result) ->
     Matrix = fun(Stat) ->
                      [[case A =:= B of
                            true -> 0;
@@ -404,12 +570,35 @@ latency_json(#{nodes := Nodes, options := Opts, pairs := Pairs, started_at := St
       started_at => Started,
       finished_at => Finished,
       duration_ms => Duration,
+      partial => maps:get(partial, Result, false),
+      precision => maps:get(precision, Opts, none),
+      budget_ms => maps:get(budget_ms, Opts, infinity),
+      batches_per_pair => [[case A =:= B of
+                                true -> 0;
+                                false -> case maps:get({A, B}, Pairs) of
+                                             {ok, S} -> maps:get(batches, S, null);
+                                             {error, _} -> null
+                                         end
+                            end || B <- Nodes] || A <- Nodes],
       diagonal => <<"zero: a node is not probed against itself">>,
       stats => maps:from_list([{S, Matrix(S)} || S <- ?STATS]),
       failed => [#{from => A, to => B, reason => iolist_to_binary(io_lib:format("~0tP", [Why, 12]))}
                  || {{A, B}, {error, Why}} <- lists:sort(maps:to_list(Pairs))]}.
 
+%% Written next to its place and renamed over it: the files are rewritten after every
+%% round, and a reader (or an interrupted probe) never sees half a file.
 write_csv(File, Nodes, Pairs) ->
+    Part = File ++ ".part",
+    _ = file:delete(Part),
+    case write_csv_part(Part, Nodes, Pairs) of
+        ok -> case file:rename(Part, File) of
+                  ok -> ok;
+                  {error, Why} -> {error, {file, File, Why}}
+              end;
+        {error, _} = Error -> Error
+    end.
+
+write_csv_part(File, Nodes, Pairs) ->
     case terrain_lab_csv:create(File, ?CSV_COLUMNS) of
         {ok, Csv} ->
             try

@@ -11,6 +11,11 @@
 %% Every run has one deadline (`--timeout'); a node that fails or misses it is counted
 %% in `failed', the run's status is `failed' and its `total_s' is the time until the
 %% deadline or the last answer. Analyses should keep rows with status `ok'.
+%%
+%% `--at NODE' times the runs on NODE (with `erpc'), so the calls cross the cluster's
+%% emulated links the way a task started inside the cluster does; from the CLI's own
+%% node they would not. `--warmup N' runs (default 1) come first and are not recorded:
+%% the first run pays for loading code and setting up connections.
 -module(terrain_lab_time_task).
 
 %% API
@@ -31,13 +36,16 @@
 %% A validated task (see validate/1).
 -type task() :: #{mfa := {module(), atom(), [term()]},
                   runs := pos_integer(),
+                  warmup := non_neg_integer(),  % unrecorded runs first
+                  at := node() | undefined,     % the node that times the runs (undefined: this one)
                   timeout := pos_integer(),     % ms, deadline of each run
                   out := file:filename()}.      % the durations CSV to create
 
 %% @doc Checks the options of `terrain time-task' (`rpc_all' as `M:F:A' text, `runs',
 %% `timeout', `out'; `undefined' for a missing one) and returns the task.
 -spec validate(#{rpc_all := string() | undefined, runs := term(), timeout := term(),
-                 out := file:filename() | undefined}) -> {ok, task()} | {error, {time_task, term()}}.
+                 out := file:filename() | undefined, warmup => non_neg_integer(), at => node()}) ->
+          {ok, task()} | {error, {time_task, term()}}.
 validate(#{rpc_all := undefined}) ->
     {error, {time_task, {missing_option, "rpc-all"}}};
 validate(#{out := undefined}) ->
@@ -46,9 +54,10 @@ validate(#{runs := Runs}) when not (is_integer(Runs) andalso Runs > 0) ->
     {error, {time_task, {bad_option, "runs", Runs}}};
 validate(#{timeout := Timeout}) when not (is_integer(Timeout) andalso Timeout > 0) ->
     {error, {time_task, {bad_option, "timeout", Timeout}}};
-validate(#{rpc_all := Text, runs := Runs, timeout := Timeout, out := Out}) ->
+validate(#{rpc_all := Text, runs := Runs, timeout := Timeout, out := Out} = Options) ->
     case parse_mfa(Text) of
-        {ok, MFA} -> {ok, #{mfa => MFA, runs => Runs, timeout => Timeout, out => Out}};
+        {ok, MFA} -> {ok, #{mfa => MFA, runs => Runs, timeout => Timeout, out => Out,
+                            warmup => maps:get(warmup, Options, 1), at => maps:get(at, Options, undefined)}};
         {error, _} = Error -> Error
     end.
 
@@ -57,25 +66,55 @@ validate(#{rpc_all := Text, runs := Runs, timeout := Timeout, out := Out}) ->
 -spec run(task(), [node()], terrain_lab_io:io()) -> ok | {error, term()}.
 run(_Task, [], _Io) ->
     {error, {time_task, no_nodes}};
-run(#{mfa := {M, F, A} = MFA, runs := Runs, timeout := Timeout, out := Out}, Nodes, Io) ->
+run(#{mfa := {M, F, A} = MFA, runs := Runs, timeout := Timeout, out := Out} = Task, Nodes, Io) ->
     case terrain_lab_csv:create(Out, ?COLUMNS) of
         {ok, Csv} ->
-            terrain_lab_io:progress(Io, "time-task: ~s:~s/~b on ~b nodes, ~b runs~n", [M, F, length(A), length(Nodes), Runs]),
-            try
-                lists:foldl(fun(Run, ok) ->
-                                    Row = one_run(MFA, Nodes, Timeout, Run),
-                                    terrain_lab_io:progress(Io, "run ~b/~b: ~.4f s~s~n",
-                                                            [Run, Runs, maps:get(total_s, Row),
-                                                             case maps:get(failed, Row) of 0 -> ""; N -> io_lib:format(" (~b failed)", [N]) end]),
-                                    terrain_lab_csv:write_row(Csv, Row);
-                               (_Run, Error) ->
-                                    Error
-                            end, ok, lists:seq(1, Runs))
-            after
-                terrain_lab_csv:close(Csv)
-            end;
+            At = maps:get(at, Task, undefined),
+            Warmup = maps:get(warmup, Task, 1),
+            terrain_lab_io:progress(Io, "time-task: ~s:~s/~b on ~b nodes from ~s, ~b runs after ~b warm-up run~s~n",
+                                    [M, F, length(A), length(Nodes), case At of undefined -> node(); _ -> At end,
+                                     Runs, Warmup, case Warmup of 1 -> ""; _ -> "s" end]),
+            _ = [timed_run(At, MFA, Nodes, Timeout, -W) || W <- lists:seq(1, Warmup)],
+            Result = try
+                         lists:foldl(fun(Run, {ok, Failed}) ->
+                                             Row = timed_run(At, MFA, Nodes, Timeout, Run),
+                                             terrain_lab_io:progress(Io, "run ~b/~b: ~.4f s~s~n",
+                                                                     [Run, Runs, maps:get(total_s, Row),
+                                                                      case maps:get(failed, Row) of 0 -> ""; N -> io_lib:format(" (~b failed)", [N]) end]),
+                                             case terrain_lab_csv:write_row(Csv, Row) of
+                                                 ok -> {ok, Failed + min(1, maps:get(failed, Row))};
+                                                 {error, _} = Error -> Error
+                                             end;
+                                        (_Run, Error) ->
+                                             Error
+                                     end, {ok, 0}, lists:seq(1, Runs))
+                     after
+                         terrain_lab_csv:close(Csv)
+                     end,
+            outcome(Result, Runs, Out, Io);
         {error, _} = Error ->
             Error
+    end.
+
+%% Every run failed: the command failed. Some failed: success, with one line saying so.
+outcome({ok, 0}, _Runs, _Out, _Io) ->
+    ok;
+outcome({ok, Runs}, Runs, Out, _Io) ->
+    {error, {time_task, {every_run_failed, Runs, Out}}};
+outcome({ok, Failed}, Runs, Out, Io) ->
+    terrain_lab_io:progress(Io, "time-task: ~b of ~b runs failed (status failed in ~ts)~n", [Failed, Runs, Out]);
+outcome({error, _} = Error, _Runs, _Out, _Io) ->
+    Error.
+
+%% One run, timed here or on the --at node (whose answer comes within the run's
+%% deadline plus a margin; a node that does not answer makes a failed row).
+timed_run(undefined, MFA, Nodes, Timeout, Run) ->
+    one_run(MFA, Nodes, Timeout, Run);
+timed_run(At, MFA, Nodes, Timeout, Run) ->
+    try erpc:call(At, ?MODULE, one_run, [MFA, Nodes, Timeout, Run], Timeout + 5000)
+    catch
+        _:_ -> #{run => Run, total_s => Timeout / 1000, slowest_node => <<>>, slowest_s => 0.0,
+                 nodes => length(Nodes), failed => length(Nodes), status => failed}
     end.
 
 %% Parses `M:F:A' where A is a literal list, e.g. `timer:sleep:[10]'.
@@ -103,6 +142,8 @@ format_error({time_task, {bad_option, Name, Value}}) ->
 format_error({time_task, {bad_mfa, Text}}) ->
     io_lib:format("--rpc-all ~ts: expected Module:Function:[Args] with literal arguments, e.g. timer:sleep:[10]",
                   [Text]);
+format_error({time_task, {every_run_failed, Runs, Out}}) ->
+    io_lib:format("all ~b runs failed (a node raised or missed the deadline; the rows are in ~ts)", [Runs, Out]);
 format_error({time_task, no_nodes}) ->
     "no nodes to run the task on".
 

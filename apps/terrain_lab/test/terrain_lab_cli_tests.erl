@@ -53,7 +53,7 @@ extra_argument_is_a_usage_error_test() ->
 
 bad_integer_option_names_option_and_value_test() ->
     {2, "", Err} = run(["status", "--timeout", "soon"]),
-    ?assertNotEqual(nomatch, string:find(Err, "option '--timeout' expects an integer, got 'soon'")).
+    ?assertNotEqual(nomatch, string:find(Err, "option '--timeout' expects an integer >= 1, got 'soon'")).
 
 option_missing_its_value_test() ->
     {2, "", Err} = run(["status", "--timeout"]),
@@ -105,3 +105,82 @@ every_handler_is_exported_with_arity_3_test() ->
          ?assertEqual({module, M}, code:ensure_loaded(M)),
          ?assert(erlang:function_exported(M, F, 3))
      end || #{run := {M, F}} <- terrain_lab_cli:commands()].
+
+%% Usage errors are exit 2, decided by the parser from the option definitions: a value
+%% out of range or not among the choices, a missing required option.
+value_out_of_range_is_a_usage_error_test_() ->
+    [?_assertMatch({2, "", _}, run(Args)) || Args <- [["write-test", "--size", "-1", "--targets", "/tmp", "--out", "x"],
+                                                      ["probe", "--batches", "0"],
+                                                      ["choose", "--pick", "bogus", "{a, exists}"],
+                                                      ["status", "--timeout=-1"],
+                                                      ["up", "--netem", "maybe", "x.cluster"],
+                                                      ["topology", "--alpha", "0.5", "m.json"],
+                                                      ["topology", "--outlier-factor", "1", "m.json"]]].
+
+range_error_names_option_value_and_bounds_test() ->
+    {2, "", Err} = run(["write-test", "--size", "-1", "--targets", "/tmp", "--out", "x"]),
+    ?assertNotEqual(nomatch, string:find(Err, "option '--size' expects an integer >= 1, got '-1'")),
+    {2, "", Pick} = run(["choose", "--pick", "bogus", "{a, exists}"]),
+    ?assertNotEqual(nomatch, string:find(Pick, "option '--pick' expects one of random, first, least_loaded, round_robin, got 'bogus'")).
+
+missing_required_option_is_a_usage_error_test() ->
+    {2, "", Err} = run(["write-test", "--targets", "/tmp"]),
+    ?assertNotEqual(nomatch, string:find(Err, "option --out is required")),
+    {2, "", Both} = run(["write-test"]),
+    ?assertNotEqual(nomatch, string:find(Both, "options --targets, --out are required")),
+    {2, "", Rpc} = run(["time-task", "--out", "x.csv"]),
+    ?assertNotEqual(nomatch, string:find(Rpc, "option --rpc-all is required")).
+
+help_marks_required_options_test() ->
+    {0, Help, ""} = run(["time-task", "--help"]),
+    [Rpc] = [L || L <- string:lexemes(Help, "\n"), lists:prefix("  --rpc-all", L)],
+    ?assertNotEqual(nomatch, string:find(Rpc, "(required)")),
+    [Runs] = [L || L <- string:lexemes(Help, "\n"), lists:prefix("  --runs", L)],
+    ?assertEqual(nomatch, string:find(Runs, "(required)")).
+
+every_numeric_option_has_a_range_test() ->
+    %% a negative count or deadline is never meaningful: every integer option says its bounds
+    [?assert(maps:is_key(range, O)) || #{options := Os} <- terrain_lab_cli:commands(), #{type := integer} = O <- Os].
+
+%% Files a user may hold: never an internal error.
+latency_file(Json, Test) ->
+    File = filename:join("/tmp", "terrain_cli_latency_" ++ os:getpid() ++ ".json"),
+    ok = file:write_file(File, Json),
+    try Test(File) after file:delete(File) end.
+
+topology_of_a_matrix_with_no_nodes_exits_1_test() ->
+    latency_file(<<"{\"format\": \"terrain.latency/1\", \"nodes\": [], \"stats\": {\"min\": []}}">>,
+                 fun(File) ->
+                         {1, "", Err} = run(["topology", File]),
+                         ?assertNotEqual(nomatch, string:find(Err, "'nodes' must be a non-empty list"))
+                 end).
+
+topology_of_a_huge_round_trip_renders_every_format_test() ->
+    latency_file(<<"{\"format\": \"terrain.latency/1\", \"nodes\": [\"a@h\", \"b@h\", \"c@h\"],"
+                   " \"stats\": {\"min\": [[0, 1e300, 5], [1e300, 0, 5], [5, 5, 0]]}}">>,
+                 fun(File) ->
+                         [begin
+                              {Code, Out, Err} = run(["topology", "--outliers", "keep", "--format", F, File]),
+                              ?assertEqual({0, F}, {Code, F}),
+                              ?assertEqual(nomatch, string:find(Err, "internal error")),
+                              ?assertNotEqual("", Out)
+                          end || F <- ["term", "json", "dot", "newick", "text"]]
+                 end).
+
+attribute_name_over_255_characters_is_a_usage_error_test() ->
+    {2, "", Err} = run(["attrs", "--nodes", "x@h", lists:duplicate(300, $a)]),
+    ?assertNotEqual(nomatch, string:find(Err, "has 300 characters; a name has at most 255")).
+
+node_name_over_255_characters_exits_1_test_() ->
+    Long = lists:duplicate(300, $n) ++ "@h",
+    [?_assertMatch({1, "", _}, run(Args)) || Args <- [["attrs", "--nodes", Long],
+                                                      ["probe", "--nodes", Long ++ ",x@h"],
+                                                      ["time-task", "--rpc-all", "erlang:node:[]", "--out",
+                                                       "/tmp/never_written.csv", "--nodes", Long],
+                                                      ["choose", "--at", Long, "{load, exists}"]]].
+
+distance_predicate_without_at_is_a_usage_error_test() ->
+    {2, "", Err} = run(["choose", "{dist, le, 2}"]),
+    ?assertNotEqual(nomatch, string:find(Err, "measures distances from a node: give the node with --at NODE")),
+    {2, "", Nested} = run(["choose", "{'and', [{load, exists}, {level, le, near}]}"]),
+    ?assertNotEqual(nomatch, string:find(Nested, "{level,le,near} measures distances")).

@@ -105,7 +105,8 @@ choose_prints_nodes_or_why_not(Config) ->
     ?assertNot(filelib:is_regular("/tmp/evaluated")).
 
 choose_options() ->
-    [{doc, "--relax reports what it dropped, --order-by sorts, --pick prints one node."}].
+    [{doc, "--relax reports what it dropped, --order-by sorts, --pick prints one node; a bad --pick or "
+           "--order-by is a usage error (exit 2)."}].
 choose_options(Config) ->
     [A, B, C] = ?config(nodes, Config),
     Nodes = ?config(node_list, Config),
@@ -119,10 +120,12 @@ choose_options(Config) ->
     {0, Least, _} = cli(["choose", "--nodes", Nodes, "--pick", "least_loaded", "--load-attr", "load",
                          "{load, exists}"], Config),
     ?assertEqual([atom_to_list(C)], lines(Least)),
-    {1, "", BadPick} = cli(["choose", "--nodes", Nodes, "--pick", "best", "{load, exists}"], Config),
-    ?assertNotEqual(nomatch, string:find(BadPick, "option pick: best")),
-    {1, "", BadOrder} = cli(["choose", "--nodes", Nodes, "--order-by", "load:up", "{load, exists}"], Config),
-    ?assertNotEqual(nomatch, string:find(BadOrder, "option order_by: \"load:up\"")).
+    {2, "", BadPick} = cli(["choose", "--nodes", Nodes, "--pick", "best", "{load, exists}"], Config),
+    ?assertNotEqual(nomatch, string:find(BadPick, "option '--pick' expects one of random, first, least_loaded, "
+                                                  "round_robin, got 'best'")),
+    {2, "", BadOrder} = cli(["choose", "--nodes", Nodes, "--order-by", "load:up", "{load, exists}"], Config),
+    ?assertNotEqual(nomatch, string:find(BadOrder, "option '--order-by' expects ATTR, ATTR:asc, ATTR:desc or "
+                                                   "distance, got 'load:up'")).
 
 real_escript() ->
     [{doc, "The escript: choose prints nodes on stdout (exit 0); no match and bad predicates exit 1 with "

@@ -133,14 +133,21 @@ read_only_target_is_reported(Config) ->
     ?assertMatch({_, []}, read_csv(Out)).
 
 bad_write_test_options() ->
-    [{doc, "Missing or bad options are refused with a sentence naming them."}].
+    [{doc, "Missing or out-of-range options are usage errors (exit 2), targets that cannot be used exit 1; "
+           "each with a sentence naming them."}].
 bad_write_test_options(Config) ->
     [T1 | _] = ?config(targets, Config),
     Out = filename:join(?config(dir, Config), "x.csv"),
-    Cases = [{["--out", Out], "--targets is required"},
-             {["--targets", T1], "--out is required"},
-             {["--targets", T1, "--out", Out, "--size", "0"], "--size 0: expected MiB > 0"},
-             {["--targets", T1 ++ "," ++ T1, "--out", Out], "is given more than once"},
+    %% usage errors (exit 2): the parser checks required options and ranges
+    Usage = [{["--out", Out], "option --targets is required"},
+             {["--targets", T1], "option --out is required"},
+             {["--targets", T1, "--out", Out, "--size", "0"], "option '--size' expects an integer >= 1, got '0'"}],
+    [begin
+         {2, "", Err} = cli(["write-test" | Args]),
+         ?assertNotEqual(nomatch, string:find(Err, Expected))
+     end || {Args, Expected} <- Usage],
+    %% the test cannot run (exit 1)
+    Cases = [{["--targets", T1 ++ "," ++ T1, "--out", Out], "is given more than once"},
              {["--targets", "/nonexistent", "--out", Out], "target /nonexistent is not a directory"}],
     [begin
          {1, "", Err} = cli(["write-test" | Args]),
@@ -176,7 +183,7 @@ time_task_times_every_node(Config) ->
 
 time_task_counts_failed_nodes() ->
     [{doc, "A node that does not exist and a task that misses the deadline are counted as failed; "
-           "each run still ends at its deadline."}].
+           "each run still ends at its deadline; when every run failed the command exits 1."}].
 time_task_counts_failed_nodes(Config) ->
     {ok, Spec} = terrain_lab_spec:from_terms([{cluster, tf, #{}}, {node, a, #{}}], undefined),
     {ok, Cluster} = terrain_lab:start_cluster(Spec, #{prefix => "tf" ++ os:getpid() ++ "_"}),
@@ -184,12 +191,14 @@ time_task_counts_failed_nodes(Config) ->
         [#{node := A}] = terrain_lab:cluster_nodes(Cluster),
         Nobody = "nobody_" ++ os:getpid() ++ "@" ++ terrain_lab_dist:host(),
         Out = filename:join(?config(dir, Config), "failed.csv"),
-        {0, _, _} = cli(["time-task", "--rpc-all", "erlang:node:[]", "--runs", "2", "--out", Out,
-                         "--nodes", atom_to_list(A) ++ "," ++ Nobody]),
+        %% every run failed (a node of each did): the command failed
+        {1, _, AllFailed} = cli(["time-task", "--rpc-all", "erlang:node:[]", "--runs", "2", "--out", Out,
+                                 "--nodes", atom_to_list(A) ++ "," ++ Nobody]),
+        ?assertNotEqual(nomatch, string:find(AllFailed, "all 2 runs failed")),
         {_, Rows} = read_csv(Out),
         ?assertMatch([[_, _, _, _, "2", "1", "failed"], [_, _, _, _, "2", "1", "failed"]], Rows),
         Slow = filename:join(?config(dir, Config), "slow.csv"),
-        {0, _, _} = cli(["time-task", "--rpc-all", "timer:sleep:[3000]", "--runs", "1", "--timeout", "300",
+        {1, _, _} = cli(["time-task", "--rpc-all", "timer:sleep:[3000]", "--runs", "1", "--timeout", "300",
                          "--out", Slow, "--nodes", atom_to_list(A)]),
         {_, [[_, Total, _, _, "1", "1", "failed"]]} = read_csv(Slow),
         ?assert(list_to_float(Total) >= 0.3 andalso list_to_float(Total) < 2.0)

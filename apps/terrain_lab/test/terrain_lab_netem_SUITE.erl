@@ -215,8 +215,8 @@ bad_link_options_are_rejected(Config) ->
                   end, Cases),
     Good = filename:join(Dir, "good.cluster"),
     ok = file:write_file(Good, "{cluster, c, #{latency => 10}}.\n{node, a, #{}}.\n"),
-    {1, "", Err} = terrain_lab_test_io:run(["up", "--netem", "maybe", "--state-dir", filename:join(Dir, "s"), Good]),
-    ?assertNotEqual(nomatch, string:find(Err, "--netem expects auto, on or off, got 'maybe'")),
+    {2, "", Err} = terrain_lab_test_io:run(["up", "--netem", "maybe", "--state-dir", filename:join(Dir, "s"), Good]),
+    ?assertNotEqual(nomatch, string:find(Err, "option '--netem' expects one of auto, on, off, got 'maybe'")),
     ?assertEqual(Before, peers_named(?config(prefix, Config))).
 
 cli_up_status_partition_heal_down() ->
@@ -265,7 +265,7 @@ cli_up_status_partition_heal_down(Config) ->
         {1, "", Usage} = escript(Escript, ["netem", "partition", "a", "--state-dir", State]),
         ?assertNotEqual(nomatch, string:find(Usage, "cannot do 'partition a': expected partition NODES NODES")),
         {1, "", Unknown} = escript(Escript, ["netem", "isolate", "zz", "--state-dir", State]),
-        ?assertNotEqual(nomatch, string:find(Unknown, "'zz' is no node or group of the cluster (known: a, b, c, r1, r2)")),
+        ?assertNotEqual(nomatch, string:find(Unknown, "unknown node zz; the cluster knows a, b, c, r1, r2")),
         {0, _, _} = escript(Escript, ["netem", "isolate", "r2", "--state-dir", State]),
         ?assertEqual(pang, ping(A, C)),
         {0, "healed every partition\n", _} = escript(Escript, ["netem", "heal", "--state-dir", State]),

@@ -465,8 +465,8 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         name="topology",
         summary="discover the topology of a latency matrix and draw it",
         description=(
-            "Cluster latency.json (format terrain.latency/1) with the seed's non-binary alpha algorithm, as "
-            "'terrain topology' does, and draw the heatmap ordered by the tree (seed Figure 16), the binary "
+            "Cluster latency.json (format terrain.latency/1) with RELEASE D3.5's non-binary alpha algorithm, as "
+            "'terrain topology' does, and draw the heatmap ordered by the tree (RELEASE D3.5, Figure 16), the binary "
             "complete-linkage dendrogram and the non-binary tree (PNG and SVG) to --out, with topology.json "
             "(format terrain.topology/1). --topology draws a tree found by terrain instead."
         ),

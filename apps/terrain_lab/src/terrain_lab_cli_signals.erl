@@ -1,0 +1,83 @@
+%% @private
+%% @doc SIGTERM for the `terrain' escript: by default it halts the CLI at once (exit
+%% 143, as a VM does); a command that can stop cleanly asks for the signal as a
+%% message instead, with {@link on_interrupt/2}, for as long as it runs.
+%%
+%% SIGINT (Ctrl-C) cannot be handled this way on OTP 25: `os:set_signal(sigint,
+%% handle)' is `badarg' (only the emulator's break handler sees SIGINT; `+Bi' would
+%% ignore it, `+Bd' halts at once). The CLI keeps the default, so Ctrl-C stops any
+%% command at once; a command that must leave something behind writes it as it goes
+%% (`terrain probe' writes its files after every round).
+-module(terrain_lab_cli_signals).
+-behaviour(gen_event).
+
+%% API
+-export([install/0,
+         on_interrupt/2,
+         clear/0]).
+
+%% gen_event callbacks
+-export([init/1, handle_event/2, handle_call/2, handle_info/2, terminate/2]).
+
+-ignore_xref([{init, 1}, {handle_event, 2}, {handle_call, 2}, {handle_info, 2}, {terminate, 2}]).
+
+-define(EXIT_TERM, 143).    % 128 + SIGTERM
+
+%% @doc Takes SIGTERM over from the VM's default handler `erl_signal_handler' (which
+%% would stop the VM with `init:stop/0' whatever else handles the signal).
+-spec install() -> ok.
+install() ->
+    ok = os:set_signal(sigterm, handle),
+    case lists:member(?MODULE, gen_event:which_handlers(erl_signal_server)) of
+        true -> ok;
+        false -> gen_event:swap_handler(erl_signal_server, {erl_signal_handler, swapped}, {?MODULE, none})
+    end.
+
+%% @doc From now on SIGTERM sends `Message' to `Pid' instead of halting.
+-spec on_interrupt(pid(), term()) -> ok.
+on_interrupt(Pid, Message) ->
+    call({target, {Pid, Message}}).
+
+%% @doc SIGTERM halts again.
+-spec clear() -> ok.
+clear() ->
+    call({target, none}).
+
+call(Request) ->
+    case lists:member(?MODULE, gen_event:which_handlers(erl_signal_server)) of
+        true -> gen_event:call(erl_signal_server, ?MODULE, Request);
+        false -> ok                 % not the escript (a test runs the CLI in-process)
+    end.
+
+%% @private
+-spec init({none, term()} | none) -> {ok, none}.
+init({none, _Swapped}) ->
+    {ok, none};
+init(none) ->
+    {ok, none}.
+
+%% @private
+-spec handle_event(term(), none | {pid(), term()}) -> {ok, none | {pid(), term()}}.
+handle_event(sigterm, {Pid, Message} = Target) ->
+    Pid ! Message,
+    {ok, Target};
+handle_event(sigterm, none) ->
+    io:format(standard_error, "terrain: terminated (SIGTERM)~n", []),
+    erlang:halt(?EXIT_TERM);
+handle_event(_Signal, Target) ->
+    {ok, Target}.
+
+%% @private
+-spec handle_call(term(), none | {pid(), term()}) -> {ok, ok, none | {pid(), term()}}.
+handle_call({target, Target}, _Old) ->
+    {ok, ok, Target}.
+
+%% @private
+-spec handle_info(term(), State) -> {ok, State}.
+handle_info(_Info, State) ->
+    {ok, State}.
+
+%% @private
+-spec terminate(term(), term()) -> ok.
+terminate(_Reason, _State) ->
+    ok.
