@@ -110,6 +110,8 @@ format_error({netem, _} = Reason) ->
     terrain_lab_netem:format_error(Reason);
 format_error({probe, _} = Reason) ->
     terrain_lab_probe:format_error(Reason);
+format_error({report, _} = Reason) ->
+    terrain_lab_cmd_report:format_error(Reason);
 format_error({topology_cmd, _} = Reason) ->
     terrain_lab_cmd_topology:format_error(Reason);
 format_error({discovery, _} = Reason) ->

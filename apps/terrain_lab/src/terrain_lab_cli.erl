@@ -94,8 +94,10 @@ commands() ->
        summary => "Start the demo cluster, show its nodes, record the run, stop it",
        usage => "",
        description => "Starts every node of the cluster spec (examples/demo.cluster unless --spec) in "
-                      "parallel, each running the terrain application, prints a table of the nodes, "
-                      "writes RUNS_DIR/<UTC stamp>/manifest.json and stops the cluster.",
+                      "parallel, each running the terrain application, walks through terrain on it "
+                      "(attributes, choices, placement, probe and discovery, a timed task and its GEV fit), "
+                      "records every output in RUNS_DIR/<UTC stamp>/manifest.json, stops the cluster, "
+                      "writes the run's report.html and prints its path last.",
        args => {0, 0},
        options => [#{name => spec, long => "spec", type => string, default => "examples/demo.cluster",
                      metavar => "FILE", help => "cluster spec to start"},
@@ -192,7 +194,7 @@ commands() ->
                      help => "nodes to use instead of the running cluster"},
                    state_dir_option()],
        run => {terrain_lab_time_task, run}}, terrain_lab_cmd_attrs:command(), terrain_lab_cmd_choose:command(),
-     terrain_lab_probe:command(), terrain_lab_cmd_topology:command()].
+     terrain_lab_probe:command(), terrain_lab_cmd_topology:command()] ++ terrain_lab_cmd_report:commands().
 
 %% @doc Prints a result line on the `out' device.
 -spec out(io(), io:format(), [term()]) -> ok.

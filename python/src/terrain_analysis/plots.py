@@ -107,8 +107,8 @@ def quantile_plot(ax: Axes, band: QuantileBand) -> None:
             color=_OUTSIDE_COLOUR,
             label=f"outside band ({int(outside.sum())})",
         )
-    ax.set_xlabel("model quantile")
-    ax.set_ylabel("observed")
+    ax.set_xlabel("model quantile (s)")
+    ax.set_ylabel("observed duration (s)")
     ax.set_title("Quantile plot")
     ax.legend(loc="upper left", frameon=False, fontsize="small")
 
@@ -132,8 +132,8 @@ def density_plot(ax: Axes, fit: GEVFit, bins: int = 20) -> None:
     margin = 0.05 * (high - low)
     grid = np.linspace(low - margin, high + margin, 400)
     ax.plot(grid, fit.pdf(grid), color=_BAND_COLOUR, linewidth=1.5)
-    ax.set_xlabel("duration")
-    ax.set_ylabel("density")
+    ax.set_xlabel("duration (s)")
+    ax.set_ylabel("density (1/s)")
     ax.set_title(f"Histogram ({bins} bins) and fitted density")
 
 
@@ -162,7 +162,7 @@ def return_level_plot(ax: Axes, fit: GEVFit, level: float = 0.95) -> None:
     ax.plot(empirical_periods, observed, "o", markersize=2.5, color=_POINT_COLOUR, label="observed")
     ax.set_xscale("log")
     ax.set_xlabel("return period (runs)")
-    ax.set_ylabel("return level (duration)")
+    ax.set_ylabel("return level: duration (s)")
     ax.set_title("Return levels")
     ax.legend(loc="upper left", frameon=False, fontsize="small")
 
