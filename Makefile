@@ -3,6 +3,8 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := build
 
 APT_PACKAGES := erlang-nox erlang-dev rebar3 erlang-common-test erlang-dialyzer erlang-proper erlang-proper-dev
+# Installed with --no-install-recommends: chromium checks the HTML report (pytest -m browser).
+APT_PACKAGES_NO_RECOMMENDS := chromium
 VENV := .venv
 PYTHON := $(VENV)/bin/python
 REBAR := rebar3
@@ -15,12 +17,14 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 setup: apt $(VENV)/.installed
 
 apt:
-	@missing=$$(for p in $(APT_PACKAGES); do \
-	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	    echo "installing from Debian:" $$missing; \
+	@missing() { for p in "$$@"; do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done; }; \
+	plain=$$(missing $(APT_PACKAGES)); bare=$$(missing $(APT_PACKAGES_NO_RECOMMENDS)); \
+	if [ -n "$$plain$$bare" ]; then \
+	    echo "installing from Debian:" $$plain $$bare; \
 	    $(SUDO) apt-get update -qq && \
-	    DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	    { [ -z "$$plain" ] || DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$plain; } && \
+	    { [ -z "$$bare" ] || DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$bare; }; \
 	fi
 
 $(VENV)/.installed: python/pyproject.toml
@@ -69,7 +73,7 @@ bench: setup build
 	erl -noshell -sname terrain_bench -kernel prevent_overlapping_partitions false -pa $(TEST_PATHS) -eval 'terrain_test_runner:bench(), halt().'
 	@for b in python/bench/*.py; do if [ -e "$$b" ]; then $(PYTHON) "$$b" || exit 1; fi; done
 
-## demo: start the demo cluster, show it, record the run, stop it
+## demo: start the demo cluster, show it, record the run, stop it, write runs/<stamp>/report.html
 demo: setup build
 	@epmd -daemon
 	bin/terrain demo

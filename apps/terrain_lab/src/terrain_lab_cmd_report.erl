@@ -11,8 +11,8 @@
 %% stdout.
 %%
 %% `terrain-analysis' is looked for, in this order, in `.venv/bin/' under the working
-%% directory (where `make setup' puts it), in `.venv/bin/' next to the directory of
-%% the escript (`bin/terrain' of a checkout), and on `PATH'.
+%% directory (where `make setup' puts it), in `.venv/bin/' of each directory above the
+%% escript (the checkout whose `bin/terrain' runs), and on `PATH'.
 %%
 %% ```
 %% $ terrain report runs/20261123T214048Z
@@ -59,9 +59,9 @@ commands() ->
 %% @doc Runs `terrain report'.
 -spec run(#{atom() => term()}, [string()], terrain_lab_cli:io()) -> ok | {error, error_reason()}.
 run(Options, RunDirs, Io) ->
-    Out = case maps:find(out, Options) of
-              {ok, File} -> File;
-              error -> filename:join(hd(RunDirs), "report.html")
+    Out = case maps:get(out, Options, undefined) of
+              undefined -> filename:join(hd(RunDirs), "report.html");
+              File -> File
           end,
     case build(RunDirs, Out) of
         ok -> io:format(maps:get(out, Io), "~ts~n", [Out]);
@@ -111,13 +111,15 @@ format_error({report, {timeout, Ms}}) ->
 %%--------------------------------------------------------------------
 %% Internal functions
 
-%% `.venv/bin/terrain-analysis' in the parent of the escript's directory (the
-%% checkout that `bin/terrain' was built in); nothing when not run as an escript.
+%% `.venv/bin/terrain-analysis' in each directory above the escript, nearest first
+%% (the checkout that `bin/terrain' or `_build/default/bin/terrain' was built in);
+%% nothing when not run as an escript.
 beside_escript() ->
-    case init:get_argument(escript) of
-        {ok, [[Script | _] | _]} ->
-            Checkout = filename:dirname(filename:dirname(filename:absname(Script))),
-            [filename:join([Checkout, ".venv", "bin", ?ANALYSIS])];
+    case init:get_argument(escript) of   % the `-escript main' flag of the escript's header
+        {ok, _} ->
+            Parts = filename:split(filename:dirname(filename:absname(escript:script_name()))),
+            [filename:join([filename:join(lists:sublist(Parts, K)), ".venv", "bin", ?ANALYSIS])
+             || K <- lists:seq(length(Parts) - 1, 1, -1)];
         _ ->
             []
     end.

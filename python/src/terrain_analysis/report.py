@@ -598,7 +598,7 @@ def render_latency(entry: Entry, run: Run) -> Section:
                     f"The {statistic} round trip of every ordered pair of nodes (µs, row: source, column: target), the "
                     f"two directions combined by {found.options.get('symmetrise', 'min')}, rows and columns in the "
                     f"leaf order of {ordered_by}; red is fast, white slow; blue squares outline the lowest clusters "
-                    "(after Bjørndalen et al.'s RELEASE D3.5 Figure 16)."
+                    "(as RELEASE D3.5's Figure 16 of the Athos cluster)."
                 ),
                 command=made,
             ),
@@ -654,8 +654,12 @@ def render_topology(entry: Entry, run: Run) -> Section:
         )
     )
     latency = run.first("latency")
-    if latency is not None:
-        found = _discovery(run, latency)
+    try:
+        found = _discovery(run, latency) if latency is not None else None
+    except (OSError, ValueError):
+        found = None  # the latency section says why
+        blocks.append(Text(f"Not drawn: the run's latency matrix ({latency.file}) could not be read."))
+    if latency is not None and found is not None:
         tree = read_topology(run.path(entry), found.nodes)
         drawn = Discovery(tree, found.nodes, found.distances, [], found.repaired, {"alpha": "as found by the run"})
         figure = tree_figure(drawn)
@@ -1032,6 +1036,7 @@ section.kind > h2 { margin: .2em 0 .6em; font-size: 1.35em; border-bottom: 2px s
 .runs { display: grid; grid-template-columns: repeat(var(--runs), minmax(0, 1fr)); gap: 1.6em; }
 .run > h3 { margin: .4em 0; font-size: 1em; color: #555; }
 .entry > h4 { margin: .8em 0 .3em; font-size: .95em; font-family: ui-monospace, monospace; color: #444; }
+div.table { overflow-x: auto; max-width: 100%; }
 table { border-collapse: collapse; margin: .5em 0 1em; font-size: .85em; }
 th, td { border: 1px solid #d7dce0; padding: .2em .55em; text-align: left; vertical-align: top; }
 th { background: #eef2f5; }
@@ -1081,7 +1086,10 @@ def _html_block(block: Block, number: list[int]) -> str:
                 cells.append(f'<td class="num">{_escape(text)}</td>' if numeric else f"<td>{_escape(text)}</td>")
             body.append("<tr>" + "".join(cells) + "</tr>")
         caption = f"<caption>{_escape(block.caption)}</caption>" if block.caption else ""
-        return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        return (
+            f'<div class="table"><table>{caption}<thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody>'
+            "</table></div>"
+        )
     number[0] += 1
     encoded = base64.b64encode(block.data).decode("ascii")
     return (
@@ -1103,9 +1111,12 @@ def _render(run: Run, entry: Entry) -> _Rendered:
     renderer = RENDERERS[entry.kind]
     try:
         return _Rendered(run, entry, renderer(entry, run), None)
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        detail = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-        return _Rendered(run, entry, None, f"{entry.file}: {detail}")
+    except OSError as error:
+        where = os.path.relpath(error.filename, run.directory) if error.filename else entry.file
+        return _Rendered(run, entry, None, f"{where}: {error.strerror or error}")
+    except (ValueError, KeyError, TypeError) as error:  # ValueErrors name their file; the others are bad data
+        text = str(error)
+        return _Rendered(run, entry, None, text if entry.file in text else f"{entry.file}: {type(error).__name__} {text}")
 
 
 def build_report(directories: Sequence[str | os.PathLike[str]]) -> tuple[str, list[str]]:
