@@ -167,7 +167,9 @@ def make_run_directory(directory: Path) -> Path:
              "spawn": {"count": 8000, "errors": 0, "throughput": 266.7}},
          "failed_nodes": []},
     )
-    (directory / "bench" / "sweep.csv").write_text("nodes,operation,throughput,p99_us\n2,rpc,400,1900\n4,rpc,700,2400\n")
+    (directory / "bench" / "sweep.csv").write_text(
+        "nodes,operation,throughput,p99_us\n2,rpc,400,1900\n4,rpc,700,2400\n"
+    )
     _png(directory / "bench" / "throughput.png", "Throughput vs nodes")
     write(
         "collective/collective.json",

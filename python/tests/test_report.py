@@ -139,7 +139,9 @@ def test_a_missing_file_or_wrong_format_is_shown_in_place_and_exits_1(tmp_path, 
     assert page.count('class="error"') == 2
     assert "Could not render this output: latency.json: No such file or directory" in page
     assert "Not drawn: the run&#x27;s latency matrix (latency.json) could not be read." in page
-    assert "Could not render this output: collective/collective.json: format &#x27;terrain.bench/1&#x27;, expected" in page
+    assert (
+        "Could not render this output: collective/collective.json: format &#x27;terrain.bench/1&#x27;, expected" in page
+    )
     err = capsys.readouterr().err
     assert "terrain-analysis: error:" in err and "latency.json" in err and "collective.json" in err
     assert 'id="kind-cluster"' in page  # the other sections are still there
@@ -225,7 +227,9 @@ def _first_entries(run: Path):
 
 def _page(tmp_path: Path, body: str) -> Path:
     path = tmp_path / "page.html"
-    path.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>t</title></head><body>{body}</body></html>")
+    path.write_text(
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>t</title></head><body>{body}</body></html>"
+    )
     return path
 
 

@@ -31,6 +31,7 @@ import json
 import os
 import selectors
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -128,6 +129,10 @@ class _Pipe:
         self._selector = selectors.DefaultSelector()
         self._selector.register(from_browser, selectors.EVENT_READ)
         self.events: list[dict[str, Any]] = []
+
+    def deadline(self, deadline: float) -> None:
+        """Replace the time (``time.monotonic()``) by which every answer must have arrived."""
+        self._deadline = deadline
 
     def send(self, method: str, params: dict[str, Any] | None = None, session: str | None = None) -> dict[str, Any]:
         """Send a command and wait for its answer (events meanwhile are kept in :attr:`events`)."""
@@ -232,7 +237,7 @@ def check_page(
         os.dup2(reading, 3)
         os.dup2(writing, 4)
 
-    with tempfile.TemporaryDirectory(prefix="terrain-chromium-") as profile:
+    with tempfile.TemporaryDirectory(prefix="terrain-chromium-", ignore_cleanup_errors=True) as profile:
         arguments = [
             executable,
             "--headless=new",
@@ -258,21 +263,44 @@ def check_page(
             stderr=subprocess.DEVNULL,
             preexec_fn=child_fds,  # noqa: PLW1509 - dup2 into the fixed descriptors the protocol uses
             close_fds=False,  # Python's own descriptors are close-on-exec; 3 and 4 must stay open
+            start_new_session=True,  # chromium and its helper processes: one process group, stopped together
         )
         os.close(to_read)
         os.close(to_write)
+        pipe = _Pipe(process, to_browser, from_browser, deadline)
         try:
-            pipe = _Pipe(process, to_browser, from_browser, deadline)
             return _check(pipe, url, width, screenshot)
         finally:
+            _stop(pipe, process)
             os.close(to_browser)
             os.close(from_browser)
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+
+
+def _stop(pipe: _Pipe, process: subprocess.Popen[bytes]) -> None:
+    """Close the browser, then make sure nothing of its process group is left (within 10 s)."""
+    try:
+        pipe.deadline(time.monotonic() + 5)
+        pipe.send("Browser.close")
+    except (BrowserError, OSError):
+        pass  # it is stopped by signal below
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    # Helper processes (zygote, renderer, crashpad) of the group still writing to the profile: stop them
+    # and wait until the group is empty, so the profile directory can be removed.
+    until = time.monotonic() + 5
+    while time.monotonic() < until:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)  # polling the group until it is gone, under the deadline above
 
 
 def _check(pipe: _Pipe, url: str, width: int, screenshot: str | os.PathLike[str] | None) -> PageCheck:

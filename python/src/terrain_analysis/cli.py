@@ -344,7 +344,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     ),
     Subcommand(
         name="report",
-        summary="write one self-contained HTML page for one or more run directories",
+        summary="write one self-contained HTML page of run directories",
         description=(
             "Read each RUN_DIR's manifest.json (format terrain.manifest/1) and write one HTML file with a section "
             "per kind of output (cluster, attributes, latency, topology, durations, GEV fit, ...; kinds it does not "

@@ -267,9 +267,12 @@ def read_run(directory: str | os.PathLike[str]) -> Run:
         raise ValueError(f"'directory' {str(directory)!r}: manifest.json 'outputs' must be a list, got {outputs!r}")
     entries = []
     for k, output in enumerate(outputs):
-        if not (isinstance(output, dict) and isinstance(output.get("kind"), str) and isinstance(output.get("file"), str)):
+        if not (
+            isinstance(output, dict) and isinstance(output.get("kind"), str) and isinstance(output.get("file"), str)
+        ):
             raise ValueError(
-                f"'directory' {str(directory)!r}: manifest.json output {k} must have a 'kind' and a 'file', got {output!r}"
+                f"'directory' {str(directory)!r}: manifest.json output {k} must have a 'kind' and a 'file', "
+                f"got {output!r}"
             )
         parameters = output.get("parameters") or {}
         entries.append(Entry(output["kind"], output["file"], parameters if isinstance(parameters, dict) else {}))
@@ -595,7 +598,8 @@ def render_latency(entry: Entry, run: Run) -> Section:
                 _labelled_heatmap(found, statistic),
                 title="Round trips ordered by the tree",
                 caption=(
-                    f"The {statistic} round trip of every ordered pair of nodes (µs, row: source, column: target), the "
+                    f"The {statistic} round trip of every ordered pair of nodes (µs, row: source, column: target), "
+                    "the "
                     f"two directions combined by {found.options.get('symmetrise', 'min')}, rows and columns in the "
                     f"leaf order of {ordered_by}; red is fast, white slow; blue squares outline the lowest clusters "
                     "(as RELEASE D3.5's Figure 16 of the Athos cluster)."
@@ -775,7 +779,8 @@ def render_gev_fit(entry: Entry, run: Run) -> Section:
     source = document.get("source") or {}
     blocks: list[Block] = [
         Text(
-            f"GEV fit of {document.get('n')} durations ({source.get('file', '?')}, column {source.get('column', '?')}); "
+            f"GEV fit of {document.get('n')} durations ({source.get('file', '?')}, "
+            f"column {source.get('column', '?')}); "
             f"converged: {document.get('converged')}. Shape ξ > 0: Fréchet type (heavy upper tail), ξ < 0: Weibull "
             f"type (bounded); {_percent(interval.get('level'))} profile interval for ξ "
             f"[{_number(interval.get('lower'))}, {_number(interval.get('upper'))}]. Gumbel (ξ = 0) likelihood-ratio "
@@ -788,7 +793,10 @@ def render_gev_fit(entry: Entry, run: Run) -> Section:
         blocks.append(
             Table(
                 ["model", "parameters", "nll", "AIC", "ΔAIC"],
-                [[m.get("name"), m.get("n_parameters"), m.get("nll"), m.get("aic"), m.get("delta_aic")] for m in models],
+                [
+                    [m.get("name"), m.get("n_parameters"), m.get("nll"), m.get("aic"), m.get("delta_aic")]
+                    for m in models
+                ],
                 "Models fitted to the same durations, lowest AIC first.",
             )
         )
@@ -797,7 +805,13 @@ def render_gev_fit(entry: Entry, run: Run) -> Section:
         confidence = _percent(document.get("return_level_confidence"))
         blocks.append(
             Table(
-                ["period (runs)", "return level (ms)", "se (ms)", f"{confidence} lower (ms)", f"{confidence} upper (ms)"],
+                [
+                    "period (runs)",
+                    "return level (ms)",
+                    "se (ms)",
+                    f"{confidence} lower (ms)",
+                    f"{confidence} upper (ms)",
+                ],
                 [
                     [lv.get("period")] + [_milli(lv.get(k)) for k in ("level", "se", "lower", "upper")]
                     for lv in levels
@@ -811,7 +825,8 @@ def render_gev_fit(entry: Entry, run: Run) -> Section:
         "gev_diagnostics": (
             "GEV diagnostics",
             "Probability plot (empirical against fitted probability), quantile plot (observed duration against the "
-            "fitted quantile, s, with the pointwise band; red points lie outside it) and histogram with the fitted density — "
+            "fitted quantile, s, with the pointwise band; red points lie outside it) and histogram with the fitted "
+            "density — "
             "Henwood et al.'s Figure 2.",
         ),
         "gev_return_levels": (
@@ -1116,7 +1131,8 @@ def _render(run: Run, entry: Entry) -> _Rendered:
         return _Rendered(run, entry, None, f"{where}: {error.strerror or error}")
     except (ValueError, KeyError, TypeError) as error:  # ValueErrors name their file; the others are bad data
         text = str(error)
-        return _Rendered(run, entry, None, text if entry.file in text else f"{entry.file}: {type(error).__name__} {text}")
+        detail = text if entry.file in text else f"{entry.file}: {type(error).__name__} {text}"
+        return _Rendered(run, entry, None, detail)
 
 
 def build_report(directories: Sequence[str | os.PathLike[str]]) -> tuple[str, list[str]]:
