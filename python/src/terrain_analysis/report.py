@@ -419,7 +419,7 @@ def render_cluster(entry: Entry, run: Run) -> Section:
                 node,
                 "/".join(n.get("group_path") or []),
                 n.get("schedulers"),
-                n.get("cpu", "unlimited") if "cpu" in n else "unlimited",
+                "unlimited" if n.get("cpu") is None else n["cpu"],
                 attributes.get("vm_num_processors"),
                 attributes.get("cpu_model_name"),
                 _host(node),
