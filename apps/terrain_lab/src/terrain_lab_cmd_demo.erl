@@ -53,15 +53,23 @@ run(#{spec := SpecFile, runs_dir := RunsDir}, [], Io) ->
             Error
     end.
 
-%% The report of the run, then the total time, then the report's path (last).
+%% The report of the run, then the total time, then the report's path (last). Without
+%% terrain-analysis (the demo run outside a checkout set up by make) the report is
+%% skipped and the manifest's path comes last instead.
 report(RunDir, Start, Io) ->
     section(Io, "report (terrain report)"),
     Report = filename:join(RunDir, "report.html"),
-    Result = terrain_lab_cmd_report:build([RunDir], Report),
+    Result = case analysis_command() of
+                 false -> skipped;
+                 _ -> terrain_lab_cmd_report:build([RunDir], Report)
+             end,
     terrain_lab_cli:out(Io, "total time ~.1f s~n", [(erlang:monotonic_time(millisecond) - Start) / 1000]),
     case Result of
         ok ->
             terrain_lab_cli:out(Io, "~ts~n", [Report]);
+        skipped ->
+            terrain_lab_cli:out(Io, "report skipped: terrain-analysis is not installed here (make demo installs it)~n"
+                                    "~ts~n", [filename:join(RunDir, "manifest.json")]);
         {error, _} = Error ->
             Error
     end.
