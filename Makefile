@@ -2,9 +2,8 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 
-APT_PACKAGES := erlang-nox erlang-dev rebar3 erlang-common-test erlang-dialyzer erlang-proper erlang-proper-dev
-# Installed with --no-install-recommends: chromium checks the HTML report (pytest -m browser).
-APT_PACKAGES_NO_RECOMMENDS := chromium
+# chromium: the report's browser test (pytest -m browser) opens the HTML report in it.
+APT_PACKAGES := erlang-nox erlang-dev rebar3 erlang-common-test erlang-dialyzer erlang-proper erlang-proper-dev chromium
 VENV := .venv
 PYTHON := $(VENV)/bin/python
 REBAR := rebar3
@@ -17,14 +16,12 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 setup: apt $(VENV)/.installed
 
 apt:
-	@missing() { for p in "$$@"; do \
-	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done; }; \
-	plain=$$(missing $(APT_PACKAGES)); bare=$$(missing $(APT_PACKAGES_NO_RECOMMENDS)); \
-	if [ -n "$$plain$$bare" ]; then \
-	    echo "installing from Debian:" $$plain $$bare; \
+	@missing=$$(for p in $(APT_PACKAGES); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	    echo "installing from Debian:" $$missing; \
 	    $(SUDO) apt-get update -qq && \
-	    { [ -z "$$plain" ] || DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$plain; } && \
-	    { [ -z "$$bare" ] || DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$bare; }; \
+	    DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
 $(VENV)/.installed: python/pyproject.toml

@@ -146,11 +146,36 @@ def test_real_process_succeeds_and_fails_with_the_right_status(tmp_path, duratio
     assert "error: 'column' must name a column" in bad.stderr
 
 
-def test_gev_on_a_sample_without_a_maximum_warns_and_writes_nulls(tmp_path, data_dir, capsys):
+def test_gev_on_a_sample_without_a_maximum_is_an_error_that_says_why(tmp_path, data_dir, capsys):
     out = tmp_path / "gev"
-    assert main(["gev", str(data_dir / "bounded_small.csv"), "--out", str(out)]) == 0
-    err = capsys.readouterr().err
-    assert "terrain-analysis: warning: the GEV fit did not converge" in err
-    document = json.loads((out / "fit.json").read_text())
-    assert document["converged"] is False
-    assert document["se"] == {"location": None, "scale": None, "shape": None}
+    assert main(["gev", str(data_dir / "bounded_small.csv"), "--out", str(out)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("terrain-analysis: error: ")
+    assert "the GEV fit failed: it did not converge" in captured.err
+    assert "keeps increasing towards shape = -1" in captured.err
+    assert "its standard errors are not finite" in captured.err
+    assert len(captured.err.splitlines()) == 1
+    assert not out.exists()
+
+
+def test_gev_on_a_nearly_constant_sample_is_an_error_without_numpy_warnings(tmp_path):
+    # 12 x 0.5 and one 0.6: before, 104 numpy overflow warnings, a 1000-run return level of 2e11 s, exit 0
+    source = tmp_path / "durations.csv"
+    source.write_text("run,total_s\n" + "".join(f"{run},0.5\n" for run in range(1, 13)) + "13,0.6\n")
+    out = tmp_path / "gev"
+    done = subprocess.run(
+        [sys.executable, "-m", "terrain_analysis", "gev", str(source), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"terrain-analysis: error: {source} column 'total_s': the GEV fit failed: ")
+    assert "12 of 13 durations equal 0.5: the sample is nearly constant" in lines[0]
+    assert "its standard errors are not finite" in lines[0]
+    assert "encountered" not in done.stderr
+    assert not out.exists()

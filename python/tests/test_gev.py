@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from scipy import optimize, stats
 
 from terrain_analysis import gev
 from terrain_analysis.gev import (
+    GEVFitError,
     fit_gev,
     fit_gumbel,
     gev_cdf,
@@ -461,3 +463,43 @@ def test_fit_of_a_simulated_sample_beats_the_true_parameters_and_the_start(shape
     assert fit.nll <= negative_log_likelihood(x, 10.0 - offset, 1.0, shape) + 1e-9
     assert fit.nll <= negative_log_likelihood(x, *pwm_start(x)) + 1e-9
     assert np.all(np.isfinite([fit.se.location, fit.se.scale, fit.se.shape]))
+
+
+NEARLY_CONSTANT = [0.5] * 12 + [0.6]
+
+
+def test_strict_fit_of_a_nearly_constant_sample_raises_why():
+    with pytest.raises(GEVFitError) as caught:
+        fit_gev(NEARLY_CONSTANT, strict=True)
+    message = str(caught.value)
+    assert message.startswith("the GEV fit failed: it did not converge after ")
+    assert "ties or a cluster at the smallest values" in message
+    assert "12 of 13 durations equal 0.5" in message
+    assert "its standard errors are not finite: the observed information is not positive definite" in message
+    assert isinstance(caught.value, ValueError)
+    assert not caught.value.fit.converged
+
+
+def test_strict_fit_without_an_interior_maximum_raises_why(read_durations_file):
+    with pytest.raises(GEVFitError, match="keeps increasing towards shape = -1"):
+        fit_gev(read_durations_file("bounded_small.csv"), strict=True)
+
+
+def test_strict_fit_of_a_good_sample_is_the_fit(weibull_data):
+    assert fit_gev(weibull_data, strict=True).parameters == fit_gev(weibull_data).parameters
+
+
+def test_a_failed_fit_and_its_inference_raise_no_numpy_warning():
+    # only the fit's own two RuntimeWarnings; numpy's floating-point warnings from
+    # evaluating the likelihood far from the optimum never escape
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit = fit_gev(NEARLY_CONSTANT)
+        profile_shape_interval(fit)
+        gumbel_likelihood_ratio_test(fit)
+        return_levels(fit, [10, 100, 1000])
+        quantile_band(fit)
+    messages = [str(warning.message) for warning in caught]
+    assert len(messages) == 2, messages
+    assert messages[0].startswith("the GEV fit did not converge")
+    assert messages[1] == "the observed information is not positive definite; standard errors are NaN"

@@ -9,7 +9,7 @@ import pytest
 from matplotlib.colors import to_rgba
 
 from terrain_analysis.analysis import analyse_gev
-from terrain_analysis.plots import density_plot, diagnostics_figure, return_level_figure, write_plots
+from terrain_analysis.plots import UNIT, density_plot, diagnostics_figure, return_level_figure, write_plots
 
 
 @pytest.fixture(scope="module")
@@ -76,3 +76,30 @@ def test_return_level_plot_is_on_a_log_period_axis(analysis_with_outlier):
     assert ax.get_xscale() == "log"
     observed = [line for line in ax.get_lines() if line.get_label() == "observed"]
     np.testing.assert_array_equal(observed[0].get_ydata(), np.sort(analysis_with_outlier.fit.durations))
+
+
+def test_axes_of_durations_carry_their_unit(analysis_with_outlier):
+    probability, quantile, density = diagnostics_figure(analysis_with_outlier).axes
+    (levels,) = return_level_figure(analysis_with_outlier).axes
+    assert UNIT == "s"
+    assert quantile.get_xlabel() == "model quantile (s)"
+    assert quantile.get_ylabel() == "observed duration (s)"
+    assert density.get_xlabel() == "duration (s)"
+    assert density.get_ylabel() == "density (1/s)"
+    assert levels.get_ylabel() == "return level: duration (s)"
+    assert levels.get_xlabel() == "return period (runs)"
+    assert (probability.get_xlabel(), probability.get_ylabel()) == ("model probability", "empirical probability")
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-4, 1e4])
+def test_titles_fit_inside_the_figure(read_sample, scale):
+    # long numbers (durations of 1e-4 s or 1e4 s) make the longest titles
+    analysis = analyse_gev(scale * read_sample("gumbel"))
+    for figure in (diagnostics_figure(analysis), return_level_figure(analysis)):
+        renderer = figure.canvas.get_renderer()
+        figure.canvas.draw()
+        frame = figure.bbox
+        titles = [ax.title for ax in figure.axes] + ([figure._suptitle] if figure._suptitle else [])
+        for title in titles:
+            box = title.get_window_extent(renderer)
+            assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and box.y1 <= frame.y1, (title.get_text(), box, frame)

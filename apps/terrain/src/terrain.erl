@@ -339,7 +339,9 @@ unsubscribe(Ref) when is_reference(Ref) ->
 %% @doc Counters of this node's attribute traffic since the application started:
 %% requests served and malformed messages dropped (`malformed_dropped'), remote write
 %% attempts refused, dynamic attributes that timed out or crashed, queries made, node
-%% requests sent, cache hits, backoff skips, failures by kind, pushes sent and received.
+%% requests sent, cache hits, backoff skips, failures by kind, pushes sent and received,
+%% subscriptions refused, and failures of attributes not logged because their cause was
+%% logged before (`reports_not_logged'). Remote writes include topology replacements.
 -spec stats() -> #{atom() => non_neg_integer()}.
 stats() ->
     terrain_attr_table:counters().

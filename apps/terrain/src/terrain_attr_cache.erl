@@ -12,8 +12,13 @@
 %%     younger than a query's `max_age'. Values come from queries ({@link store/3}) and
 %%     pushes.</li>
 %% <li>Backoff — `none' or `{UntilMs, Reason, Failures}': a node that failed a query is
-%%     not asked again until UntilMs (500 ms, doubling with each consecutive failure, at
-%%     most 30 s) or until it comes back (nodeup).</li>
+%%     not asked again until UntilMs or until it comes back (nodeup). The backoff counts
+%%     from the moment the failure was observed, and lasts 500 ms plus the time the
+%%     failure cost the query (the whole deadline for a `timeout', about nothing for
+%%     `noconnection' and `not_running'), doubling with each consecutive failure, at
+%%     most 30 s (or that first backoff, if longer). A node that cost a deadline is thus
+%%     skipped for longer than that deadline: the calls after it do not wait on it
+%%     again.</li>
 %% <li>Watched — whether this server holds a monitor on the node's attribute responder.
 %%     The first answer from a node starts the watch; it ends when the responder stops or
 %%     the connection goes. While a node is watched and connected, queries send their
@@ -58,6 +63,7 @@
 -define(BACKOFF_BASE_MS, 500).
 -define(BACKOFF_MAX_MS, 30000).
 -define(RESUBSCRIBE_MS, 1000).
+-define(FAILED_TIMEOUT, 5000).
 
 -type stamps() :: #{terrain:attr_name() => static | integer()}.
 -type failure() :: timeout | noconnection | not_running.
@@ -107,12 +113,17 @@ merge([{Name, Value, Class} | Entries], Stamp, Values, Stamps) when is_atom(Name
 merge([_ | Entries], Stamp, Values, Stamps) ->
     merge(Entries, Stamp, Values, Stamps).
 
-%% @doc Records nodes that failed a query at StampMs, extending their backoff.
--spec failed(integer(), [{node(), failure()}]) -> ok.
-failed(_Stamp, []) ->
+%% @doc Records nodes that failed a query started at StartedMs, extending their
+%% backoff: `{Node, Reason, ObservedMs}', where ObservedMs is when the failure was
+%% observed. Returns once they are recorded, so that the caller's next query skips
+%% them (waiting at most 5 s; a cache that is not running records nothing).
+-spec failed(integer(), [{node(), failure(), integer()}]) -> ok.
+failed(_Started, []) ->
     ok;
-failed(Stamp, Failures) ->
-    gen_server:cast(?MODULE, {failed, Stamp, Failures}).
+failed(Started, Failures) ->
+    try gen_server:call(?MODULE, {failed, Started, Failures}, ?FAILED_TIMEOUT)
+    catch exit:_ -> ok    % not running, or too busy: the failures are not remembered
+    end.
 
 %% @doc What a query reads before it reads rows: the cache table, for {@link row/2}
 %% (`undefined' when the cache is not running), and the cache's generation, for the
@@ -196,6 +207,17 @@ handle_call({subscribe, Nodes, Names, Interval, Owner}, _From, #{subs := Subs} =
                                    lists:usort(Nodes))};
 handle_call({unsubscribe, Ref}, _From, State) ->
     {reply, ok, cancel(Ref, State)};
+handle_call({failed, Started, Failures}, _From, #{watching := Watching} = State) ->
+    _ = [begin
+             {Values, Stamps, Backoff, _} = row(Node),
+             Count = case Backoff of
+                         {_, _, C} -> C + 1;
+                         none -> 1
+                     end,
+             ets:insert(?CACHE, {Node, Values, Stamps, {Observed + backoff_ms(Observed - Started, Count), Reason, Count},
+                                 maps:is_key(Node, Watching)})
+         end || {Node, Reason, Observed} <- Failures],
+    {reply, ok, State};
 handle_call(_Request, _From, State) ->
     terrain_attr_table:count(malformed_dropped),
     {reply, {error, unknown_request}, State}.
@@ -212,18 +234,6 @@ handle_cast({store, Stamp, Gen, Results}, #{generation := Generation} = State) -
                                     end, State, Results),
     true = ets:insert(?CACHE, Rows),
     {noreply, State1};
-handle_cast({failed, Stamp, Failures}, #{watching := Watching} = State) ->
-    _ = [begin
-             {Values, Stamps, Backoff, _} = row(Node),
-             Count = case Backoff of
-                         {_, _, C} -> C + 1;
-                         none -> 1
-                     end,
-             Delay = min(?BACKOFF_MAX_MS, ?BACKOFF_BASE_MS bsl min(Count - 1, 16)),
-             ets:insert(?CACHE, {Node, Values, Stamps, {Stamp + Delay, Reason, Count},
-                                 maps:is_key(Node, Watching)})
-         end || {Node, Reason} <- Failures],
-    {noreply, State};
 handle_cast(_Msg, State) ->
     terrain_attr_table:count(malformed_dropped),
     {noreply, State}.
@@ -298,6 +308,13 @@ handle_info(_Msg, State) ->
 
 %%--------------------------------------------------------------------
 %% Internal
+
+%% How long a node is not asked after its Count-th consecutive failure, which cost the
+%% query CostMs: 500 ms plus the cost, doubled with each failure, at most 30 s or the
+%% first backoff, whichever is longer.
+backoff_ms(CostMs, Count) ->
+    First = ?BACKOFF_BASE_MS + max(0, CostMs),
+    min(max(?BACKOFF_MAX_MS, First), First bsl min(Count - 1, 16)).
 
 %% Values fetched from a node, merged into its row as it is now: its new row (backoff
 %% cleared) and the state.

@@ -17,6 +17,11 @@
 %% alias, which turns "no such process" (`not_running') and "no connection" into
 %% immediate answers. A watched node that dies while a request is out is noticed at
 %% the deadline (`timeout'), by the watch for the calls after.
+%%
+%% A node that failed is recorded in the cache's backoff before the call returns, with
+%% the time its failure was observed and what it cost the call (see
+%% {@link terrain_attr_cache:failed/2}): a node that cost a whole deadline is then
+%% skipped by the calls that follow, for longer than that deadline.
 -module(terrain_attr_query).
 
 %% API
@@ -69,9 +74,11 @@ gather(Nodes, Names, Timeout, MaxAge) ->
                 {Node, Entries, Values1, Stamps1}
             end || {Node, Entries, Cached, Stamps} <- Fetched],
     terrain_attr_cache:store(Now, Gen, Rows),
+    %% recorded before the call returns, so that the caller's next call skips them
     terrain_attr_cache:failed(Now, Failed),
     {lists:foldl(fun({Node, _, Values1, _}, Acc) -> Acc#{Node => Values1} end, Values, Rows),
-     lists:foldl(fun({Node, Reason}, Acc) -> Acc#{Node => Reason} end, Errors, Failed ++ Unsent)}.
+     lists:foldl(fun({Node, Reason}, Acc) -> Acc#{Node => Reason} end, Errors,
+                 [{Node, Reason} || {Node, Reason, _} <- Failed] ++ Unsent)}.
 
 %%--------------------------------------------------------------------
 %% Internal
@@ -187,9 +194,10 @@ collect(Pending, Deadline, Fetched, Failed) ->
                          _ -> not_running
                      end,
             terrain_attr_table:count(Reason),
-            collect(Rest, Deadline, Fetched, [{Node, Reason} | Failed])
+            collect(Rest, Deadline, Fetched, [{Node, Reason, erlang:monotonic_time(millisecond)} | Failed])
     after Wait ->
-            TimedOut = [begin give_up(Ref, How), {Node, timeout} end
+            Observed = erlang:monotonic_time(millisecond),
+            TimedOut = [begin give_up(Ref, How), {Node, timeout, Observed} end
                         || {Ref, {{Node, _, _}, How}} <- maps:to_list(Pending)],
             terrain_attr_table:count(timeouts, length(TimedOut)),
             {Fetched, TimedOut ++ Failed}

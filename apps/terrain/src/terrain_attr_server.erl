@@ -358,8 +358,11 @@ value({Name, builtin, {M, F, A}, _}, _Dynamic) ->
     try apply(M, F, A)
     catch Class:Reason ->
             terrain_attr_table:count(dynamic_crashes),
-            logger:warning("terrain: built-in attribute ~0tp failed: ~0tp:~0tp", [Name, Class, Reason],
-                           #{domain => [terrain, attr]}),
+            _ = terrain_attr_table:first_report({Name, {M, F, length(A)}, terrain_attr_eval:cause(Class, Reason)})
+                andalso logger:warning("terrain: built-in attribute ~0tp failed: ~0tp:~0tP; its value is undefined. "
+                                       "Further failures of it with this cause are not logged; terrain:stats() "
+                                       "counts them (dynamic_crashes)", [Name, Class, Reason, 30],
+                                       #{domain => [terrain, attr]}),
             undefined
     end.
 

@@ -15,7 +15,9 @@
 %%     environment key): `{Name, Definition}', restored when a run-time value that
 %%     shadowed it is deleted or its owner dies.</li>
 %% </ul>
-%% It also creates the node's statistics counters ({@link count/1}).
+%% It also creates the node's statistics counters ({@link count/1}) and the public
+%% table `terrain_attr_reported' of the failure causes already logged
+%% ({@link first_report/1}).
 -module(terrain_attr_table).
 -behaviour(gen_server).
 
@@ -26,6 +28,7 @@
          count/2,
          counters/0,
          counter/1,
+         first_report/1,
          next_round_robin/0]).
 
 %% gen_server callbacks
@@ -37,8 +40,11 @@
 -define(COUNTERS, [requests_served, malformed_dropped, remote_writes_refused,
                    dynamic_timeouts, dynamic_crashes, queries, node_requests,
                    cache_hits, backoff_skips, timeouts, noconnection, not_running,
-                   pushes_sent, pushes_received, subscriptions_refused]).
+                   pushes_sent, pushes_received, subscriptions_refused, reports_not_logged]).
 -define(COUNTERS_KEY, {?MODULE, counters}).
+%% the causes of failures already logged (first_report/1), and how many it remembers
+-define(REPORTED, terrain_attr_reported).
+-define(MAX_REPORTED, 1000).
 
 -type state() :: #{claimed := boolean()}.
 
@@ -86,6 +92,24 @@ counters() ->
         {Ref, Index, _} -> maps:map(fun(_Name, I) -> counters:get(Ref, I) end, Index)
     end.
 
+%% @doc Whether a failure of this cause is the first one, to be logged: true once per
+%% Cause (a term that names what failed and how, without the varying details), false
+%% afterwards and counted as `reports_not_logged' — a failing attribute logs one
+%% warning, not one per evaluation, as telemetry detaches a failing handler and logs
+%% once. At most 1000 causes are remembered per application start; beyond them new
+%% causes are counted, not logged. True when the application is not running.
+-spec first_report(term()) -> boolean().
+first_report(Cause) ->
+    try ets:info(?REPORTED, size) < ?MAX_REPORTED andalso ets:insert_new(?REPORTED, {Cause}) of
+        true ->
+            true;
+        false ->
+            count(reports_not_logged),
+            false
+    catch
+        error:badarg -> true
+    end.
+
 %% @doc The next number of the node-wide rotation `choose_node' uses for `round_robin'.
 -spec next_round_robin() -> non_neg_integer().
 next_round_robin() ->
@@ -103,6 +127,7 @@ init([]) ->
     Options = [named_table, protected, set, {read_concurrency, true}, {heir, self(), heir}],
     terrain_attrs = ets:new(terrain_attrs, Options),
     terrain_attr_defs = ets:new(terrain_attr_defs, Options),
+    ?REPORTED = ets:new(?REPORTED, [named_table, public, set]),
     Index = maps:from_list(lists:zip(?COUNTERS, lists:seq(1, length(?COUNTERS)))),
     persistent_term:put(?COUNTERS_KEY, {counters:new(length(?COUNTERS), [write_concurrency]), Index,
                                         atomics:new(1, [{signed, false}])}),

@@ -40,6 +40,7 @@
 -export([new/1,
          new/2,
          read/1,
+         check/1,
          metric/1,
          nodes/1,
          member/2,
@@ -57,7 +58,7 @@
          render/2,
          format_error/1]).
 
--export_type([topology/0, tree/0, metric/0, level/0, format/0, network_id/0]).
+-export_type([topology/0, tree/0, metric/0, level/0, format/0, network_id/0, error_reason/0]).
 
 -compile({no_auto_import, [nodes/1]}).
 
@@ -115,6 +116,19 @@ new(Tree, Options) ->
     catch
         throw:{Where, Why} -> {error, {topology, Where, Why}}
     end.
+
+%% @doc Checks that a term is a topology as {@link new/2} builds it: its tree valid and
+%% every table derived from it exactly what `new/2' derives. For a process that stores
+%% topologies it did not build itself (the topology server).
+-spec check(term()) -> {ok, topology()} | {error, error_reason()}.
+check(#{tree := Tree, metric := Metric} = T) when map_size(T) =:= 5 ->
+    case new(Tree, #{metric => Metric}) of
+        {ok, T} -> {ok, T};
+        {ok, _} -> {error, {topology, [], inconsistent}};
+        {error, _} = Error -> Error
+    end;
+check(_Term) ->
+    {error, {topology, [], not_a_topology}}.
 
 %% @doc Reads a topology term from a file (one term, `file:consult/1' syntax).
 -spec read(file:filename()) -> {ok, topology()} | {error, error_reason()}.
@@ -265,6 +279,7 @@ walk({network, Name, Children}, NamePath, Id, Depth, Groups) when is_list(Childr
 walk({network, Name, Options, Children}, NamePath, Id, Depth, Groups) when is_map(Options), is_list(Children) ->
     Where = NamePath ++ [Name],
     _ = Children =:= [] andalso throw({Where, empty_network}),
+    _ = is_proper_list(Children) orelse throw({Where, {children_not_a_list, Children}}),
     maps:foreach(fun(height, H) when is_number(H), H >= 0 -> ok;
                     (height, H) -> throw({Where, {bad_height, H}});
                     (Key, _) -> throw({Where, {unknown_option, Key}})
@@ -292,6 +307,10 @@ walk({node, Node}, NamePath, _Id, _Depth, _Groups) ->
     throw({NamePath, {bad_node, Node}});
 walk(Other, NamePath, _Id, _Depth, _Groups) ->
     throw({NamePath, {unknown_shape, Other}}).
+
+is_proper_list([_ | T]) -> is_proper_list(T);
+is_proper_list([]) -> true;
+is_proper_list(_) -> false.
 
 check_heights(_Where, undefined, _ChildHeights) ->
     ok;
@@ -471,6 +490,7 @@ json_name(Other) -> iolist_to_binary(io_lib:format("~tp", [Other])).
 where([]) -> "";
 where(Where) -> [" at ", lists:join(" > ", [io_lib:format("~0tp", [W]) || W <- Where])].
 
+why({children_not_a_list, Children}) -> io_lib:format("the children ~0tP are not a proper list", [Children, 8]);
 why(empty_network) -> "the network is empty: a network needs at least one node or network";
 why({bad_height, H}) -> io_lib:format("height ~0tp must be a non-negative number of microseconds", [H]);
 why({unknown_option, Key}) -> io_lib:format("unknown network option ~0tp (known: height)", [Key]);
@@ -487,4 +507,7 @@ why(measured_without_heights) -> "the measured metric needs a height on every ne
 why({bad_metric, M}) -> io_lib:format("unknown metric ~0tp (known: ultrametric, measured)", [M]);
 why({terms, N}) -> io_lib:format("expected one topology term, found ~b", [N]);
 why({syntax, Message}) -> ["syntax error: ", Message];
-why({file, Why}) -> file:format_error(Why).
+why({file, Why}) -> file:format_error(Why);
+why(not_a_topology) -> "not a topology (build one with terrain_topology:new/1,2 or read/1)";
+why(inconsistent) ->
+    "the topology's tables do not match its tree (it was not built by terrain_topology:new/1,2, or was altered)".

@@ -12,6 +12,7 @@
          hanging_dynamic_attribute_is_undefined_and_server_stays_responsive/0,
          hanging_dynamic_attribute_is_undefined_and_server_stays_responsive/1,
          crashing_dynamic_attribute_is_undefined/0, crashing_dynamic_attribute_is_undefined/1,
+         failing_attributes_are_logged_once_per_cause/0, failing_attributes_are_logged_once_per_cause/1,
          owner_death_removes_its_values/0, owner_death_removes_its_values/1,
          persistent_values_outlive_their_setter/0, persistent_values_outlive_their_setter/1,
          delete_uncovers_the_configured_value/0, delete_uncovers_the_configured_value/1,
@@ -31,7 +32,10 @@
          topology_outlives_restarts_but_not_the_application/1]).
 
 %% dynamic attribute functions used by the tests
--export([hang/0, crash/0, sample/0, answer/1, slow_answer/1]).
+-export([hang/0, crash/0, crash_with_detail/0, crash_or_exit/0, sample/0, answer/1, slow_answer/1]).
+
+%% logger handler that sends every event to a test process
+-export([log/2]).
 
 suite() ->
     [{timetrap, {minutes, 2}}].
@@ -40,6 +44,7 @@ all() ->
     [every_kind_from_a_file, application_env_attrs_override_the_file, builtins_can_be_omitted_and_overridden,
      sampled_attribute_is_a_moving_average,
      hanging_dynamic_attribute_is_undefined_and_server_stays_responsive, crashing_dynamic_attribute_is_undefined,
+     failing_attributes_are_logged_once_per_cause,
      owner_death_removes_its_values, persistent_values_outlive_their_setter, delete_uncovers_the_configured_value,
      killed_server_restarts_with_configured_and_owned_values, owner_dying_while_server_is_down_is_cleaned_up,
      every_bad_configuration_is_rejected_whole, bad_configuration_at_start_leaves_the_node_running,
@@ -63,6 +68,18 @@ end_per_testcase(_Case, _Config) ->
 
 hang() -> receive after infinity -> ok end.
 crash() -> error(deliberate_crash).
+%% the same cause with a different detail every time
+crash_with_detail() -> error({deliberate, erlang:unique_integer()}).
+%% two causes in turn
+crash_or_exit() ->
+    case erlang:unique_integer([positive, monotonic]) rem 2 of
+        0 -> error(deliberate_crash);
+        1 -> exit(deliberate_exit)
+    end.
+
+log(Event, #{config := #{to := Pid}}) ->
+    Pid ! {logged, Event},
+    ok.
 sample() -> persistent_term:get({?MODULE, sample}, undefined).
 answer(X) -> X.
 slow_answer(X) -> receive after 30 -> X end.
@@ -211,6 +228,51 @@ crashing_dynamic_attribute_is_undefined(_Config) ->
     #{Node := {ok, #{boom := undefined}}} = terrain:attrs([node()], [boom]),
     ?assertEqual(Before + 2, stat(dynamic_crashes)),
     ?assert(is_process_alive(whereis(terrain_attr_server))).
+
+failing_attributes_are_logged_once_per_cause() ->
+    [{doc, "Dynamic attributes that crash or time out on every evaluation log one warning per cause (attribute, "
+           "function, class and shape of the reason; a timeout) however often they are evaluated, while "
+           "terrain:stats() counts every failure (dynamic_crashes, dynamic_timeouts) and every report not logged "
+           "(reports_not_logged)."}].
+failing_attributes_are_logged_once_per_cause(_Config) ->
+    ok = start([{attrs, [{boom, {dynamic, {?MODULE, crash, []}}},
+                         {detail, {dynamic, {?MODULE, crash_with_detail, []}}},
+                         {flip, {dynamic, {?MODULE, crash_or_exit, []}}},
+                         {slow, {dynamic, {?MODULE, hang, []}, #{timeout => 20}}}]}]),
+    ok = logger:add_handler(capture, ?MODULE, #{config => #{to => self()}}),
+    N = 10,
+    Before = terrain:stats(),
+    try
+        Node = node(),
+        [case I rem 2 of
+             0 -> ?assertEqual([undefined, undefined, undefined, undefined],
+                               [terrain:attr(Name) || Name <- [boom, detail, flip, slow]]);
+             1 -> ?assertEqual(#{Node => {ok, #{boom => undefined, detail => undefined, flip => undefined,
+                                                slow => undefined}}},
+                               terrain:attrs([Node], [boom, detail, flip, slow]))
+         end || I <- lists:seq(1, N)]
+    after
+        ok = logger:remove_handler(capture)
+    end,
+    Reports = [Event || {logged, #{meta := #{domain := [terrain, attr]}} = Event} <- flush()],
+    Texts = [lists:flatten(io_lib:format(Format, Args)) || #{msg := {Format, Args}} <- Reports],
+    ct:pal("~b reports after ~b evaluations of each:~n~ts", [length(Reports), N, lists:join("\n", Texts)]),
+    Starting = fun(Prefix) -> length([T || T <- Texts, lists:prefix(Prefix, T)]) end,
+    ?assertEqual(1, Starting("terrain: attribute boom ")),
+    ?assertEqual(1, Starting("terrain: attribute detail ")),
+    ?assertEqual(2, Starting("terrain: attribute flip ")),
+    ?assertEqual(1, Starting("terrain: attribute slow ")),
+    ?assertEqual(5, length(Reports)),
+    [?assertEqual(warning, Level) || #{level := Level} <- Reports],
+    Delta = fun(Name) -> maps:get(Name, terrain:stats()) - maps:get(Name, Before) end,
+    ?assertEqual(3 * N, Delta(dynamic_crashes)),
+    ?assertEqual(N, Delta(dynamic_timeouts)),
+    ?assertEqual(4 * N - 5, Delta(reports_not_logged)).
+
+flush() ->
+    receive Message -> [Message | flush()]
+    after 0 -> []
+    end.
 
 owner_death_removes_its_values() ->
     [{doc, "Values set by a process disappear when it dies (seed §5.1.4); the time it takes is logged."}].

@@ -82,7 +82,8 @@ invalid_trees_are_rejected_with_a_sentence_test() ->
              {{network, r, [{host, a}]}, "at r: unknown term {host,a}"},
              {{node, a}, "the root must be a network"},
              {{network, r, [{node, "a"}]}, "node name \"a\" must be an atom"},
-             {[a, b], "unknown term [a,b]"}],
+             {[a, b], "unknown term [a,b]"},
+             {{network, r, [{node, a} | b]}, "at r: the children [{node,a}|b] are not a proper list"}],
     [begin
          {error, Reason} = terrain_topology:new(Tree),
          Message = lists:flatten(terrain_topology:format_error(Reason)),
@@ -91,6 +92,22 @@ invalid_trees_are_rejected_with_a_sentence_test() ->
     {error, R} = terrain_topology:new(tree(), #{metric => measured}),
     ?assertEqual("topology: the measured metric needs a height on every network",
                  lists:flatten(terrain_topology:format_error(R))).
+
+check_accepts_only_what_new_builds_test() ->
+    {ok, T} = terrain_topology:new(tree()),
+    ?assertEqual({ok, T}, terrain_topology:check(T)),
+    {ok, M} = terrain_topology:new({network, r, #{height => 10}, [{node, a}, {node, b}]}),
+    ?assertEqual({ok, M}, terrain_topology:check(M)),
+    Message = fun({error, Reason}) -> lists:flatten(terrain_topology:format_error(Reason)) end,
+    [?assertEqual("topology: not a topology (build one with terrain_topology:new/1,2 or read/1)",
+                  Message(terrain_topology:check(Bad)))
+     || Bad <- [garbage, tree(), #{}, maps:remove(paths, T), maps:put(extra, 1, T)]],
+    ?assertMatch("topology: the topology's tables do not match its tree" ++ _,
+                 Message(terrain_topology:check(maps:put(distances, [], T)))),
+    ?assertMatch("topology: the topology's tables do not match its tree" ++ _,
+                 Message(terrain_topology:check(maps:put(metric, ultrametric, M)))),
+    ?assertMatch("topology at r: the network is empty" ++ _,
+                 Message(terrain_topology:check(maps:put(tree, {network, r, []}, T)))).
 
 read_file_test() ->
     File = "/tmp/terrain_topo_" ++ os:getpid() ++ ".term",

@@ -98,8 +98,10 @@ isolate(Node) ->
 -spec format_error(term()) -> iolist().
 format_error({spec, _, _, _} = Reason) ->
     terrain_lab_spec:format_error(Reason);
-format_error({up, _} = Reason) ->
-    terrain_lab_up:format_error(Reason);
+format_error({launch, _} = Reason) ->
+    terrain_lab_launch:format_error(Reason);
+format_error({cluster_state, _} = Reason) ->
+    terrain_lab_cluster_state:format_error(Reason);
 format_error({write_test, _} = Reason) ->
     terrain_lab_write_test:format_error(Reason);
 format_error({csv, _, _} = Reason) ->
@@ -110,10 +112,6 @@ format_error({netem, _} = Reason) ->
     terrain_lab_netem:format_error(Reason);
 format_error({probe, _} = Reason) ->
     terrain_lab_probe:format_error(Reason);
-format_error({report, _} = Reason) ->
-    terrain_lab_cmd_report:format_error(Reason);
-format_error({topology_cmd, _} = Reason) ->
-    terrain_lab_cmd_topology:format_error(Reason);
 format_error({discovery, _} = Reason) ->
     terrain_discovery:format_error(Reason);
 format_error({compare, _} = Reason) ->

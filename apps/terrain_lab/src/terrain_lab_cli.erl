@@ -1,24 +1,26 @@
 %% @private
 %% @doc The `terrain' command line: the escript's main module.
 %%
-%% Subcommands are data: {@link commands/0} lists one map per subcommand with its
-%% options, argument count and handler. Parsing, help and errors are handled here
-%% once, so a handler only sees validated options and prints its results:
+%% Subcommands are data: each command module `terrain_lab_cmd_NAME' exports
+%% `commands() -> [command()]', one map per subcommand with its options, argument
+%% count and handler, and {@link commands/0} is those lists in the order of
+%% {@link command_modules/0}. Parsing, help and errors are handled here once, so a
+%% handler only sees validated options and prints its results:
 %% ```
 %% run(Options :: #{atom() => term()}, Args :: [string()], Io :: io()) -> ok | {error, Reason}
 %% '''
 %% Output goes to `Io''s `out' device (results) and `err' device (progress, errors),
-%% so tests run the CLI in-process and capture both. A returned `{error, Reason}' is
-%% printed on `err' through {@link terrain_lab:format_error/1} with exit status 1;
-%% usage errors exit with 2.
+%% through `terrain_lab_io', so tests run the CLI in-process and capture both. A
+%% returned `{error, Reason}' is printed on `err' with exit status 1 (the command
+%% modules' own errors by their `format_error/1', every other by
+%% {@link terrain_lab:format_error/1}); usage errors exit with 2.
 -module(terrain_lab_cli).
 
 %% API
 -export([main/1,
          run/2,
-         commands/0,
-         out/3,
-         progress/3]).
+         command_modules/0,
+         commands/0]).
 
 -export_type([io/0, command/0, option/0]).
 
@@ -26,8 +28,7 @@
 -export([parse/2]).
 -endif.
 
--type io() :: #{out := io:device(),   % results (stdout)
-                err := io:device()}.  % progress and errors (stderr)
+-type io() :: terrain_lab_io:io().    % results on `out', progress and errors on `err'
 
 -type option() ::
         #{name := atom(),              % key in the handler's options map
@@ -58,7 +59,7 @@
 %% @doc The escript entry point.
 -spec main([string()]) -> no_return().
 main(Args) ->
-    Code = run(Args, #{out => standard_io, err => standard_error}),
+    Code = run(Args, terrain_lab_io:standard()),
     erlang:halt(Code).
 
 %% @doc Runs the command line `Args' and returns the exit status.
@@ -66,17 +67,17 @@ main(Args) ->
 run([], Io) ->
     usage_error(Io, "no command given");
 run([Help | _], Io) when Help =:= "--help"; Help =:= "-h" ->
-    out(Io, "~ts", [top_help()]),
+    terrain_lab_io:out(Io, "~ts", [top_help()]),
     ?EXIT_OK;
 run(["--version" | _], Io) ->
-    out(Io, "terrain ~s~n", [version()]),
+    terrain_lab_io:out(Io, "terrain ~s~n", [version()]),
     ?EXIT_OK;
 run(["help"], Io) ->
-    out(Io, "~ts", [top_help()]),
+    terrain_lab_io:out(Io, "~ts", [top_help()]),
     ?EXIT_OK;
 run(["help", Name | _], Io) ->
     case find(Name) of
-        {ok, Command} -> out(Io, "~ts", [command_help(Command)]), ?EXIT_OK;
+        {ok, Command} -> terrain_lab_io:out(Io, "~ts", [command_help(Command)]), ?EXIT_OK;
         error -> usage_error(Io, io_lib:format("unknown command '~ts'", [Name]))
     end;
 run(["-" ++ _ = Option | _], Io) ->
@@ -87,131 +88,40 @@ run([Name | Rest], Io) ->
         error -> usage_error(Io, io_lib:format("unknown command '~ts'", [Name]))
     end.
 
-%% @doc Every subcommand, in the order `terrain --help' lists them.
+%% @doc The modules that define the commands, in the order `terrain --help' lists
+%% their commands. Each exports `commands() -> [command()]'.
+-spec command_modules() -> [module()].
+command_modules() ->
+    [terrain_lab_cmd_demo,
+     terrain_lab_cmd_cluster,      % up, status, down
+     terrain_lab_cmd_netem,
+     terrain_lab_cmd_write_test,
+     terrain_lab_cmd_time_task,
+     terrain_lab_cmd_attrs,
+     terrain_lab_cmd_choose,
+     terrain_lab_cmd_probe,
+     terrain_lab_cmd_topology,
+     terrain_lab_cmd_report].
+
+%% @doc Every subcommand, in the order `terrain --help' lists them: the commands of
+%% {@link command_modules/0}, module by module.
 -spec commands() -> [command()].
 commands() ->
-    [#{name => "demo",
-       summary => "Start the demo cluster, show its nodes, record the run, stop it",
-       usage => "",
-       description => "Starts every node of the cluster spec (examples/demo.cluster unless --spec) in "
-                      "parallel, each running the terrain application, walks through terrain on it "
-                      "(attributes, choices, placement, probe and discovery, a timed task and its GEV fit), "
-                      "records every output in RUNS_DIR/<UTC stamp>/manifest.json, stops the cluster, "
-                      "writes the run's report.html and prints its path last.",
-       args => {0, 0},
-       options => [#{name => spec, long => "spec", type => string, default => "examples/demo.cluster",
-                     metavar => "FILE", help => "cluster spec to start"},
-                   #{name => runs_dir, long => "runs-dir", type => string, default => "runs",
-                     metavar => "DIR", help => "where the run directory is created"}],
-       run => {terrain_lab_cmd_demo, run}},
-     #{name => "up",
-       summary => "Start a cluster from a spec and leave it running",
-       usage => "SPEC",
-       description => "Starts the nodes of the cluster spec SPEC as detached VMs with a random cookie "
-                      "(stored with mode 0600, never printed) and records them in STATE_DIR/cluster.json. "
-                      "Refuses while a cluster recorded there is still running.",
-       args => {1, 1},
-       options => [state_dir_option(),
-                   #{name => prefix, long => "prefix", type => string, default => "",
-                     metavar => "TEXT", help => "prepended to every node name"},
-                   #{name => timeout, long => "timeout", type => integer, default => 60000,
-                     metavar => "MS", help => "deadline for all nodes to come up"},
-                   #{name => netem, long => "netem", type => string, default => "auto",
-                     metavar => "auto|on|off",
-                     help => "emulate the spec's links (auto: when the spec has link options)"}],
-       run => {terrain_lab_up, up}},
-     #{name => "status",
-       summary => "List the nodes of the running cluster and whether each is reachable",
-       usage => "",
-       description => "Reads the state that 'terrain up' recorded and checks every node under one "
-                      "deadline.",
-       args => {0, 0},
-       options => [state_dir_option(),
-                   #{name => json, long => "json", type => flag, help => "print JSON for scripts"},
-                   #{name => timeout, long => "timeout", type => integer, default => 3000,
-                     metavar => "MS", help => "deadline for reaching the nodes"}],
-       run => {terrain_lab_up, status}},
-     #{name => "down",
-       summary => "Stop exactly the nodes that 'terrain up' started",
-       usage => "",
-       description => "Stops every recorded node by node name, falling back to its recorded OS pid, "
-                      "and removes the state.",
-       args => {0, 0},
-       options => [state_dir_option(),
-                   #{name => timeout, long => "timeout", type => integer, default => 5000,
-                     metavar => "MS", help => "time a node gets to halt before it is killed"}],
-       run => {terrain_lab_up, down}},
-     #{name => "netem",
-       summary => "Partition, isolate and heal the nodes of the running emulated cluster",
-       usage => "partition NODES NODES | isolate NODES | heal [NODES] | show",
-       description => "Acts on the cluster that 'terrain up' started with network emulation on. "
-                      "partition cuts every connection between the two sets of nodes and refuses new "
-                      "ones; isolate cuts NODES from all other nodes; heal lifts the partitions of "
-                      "NODES (of every node without NODES); show lists, per node, its proxied "
-                      "connections and the nodes it is cut from. NODES is a comma-separated list of "
-                      "spec node names, node names or group names (a group stands for its nodes).",
-       args => {1, 3},
-       options => [state_dir_option(),
-                   #{name => timeout, long => "timeout", type => integer, default => 5000,
-                     metavar => "MS", help => "deadline for all nodes to apply it"}],
-       run => {terrain_lab_cmd_netem, run}},
-     #{name => "write-test",
-       summary => "Time parallel synchronous writes of one file striped over directories",
-       usage => "",
-       description => "Writes one logical file of SIZE MiB striped round-robin over the target directories "
-                      "in STRIPE KiB stripes, one writer per target, all at once, with O_SYNC writes; RUNS "
-                      "times. One CSV row per run (open, write, close, total, slowest target), on disk as it "
-                      "goes. Never overwrites a file; removes its part files; a failed run keeps the rows "
-                      "measured before it.",
-       args => {0, 0},
-       options => [#{name => size, long => "size", type => integer, default => 64, metavar => "MiB",
-                     help => "size of the logical file"},
-                   #{name => targets, long => "targets", type => list, metavar => "DIR,...",
-                     help => "target directories (repeatable or comma-separated)"},
-                   #{name => stripe, long => "stripe", type => integer, default => 1024, metavar => "KiB",
-                     help => "stripe size"},
-                   #{name => runs, long => "runs", type => integer, default => 10, metavar => "N",
-                     help => "number of runs"},
-                   #{name => out, long => "out", type => string, metavar => "FILE",
-                     help => "durations CSV to create"}],
-       run => {terrain_lab_write_test, run}},
-     #{name => "time-task",
-       summary => "Time a repeated parallel task on every node into a durations CSV",
-       usage => "",
-       description => "Runs the task on every node of the running cluster (or --nodes) at once, RUNS times, "
-                      "and records the time until every node answered. --rpc-all M:F:A calls M:F(A...) "
-                      "with A a literal list, e.g. timer:sleep:[10].",
-       args => {0, 0},
-       options => [#{name => rpc_all, long => "rpc-all", type => string, metavar => "M:F:A",
-                     help => "the call to make on every node"},
-                   #{name => runs, long => "runs", type => integer, default => 100, metavar => "N",
-                     help => "number of runs"},
-                   #{name => out, long => "out", type => string, metavar => "FILE",
-                     help => "durations CSV to create"},
-                   #{name => timeout, long => "timeout", type => integer, default => 5000, metavar => "MS",
-                     help => "deadline of each run"},
-                   #{name => nodes, long => "nodes", type => string, metavar => "NODE,...",
-                     help => "nodes to use instead of the running cluster"},
-                   state_dir_option()],
-       run => {terrain_lab_time_task, run}}, terrain_lab_cmd_attrs:command(), terrain_lab_cmd_choose:command(),
-     terrain_lab_probe:command(), terrain_lab_cmd_topology:command()] ++ terrain_lab_cmd_report:commands().
+    lists:append([Module:commands() || Module <- command_modules()]).
 
-%% @doc Prints a result line on the `out' device.
--spec out(io(), io:format(), [term()]) -> ok.
-out(#{out := Device}, Format, Args) ->
-    io:format(Device, Format, Args).
-
-%% @doc Prints progress on the `err' device.
--spec progress(io(), io:format(), [term()]) -> ok.
-progress(#{err := Device}, Format, Args) ->
-    io:format(Device, Format, Args).
+%% A sentence for an error a command returned: the errors of the command modules
+%% themselves here, every other (the lab's and the library's) by
+%% terrain_lab:format_error/1, which must not call up into the command modules.
+-spec format_error(term()) -> iolist().
+format_error({topology_cmd, _} = Reason) ->
+    terrain_lab_cmd_topology:format_error(Reason);
+format_error({report, _} = Reason) ->
+    terrain_lab_cmd_report:format_error(Reason);
+format_error(Reason) ->
+    terrain_lab:format_error(Reason).
 
 %%--------------------------------------------------------------------
 %% Internal functions
-
-state_dir_option() ->
-    #{name => state_dir, long => "state-dir", type => string, default => ".terrain",
-      metavar => "DIR", help => "where the running cluster is recorded (env TERRAIN_STATE_DIR)"}.
 
 version() ->
     _ = application:load(terrain_lab),
@@ -227,27 +137,27 @@ find(Name) ->
 run_command(#{name := Name, run := {Module, Function}} = Command, Rest, Io) ->
     case parse(Command, Rest) of
         help ->
-            out(Io, "~ts", [command_help(Command)]),
+            terrain_lab_io:out(Io, "~ts", [command_help(Command)]),
             ?EXIT_OK;
         {error, Message} ->
-            progress(Io, "terrain ~ts: ~ts~nRun 'terrain ~ts --help' for usage.~n", [Name, Message, Name]),
+            terrain_lab_io:progress(Io, "terrain ~ts: ~ts~nRun 'terrain ~ts --help' for usage.~n", [Name, Message, Name]),
             ?EXIT_USAGE;
         {ok, Options, Args} ->
             try Module:Function(Options, Args, Io) of
                 ok ->
                     ?EXIT_OK;
                 {error, Reason} ->
-                    progress(Io, "terrain ~ts: ~ts~n", [Name, terrain_lab:format_error(Reason)]),
+                    terrain_lab_io:progress(Io, "terrain ~ts: ~ts~n", [Name, format_error(Reason)]),
                     ?EXIT_ERROR
             catch
                 Class:Reason:Stack ->
-                    progress(Io, "terrain ~ts: internal error: ~0tp:~0tp~n  ~0tp~n", [Name, Class, Reason, Stack]),
+                    terrain_lab_io:progress(Io, "terrain ~ts: internal error: ~0tp:~0tp~n  ~0tp~n", [Name, Class, Reason, Stack]),
                     ?EXIT_INTERNAL
             end
     end.
 
 usage_error(Io, Message) ->
-    progress(Io, "terrain: ~ts~nRun 'terrain --help' for usage.~n", [Message]),
+    terrain_lab_io:progress(Io, "terrain: ~ts~nRun 'terrain --help' for usage.~n", [Message]),
     ?EXIT_USAGE.
 
 %% Parses options (anywhere before `--') and positional arguments.

@@ -7,65 +7,66 @@
 %% (timeout, no connection, terrain not running) instead of values.
 -module(terrain_lab_cmd_attrs).
 
-%% API (CLI handler)
--export([command/0,
+%% API (command table and CLI handler)
+-export([commands/0,
          run/3]).
 
-%% @doc The subcommand, as `terrain_lab_cli:commands/0' lists it.
--spec command() -> terrain_lab_cli:command().
-command() ->
-    #{name => "attrs",
-      summary => "Print the attributes of the running cluster's nodes",
-      usage => "[NAME...]",
-      description => "Asks every node of the cluster that 'terrain up' started (or --nodes) for the named "
-                     "attributes, all at once under one deadline, and prints one row per node and one "
-                     "column per attribute. Without names, prints every attribute of every node. A node "
-                     "that cannot be asked shows why (no answer before the deadline, no connection, "
-                     "terrain not running).",
-      args => {0, infinity},
-      options => [#{name => nodes, long => "nodes", type => string, metavar => "NODE,...",
-                    help => "nodes to ask instead of the running cluster"},
-                  #{name => timeout, long => "timeout", type => integer, default => 2000, metavar => "MS",
-                    help => "deadline for all the answers"},
-                  #{name => state_dir, long => "state-dir", type => string, default => ".terrain",
-                    metavar => "DIR", help => "where the running cluster is recorded (env TERRAIN_STATE_DIR)"}],
-      run => {?MODULE, run}}.
+-ignore_xref([{commands, 0}, {run, 3}]).
+
+%% @doc The commands of this module, as `terrain_lab_cli:commands/0' lists them.
+-spec commands() -> [terrain_lab_cli:command()].
+commands() ->
+    [#{name => "attrs",
+       summary => "Print the attributes of the running cluster's nodes",
+       usage => "[NAME...]",
+       description => "Asks every node of the cluster that 'terrain up' started (or --nodes) for the named "
+                      "attributes, all at once under one deadline, and prints one row per node and one "
+                      "column per attribute. Without names, prints every attribute of every node. A node "
+                      "that cannot be asked shows why (no answer before the deadline, no connection, "
+                      "terrain not running).",
+       args => {0, infinity},
+       options => [#{name => nodes, long => "nodes", type => string, metavar => "NODE,...",
+                     help => "nodes to ask instead of the running cluster"},
+                   #{name => timeout, long => "timeout", type => integer, default => 2000, metavar => "MS",
+                     help => "deadline for all the answers"},
+                   terrain_lab_cli_options:state_dir()],
+       run => {?MODULE, run}}].
 
 %% @doc Runs `terrain attrs'.
--spec run(#{atom() => term()}, [string()], terrain_lab_cli:io()) -> ok | {error, term()}.
+-spec run(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
 run(Options, Args, Io) ->
     Names = case Args of
                 [] -> all;
                 _ -> [list_to_atom(A) || A <- Args]
             end,
-    case terrain_lab_up:connect(Options) of
-        {ok, Nodes} ->
-            case terrain:attrs(Nodes, Names, #{timeout => maps:get(timeout, Options)}) of
-                {error, _} = Error ->
-                    Error;
-                Results ->
-                    print(Names, Nodes, Results, Io),
-                    Answered = length([ok || {ok, _} <- maps:values(Results)]),
-                    terrain_lab_cli:progress(Io, "~b of ~b nodes answered~n", [Answered, length(Nodes)])
-            end;
-        {error, _} = Error ->
-            Error
-    end.
+    terrain_lab_steps:run([fun terrain_lab_cluster_state:connect/1,
+                           fun(Nodes) -> ask(Nodes, Names, maps:get(timeout, Options), Io) end],
+                          Options).
 
 %%--------------------------------------------------------------------
 %% Internal
+
+ask(Nodes, Names, Timeout, Io) ->
+    case terrain:attrs(Nodes, Names, #{timeout => Timeout}) of
+        {error, _} = Error ->
+            Error;
+        Results ->
+            print(Names, Nodes, Results, Io),
+            Answered = length([ok || {ok, _} <- maps:values(Results)]),
+            terrain_lab_io:progress(Io, "~b of ~b nodes answered~n", [Answered, length(Nodes)])
+    end.
 
 print(all, Nodes, Results, Io) ->
     lists:foreach(
       fun(Node) ->
               case maps:get(Node, Results) of
                   {ok, Values} ->
-                      terrain_lab_cli:out(Io, "~ts~n", [Node]),
+                      terrain_lab_io:out(Io, "~ts~n", [Node]),
                       Width = lists:max([0 | [length(atom_to_list(K)) || K <- maps:keys(Values)]]),
-                      [terrain_lab_cli:out(Io, "  ~-*ts  ~ts~n", [Width, atom_to_list(K), text(V)])
+                      [terrain_lab_io:out(Io, "  ~-*ts  ~ts~n", [Width, atom_to_list(K), text(V)])
                        || {K, V} <- lists:sort(maps:to_list(Values))];
                   {error, Why} ->
-                      terrain_lab_cli:out(Io, "~ts~n  (~ts)~n", [Node, terrain:format_error(Why)])
+                      terrain_lab_io:out(Io, "~ts~n  (~ts)~n", [Node, terrain:format_error(Why)])
               end
       end, Nodes);
 print(Names, Nodes, Results, Io) ->
@@ -75,7 +76,7 @@ print(Names, Nodes, Results, Io) ->
                 {error, Why} -> [atom_to_list(Node), "(" ++ lists:flatten(io_lib:format("~ts", [terrain:format_error(Why)])) ++ ")"]
             end || Node <- Nodes],
     Widths = widths([Header | Rows]),
-    [terrain_lab_cli:out(Io, "~ts~n", [string:trim(line(Row, Widths), trailing)]) || Row <- [Header | Rows]],
+    [terrain_lab_io:out(Io, "~ts~n", [string:trim(line(Row, Widths), trailing)]) || Row <- [Header | Rows]],
     ok.
 
 text(Value) ->

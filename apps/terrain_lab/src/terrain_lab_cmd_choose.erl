@@ -8,61 +8,54 @@
 %% with `and'. Terms are parsed as literals, never evaluated.
 -module(terrain_lab_cmd_choose).
 
-%% API (CLI handler)
--export([command/0,
+%% API (command table and CLI handler)
+-export([commands/0,
          run/3]).
 
-%% @doc The subcommand, as `terrain_lab_cli:commands/0' lists it.
--spec command() -> terrain_lab_cli:command().
-command() ->
-    #{name => "choose",
-      summary => "Print the nodes that satisfy predicates, or why none does",
-      usage => "PRED...",
-      description => "Chooses among the nodes of the cluster that 'terrain up' started (or --nodes) with the "
-                     "predicate language of terrain:choose_nodes/3. Each PRED is one Erlang term, e.g. "
-                     "'{vm_num_processors, ge, 8}' '{loadavg5, low}' \"{'not', {gpu, true}}\"; several "
-                     "are combined with and. Prints the chosen nodes in the cluster's order (or --order-by), "
-                     "one per line. When none matches, prints which predicate removed the last candidates "
-                     "and their values, on stderr, and exits with status 1. --relax drops predicates from "
-                     "the end until a node matches; --pick prints one node. Distance predicates "
-                     "({dist, le, R}, {level, le, near}, {in_subtree, Net}) need a topology: --at NODE asks a "
-                     "node of the cluster (which holds the cluster's topology) to choose, as that node.",
-      args => {1, infinity},
-      options => [#{name => nodes, long => "nodes", type => string, metavar => "NODE,...",
-                    help => "nodes to choose from instead of the running cluster"},
-                  #{name => order_by, long => "order-by", type => string, metavar => "ATTR[:asc|desc]",
-                    help => "sort the chosen nodes by an attribute, or by 'distance' from the --at node"},
-                  #{name => at, long => "at", type => string, metavar => "NODE",
-                    help => "evaluate on NODE, with its topology: distances and levels are from NODE"},
-                  #{name => relax, long => "relax", type => flag,
-                    help => "drop predicates from the end until a node matches"},
-                  #{name => pick, long => "pick", type => string, metavar => "HOW",
-                    help => "print one chosen node: random, first, least_loaded or round_robin"},
-                  #{name => load_attr, long => "load-attr", type => string, metavar => "ATTR",
-                    help => "the attribute least_loaded compares (default scheduler_utilisation)"},
-                  #{name => timeout, long => "timeout", type => integer, default => 2000, metavar => "MS",
-                    help => "deadline for asking all the nodes"},
-                  #{name => state_dir, long => "state-dir", type => string, default => ".terrain",
-                    metavar => "DIR", help => "where the running cluster is recorded (env TERRAIN_STATE_DIR)"}],
-      run => {?MODULE, run}}.
+-ignore_xref([{commands, 0}, {run, 3}]).
+
+%% @doc The commands of this module, as `terrain_lab_cli:commands/0' lists them.
+-spec commands() -> [terrain_lab_cli:command()].
+commands() ->
+    [#{name => "choose",
+       summary => "Print the nodes that satisfy predicates, or why none does",
+       usage => "PRED...",
+       description => "Chooses among the nodes of the cluster that 'terrain up' started (or --nodes) with the "
+                      "predicate language of terrain:choose_nodes/3. Each PRED is one Erlang term, e.g. "
+                      "'{vm_num_processors, ge, 8}' '{loadavg5, low}' \"{'not', {gpu, true}}\"; several "
+                      "are combined with and. Prints the chosen nodes in the cluster's order (or --order-by), "
+                      "one per line. When none matches, prints which predicate removed the last candidates "
+                      "and their values, on stderr, and exits with status 1. --relax drops predicates from "
+                      "the end until a node matches; --pick prints one node. Distance predicates "
+                      "({dist, le, R}, {level, le, near}, {in_subtree, Net}) need a topology: --at NODE asks a "
+                      "node of the cluster (which holds the cluster's topology) to choose, as that node.",
+       args => {1, infinity},
+       options => [#{name => nodes, long => "nodes", type => string, metavar => "NODE,...",
+                     help => "nodes to choose from instead of the running cluster"},
+                   #{name => order_by, long => "order-by", type => string, metavar => "ATTR[:asc|desc]",
+                     help => "sort the chosen nodes by an attribute, or by 'distance' from the --at node"},
+                   #{name => at, long => "at", type => string, metavar => "NODE",
+                     help => "evaluate on NODE, with its topology: distances and levels are from NODE"},
+                   #{name => relax, long => "relax", type => flag,
+                     help => "drop predicates from the end until a node matches"},
+                   #{name => pick, long => "pick", type => string, metavar => "HOW",
+                     help => "print one chosen node: random, first, least_loaded or round_robin"},
+                   #{name => load_attr, long => "load-attr", type => string, metavar => "ATTR",
+                     help => "the attribute least_loaded compares (default scheduler_utilisation)"},
+                   #{name => timeout, long => "timeout", type => integer, default => 2000, metavar => "MS",
+                     help => "deadline for asking all the nodes"},
+                   terrain_lab_cli_options:state_dir()],
+       run => {?MODULE, run}}].
 
 %% @doc Runs `terrain choose'.
--spec run(#{atom() => term()}, [string()], terrain_lab_cli:io()) -> ok | {error, term()}.
+-spec run(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
 run(Options, Args, Io) ->
-    case predicates(Args, Io) of
-        {ok, Preds} ->
-            case choose_options(Options) of
-                {ok, ChooseOptions} ->
-                    case terrain_lab_up:connect(Options) of
-                        {ok, Nodes} -> choose(Nodes, Preds, ChooseOptions, pick(Options), Io);
-                        {error, _} = Error -> Error
-                    end;
-                {error, _} = Error ->
-                    Error
-            end;
-        {error, _} = Error ->
-            Error
-    end.
+    terrain_lab_steps:with([fun() -> predicates(Args, Io) end,
+                            fun() -> choose_options(Options) end,
+                            fun() -> terrain_lab_cluster_state:connect(Options) end],
+                           fun([Preds, ChooseOptions, Nodes]) ->
+                                   choose(Nodes, Preds, ChooseOptions, pick(Options), Io)
+                           end).
 
 %%--------------------------------------------------------------------
 %% Internal
@@ -70,10 +63,10 @@ run(Options, Args, Io) ->
 choose(Nodes, Preds, Options, undefined, Io) ->
     case at(Options, choose_nodes, [Nodes, Preds, maps:remove(at, Options#{explain => true})]) of
         {[], Explanation} when is_map(Explanation) ->
-            terrain_lab_cli:progress(Io, "~ts", [terrain:format_explanation(Explanation)]),
+            terrain_lab_io:progress(Io, "~ts", [terrain:format_explanation(Explanation)]),
             {error, none};
         {Chosen, Dropped} when is_list(Dropped) ->
-            [terrain_lab_cli:progress(Io, "relaxed: dropped ~0tp~n", [P]) || P <- Dropped],
+            [terrain_lab_io:progress(Io, "relaxed: dropped ~0tp~n", [P]) || P <- Dropped],
             print(Chosen, Io);
         {error, _} = Error ->
             Error;
@@ -113,7 +106,7 @@ pick(Options) ->
     end.
 
 print(Nodes, Io) ->
-    [terrain_lab_cli:out(Io, "~ts~n", [N]) || N <- Nodes],
+    [terrain_lab_io:out(Io, "~ts~n", [N]) || N <- Nodes],
     ok.
 
 %% One predicate per argument, parsed as a literal term; several mean `and'.
@@ -121,7 +114,7 @@ predicates(Args, Io) ->
     Parsed = [parse(A) || A <- Args],
     case [{A, Why} || {A, {error, Why}} <- lists:zip(Args, Parsed)] of
         [{Text, Why} | _] ->
-            terrain_lab_cli:progress(Io, "terrain choose: cannot read ~ts: ~ts~n", [Text, Why]),
+            terrain_lab_io:progress(Io, "terrain choose: cannot read ~ts: ~ts~n", [Text, Why]),
             {error, {bad_predicate, Text}};
         [] ->
             case [P || {ok, P} <- Parsed] of

@@ -23,8 +23,11 @@
 %% Later parts of terrain add their steps here; it stays one command.
 -module(terrain_lab_cmd_demo).
 
-%% API (CLI handler)
--export([run/3]).
+%% API (command table and CLI handler)
+-export([commands/0,
+         run/3]).
+
+-ignore_xref([{commands, 0}, {run, 3}]).
 
 -define(CLUSTER_FORMAT, <<"terrain.cluster/1">>).
 -define(ATTRIBUTES_FORMAT, <<"terrain.attributes/1">>).
@@ -34,24 +37,35 @@
 -define(RECORDED_ATTRIBUTES, ?SHOWN_ATTRIBUTES ++ [hostname, vm_num_processors, cpu_model_name, mem_total,
                                                    otp_release, loadavg1]).
 
+%% @doc The commands of this module, as `terrain_lab_cli:commands/0' lists them.
+-spec commands() -> [terrain_lab_cli:command()].
+commands() ->
+    [#{name => "demo",
+       summary => "Start the demo cluster, show its nodes, record the run, stop it",
+       usage => "",
+       description => "Starts every node of the cluster spec (examples/demo.cluster unless --spec) in "
+                      "parallel, each running the terrain application, walks through terrain on it "
+                      "(attributes, choices, placement, probe and discovery, a timed task and its GEV fit), "
+                      "records every output in RUNS_DIR/<UTC stamp>/manifest.json, stops the cluster, "
+                      "writes the run's report.html and prints its path last.",
+       args => {0, 0},
+       options => [#{name => spec, long => "spec", type => string, default => "examples/demo.cluster",
+                     metavar => "FILE", help => "cluster spec to start"},
+                   terrain_lab_cli_options:runs_dir()],
+       run => {?MODULE, run}}].
+
 %% @doc Runs the demo.
--spec run(#{atom() => term()}, [string()], terrain_lab_cli:io()) -> ok | {error, term()}.
+-spec run(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
 run(#{spec := SpecFile, runs_dir := RunsDir}, [], Io) ->
     Start = erlang:monotonic_time(millisecond),
-    case terrain_lab_spec:read(SpecFile) of
-        {ok, Spec} ->
-            case terrain_lab_run:create(RunsDir) of
-                {ok, RunDir} ->
-                    case with_cluster(Spec, SpecFile, RunDir, Io) of
-                        ok -> report(RunDir, Start, Io);
-                        {error, _} = Error -> Error
-                    end;
-                {error, _} = Error ->
-                    Error
-            end;
-        {error, _} = Error ->
-            Error
-    end.
+    terrain_lab_steps:with([fun() -> terrain_lab_spec:read(SpecFile) end,
+                            fun() -> terrain_lab_run:create(RunsDir) end],
+                           fun([Spec, RunDir]) ->
+                                   case with_cluster(Spec, SpecFile, RunDir, Io) of
+                                       ok -> report(RunDir, Start, Io);
+                                       {error, _} = Error -> Error
+                                   end
+                           end).
 
 %% The report of the run, then the total time, then the report's path (last). Without
 %% terrain-analysis (the demo run outside a checkout set up by make) the report is
@@ -63,26 +77,26 @@ report(RunDir, Start, Io) ->
                  false -> skipped;
                  _ -> terrain_lab_cmd_report:build([RunDir], Report)
              end,
-    terrain_lab_cli:out(Io, "total time ~.1f s~n", [(erlang:monotonic_time(millisecond) - Start) / 1000]),
-    case Result of
+    terrain_lab_io:out(Io, "total time ~.1f s~n", [(erlang:monotonic_time(millisecond) - Start) / 1000]),
+              case Result of
         ok ->
-            terrain_lab_cli:out(Io, "~ts~n", [Report]);
+            terrain_lab_io:out(Io, "~ts~n", [Report]);
         skipped ->
-            terrain_lab_cli:out(Io, "report skipped: terrain-analysis is not installed here (make demo installs it)~n"
-                                    "~ts~n", [filename:join(RunDir, "manifest.json")]);
+            terrain_lab_io:out(Io, "report skipped: terrain-analysis is not installed here (make demo installs it)~n"
+                                   "~ts~n", [filename:join(RunDir, "manifest.json")]);
         {error, _} = Error ->
             Error
     end.
 
 with_cluster(Spec, SpecFile, RunDir, Io) ->
     Count = length(terrain_lab_spec:nodes(Spec)),
-    terrain_lab_cli:progress(Io, "starting ~b nodes of ~ts in parallel...~n", [Count, SpecFile]),
+    terrain_lab_io:progress(Io, "starting ~b nodes of ~ts in parallel...~n", [Count, SpecFile]),
     T0 = erlang:monotonic_time(millisecond),
     Prefix = "demo" ++ os:getpid() ++ "_",
     case terrain_lab:start_cluster(Spec, #{prefix => Prefix}) of
         {ok, Cluster} ->
             Elapsed = erlang:monotonic_time(millisecond) - T0,
-            terrain_lab_cli:progress(Io, "~b nodes running terrain after ~.1f s~n", [Count, Elapsed / 1000]),
+            terrain_lab_io:progress(Io, "~b nodes running terrain after ~.1f s~n", [Count, Elapsed / 1000]),
             try
                 Nodes = terrain_lab:cluster_nodes(Cluster),
                 print_table(Nodes, Io),
@@ -95,17 +109,17 @@ with_cluster(Spec, SpecFile, RunDir, Io) ->
                 record(Spec, SpecFile, RunDir, Nodes, Elapsed, Outputs, Io)
             after
                 ok = terrain_lab:stop_cluster(Cluster),
-                terrain_lab_cli:progress(Io, "cluster stopped~n", [])
+                terrain_lab_io:progress(Io, "cluster stopped~n", [])
             end;
         {error, _} = Error ->
             Error
     end.
 
 print_table(Nodes, Io) ->
-    terrain_lab_cli:out(Io, "~-26s ~-12s ~10s~n", ["NODE", "GROUP PATH", "SCHEDULERS"]),
+    terrain_lab_io:out(Io, "~-26s ~-12s ~10s~n", ["NODE", "GROUP PATH", "SCHEDULERS"]),
     lists:foreach(fun(#{node := Node, path := Path, schedulers := S}) ->
-                          terrain_lab_cli:out(Io, "~-26s ~-12s ~10b~n",
-                                              [Node, lists:join("/", [atom_to_list(P) || P <- Path]), S])
+                          terrain_lab_io:out(Io, "~-26s ~-12s ~10b~n",
+                                             [Node, lists:join("/", [atom_to_list(P) || P <- Path]), S])
                   end, Nodes).
 
 record(Spec, SpecFile, RunDir, Nodes, Elapsed, Outputs, Io) ->
@@ -125,7 +139,7 @@ record(Spec, SpecFile, RunDir, Nodes, Elapsed, Outputs, Io) ->
                                                | Outputs])],
     case [E || {error, _} = E <- Written] of
         [] ->
-            terrain_lab_cli:out(Io, "run recorded in ~ts~n", [filename:join(RunDir, "manifest.json")]);
+            terrain_lab_io:out(Io, "run recorded in ~ts~n", [filename:join(RunDir, "manifest.json")]);
         [Error | _] ->
             Error
     end.
@@ -134,7 +148,7 @@ record(Spec, SpecFile, RunDir, Nodes, Elapsed, Outputs, Io) ->
 %% The walk-through
 
 section(Io, Title) ->
-    terrain_lab_cli:out(Io, "~n== ~ts ==~n", [Title]).
+    terrain_lab_io:out(Io, "~n== ~ts ==~n", [Title]).
 
 %% The command that made an output, for the manifest's `command' parameter.
 command(Parts) ->
@@ -148,13 +162,13 @@ show_attributes(Nodes, RunDir, Io) ->
     section(Io, "attributes (terrain:attrs/3, all nodes at once, one deadline)"),
     Names = ?SHOWN_ATTRIBUTES,
     Answers = terrain:attrs(Nodes, ?RECORDED_ATTRIBUTES, #{timeout => 3000}),
-    terrain_lab_cli:out(Io, "~-26s ~22s ~10s ~22s~n", ["NODE" | [atom_to_list(N) || N <- Names]]),
+    terrain_lab_io:out(Io, "~-26s ~22s ~10s ~22s~n", ["NODE" | [atom_to_list(N) || N <- Names]]),
     lists:foreach(fun(Node) ->
                           Cells = case maps:get(Node, Answers) of
                                       {ok, Values} -> [io_lib:format("~0tp", [maps:get(N, Values)]) || N <- Names];
                                       {error, Why} -> [io_lib:format("(~0tp)", [Why]), "", ""]
                                   end,
-                          terrain_lab_cli:out(Io, "~-26s ~22ts ~10ts ~22ts~n", [Node | Cells])
+                          terrain_lab_io:out(Io, "~-26s ~22ts ~10ts ~22ts~n", [Node | Cells])
                   end, Nodes),
     Document = #{format => ?ATTRIBUTES_FORMAT,
                  names => ?RECORDED_ATTRIBUTES,
@@ -179,12 +193,12 @@ json_value(V) when is_binary(V) ->
     case unicode:characters_to_list(V) of
         L when is_list(L) -> V;
         _ -> printed(V)
-    end;
+            end;
 json_value(V) when is_list(V) ->
     case io_lib:printable_unicode_list(V) of
         true -> unicode:characters_to_binary(V);
         false -> printed(V)
-    end;
+            end;
 json_value(V) -> printed(V).
 
 printed(V) ->
@@ -200,12 +214,12 @@ show_choices([At | _] = Nodes, Prefix, Io) ->
     lists:foreach(
       fun({Label, Preds, Opts}) ->
               Result = erpc:call(At, terrain, choose_nodes, [Nodes, Preds, Opts#{timeout => 3000}], 5000),
-              terrain_lab_cli:out(Io, "~-34ts ~0tp~n", [Label, Preds]),
+              terrain_lab_io:out(Io, "~-34ts ~0tp~n", [Label, Preds]),
               case Result of
                   {[], Why} ->
-                      terrain_lab_cli:out(Io, "  none: ~ts", [indent(terrain:format_explanation(Why))]);
+                      terrain_lab_io:out(Io, "  none: ~ts", [indent(terrain:format_explanation(Why))]);
                   Chosen when is_list(Chosen) ->
-                      terrain_lab_cli:out(Io, "  -> ~ts~n", [lists:join(" ", [short(N, Prefix) || N <- Chosen])])
+                      terrain_lab_io:out(Io, "  -> ~ts~n", [lists:join(" ", [short(N, Prefix) || N <- Chosen])])
               end
       end, Queries).
 
@@ -220,15 +234,15 @@ show_placement([At | _] = Nodes, Prefix, Io) ->
     {ok, #{assignment := A, cost := Cost, random := Random}} =
         erpc:call(At, terrain, place_tree, [Tree, #{candidates => Nodes}], 10000),
     lists:foreach(fun(S) ->
-                          terrain_lab_cli:out(Io, "  sub ~b on ~-6ts colonies on ~ts~n",
-                                              [S, short(maps:get({sub, S}, A), Prefix),
-                                               lists:join(" ", [short(maps:get({colony, S, C}, A), Prefix) || C <- lists:seq(1, 3)])])
+                          terrain_lab_io:out(Io, "  sub ~b on ~-6ts colonies on ~ts~n",
+                                             [S, short(maps:get({sub, S}, A), Prefix),
+                                              lists:join(" ", [short(maps:get({colony, S, C}, A), Prefix) || C <- lists:seq(1, 3)])])
                   end, lists:seq(1, 4)),
-    terrain_lab_cli:out(Io, "  master on ~ts~n", [short(maps:get(master, A), Prefix)]),
-    terrain_lab_cli:out(Io, "  cost over root-to-leaf paths (us of round trip): sum ~s, max ~s, slow links per path ~b~n"
-                            "  random placement (mean of 20):                 sum ~s, max ~s, slow links per path ~b~n",
-                        [num(maps:get(sum, Cost)), num(maps:get(max, Cost)), maps:get(max_slow, Cost),
-                         num(maps:get(sum, Random)), num(maps:get(max, Random)), maps:get(max_slow, Random)]).
+    terrain_lab_io:out(Io, "  master on ~ts~n", [short(maps:get(master, A), Prefix)]),
+    terrain_lab_io:out(Io, "  cost over root-to-leaf paths (us of round trip): sum ~s, max ~s, slow links per path ~b~n"
+                           "  random placement (mean of 20):                 sum ~s, max ~s, slow links per path ~b~n",
+                       [num(maps:get(sum, Cost)), num(maps:get(max, Cost)), maps:get(max_slow, Cost),
+                        num(maps:get(sum, Random)), num(maps:get(max, Random)), maps:get(max_slow, Random)]).
 
 num(X) when is_integer(X) -> integer_to_list(X);
 num(X) -> float_to_list(float(X), [{decimals, 1}]).
@@ -246,15 +260,15 @@ probe_and_discover(Spec, SpecFile, Nodes, Prefix, RunDir, Io) ->
             {ok, #{topology := Found}} = terrain_discovery:discover(Latency, #{}),
             {ok, T} = terrain_topology:new(Found),
             ok = file:write_file(filename:join(RunDir, "topology.json"), terrain_topology:render(T, json)),
-            terrain_lab_cli:out(Io, "  ~ts", [indent(string:replace(lists:flatten(io_lib:format("~ts", [terrain_topology:render(T, text)])),
+            terrain_lab_io:out(Io, "  ~ts", [indent(string:replace(lists:flatten(io_lib:format("~ts", [terrain_topology:render(T, text)])),
                                                                   Prefix, "", all))]),
             ByName = maps:from_list([{N, Node} || #{name := N, node := Node} <- Nodes]),
             Truth = terrain_lab_spec:topology(Spec, fun(N) -> maps:get(N, ByName) end),
             {ok, #{levels := Levels, clade_recall := Recall} = Comparison} = terrain_tree_compare:compare(Found, Truth),
-            [terrain_lab_cli:out(Io, "  against the spec, level ~b: ~b true clusters, ~b found, ARI ~.3f~n",
-                                 [L, TC, FC, Ari])
+            [terrain_lab_io:out(Io, "  against the spec, level ~b: ~b true clusters, ~b found, ARI ~.3f~n",
+                                [L, TC, FC, Ari])
              || #{level := L, truth_clusters := TC, found_clusters := FC, ari := Ari} <- Levels],
-            terrain_lab_cli:out(Io, "  clade recall ~.3f~n", [Recall]),
+            terrain_lab_io:out(Io, "  clade recall ~.3f~n", [Recall]),
             ok = terrain_json:write_file(filename:join(RunDir, "topology_comparison.json"),
                                          Comparison#{format => ?COMPARISON_FORMAT,
                                                      found => <<"topology.json">>,
@@ -273,7 +287,7 @@ probe_and_discover(Spec, SpecFile, Nodes, Prefix, RunDir, Io) ->
                                                    filename:join(RunDir, "topology.json"), " ", SpecFile,
                                                    " --prefix ", Prefix])}}];
         {error, Reason} ->
-            terrain_lab_cli:out(Io, "  probe failed: ~ts~n", [terrain_lab:format_error(Reason)]),
+            terrain_lab_io:out(Io, "  probe failed: ~ts~n", [terrain_lab:format_error(Reason)]),
             []
     end.
 
@@ -294,9 +308,9 @@ time_and_fit([At | _] = Nodes, Prefix, RunDir, Io) ->
            after terrain_lab_csv:close(File)
            end,
     Totals = lists:sort([T || #{total_s := T, status := ok} <- Rows]),
-    terrain_lab_cli:out(Io, "  ~b runs ok; until every node answered: min ~.1f ms, median ~.1f ms, max ~.1f ms~n",
-                        [length(Totals), 1000 * hd(Totals), 1000 * lists:nth((length(Totals) + 1) div 2, Totals),
-                         1000 * lists:last(Totals)]),
+    terrain_lab_io:out(Io, "  ~b runs ok; until every node answered: min ~.1f ms, median ~.1f ms, max ~.1f ms~n",
+                       [length(Totals), 1000 * hd(Totals), 1000 * lists:nth((length(Totals) + 1) div 2, Totals),
+                        1000 * lists:last(Totals)]),
     Task = #{kind => durations, file => <<"durations.csv">>,
              parameters => #{task => <<"erlang:node/0 on every node">>, runs => ?TASK_RUNS,
                              from => atom_to_binary(At),
@@ -305,7 +319,7 @@ time_and_fit([At | _] = Nodes, Prefix, RunDir, Io) ->
                                                                        [?TASK_RUNS]))}},
     case analysis_command() of
         false ->
-            terrain_lab_cli:out(Io, "  GEV fit skipped: terrain-analysis is not installed here (make demo installs it)~n", []),
+            terrain_lab_io:out(Io, "  GEV fit skipped: terrain-analysis is not installed here (make demo installs it)~n", []),
             [Task];
         Command ->
             GevDir = filename:join(RunDir, "gev"),
@@ -317,7 +331,7 @@ time_and_fit([At | _] = Nodes, Prefix, RunDir, Io) ->
                              parameters => #{source => <<"durations.csv">>, column => <<"total_s">>,
                                              command => command(["terrain-analysis gev ", Csv, " --out ", GevDir])}}];
                 {Status, Output} ->
-                    terrain_lab_cli:out(Io, "  GEV fit failed (exit ~b):~n~ts~n", [Status, Output]),
+                    terrain_lab_io:out(Io, "  GEV fit failed (exit ~b):~n~ts~n", [Status, Output]),
                     [Task]
             end
     end.
@@ -326,14 +340,14 @@ check_slowest(Fit, Slowest, Io) ->
     case terrain_variability:load(Fit, #{name => demo, tail => 0.01}) of
         ok ->
             #{location := Mu, scale := Sigma, shape := Xi} = terrain_variability:model(demo),
-            terrain_lab_cli:out(Io, "  GEV fit (gev/fit.json): location ~.2f ms, scale ~.2f ms, shape xi ~.3f~n",
-                                [1000 * Mu, 1000 * Sigma, Xi]),
+            terrain_lab_io:out(Io, "  GEV fit (gev/fit.json): location ~.2f ms, scale ~.2f ms, shape xi ~.3f~n",
+                               [1000 * Mu, 1000 * Sigma, Xi]),
             {Verdict, P} = terrain_variability:check(demo, Slowest),
-            terrain_lab_cli:out(Io, "  terrain_variability:check(~.1f ms) -> ~s, upper tail p = ~.3g (unlikely below 0.01)~n",
-                                [1000 * Slowest, Verdict, P]),
+            terrain_lab_io:out(Io, "  terrain_variability:check(~.1f ms) -> ~s, upper tail p = ~.3g (unlikely below 0.01)~n",
+                               [1000 * Slowest, Verdict, P]),
             terrain_variability:unload(demo);
         {error, Reason} ->
-            terrain_lab_cli:out(Io, "  the fit could not be loaded: ~ts~n", [terrain_variability:format_error(Reason)])
+            terrain_lab_io:out(Io, "  the fit could not be loaded: ~ts~n", [terrain_variability:format_error(Reason)])
     end.
 
 %% terrain-analysis as `terrain report' finds it, or false.

@@ -14,14 +14,35 @@
 %% cookie; every operation has one deadline (`--timeout') for all nodes.
 -module(terrain_lab_cmd_netem).
 
-%% API (CLI handler)
--export([run/3]).
+%% API (command table and CLI handler)
+-export([commands/0,
+         run/3]).
+
+-ignore_xref([{commands, 0}, {run, 3}]).
 
 %%--------------------------------------------------------------------
 %% API
 
+%% @doc The commands of this module, as `terrain_lab_cli:commands/0' lists them.
+-spec commands() -> [terrain_lab_cli:command()].
+commands() ->
+    [#{name => "netem",
+       summary => "Partition, isolate and heal the nodes of the running emulated cluster",
+       usage => "partition NODES NODES | isolate NODES | heal [NODES] | show",
+       description => "Acts on the cluster that 'terrain up' started with network emulation on. "
+                      "partition cuts every connection between the two sets of nodes and refuses new "
+                      "ones; isolate cuts NODES from all other nodes; heal lifts the partitions of "
+                      "NODES (of every node without NODES); show lists, per node, its proxied "
+                      "connections and the nodes it is cut from. NODES is a comma-separated list of "
+                      "spec node names, node names or group names (a group stands for its nodes).",
+       args => {1, 3},
+       options => [terrain_lab_cli_options:state_dir(),
+                   #{name => timeout, long => "timeout", type => integer, default => 5000,
+                     metavar => "MS", help => "deadline for all nodes to apply it"}],
+       run => {?MODULE, run}}].
+
 %% @doc Runs `terrain netem ACTION ...'.
--spec run(#{atom() => term()}, [string()], terrain_lab_cli:io()) -> ok | {error, term()}.
+-spec run(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
 run(Options, [Action | Args], Io) ->
     case {Action, length(Args)} of
         {"partition", 2} -> run_on_cluster(Options, Action, Args, Io);
@@ -35,15 +56,11 @@ run(Options, [Action | Args], Io) ->
 %% Internal functions
 
 run_on_cluster(Options, Action, Args, Io) ->
-    case terrain_lab_up:read_state(terrain_lab_up:state_dir(Options)) of
-        {ok, #{<<"nodes">> := Recorded}} ->
-            case terrain_lab_up:connect(Options) of
-                {ok, All} -> action(Action, Args, Recorded, All, #{timeout => maps:get(timeout, Options)}, Io);
-                {error, _} = Error -> Error
-            end;
-        {error, _} = Error ->
-            Error
-    end.
+    terrain_lab_steps:with([fun() -> terrain_lab_cluster_state:read(terrain_lab_cluster_state:state_dir(Options)) end,
+                            fun() -> terrain_lab_cluster_state:connect(Options) end],
+                           fun([#{<<"nodes">> := Recorded}, All]) ->
+                                   action(Action, Args, Recorded, All, #{timeout => maps:get(timeout, Options)}, Io)
+                           end).
 
 action("partition", [A, B], Recorded, _All, Options, Io) ->
     with_nodes([A, B], Recorded,
@@ -69,15 +86,15 @@ action("heal", [Names], Recorded, _All, Options, Io) ->
                end);
 action("show", [], _Recorded, All, Options, Io) ->
     Status = terrain_lab_netem:status(All, Options),
-    terrain_lab_cli:out(Io, "~-28s ~8s  ~s~n", ["NODE", "PROXIES", "CUT FROM"]),
+    terrain_lab_io:out(Io, "~-28s ~8s  ~s~n", ["NODE", "PROXIES", "CUT FROM"]),
     lists:foreach(fun(Node) ->
                           case maps:get(Node, Status) of
                               #{proxies := Proxies, blocked := Blocked} ->
-                                  terrain_lab_cli:out(Io, "~-28s ~8b  ~ts~n",
-                                                      [Node, length(Proxies), case Blocked of [] -> "-"; _ -> join(Blocked) end]);
+                                  terrain_lab_io:out(Io, "~-28s ~8b  ~ts~n",
+                                                     [Node, length(Proxies), case Blocked of [] -> "-"; _ -> join(Blocked) end]);
                               {error, Why} ->
-                                  terrain_lab_cli:out(Io, "~-28s ~8s  ~ts~n",
-                                                      [Node, "?", terrain_lab_netem:format_error({netem, {failed, [{Node, Why}]}})])
+                                  terrain_lab_io:out(Io, "~-28s ~8s  ~ts~n",
+                                                     [Node, "?", terrain_lab_netem:format_error({netem, {failed, [{Node, Why}]}})])
                           end
                   end, All).
 
@@ -104,7 +121,7 @@ names(Recorded) ->
                 ++ lists:append([P || #{<<"group_path">> := P} <- Recorded])).
 
 done(ok, Format, Args, Io) ->
-    terrain_lab_cli:out(Io, Format, Args);
+    terrain_lab_io:out(Io, Format, Args);
 done({error, _} = Error, _Format, _Args, _Io) ->
     Error.
 

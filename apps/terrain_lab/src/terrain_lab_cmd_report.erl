@@ -22,9 +22,11 @@
 %% '''
 -module(terrain_lab_cmd_report).
 
-%% API (CLI handler)
+%% API (command table and CLI handler)
 -export([commands/0,
          run/3]).
+
+-ignore_xref([{commands, 0}, {run, 3}]).
 
 %% Internal exports (the demo writes its report with these)
 -export([build/2,
@@ -39,7 +41,7 @@
                                 | {timeout, non_neg_integer()}}.
 -export_type([error_reason/0]).
 
-%% @doc The command's entries for `terrain_lab_cli:commands/0'.
+%% @doc The commands of this module, as `terrain_lab_cli:commands/0' lists them.
 -spec commands() -> [terrain_lab_cli:command()].
 commands() ->
     [#{name => "report",
@@ -57,14 +59,14 @@ commands() ->
        run => {?MODULE, run}}].
 
 %% @doc Runs `terrain report'.
--spec run(#{atom() => term()}, [string()], terrain_lab_cli:io()) -> ok | {error, error_reason()}.
+-spec run(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, error_reason()}.
 run(Options, RunDirs, Io) ->
     Out = case maps:get(out, Options, undefined) of
               undefined -> filename:join(hd(RunDirs), "report.html");
               File -> File
           end,
     case build(RunDirs, Out) of
-        ok -> io:format(maps:get(out, Io), "~ts~n", [Out]);
+        ok -> terrain_lab_io:out(Io, "~ts~n", [Out]);
         {error, _} = Error -> Error
     end.
 

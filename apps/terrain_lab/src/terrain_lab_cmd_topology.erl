@@ -25,9 +25,11 @@
 %% the local part of FOUND's node names (before `@') after removing `--prefix'.
 -module(terrain_lab_cmd_topology).
 
-%% API (CLI handler)
--export([command/0,
+%% API (command table and CLI handler)
+-export([commands/0,
          run/3]).
+
+-ignore_xref([{commands, 0}, {run, 3}]).
 
 %% Internal exports
 -export([read_tree/1,
@@ -36,7 +38,11 @@
 
 -define(FORMATS, [term, json, dot, newick, text]).
 
-%% @doc The command's entry in `terrain_lab_cli:commands/0'.
+%% @doc The commands of this module, as `terrain_lab_cli:commands/0' lists them.
+-spec commands() -> [terrain_lab_cli:command()].
+commands() ->
+    [command()].
+
 -spec command() -> terrain_lab_cli:command().
 command() ->
     #{name => "topology",
@@ -72,7 +78,7 @@ command() ->
       run => {?MODULE, run}}.
 
 %% @doc Runs `terrain topology'.
--spec run(#{atom() => term()}, [string()], terrain_lab_cli:io()) -> ok | {error, term()}.
+-spec run(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
 run(Options, ["compare", Found, Truth], Io) ->
     compare(Options, Found, Truth, Io);
 run(_Options, ["compare" | Args], _Io) ->
@@ -94,8 +100,8 @@ discover(Options, File, Io) ->
         {{ok, Opts}, {ok, Format}} ->
             case terrain_discovery:read_latency(File) of
                 {ok, Latency} ->
-                    terrain_lab_cli:progress(Io, "topology: clustering ~b nodes (~ts)~n",
-                                             [length(maps:get(nodes, Latency)), describe(Opts)]),
+                    terrain_lab_io:progress(Io, "topology: clustering ~b nodes (~ts)~n",
+                                            [length(maps:get(nodes, Latency)), describe(Opts)]),
                     case terrain_discovery:discover(Latency, Opts) of
                         {ok, Result} ->
                             report(Result, Io),
@@ -179,21 +185,21 @@ describe(#{linkage := L, alpha := A, statistic := S, symmetrise := Sym, outliers
 
 report(#{repaired := Repaired, pairs := Pairs} = Result, Io) ->
     _ = Repaired > 0 andalso
-        terrain_lab_cli:progress(Io, "topology: repaired ~b of ~b round trips (outliers of their level)~n",
-                                 [Repaired, Pairs]),
+        terrain_lab_io:progress(Io, "topology: repaired ~b of ~b round trips (outliers of their level)~n",
+                                [Repaired, Pairs]),
     case Result of
         #{levels := Levels, single_alpha := Single} ->
             lists:foreach(
               fun(#{points := P, clusters := 1, alpha := none}) ->
-                      terrain_lab_cli:progress(Io, "topology: ~b points join under the root~n", [P]);
+                      terrain_lab_io:progress(Io, "topology: ~b points join under the root~n", [P]);
                  (#{points := P, clusters := C, alpha := A, plateau := {Lo, Hi}}) ->
-                      terrain_lab_cli:progress(Io, "topology: ~b points -> ~b clusters, alpha ~.2f "
-                                               "(same partition for alpha ~.2f..~.2f)~n", [P, C, A, Lo, Hi])
+                      terrain_lab_io:progress(Io, "topology: ~b points -> ~b clusters, alpha ~.2f "
+                                              "(same partition for alpha ~.2f..~.2f)~n", [P, C, A, Lo, Hi])
               end, Levels),
             case Single of
-                {Lo, Hi} -> terrain_lab_cli:progress(Io, "topology: one alpha in ~.2f..~.2f gives the same tree~n",
-                                                     [Lo, Hi]);
-                none -> terrain_lab_cli:progress(Io, "topology: no single alpha gives this tree~n", [])
+                {Lo, Hi} -> terrain_lab_io:progress(Io, "topology: one alpha in ~.2f..~.2f gives the same tree~n",
+                                                    [Lo, Hi]);
+                none -> terrain_lab_io:progress(Io, "topology: no single alpha gives this tree~n", [])
             end;
         #{} ->
             ok
@@ -202,13 +208,13 @@ report(#{repaired := Repaired, pairs := Pairs} = Result, Io) ->
 emit(Text, Options, Io) ->
     case maps:get(out, Options, undefined) of
         undefined ->
-            terrain_lab_cli:out(Io, "~ts", [Text]);
+            terrain_lab_io:out(Io, "~ts", [Text]);
         Out ->
             Tmp = Out ++ ".tmp",
             case file:write_file(Tmp, Text) of
                 ok ->
                     case file:rename(Tmp, Out) of
-                        ok -> terrain_lab_cli:progress(Io, "topology: wrote ~ts~n", [Out]);
+                        ok -> terrain_lab_io:progress(Io, "topology: wrote ~ts~n", [Out]);
                         {error, Why} -> _ = file:delete(Tmp), {error, {file, Out, Why}}
                     end;
                 {error, Why} ->
@@ -246,14 +252,14 @@ compare(Options, FoundFile, TruthFile, Io) ->
             case terrain_tree_compare:compare(Found1, Truth) of
                 {ok, #{levels := Levels} = Report} ->
                     lists:foreach(fun(#{level := K, truth_clusters := T, found_clusters := F, ari := A}) ->
-                                          terrain_lab_cli:out(Io, "level ~b: ~b true clusters, ~b found, ARI ~.3f~n",
-                                                              [K, T, F, A])
+                                          terrain_lab_io:out(Io, "level ~b: ~b true clusters, ~b found, ARI ~.3f~n",
+                                                             [K, T, F, A])
                                   end, Levels),
                     #{clade_recall := R, clade_precision := P, truth_clades := TC, found_clades := FC,
                       common_clades := C, nodes := N} = Report,
-                    terrain_lab_cli:out(Io, "clades: recall ~.3f (~b of ~b true clades found), "
-                                        "precision ~.3f (~b of ~b found clades true); ~b nodes~n",
-                                        [R, C, TC, P, C, FC, N]);
+                    terrain_lab_io:out(Io, "clades: recall ~.3f (~b of ~b true clades found), "
+                                       "precision ~.3f (~b of ~b found clades true); ~b nodes~n",
+                                       [R, C, TC, P, C, FC, N]);
                 {error, _} = Error ->
                     Error
             end;

@@ -37,9 +37,7 @@
 -module(terrain_lab_probe).
 
 %% API
--export([command/0,
-         run/3,
-         probe/2,
+-export([probe/2,
          write/3,
          validate_options/1,
          format_error/1]).
@@ -83,102 +81,6 @@
                     progress => none}).
 
 %%--------------------------------------------------------------------
-%% CLI
-
-%% @doc The command's entry in `terrain_lab_cli:commands/0'.
--spec command() -> terrain_lab_cli:command().
-command() ->
-    #{name => "probe",
-      summary => "Measure round trips between every pair of nodes into latency.json",
-      usage => "",
-      description => "For every ordered pair of nodes of the running cluster (or --nodes), a client on the "
-                     "first exchanges messages with an echo process on the second: a warm-up, then BATCHES "
-                     "batches of MESSAGES timed exchanges. --strategy sequential runs one source node at "
-                     "a time, concurrent all pairs at once. Writes RUNS_DIR/<UTC stamp>/latency.json "
-                     "(min, median, mean, p95, stddev in us per pair), latency.csv and manifest.json; "
-                     "progress and an ETA go to stderr. Feed latency.json to 'terrain topology'.",
-      args => {0, 0},
-      options => [#{name => batches, long => "batches", type => integer, default => 100, metavar => "N",
-                    help => "batches per pair"},
-                  #{name => messages, long => "messages", type => integer, default => 100, metavar => "N",
-                    help => "exchanges per batch"},
-                  #{name => payload, long => "payload", type => integer, default => 0, metavar => "BYTES",
-                    help => "payload of each message"},
-                  #{name => strategy, long => "strategy", type => string, default => "sequential",
-                    metavar => "sequential|concurrent", help => "one source at a time, or all pairs at once"},
-                  #{name => warmup, long => "warmup", type => integer, metavar => "N",
-                    help => "unrecorded exchanges per pair first (default: MESSAGES)"},
-                  #{name => timeout, long => "timeout", type => integer, default => 5000, metavar => "MS",
-                    help => "deadline of one exchange"},
-                  #{name => runs_dir, long => "runs-dir", type => string, default => "runs", metavar => "DIR",
-                    help => "where the run directory is created"},
-                  #{name => nodes, long => "nodes", type => string, metavar => "NODE,...",
-                    help => "nodes to probe instead of the running cluster"},
-                  #{name => state_dir, long => "state-dir", type => string, default => ".terrain",
-                    metavar => "DIR", help => "where the running cluster is recorded (env TERRAIN_STATE_DIR)"}],
-      run => {?MODULE, run}}.
-
-%% @doc `terrain probe'.
--spec run(#{atom() => term()}, [string()], terrain_lab_cli:io()) -> ok | {error, term()}.
-run(Options, [], Io) ->
-    Strategy = case maps:get(strategy, Options) of
-                   "concurrent" -> concurrent;
-                   "sequential" -> sequential;
-                   Other -> Other
-               end,
-    ProbeOptions0 = #{batches => maps:get(batches, Options), messages => maps:get(messages, Options),
-                      payload => maps:get(payload, Options), strategy => Strategy,
-                      timeout => maps:get(timeout, Options), progress => progress_printer(Io)},
-    ProbeOptions = case maps:get(warmup, Options, undefined) of
-                       undefined -> ProbeOptions0;
-                       W -> ProbeOptions0#{warmup => W}
-                   end,
-    case validate_options(ProbeOptions) of
-        {ok, _} ->
-            case terrain_lab_up:connect(Options) of
-                {ok, Nodes} ->
-                    #{batches := B, messages := M} = ProbeOptions,
-                    terrain_lab_cli:progress(Io, "probe: ~b nodes, ~b ordered pairs, ~s, ~b batches x ~b messages~n",
-                                             [length(Nodes), length(Nodes) * (length(Nodes) - 1), Strategy, B, M]),
-                    case probe(Nodes, ProbeOptions) of
-                        {ok, Result} -> save(Result, maps:get(runs_dir, Options), Io);
-                        {error, _} = Error -> Error
-                    end;
-                {error, _} = Error ->
-                    Error
-            end;
-        {error, _} = Error ->
-            Error
-    end.
-
-progress_printer(Io) ->
-    fun(#{done := Done, total := Total, elapsed_ms := Elapsed, eta_ms := Eta}) ->
-            terrain_lab_cli:progress(Io, "probe: ~b/~b batches (~.1f%), ~ts elapsed, ETA ~ts~n",
-                                     [Done, Total, 100 * Done / Total, duration(Elapsed), duration(Eta)])
-    end.
-
-duration(unknown) -> "unknown";
-duration(Ms) when Ms < 60000 -> io_lib:format("~bs", [Ms div 1000]);
-duration(Ms) -> io_lib:format("~bm~2..0bs", [Ms div 60000, (Ms rem 60000) div 1000]).
-
-save(Result, RunsDir, Io) ->
-    case terrain_lab_run:create(RunsDir) of
-        {ok, Dir} ->
-            case write(Result, Dir, #{}) of
-                {ok, Files} ->
-                    [terrain_lab_cli:out(Io, "wrote ~ts~n", [F]) || F <- Files],
-                    case [P || {P, {error, _}} <- maps:to_list(maps:get(pairs, Result))] of
-                        [] -> ok;
-                        Failed -> {error, {probe, {failed_pairs, length(Failed), lists:sublist(lists:sort(Failed), 3)}}}
-                    end;
-                {error, _} = Error ->
-                    Error
-            end;
-        {error, _} = Error ->
-            Error
-    end.
-
-%%--------------------------------------------------------------------
 %% API
 
 %% @doc Validates options and fills in the defaults.
@@ -211,15 +113,10 @@ check(Key, Value) ->
 %% code). Returns when every pair has finished or failed.
 -spec probe([node()], options()) -> {ok, result()} | {error, {probe, term()}}.
 probe(Nodes, Options) ->
-    case validate_options(Options) of
-        {ok, Opts} ->
-            case check_nodes(lists:usort(Nodes), Nodes, maps:get(timeout, Opts)) of
-                ok -> {ok, measure(Nodes, Opts)};
-                {error, _} = Error -> Error
-            end;
-        {error, _} = Error ->
-            Error
-    end.
+    terrain_lab_steps:run([fun validate_options/1,
+                           fun(Opts) -> check_nodes(lists:usort(Nodes), Nodes, maps:get(timeout, Opts)) end,
+                           fun(Opts) -> {ok, measure(Nodes, Opts)} end],
+                          Options).
 
 %% @doc Writes `latency.json', `latency.csv' and `manifest.json' into `Dir';
 %% `Extra' is merged into the manifest entry's parameters. Returns the files written.
@@ -230,17 +127,16 @@ write(#{nodes := Nodes, options := Opts, pairs := Pairs} = Result, Dir, Extra) -
     Parameters = maps:merge(#{strategy => maps:get(strategy, Opts), batches => maps:get(batches, Opts),
                               messages => maps:get(messages, Opts), payload_bytes => maps:get(payload, Opts),
                               warmup => maps:get(warmup, Opts), nodes => length(Nodes)}, Extra),
-    Steps = [fun() -> terrain_json:write_file(Json, latency_json(Result)) end,
-             fun() -> write_csv(Csv, Nodes, Pairs) end,
-             fun() -> terrain_lab_run:write_manifest(Dir, probe,
-                                                     [#{kind => latency, file => <<"latency.json">>,
-                                                        parameters => Parameters},
-                                                      #{kind => latency_csv, file => <<"latency.csv">>}])
-             end],
-    case lists:foldl(fun(Step, ok) -> Step(); (_, Error) -> Error end, ok, Steps) of
-        ok -> {ok, [Json, Csv, filename:join(Dir, "manifest.json")]};
-        {error, _} = Error -> Error
-    end.
+    Files = [Json, Csv, filename:join(Dir, "manifest.json")],
+    Steps = [fun(_) -> terrain_json:write_file(Json, latency_json(Result)) end,
+             fun(_) -> write_csv(Csv, Nodes, Pairs) end,
+             fun(_) -> terrain_lab_run:write_manifest(Dir, probe,
+                                                      [#{kind => latency, file => <<"latency.json">>,
+                                                         parameters => Parameters},
+                                                       #{kind => latency_csv, file => <<"latency.csv">>}])
+             end,
+             fun(_) -> {ok, Files} end],
+    terrain_lab_steps:run(Steps, Dir).
 
 %% @doc A sentence for the errors of the probe.
 -spec format_error({probe, term()}) -> iolist().

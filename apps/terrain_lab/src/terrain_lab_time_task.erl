@@ -13,40 +13,72 @@
 %% deadline or the last answer. Analyses should keep rows with status `ok'.
 -module(terrain_lab_time_task).
 
-%% API (CLI handler)
--export([run/3]).
-
-%% Internal exports
--export([parse_mfa/1,
+%% API
+-export([validate/1,
+         run/3,
          columns/0,
-         one_run/4,
          format_error/1]).
+
+%% Internal exports (terrain_lab_cmd_demo runs one_run/4 on a cluster node with erpc)
+-export([one_run/4]).
+
+-ignore_xref([{one_run, 4}]).
+
+-export_type([task/0]).
 
 -define(COLUMNS, [run, total_s, slowest_node, slowest_s, nodes, failed, status]).
 
-%% @doc Runs the timed task.
--spec run(#{atom() => term()}, [string()], terrain_lab_cli:io()) -> ok | {error, term()}.
-run(#{rpc_all := undefined}, [], _Io) ->
+%% A validated task (see validate/1).
+-type task() :: #{mfa := {module(), atom(), [term()]},
+                  runs := pos_integer(),
+                  timeout := pos_integer(),     % ms, deadline of each run
+                  out := file:filename()}.      % the durations CSV to create
+
+%% @doc Checks the options of `terrain time-task' (`rpc_all' as `M:F:A' text, `runs',
+%% `timeout', `out'; `undefined' for a missing one) and returns the task.
+-spec validate(#{rpc_all := string() | undefined, runs := term(), timeout := term(),
+                 out := file:filename() | undefined}) -> {ok, task()} | {error, {time_task, term()}}.
+validate(#{rpc_all := undefined}) ->
     {error, {time_task, {missing_option, "rpc-all"}}};
-run(#{out := undefined}, [], _Io) ->
+validate(#{out := undefined}) ->
     {error, {time_task, {missing_option, "out"}}};
-run(#{rpc_all := Text, runs := Runs, out := Out, timeout := Timeout} = Options, [], Io) ->
-    if
-        not (is_integer(Runs) andalso Runs > 0) -> {error, {time_task, {bad_option, "runs", Runs}}};
-        not (is_integer(Timeout) andalso Timeout > 0) -> {error, {time_task, {bad_option, "timeout", Timeout}}};
-        true ->
-            case parse_mfa(Text) of
-                {ok, MFA} ->
-                    case terrain_lab_up:connect(Options) of
-                        {ok, Nodes} -> start(MFA, Nodes, Runs, Timeout, Out, Io);
-                        {error, _} = Error -> Error
-                    end;
-                {error, _} = Error ->
-                    Error
-            end
+validate(#{runs := Runs}) when not (is_integer(Runs) andalso Runs > 0) ->
+    {error, {time_task, {bad_option, "runs", Runs}}};
+validate(#{timeout := Timeout}) when not (is_integer(Timeout) andalso Timeout > 0) ->
+    {error, {time_task, {bad_option, "timeout", Timeout}}};
+validate(#{rpc_all := Text, runs := Runs, timeout := Timeout, out := Out}) ->
+    case parse_mfa(Text) of
+        {ok, MFA} -> {ok, #{mfa => MFA, runs => Runs, timeout => Timeout, out => Out}};
+        {error, _} = Error -> Error
     end.
 
-%% @doc Parses `M:F:A' where A is a literal list, e.g. `timer:sleep:[10]'.
+%% @doc Runs the task on `Nodes' `runs' times, one CSV row per run on disk as it goes;
+%% progress goes to `Io''s `err' device.
+-spec run(task(), [node()], terrain_lab_io:io()) -> ok | {error, term()}.
+run(_Task, [], _Io) ->
+    {error, {time_task, no_nodes}};
+run(#{mfa := {M, F, A} = MFA, runs := Runs, timeout := Timeout, out := Out}, Nodes, Io) ->
+    case terrain_lab_csv:create(Out, ?COLUMNS) of
+        {ok, Csv} ->
+            terrain_lab_io:progress(Io, "time-task: ~s:~s/~b on ~b nodes, ~b runs~n", [M, F, length(A), length(Nodes), Runs]),
+            try
+                lists:foldl(fun(Run, ok) ->
+                                    Row = one_run(MFA, Nodes, Timeout, Run),
+                                    terrain_lab_io:progress(Io, "run ~b/~b: ~.4f s~s~n",
+                                                            [Run, Runs, maps:get(total_s, Row),
+                                                             case maps:get(failed, Row) of 0 -> ""; N -> io_lib:format(" (~b failed)", [N]) end]),
+                                    terrain_lab_csv:write_row(Csv, Row);
+                               (_Run, Error) ->
+                                    Error
+                            end, ok, lists:seq(1, Runs))
+            after
+                terrain_lab_csv:close(Csv)
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+%% Parses `M:F:A' where A is a literal list, e.g. `timer:sleep:[10]'.
 -spec parse_mfa(string()) -> {ok, {module(), atom(), [term()]}} | {error, {time_task, term()}}.
 parse_mfa(Text) ->
     case string:split(Text, ":", all) of
@@ -83,29 +115,6 @@ literal(Text) ->
             end;
         {error, _, _} ->
             error
-    end.
-
-start(_MFA, [], _Runs, _Timeout, _Out, _Io) ->
-    {error, {time_task, no_nodes}};
-start({M, F, A} = MFA, Nodes, Runs, Timeout, Out, Io) ->
-    case terrain_lab_csv:create(Out, ?COLUMNS) of
-        {ok, Csv} ->
-            terrain_lab_cli:progress(Io, "time-task: ~s:~s/~b on ~b nodes, ~b runs~n", [M, F, length(A), length(Nodes), Runs]),
-            try
-                lists:foldl(fun(Run, ok) ->
-                                    Row = one_run(MFA, Nodes, Timeout, Run),
-                                    terrain_lab_cli:progress(Io, "run ~b/~b: ~.4f s~s~n",
-                                                             [Run, Runs, maps:get(total_s, Row),
-                                                              case maps:get(failed, Row) of 0 -> ""; N -> io_lib:format(" (~b failed)", [N]) end]),
-                                    terrain_lab_csv:write_row(Csv, Row);
-                               (_Run, Error) ->
-                                    Error
-                            end, ok, lists:seq(1, Runs))
-            after
-                terrain_lab_csv:close(Csv)
-            end;
-        {error, _} = Error ->
-            Error
     end.
 
 %% @doc The CSV columns of a run's row.

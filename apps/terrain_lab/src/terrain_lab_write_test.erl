@@ -22,12 +22,16 @@
 %% the runs before it stay in the CSV.
 -module(terrain_lab_write_test).
 
-%% API (CLI handler)
--export([run/3]).
-
-%% Internal exports
--export([o_sync/1,
+%% API
+-export([run/2,
          format_error/1]).
+
+%% Internal exports (checked on its own by terrain_lab_durations_SUITE)
+-export([o_sync/1]).
+
+-ignore_xref([{o_sync, 1}]).
+
+-export_type([options/0]).
 
 -define(COLUMNS, [run, total_s, alloc_s, open_s, write_s, close_s, slowest_target, slowest_s, bytes, status]).
 -define(O_SYNC, 8#4010000).   % Linux: __O_SYNC | O_DSYNC
@@ -37,19 +41,24 @@
 -type writer_times() :: #{start := integer(), open := integer(), write := integer(), close := integer(),
                           done := integer(), o_sync := boolean() | unknown}.
 
-%%--------------------------------------------------------------------
-%% CLI handler
+%% The options of `terrain write-test', as the command line gives them.
+-type options() :: #{targets := [file:filename()],      % directories, one writer each
+                     size := integer(),                 % MiB of the logical file
+                     stripe := integer(),               % KiB per stripe
+                     runs := integer(),
+                     out := file:filename() | undefined}. % the durations CSV to create
 
-%% @doc Runs the write test.
--spec run(#{atom() => term()}, [string()], terrain_lab_cli:io()) -> ok | {error, term()}.
-run(Options, [], Io) ->
+%%--------------------------------------------------------------------
+%% API
+
+%% @doc Validates the options and runs the write test; progress goes to `Io''s `err'
+%% device.
+-spec run(options(), terrain_lab_io:io()) -> ok | {error, term()}.
+run(Options, Io) ->
     case validate(Options) of
         {ok, Test} -> start(Test, Io);
         {error, _} = Error -> Error
     end.
-
-%%--------------------------------------------------------------------
-%% Internal exports
 
 %% @doc Whether the file at `Path', open in this OS process, has O_SYNC set: reads
 %% `/proc/self/fdinfo' for the descriptor that points at it. `unknown' without /proc.
@@ -89,22 +98,18 @@ format_error({csv, File, Why}) ->
 
 validate(#{targets := Targets, size := Size, stripe := Stripe, runs := Runs, out := Out}) ->
     Absolute = [filename:absname(T) || T <- Targets],
+    NotDirectories = [T || T <- Absolute, not filelib:is_dir(T)],
+    Duplicates = Absolute -- lists:usort(Absolute),
     if
         Targets =:= [] -> {error, {write_test, {missing_option, targets}}};
         Out =:= undefined -> {error, {write_test, {missing_option, out}}};
         not (is_integer(Size) andalso Size > 0) -> {error, {write_test, {bad_option, size, Size, "MiB > 0"}}};
         not (is_integer(Stripe) andalso Stripe > 0) -> {error, {write_test, {bad_option, stripe, Stripe, "KiB > 0"}}};
         not (is_integer(Runs) andalso Runs > 0) -> {error, {write_test, {bad_option, runs, Runs, "a count > 0"}}};
-        true ->
-            case [T || T <- Absolute, not filelib:is_dir(T)] of
-                [Bad | _] -> {error, {write_test, {not_a_directory, Bad}}};
-                [] ->
-                    case Absolute -- lists:usort(Absolute) of
-                        [Dup | _] -> {error, {write_test, {duplicate_target, Dup}}};
-                        [] -> {ok, #{targets => Absolute, size => Size * 1024 * 1024, stripe => Stripe * 1024,
-                                     runs => Runs, out => Out}}
-                    end
-            end
+        NotDirectories =/= [] -> {error, {write_test, {not_a_directory, hd(NotDirectories)}}};
+        Duplicates =/= [] -> {error, {write_test, {duplicate_target, hd(Duplicates)}}};
+        true -> {ok, #{targets => Absolute, size => Size * 1024 * 1024, stripe => Stripe * 1024,
+                       runs => Runs, out => Out}}
     end.
 
 %%--------------------------------------------------------------------
@@ -113,8 +118,8 @@ validate(#{targets := Targets, size := Size, stripe := Stripe, runs := Runs, out
 start(#{targets := Targets, size := Size, stripe := Stripe, runs := Runs, out := Out} = Test, Io) ->
     case terrain_lab_csv:create(Out, ?COLUMNS) of
         {ok, Csv} ->
-            terrain_lab_cli:progress(Io, "write-test: ~b MiB striped over ~b targets in ~b KiB stripes, ~b runs, O_SYNC~n",
-                                     [Size div (1024 * 1024), length(Targets), Stripe div 1024, Runs]),
+            terrain_lab_io:progress(Io, "write-test: ~b MiB striped over ~b targets in ~b KiB stripes, ~b runs, O_SYNC~n",
+                                    [Size div (1024 * 1024), length(Targets), Stripe div 1024, Runs]),
             try
                 runs(Test, Csv, 1, Io)
             after
@@ -125,7 +130,7 @@ start(#{targets := Targets, size := Size, stripe := Stripe, runs := Runs, out :=
     end.
 
 runs(#{runs := Runs, out := Out}, _Csv, Run, Io) when Run > Runs ->
-    terrain_lab_cli:progress(Io, "write-test: ~b runs written to ~ts~n", [Runs, Out]),
+    terrain_lab_io:progress(Io, "write-test: ~b runs written to ~ts~n", [Runs, Out]),
     ok;
 runs(#{runs := Runs, out := Out} = Test, Csv, Run, Io) ->
     case one_run(Test, Run) of
@@ -133,8 +138,8 @@ runs(#{runs := Runs, out := Out} = Test, Csv, Run, Io) ->
             case terrain_lab_csv:write_row(Csv, Row) of
                 ok ->
                     _ = Run =:= 1 andalso report_sync(Row, Io),
-                    terrain_lab_cli:progress(Io, "run ~b/~b: ~.3f s (slowest ~ts)~n",
-                                             [Run, Runs, maps:get(total_s, Row), maps:get(slowest_target, Row)]),
+                    terrain_lab_io:progress(Io, "run ~b/~b: ~.3f s (slowest ~ts)~n",
+                                            [Run, Runs, maps:get(total_s, Row), maps:get(slowest_target, Row)]),
                     runs(Test, Csv, Run + 1, Io);
                 {error, _} = Error ->
                     Error
@@ -143,9 +148,9 @@ runs(#{runs := Runs, out := Out} = Test, Csv, Run, Io) ->
             {error, {write_test, {run_failed, Run, Target, Phase, Why, Run - 1, Out}}}
     end.
 
-report_sync(#{o_sync := true}, Io) -> terrain_lab_cli:progress(Io, "O_SYNC verified on the open part files~n", []);
-report_sync(#{o_sync := false}, Io) -> terrain_lab_cli:progress(Io, "warning: O_SYNC is NOT set on the open part files~n", []);
-report_sync(#{o_sync := unknown}, Io) -> terrain_lab_cli:progress(Io, "warning: O_SYNC could not be checked (no /proc)~n", []).
+report_sync(#{o_sync := true}, Io) -> terrain_lab_io:progress(Io, "O_SYNC verified on the open part files~n", []);
+report_sync(#{o_sync := false}, Io) -> terrain_lab_io:progress(Io, "warning: O_SYNC is NOT set on the open part files~n", []);
+report_sync(#{o_sync := unknown}, Io) -> terrain_lab_io:progress(Io, "warning: O_SYNC could not be checked (no /proc)~n", []).
 
 %% One run: every target's writer starts at once; the run ends when the last is done.
 one_run(#{targets := Targets, size := Size, stripe := Stripe}, Run) ->
@@ -208,26 +213,30 @@ part_file(Target, Run) ->
 write_part(File, Bytes, Buffer, CheckSync) ->
     Start = erlang:monotonic_time(),
     case file:open(File, [write, exclusive, raw, binary, sync]) of
-        {ok, Fd} ->
-            Opened = erlang:monotonic_time(),
-            Sync = case CheckSync of true -> o_sync(File); false -> true end,
-            case write_all(Fd, Bytes, Buffer) of
-                ok ->
-                    Written = erlang:monotonic_time(),
-                    case file:close(Fd) of
-                        ok ->
-                            Closed = erlang:monotonic_time(),
-                            {ok, #{start => Start, open => Opened - Start, write => Written - Opened,
-                                   close => Closed - Written, done => Closed, o_sync => Sync}};
-                        {error, Why} ->
-                            {error, close, Why}
-                    end;
-                {error, Why} ->
-                    _ = file:close(Fd),
-                    {error, write, Why}
-            end;
+        {ok, Fd} -> write_opened(Fd, File, Bytes, Buffer, CheckSync, Start);
+        {error, Why} -> {error, open, Why}
+    end.
+
+%% The phases of write_part/4, one per function: each takes the times measured so far.
+write_opened(Fd, File, Bytes, Buffer, CheckSync, Start) ->
+    Opened = erlang:monotonic_time(),
+    Sync = case CheckSync of true -> o_sync(File); false -> true end,
+    case write_all(Fd, Bytes, Buffer) of
+        ok ->
+            close_written(Fd, #{start => Start, open => Opened - Start, o_sync => Sync}, Opened);
         {error, Why} ->
-            {error, open, Why}
+            _ = file:close(Fd),
+            {error, write, Why}
+    end.
+
+close_written(Fd, Times, Opened) ->
+    Written = erlang:monotonic_time(),
+    case file:close(Fd) of
+        ok ->
+            Closed = erlang:monotonic_time(),
+            {ok, Times#{write => Written - Opened, close => Closed - Written, done => Closed}};
+        {error, Why} ->
+            {error, close, Why}
     end.
 
 write_all(_Fd, 0, _Buffer) ->

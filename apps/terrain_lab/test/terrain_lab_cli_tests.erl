@@ -87,3 +87,21 @@ options_parse_inline_and_separate_values_test() ->
                 run => {m, f}},
     ?assertEqual({ok, #{n => 3, l => ["a", "b", "c"]}, ["p", "--q"]},
                  terrain_lab_cli:parse(Command, ["--n=3", "p", "-l", "a,b", "--l", "c", "--", "--q"])).
+
+command_table_is_the_command_modules_in_order_test() ->
+    Modules = terrain_lab_cli:command_modules(),
+    ?assertEqual(lists:append([M:commands() || M <- Modules]), terrain_lab_cli:commands()),
+    %% each command runs in the module that defines it
+    [?assertMatch({M, {M, _}}, {M, Run}) || M <- Modules, #{run := Run} <- M:commands()],
+    Names = [N || #{name := N} <- terrain_lab_cli:commands()],
+    ?assertEqual(lists:usort(Names), lists:sort(Names)),
+    %% every terrain_lab_cmd_* module of the application is listed, once
+    {ok, AppModules} = application:get_key(terrain_lab, modules),
+    ?assertEqual(lists:sort([M || M <- AppModules, lists:prefix("terrain_lab_cmd_", atom_to_list(M))]),
+                 lists:sort(Modules)).
+
+every_handler_is_exported_with_arity_3_test() ->
+    [begin
+         ?assertEqual({module, M}, code:ensure_loaded(M)),
+         ?assert(erlang:function_exported(M, F, 3))
+     end || #{run := {M, F}} <- terrain_lab_cli:commands()].

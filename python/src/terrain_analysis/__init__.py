@@ -39,6 +39,7 @@ from terrain_analysis.comparison import ModelFit, compare_models
 from terrain_analysis.durations import read_durations
 from terrain_analysis.gev import (
     GEVFit,
+    GEVFitError,
     GumbelFit,
     fit_gev,
     fit_gumbel,
@@ -59,6 +60,7 @@ __all__ = [
     "Discovery",
     "GEVAnalysis",
     "GEVFit",
+    "GEVFitError",
     "GumbelFit",
     "ModelFit",
     "__version__",

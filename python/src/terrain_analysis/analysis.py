@@ -237,10 +237,14 @@ def analyse_gev(
     ValueError
         For bad durations (see :func:`terrain_analysis.gev.validate_durations`), a level
         outside (0, 1) or a return period <= 1.
+    terrain_analysis.gev.GEVFitError
+        If the fit did not converge or its standard errors are not finite: return levels,
+        intervals and bands from such a fit mean nothing (a nearly constant sample gave a
+        1000-run return level of 2e11 s), so none is computed.
     """
     if not 0 < level < 1:
         raise ValueError(f"'level' must lie in (0, 1), got {level}")
-    fit = fit_gev(durations)
+    fit = fit_gev(durations, strict=True)
     gumbel_test = gumbel_likelihood_ratio_test(fit)
     return GEVAnalysis(
         fit=fit,

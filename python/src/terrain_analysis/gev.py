@@ -65,6 +65,7 @@ from scipy import optimize, special, stats
 
 __all__ = [
     "GEVFit",
+    "GEVFitError",
     "GumbelFit",
     "LikelihoodRatioTest",
     "QuantileBand",
@@ -321,6 +322,24 @@ class QuantileBand:
     def outside(self) -> NDArray[np.bool_]:
         """Mask of the sorted durations that fall outside the band."""
         return (self.observed < self.lower) | (self.observed > self.upper)
+
+
+class GEVFitError(ValueError):
+    """A GEV fit that failed: it did not converge, or its standard errors are not finite.
+
+    Raised by :func:`fit_gev` with ``strict=True`` (and so by
+    :func:`terrain_analysis.analysis.analyse_gev` and ``terrain-analysis gev``). The message
+    says why, for instance that most durations are equal.
+
+    Attributes
+    ----------
+    fit : GEVFit
+        The fit as far as it got, for inspection.
+    """
+
+    def __init__(self, message: str, fit: GEVFit) -> None:
+        super().__init__(message)
+        self.fit = fit
 
 
 # --------------------------------------------------------------------------------------------------
@@ -604,8 +623,8 @@ def _nll_derivatives(
 ) -> tuple[float, NDArray[np.float64], NDArray[np.float64]] | None:
     """Negative log-likelihood, gradient and Hessian at ``theta = (location, scale, shape)``.
 
-    Returns None outside the region the fit searches (scale <= 0, shape <= -1, or a value
-    outside the support).
+    Returns None outside the region the fit searches (scale <= 0, shape <= -1, a value
+    outside the support, or a point where the likelihood or its derivatives overflow).
     """
     location, scale, shape = float(theta[0]), float(theta[1]), float(theta[2])
     if not (scale > 0 and shape > SHAPE_LOWER_LIMIT):
@@ -622,33 +641,39 @@ def _nll_derivatives(
     f = n * math.log(scale) + (1.0 + shape) * y.sum() + e.sum()
     if not math.isfinite(f):
         return None
-    a = 1.0 / (1.0 + u)
-    w = (1.0 + shape) - e
-    zz = z * z
-    y_shape = zz * h1  # d y / d shape at fixed z
-    psi_z = w * a
-    psi_zz = a * a * (e - shape * w)
-    psi_z_shape = a * (e * y_shape + 1.0) - w * z * a * a
-    psi_shape = w * y_shape + y
-    psi_shape_shape = e * y_shape * y_shape + 2.0 * y_shape + w * zz * z * h2
+    # Far from the optimum (a trial step, a profile point at an extreme shape) the
+    # derivatives can overflow although the likelihood is finite; such a point is
+    # outside the region the search can use, like one outside the support.
+    with np.errstate(over="ignore", invalid="ignore"):
+        a = 1.0 / (1.0 + u)
+        w = (1.0 + shape) - e
+        zz = z * z
+        y_shape = zz * h1  # d y / d shape at fixed z
+        psi_z = w * a
+        psi_zz = a * a * (e - shape * w)
+        psi_z_shape = a * (e * y_shape + 1.0) - w * z * a * a
+        psi_shape = w * y_shape + y
+        psi_shape_shape = e * y_shape * y_shape + 2.0 * y_shape + w * zz * z * h2
 
-    s_z = psi_z.sum()
-    s_z_z = psi_z @ z
-    s_zz = psi_zz.sum()
-    s_zz_z = psi_zz @ z
-    s_zz_zz = psi_zz @ zz
-    s_zs = psi_z_shape.sum()
-    s_zs_z = psi_z_shape @ z
-    inv = 1.0 / scale
-    inv2 = inv * inv
-    gradient = np.array([-s_z * inv, n * inv - s_z_z * inv, psi_shape.sum()])
-    h_ll = s_zz * inv2
-    h_ls = (s_zz_z + s_z) * inv2
-    h_ss = (-n + s_zz_zz + 2.0 * s_z_z) * inv2
-    h_lx = -s_zs * inv
-    h_sx = -s_zs_z * inv
-    h_xx = psi_shape_shape.sum()
-    hessian = np.array([[h_ll, h_ls, h_lx], [h_ls, h_ss, h_sx], [h_lx, h_sx, h_xx]])
+        s_z = psi_z.sum()
+        s_z_z = psi_z @ z
+        s_zz = psi_zz.sum()
+        s_zz_z = psi_zz @ z
+        s_zz_zz = psi_zz @ zz
+        s_zs = psi_z_shape.sum()
+        s_zs_z = psi_z_shape @ z
+        inv = 1.0 / scale
+        inv2 = inv * inv
+        gradient = np.array([-s_z * inv, n * inv - s_z_z * inv, psi_shape.sum()])
+        h_ll = s_zz * inv2
+        h_ls = (s_zz_z + s_z) * inv2
+        h_ss = (-n + s_zz_zz + 2.0 * s_z_z) * inv2
+        h_lx = -s_zs * inv
+        h_sx = -s_zs_z * inv
+        h_xx = psi_shape_shape.sum()
+        hessian = np.array([[h_ll, h_ls, h_lx], [h_ls, h_ss, h_sx], [h_lx, h_sx, h_xx]])
+    if not (np.isfinite(gradient).all() and np.isfinite(hessian).all()):
+        return None
     return f, gradient, hessian
 
 
@@ -766,7 +791,7 @@ def _pwm_location_scale(b0: float, b1: float, k: float) -> tuple[float, float]:
     return (b0 + scale * (gamma - 1) / k, scale)
 
 
-def fit_gev(durations: ArrayLike, *, max_iterations: int = 100) -> GEVFit:
+def fit_gev(durations: ArrayLike, *, max_iterations: int = 100, strict: bool = False) -> GEVFit:
     """Fit a GEV distribution by maximum likelihood.
 
     Parameters
@@ -775,6 +800,9 @@ def fit_gev(durations: ArrayLike, *, max_iterations: int = 100) -> GEVFit:
         At least 10 finite, non-negative values, not all equal.
     max_iterations : int, default 100
         Newton iterations allowed from each start.
+    strict : bool, default False
+        Raise :class:`GEVFitError` instead of warning when the fit did not converge or its
+        standard errors are not finite.
 
     Returns
     -------
@@ -786,12 +814,15 @@ def fit_gev(durations: ArrayLike, *, max_iterations: int = 100) -> GEVFit:
     ------
     ValueError
         If ``durations`` fails :func:`validate_durations` or ``max_iterations < 1``.
+    GEVFitError
+        With ``strict=True``: if no start reached the convergence tolerance, or the standard
+        errors are not finite. The message says why; the fit reached is its ``fit``.
 
     Warns
     -----
     RuntimeWarning
-        If no start reached the convergence tolerance, or the observed information is not
-        positive definite (the standard errors are then NaN).
+        Without ``strict``: if no start reached the convergence tolerance, or the observed
+        information is not positive definite (the standard errors are then NaN).
 
     Notes
     -----
@@ -810,14 +841,33 @@ def fit_gev(durations: ArrayLike, *, max_iterations: int = 100) -> GEVFit:
             candidate = _minimise(x, _feasible_start(x, location0, scale0, shape0), (0, 1, 2), max_iterations)
             if (candidate.converged, -candidate.nll) > (best.converged, -best.nll):
                 best = candidate
-    if not best.converged:
-        warnings.warn(_non_convergence_message(best), RuntimeWarning, stacklevel=2)
+    # each problem as a warning and as a clause of the error
+    problems = [] if best.converged else [_non_convergence(best, x)]
     location, scale, shape = (float(v) for v in best.theta)
     information = _observed_information(x, best.theta)
-    covariance = _invert_information(information)
-    se = np.sqrt(np.diag(covariance))
+    inverse = _invert_information(information)
+    if inverse is None:
+        problems.append(
+            (
+                "the observed information is not positive definite; standard errors are NaN",
+                "its standard errors are not finite: the observed information is not positive definite",
+            )
+        )
+        covariance = np.full((3, 3), np.nan)
+        se = np.full(3, np.nan)
+    else:
+        covariance = inverse
+        with np.errstate(invalid="ignore"):  # a negative variance (rounding) gives NaN, reported here
+            se = np.sqrt(np.diag(covariance))
+        if not np.isfinite(se).all():
+            problems.append(
+                (
+                    "a variance of the GEV fit is negative (rounding); standard errors are NaN",
+                    "its standard errors are not finite: a variance is negative (rounding)",
+                )
+            )
     x.setflags(write=False)
-    return GEVFit(
+    fit = GEVFit(
         location=location,
         scale=scale,
         shape=shape,
@@ -829,9 +879,15 @@ def fit_gev(durations: ArrayLike, *, max_iterations: int = 100) -> GEVFit:
         iterations=best.iterations,
         converged=best.converged,
     )
+    if strict and problems:
+        raise GEVFitError("the GEV fit failed: " + "; and ".join(clause for _, clause in problems), fit)
+    for warning, _ in problems:
+        warnings.warn(warning, RuntimeWarning, stacklevel=2)
+    return fit
 
 
-def _non_convergence_message(result: _Minimum) -> str:
+def _non_convergence(result: _Minimum, x: NDArray[np.float64]) -> tuple[str, str]:
+    """Why a fit did not converge: as a warning and as a clause of :class:`GEVFitError`."""
     location, scale, shape = result.theta
     where = f"stopped at location={location:.6g}, scale={scale:.6g}, shape={shape:.6g}"
     if shape < SHAPE_LOWER_LIMIT + 1e-3:
@@ -846,7 +902,14 @@ def _non_convergence_message(result: _Minimum) -> str:
         )
     else:
         reason = "Newton's method did not reach its tolerance"
-    return f"the GEV fit did not converge after {result.iterations} iterations ({where}): {reason}"
+    values, counts = np.unique(x, return_counts=True)
+    if counts.max() * 2 >= x.size:
+        reason += (
+            f" ({counts.max()} of {x.size} durations equal {values[counts.argmax()]:.6g}: the sample is nearly "
+            "constant; a finer clock or longer runs would spread it)"
+        )
+    clause = f"it did not converge after {result.iterations} iterations ({where}): {reason}"
+    return (f"the GEV fit did not converge after {result.iterations} iterations ({where}): {reason}", clause)
 
 
 def observed_information(durations: ArrayLike, location: float, scale: float, shape: float) -> NDArray[np.float64]:
@@ -899,18 +962,14 @@ def _observed_information(x: NDArray[np.float64], theta: NDArray[np.float64]) ->
     return hessian
 
 
-def _invert_information(information: NDArray[np.float64]) -> NDArray[np.float64]:
+def _invert_information(information: NDArray[np.float64]) -> NDArray[np.float64] | None:
+    """The covariance, or None if the information is not finite and positive definite."""
     try:
         if not np.all(np.isfinite(information)):
             raise np.linalg.LinAlgError("not finite")
         np.linalg.cholesky(information)
     except np.linalg.LinAlgError:
-        warnings.warn(
-            "the observed information is not positive definite; standard errors are NaN",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-        return np.full((3, 3), np.nan)
+        return None
     return np.asarray(np.linalg.inv(information), dtype=np.float64)
 
 
@@ -956,6 +1015,13 @@ class _ShapeProfile:
     def __call__(self, shape: float) -> float:
         _, location, scale = min(self._solved, key=lambda s: abs(s[0] - shape))
         start = _feasible_start(self._x, location, scale, shape)
+        if _nll_derivatives(self._x, start) is None:
+            # the nearest solved point is too far off for this shape (its likelihood or
+            # derivatives overflow there): start from the fit instead
+            _, location, scale = self._solved[0]
+            start = _feasible_start(self._x, location, scale, shape)
+            if _nll_derivatives(self._x, start) is None:
+                return math.inf  # no usable point at this shape: outside any interval
         result = _minimise(self._x, start, (0, 1), 100)
         self._solved.append((shape, float(result.theta[0]), float(result.theta[1])))
         return result.nll

@@ -37,6 +37,7 @@ __all__ = [
     "DIAGNOSTICS_NAME",
     "FORMATS",
     "RETURN_LEVELS_NAME",
+    "UNIT",
     "density_plot",
     "diagnostics_figure",
     "probability_plot",
@@ -54,6 +55,9 @@ RETURN_LEVELS_NAME = "gev_return_levels"
 
 FORMATS = ("png", "svg")
 """Formats :func:`write_plots` writes."""
+
+UNIT = "s"
+"""Unit of the durations on the axes: durations files hold seconds (see :mod:`terrain_analysis.durations`)."""
 
 _BAND_COLOUR = "tab:blue"
 _OUTSIDE_COLOUR = "red"
@@ -107,8 +111,8 @@ def quantile_plot(ax: Axes, band: QuantileBand) -> None:
             color=_OUTSIDE_COLOUR,
             label=f"outside band ({int(outside.sum())})",
         )
-    ax.set_xlabel("model quantile (s)")
-    ax.set_ylabel("observed duration (s)")
+    ax.set_xlabel(f"model quantile ({UNIT})")
+    ax.set_ylabel(f"observed duration ({UNIT})")
     ax.set_title("Quantile plot")
     ax.legend(loc="upper left", frameon=False, fontsize="small")
 
@@ -132,8 +136,8 @@ def density_plot(ax: Axes, fit: GEVFit, bins: int = 20) -> None:
     margin = 0.05 * (high - low)
     grid = np.linspace(low - margin, high + margin, 400)
     ax.plot(grid, fit.pdf(grid), color=_BAND_COLOUR, linewidth=1.5)
-    ax.set_xlabel("duration (s)")
-    ax.set_ylabel("density (1/s)")
+    ax.set_xlabel(f"duration ({UNIT})")
+    ax.set_ylabel(f"density (1/{UNIT})")
     ax.set_title(f"Histogram ({bins} bins) and fitted density")
 
 
@@ -162,7 +166,7 @@ def return_level_plot(ax: Axes, fit: GEVFit, level: float = 0.95) -> None:
     ax.plot(empirical_periods, observed, "o", markersize=2.5, color=_POINT_COLOUR, label="observed")
     ax.set_xscale("log")
     ax.set_xlabel("return period (runs)")
-    ax.set_ylabel("return level: duration (s)")
+    ax.set_ylabel(f"return level: duration ({UNIT})")
     ax.set_title("Return levels")
     ax.legend(loc="upper left", frameon=False, fontsize="small")
 
@@ -186,9 +190,12 @@ def diagnostics_figure(analysis: GEVAnalysis) -> Figure:
     probability_plot(top, fit)
     quantile_plot(middle, analysis.band)
     density_plot(bottom, fit)
+    # two lines, so that the title fits the figure's width whatever the numbers
+    # (constrained layout makes room above the panels, but does not wrap)
     figure.suptitle(
-        f"GEV fit, n = {fit.n}: location = {fit.location:.6g} ± {fit.se.location:.2g}, "
-        f"scale = {fit.scale:.4g} ± {fit.se.scale:.2g}, shape ξ = {fit.shape:.3g} ± {fit.se.shape:.2g}",
+        f"GEV fit of n = {fit.n} durations ({UNIT}), estimate ± standard error\n"
+        f"location {fit.location:.6g} ± {fit.se.location:.2g}, scale {fit.scale:.4g} ± {fit.se.scale:.2g}, "
+        f"shape ξ {fit.shape:.3g} ± {fit.se.shape:.2g}",
         fontsize="small",
     )
     return figure

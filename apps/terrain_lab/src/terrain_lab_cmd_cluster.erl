@@ -1,0 +1,166 @@
+%% @private
+%% @doc `terrain up', `terrain status', `terrain down': a cluster that outlives the CLI.
+%%
+%% The work is done by `terrain_lab_launch' (starting, checking and stopping detached
+%% VMs) on the state that `terrain_lab_cluster_state' reads and writes; this module
+%% defines the three commands and prints their results: the started nodes, the status
+%% table (or `--json', format `terrain.status/1'), and what became of each node.
+-module(terrain_lab_cmd_cluster).
+
+%% API (command table)
+-export([commands/0]).
+
+%% API (CLI handlers)
+-export([up/3,
+         status/3,
+         down/3]).
+
+-ignore_xref([{commands, 0}, {up, 3}, {status, 3}, {down, 3}]).
+
+-define(STATUS_FORMAT, <<"terrain.status/1">>).
+
+%% @doc The commands of this module, as `terrain_lab_cli:commands/0' lists them.
+-spec commands() -> [terrain_lab_cli:command()].
+commands() ->
+    [#{name => "up",
+       summary => "Start a cluster from a spec and leave it running",
+       usage => "SPEC",
+       description => "Starts the nodes of the cluster spec SPEC as detached VMs with a random cookie "
+                      "(stored with mode 0600, never printed) and records them in STATE_DIR/cluster.json. "
+                      "Refuses while a cluster recorded there is still running.",
+       args => {1, 1},
+       options => [terrain_lab_cli_options:state_dir(),
+                   #{name => prefix, long => "prefix", type => string, default => "",
+                     metavar => "TEXT", help => "prepended to every node name"},
+                   #{name => timeout, long => "timeout", type => integer, default => 60000,
+                     metavar => "MS", help => "deadline for all nodes to come up"},
+                   #{name => netem, long => "netem", type => string, default => "auto",
+                     metavar => "auto|on|off",
+                     help => "emulate the spec's links (auto: when the spec has link options)"}],
+       run => {?MODULE, up}},
+     #{name => "status",
+       summary => "List the nodes of the running cluster and whether each is reachable",
+       usage => "",
+       description => "Reads the state that 'terrain up' recorded and checks every node under one "
+                      "deadline.",
+       args => {0, 0},
+       options => [terrain_lab_cli_options:state_dir(),
+                   #{name => json, long => "json", type => flag, help => "print JSON for scripts"},
+                   #{name => timeout, long => "timeout", type => integer, default => 3000,
+                     metavar => "MS", help => "deadline for reaching the nodes"}],
+       run => {?MODULE, status}},
+     #{name => "down",
+       summary => "Stop exactly the nodes that 'terrain up' started",
+       usage => "",
+       description => "Stops every recorded node by node name, falling back to its recorded OS pid, "
+                      "and removes the state.",
+       args => {0, 0},
+       options => [terrain_lab_cli_options:state_dir(),
+                   #{name => timeout, long => "timeout", type => integer, default => 5000,
+                     metavar => "MS", help => "time a node gets to halt before it is killed"}],
+       run => {?MODULE, down}}].
+
+%% @doc `terrain up SPEC': starts the cluster and prints its nodes.
+-spec up(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
+up(Options, [SpecFile], Io) ->
+    Dir = terrain_lab_cluster_state:state_dir(Options),
+    case terrain_lab_launch:up(SpecFile, maps:with([prefix, timeout, netem], Options), Dir, Io) of
+        {ok, Nodes} -> print_nodes(Nodes, Io);
+        {error, _} = Error -> Error
+    end.
+
+%% @doc `terrain status [--json]'.
+-spec status(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
+status(Options, [], Io) ->
+    Dir = terrain_lab_cluster_state:state_dir(Options),
+    case terrain_lab_launch:status(Dir, maps:get(timeout, Options)) of
+        {ok, State} ->
+            case maps:get(json, Options) of
+                true -> print_status_json(State, Io);
+                false -> print_status_table(State, Io)
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+%% @doc `terrain down': stops the recorded nodes and says what became of each.
+-spec down(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
+down(Options, [], Io) ->
+    Dir = terrain_lab_cluster_state:state_dir(Options),
+    case terrain_lab_launch:stop(Dir, maps:get(timeout, Options)) of
+        {ok, Results} ->
+            lists:foreach(fun({Node, How}) -> terrain_lab_io:out(Io, "~-28ts ~ts~n", [Node, How]) end, Results),
+            case terrain_lab_launch:still_running(Results) of
+                [] -> ok;
+                Left -> {error, {launch, {still_running, Left}}}
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+%%--------------------------------------------------------------------
+%% Internal functions
+
+print_nodes(Nodes, Io) ->
+    terrain_lab_io:out(Io, "~-28s ~-24s ~10s ~8s~n", ["NODE", "GROUP PATH", "SCHEDULERS", "OS PID"]),
+    lists:foreach(fun(#{node := Node, group_path := Path, schedulers := S, os_pid := P}) ->
+                          terrain_lab_io:out(Io, "~-28s ~-24s ~10w ~8s~n", [Node, path_text(Path), S, P])
+                  end, Nodes).
+
+print_status_table(#{<<"nodes">> := Nodes} = State, Io) ->
+    #{<<"cluster">> := Cluster, <<"spec">> := Spec} = State,
+    terrain_lab_io:out(Io, "cluster ~ts (~ts), started ~ts~n", [Cluster, Spec, maps:get(<<"started_at">>, State)]),
+    terrain_lab_io:out(Io, "~-28s ~-24s ~10s ~8s ~s~n", ["NODE", "GROUP PATH", "SCHEDULERS", "OS PID", "STATE"]),
+    lists:foreach(fun(N) ->
+                          terrain_lab_io:out(Io, "~-28ts ~-24ts ~10ts ~8ts ~s~n",
+                                             [maps:get(<<"node">>, N), path_text(maps:get(<<"group_path">>, N)),
+                                              text(maps:get(<<"schedulers">>, N)), text(maps:get(<<"os_pid">>, N)),
+                                              maps:get(<<"state">>, N)])
+                  end, Nodes),
+    Up = length([x || #{<<"state">> := up} <- Nodes]),
+    terrain_lab_io:out(Io, "~b of ~b nodes reachable~n", [Up, length(Nodes)]),
+    print_levels(State, Io).
+
+%% The spec's link levels: between two nodes, the level of their lowest common group
+%% applies (recorded by `up'; absent from states written before network emulation).
+print_levels(#{<<"levels">> := Levels} = State, Io) ->
+    Netem = case maps:get(<<"netem">>, State, false) of
+                true -> "on";
+                false -> "off: the spec's links are not applied"
+            end,
+    terrain_lab_io:out(Io, "~nnetwork emulation ~ts~n", [Netem]),
+    terrain_lab_io:out(Io, "~-28s ~12s ~12s ~16s ~12s~n", ["LEVEL", "LATENCY", "JITTER", "BANDWIDTH", "RTT"]),
+    lists:foreach(fun(L) ->
+                          Latency = maps:get(<<"latency_us">>, L),
+                          terrain_lab_io:out(Io, "~-28ts ~12ts ~12ts ~16ts ~12ts~n",
+                                             [maps:get(<<"level">>, L),
+                                              unit(Latency, " us"), unit(maps:get(<<"jitter_us">>, L), " us"),
+                                              unit(maps:get(<<"bandwidth_bytes_per_s">>, L), " B/s"),
+                                              unit(case Latency of null -> null; _ -> 2 * Latency end, " us")])
+                  end, Levels);
+print_levels(_State, _Io) ->
+    ok.
+
+print_status_json(State, Io) ->
+    Status = #{format => ?STATUS_FORMAT,
+               cluster => maps:get(<<"cluster">>, State),
+               spec => maps:get(<<"spec">>, State),
+               cookie_file => maps:get(<<"cookie_file">>, State),
+               started_at => maps:get(<<"started_at">>, State),
+               netem => maps:get(<<"netem">>, State, false),
+               levels => maps:get(<<"levels">>, State, []),
+               nodes => maps:get(<<"nodes">>, State)},
+    terrain_lab_io:out(Io, "~ts~n", [terrain_json:encode(Status, #{pretty => true})]).
+
+path_text(Path) ->
+    lists:join("/", [to_list(P) || P <- Path]).
+
+to_list(A) when is_atom(A) -> atom_to_list(A);
+to_list(B) when is_binary(B) -> binary_to_list(B).
+
+unit(null, _Unit) -> "-";
+unit(Value, Unit) -> integer_to_list(Value) ++ Unit.
+
+text(null) -> "-";
+text(I) when is_integer(I) -> integer_to_list(I);
+text(B) when is_binary(B) -> B.
