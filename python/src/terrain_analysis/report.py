@@ -1027,6 +1027,10 @@ RENDERERS: dict[str, Renderer] = {
     "events": render_events,
     "emas": summary_renderer("EMAS", ["terrain.emas/", "terrain.emas_scaling/"]),
     "experiment": summary_renderer("Experiments", ["terrain.experiment/"]),
+    # The kinds terrain bench writes as merged into main at the time of writing (docs/REPORT.md).
+    "bench_summary": summary_renderer("DE-Bench summary", ["terrain.bench/"]),
+    "bench_sweep": summary_renderer("DE-Bench sweep", ["terrain.bench/"]),
+    "plot": summary_renderer("Plots", []),
 }
 """Kind → renderer, in the order the sections appear. A tool adds its kind here."""
 
