@@ -283,3 +283,17 @@ def test_check_page_refuses_a_missing_page(tmp_path):
 @pytest.mark.browser
 def test_chromium_is_installed():
     assert shutil.which("chromium"), "Debian's chromium is missing: 'make setup' installs it"
+
+
+def test_events_as_json_lines_are_counted_by_name(tmp_path, make_run):
+    run = make_run(tmp_path / "run")
+    (run / "events" / "events.jsonl").write_text(
+        '{"format": "terrain.events/1", "nodes": ["a@h"]}\n{"name": "compute"}\n{"name": "send"}\n{"name": "compute"}\n'
+    )
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["outputs"] = [{"kind": "events", "file": "events/events.jsonl"}]
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    page, errors = build_report([run])
+    assert errors == []
+    assert '<td>events</td><td class="num">3</td>' in page
+    assert '<td>compute</td><td class="num">2</td>' in page and '<td>send</td><td class="num">1</td>' in page

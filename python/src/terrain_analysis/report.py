@@ -1004,6 +1004,32 @@ def render_events(entry: Entry, run: Run) -> Section:
                 "Events by name, most frequent first.",
             )
         )
+    elif suffix == ".jsonl":
+        lines = [line for line in run.path(entry).read_text().splitlines() if line.strip()]
+        try:
+            records = [json.loads(line) for line in lines]
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{entry.file}: a line is not JSON ({error})") from None
+        header = records[0] if records and isinstance(records[0], dict) and "format" in records[0] else {}
+        events = records[1:] if header else records
+        names: dict[str, int] = {}
+        for event in events:
+            name = str(event.get("name")) if isinstance(event, dict) else "?"
+            names[name] = names.get(name, 0) + 1
+        blocks.append(
+            Table(
+                ["", "value"],
+                [["format", header.get("format")], ["events", len(events)], ["names", len(names)]],
+                f"{entry.file}: raw events, one JSON object a line; made by {run.command(entry)}.",
+            )
+        )
+        blocks.append(
+            Table(
+                ["event name", "count"],
+                sorted(([k, v] for k, v in names.items()), key=lambda kv: -kv[1])[:_TABLE_ROW_LIMIT],
+                "Events by name, most frequent first.",
+            )
+        )
     elif suffix == ".csv":
         blocks.append(_csv_table(run, entry))
     blocks.extend(_listed_figures(entry, run))
@@ -1027,10 +1053,17 @@ RENDERERS: dict[str, Renderer] = {
     "events": render_events,
     "emas": summary_renderer("EMAS", ["terrain.emas/", "terrain.emas_scaling/"]),
     "experiment": summary_renderer("Experiments", ["terrain.experiment/"]),
-    # The kinds terrain bench writes as merged into main at the time of writing (docs/REPORT.md).
+    # The kinds terrain bench records on main at the time of writing (docs/REPORT.md) ...
     "bench_summary": summary_renderer("DE-Bench summary", ["terrain.bench/"]),
     "bench_sweep": summary_renderer("DE-Bench sweep", ["terrain.bench/"]),
     "plot": summary_renderer("Plots", []),
+    # ... and those terrain emas and terrain events record there.
+    "emas_summary": summary_renderer("EMAS summary", ["terrain.emas/"]),
+    "emas_scaling": summary_renderer("EMAS scaling", ["terrain.emas_scaling/"]),
+    "trace_events": render_events,
+    "events_timeline": summary_renderer("Event timelines", []),
+    "events_reads": summary_renderer("Read times", []),
+    "event_findings": summary_renderer("Monitors' findings", ["terrain.event_findings/"]),
 }
 """Kind → renderer, in the order the sections appear. A tool adds its kind here."""
 
