@@ -130,6 +130,8 @@ format_error({distribution, Why}) ->
     io_lib:format("cannot start distribution on this node (is epmd available?): ~0tp", [Why]);
 format_error({code_load, Node, Why}) ->
     io_lib:format("cannot load terrain's code on ~0tp: ~0tp", [Node, Why]);
+format_error({report, _} = Reason) ->
+    terrain_lab_analysis:format_error(Reason);
 format_error({file, File, Why}) ->
     io_lib:format("~ts: ~ts", [File, file:format_error(Why)]);
 format_error(Reason) ->

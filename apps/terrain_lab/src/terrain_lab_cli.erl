@@ -120,7 +120,8 @@ command_modules() ->
      terrain_lab_cmd_collective,
      terrain_lab_cmd_bench,
      terrain_lab_cmd_emas,
-     terrain_lab_cmd_events].
+     terrain_lab_cmd_events,
+     terrain_lab_cmd_report].
 
 %% @doc Every subcommand, in the order `terrain --help' lists them: the commands of
 %% {@link command_modules/0}, module by module.

@@ -4,15 +4,22 @@
 %% `runs/<UTC stamp>/' (manifest.json lists every file), then stops the cluster:
 %% <ol>
 %% <li>the nodes, their group paths and schedulers (cluster.json);</li>
-%% <li>a few of their attributes, asked all at once under one deadline;</li>
+%% <li>a few of their attributes, asked all at once under one deadline
+%%     (attributes.json);</li>
 %% <li>selections made at the first node: attributes, levels, subtrees, nearest first;</li>
 %% <li>a process tree placed by distance, its cost against random placement;</li>
 %% <li>the round trips between every pair of nodes (latency.json), the topology
-%%     discovered from them, and how it compares with the spec's tree;</li>
+%%     discovered from them (topology.json), and how it compares with the spec's tree
+%%     (topology_comparison.json);</li>
 %% <li>a timed parallel task on every node (durations.csv), fitted with a GEV by
 %%     `terrain-analysis gev' when it is installed (gev/fit.json and plots), the fit
-%%     loaded into `terrain_variability' and the slowest run checked against it.</li>
+%%     loaded into `terrain_variability' and the slowest run checked against it;</li>
+%% <li>the report: `report.html' in the run directory, one self-contained page of
+%%     everything above (`terrain report'), its path printed last, after the total
+%%     time.</li>
 %% </ol>
+%% Every output in the manifest carries the command that made it (parameter
+%% `command'), which the report quotes under each figure.
 %% Later parts of terrain add their steps here; it stays one command.
 -module(terrain_lab_cmd_demo).
 
@@ -25,6 +32,12 @@
 
 
 -define(CLUSTER_FORMAT, <<"terrain.cluster/1">>).
+-define(ATTRIBUTES_FORMAT, <<"terrain.attributes/1">>).
+-define(COMPARISON_FORMAT, <<"terrain.topology_comparison/1">>).
+%% Attributes recorded in attributes.json (the first three are also printed).
+-define(SHOWN_ATTRIBUTES, [vm_schedulers_online, gpu, num_erlang_processes]).
+-define(RECORDED_ATTRIBUTES, ?SHOWN_ATTRIBUTES ++ [hostname, vm_num_processors, cpu_model_name, mem_total,
+                                                   otp_release, loadavg1]).
 
 %% @doc The commands of this module, as `terrain_lab_cli:commands/0' lists them.
 -spec commands() -> [terrain_lab_cli:command()].
@@ -33,8 +46,10 @@ commands() ->
        summary => "Start the demo cluster, show its nodes, record the run, stop it",
        usage => "",
        description => "Starts every node of the cluster spec (examples/demo.cluster unless --spec) in "
-                      "parallel, each running the terrain application, prints a table of the nodes, "
-                      "writes RUNS_DIR/<UTC stamp>/manifest.json and stops the cluster.",
+                      "parallel, each running the terrain application, walks through terrain on it "
+                      "(attributes, choices, placement, probe and discovery, a timed task and its GEV fit), "
+                      "records every output in RUNS_DIR/<UTC stamp>/manifest.json, stops the cluster, "
+                      "writes the run's report.html and prints its path last.",
        args => {0, 0},
        options => [#{name => spec, long => "spec", type => string, default => "examples/demo.cluster",
                      metavar => "FILE", help => "cluster spec to start"},
@@ -44,9 +59,36 @@ commands() ->
 %% @doc Runs the demo.
 -spec run(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
 run(#{spec := SpecFile, runs_dir := RunsDir}, [], Io) ->
+    Start = erlang:monotonic_time(millisecond),
     terrain_lab_steps:with([fun() -> terrain_lab_spec:read(SpecFile) end,
                             fun() -> terrain_lab_run:create(RunsDir) end],
-                           fun([Spec, RunDir]) -> with_cluster(Spec, SpecFile, RunDir, Io) end).
+                           fun([Spec, RunDir]) ->
+                                   case with_cluster(Spec, SpecFile, RunDir, Io) of
+                                       ok -> report(RunDir, Start, Io);
+                                       {error, _} = Error -> Error
+                                   end
+                           end).
+
+%% The report of the run, then the total time, then the report's path (last). Without
+%% terrain-analysis (the demo run outside a checkout set up by make) the report is
+%% skipped and the manifest's path comes last instead.
+report(RunDir, Start, Io) ->
+    section(Io, "report (terrain report)"),
+    Report = filename:join(RunDir, "report.html"),
+    Result = case terrain_lab_analysis:command() of
+                 false -> skipped;
+                 _ -> terrain_lab_analysis:report([RunDir], Report)
+             end,
+    terrain_lab_io:out(Io, "total time ~.1f s~n", [(erlang:monotonic_time(millisecond) - Start) / 1000]),
+              case Result of
+        ok ->
+            terrain_lab_io:out(Io, "~ts~n", [Report]);
+        skipped ->
+            terrain_lab_io:out(Io, "report skipped: terrain-analysis is not installed here (make demo installs it)~n"
+                                   "~ts~n", [filename:join(RunDir, "manifest.json")]);
+        {error, _} = Error ->
+            Error
+    end.
 
 with_cluster(Spec, SpecFile, RunDir, Io) ->
     Count = length(terrain_lab_spec:nodes(Spec)),
@@ -61,11 +103,11 @@ with_cluster(Spec, SpecFile, RunDir, Io) ->
                 Nodes = terrain_lab:cluster_nodes(Cluster),
                 print_table(Nodes, Io),
                 Names = [N || #{node := N} <- Nodes],
-                show_attributes(Names, Io),
+                Attributes = show_attributes(Names, RunDir, Io),
                 show_choices(Names, Prefix, Io),
                 show_placement(Names, Prefix, Io),
-                Discovered = probe_and_discover(Spec, Nodes, Prefix, RunDir, Io),
-                Outputs = Discovered ++ time_and_fit(Names, Prefix, RunDir, Io),
+                Discovered = probe_and_discover(Spec, SpecFile, Nodes, Prefix, RunDir, Io),
+                Outputs = Attributes ++ Discovered ++ time_and_fit(Names, Prefix, RunDir, Io),
                 record(Spec, SpecFile, RunDir, Nodes, Elapsed, Outputs, Io)
             after
                 ok = terrain_lab:stop_cluster(Cluster),
@@ -87,13 +129,16 @@ record(Spec, SpecFile, RunDir, Nodes, Elapsed, Outputs, Io) ->
                 cluster => maps:get(name, Spec),
                 spec => list_to_binary(filename:absname(SpecFile)),
                 startup_ms => Elapsed,
+                levels => terrain_lab_netem:level_records(Spec),
                 nodes => [#{name => Name, node => Node, group_path => Path, schedulers => S}
                           || #{name := Name, node := Node, path := Path, schedulers := S} <- Nodes]},
     Written = [terrain_json:write_file(filename:join(RunDir, "cluster.json"), Cluster),
                terrain_lab_run:write_manifest(RunDir, demo,
                                               [#{kind => cluster, file => <<"cluster.json">>,
                                                  parameters => #{spec => list_to_binary(SpecFile),
-                                                                 nodes => length(Nodes)}} | Outputs])],
+                                                                 nodes => length(Nodes),
+                                                                 command => command(["terrain demo --spec ", SpecFile])}}
+                                               | Outputs])],
     case [E || {error, _} = E <- Written] of
         [] ->
             terrain_lab_io:out(Io, "run recorded in ~ts~n", [filename:join(RunDir, "manifest.json")]);
@@ -107,14 +152,18 @@ record(Spec, SpecFile, RunDir, Nodes, Elapsed, Outputs, Io) ->
 section(Io, Title) ->
     terrain_lab_io:out(Io, "~n== ~ts ==~n", [Title]).
 
+%% The command that made an output, for the manifest's `command' parameter.
+command(Parts) ->
+    unicode:characters_to_binary(Parts).
+
 short(Node, Prefix) ->
     [Name, _Host] = string:split(atom_to_list(Node), "@"),
     lists:nthtail(length(Prefix), Name).
 
-show_attributes(Nodes, Io) ->
+show_attributes(Nodes, RunDir, Io) ->
     section(Io, "attributes (terrain:attrs/3, all nodes at once, one deadline)"),
-    Names = [vm_schedulers_online, gpu, num_erlang_processes],
-    Answers = terrain:attrs(Nodes, Names, #{timeout => 3000}),
+    Names = ?SHOWN_ATTRIBUTES,
+    Answers = terrain:attrs(Nodes, ?RECORDED_ATTRIBUTES, #{timeout => 3000}),
     terrain_lab_io:out(Io, "~-26s ~22s ~10s ~22s~n", ["NODE" | [atom_to_list(N) || N <- Names]]),
     lists:foreach(fun(Node) ->
                           Cells = case maps:get(Node, Answers) of
@@ -122,7 +171,40 @@ show_attributes(Nodes, Io) ->
                                       {error, Why} -> [io_lib:format("(~0tp)", [Why]), "", ""]
                                   end,
                           terrain_lab_io:out(Io, "~-26s ~22ts ~10ts ~22ts~n", [Node | Cells])
-                  end, Nodes).
+                  end, Nodes),
+    Document = #{format => ?ATTRIBUTES_FORMAT,
+                 names => ?RECORDED_ATTRIBUTES,
+                 timeout_ms => 3000,
+                 nodes => [case maps:get(Node, Answers) of
+                               {ok, Values} ->
+                                   #{node => Node,
+                                     attributes => maps:map(fun(_, V) -> json_value(V) end, Values)};
+                               {error, Why} ->
+                                   #{node => Node, error => json_value(Why)}
+                           end || Node <- Nodes]},
+    ok = terrain_json:write_file(filename:join(RunDir, "attributes.json"), Document),
+    [#{kind => attributes, file => <<"attributes.json">>,
+       parameters => #{timeout_ms => 3000,
+                       command => <<"terrain demo (terrain:attrs/3; alone: terrain attrs NAME...)">>}}].
+
+%% An attribute value as JSON: numbers, booleans and strings as they are, undefined
+%% as null, other atoms as strings, any other term as its printed form.
+json_value(undefined) -> null;
+json_value(V) when is_number(V); is_boolean(V); is_atom(V) -> V;
+json_value(V) when is_binary(V) ->
+    case unicode:characters_to_list(V) of
+        L when is_list(L) -> V;
+        _ -> printed(V)
+            end;
+json_value(V) when is_list(V) ->
+    case io_lib:printable_unicode_list(V) of
+        true -> unicode:characters_to_binary(V);
+        false -> printed(V)
+            end;
+json_value(V) -> printed(V).
+
+printed(V) ->
+    unicode:characters_to_binary(io_lib:format("~0tp", [V])).
 
 %% Selections made at the first node, which holds the cluster's topology.
 show_choices([At | _] = Nodes, Prefix, Io) ->
@@ -169,7 +251,7 @@ num(X) when abs(X) < 1.0e15 -> float_to_list(float(X), [{decimals, 1}]);
 num(X) -> float_to_list(float(X), [short]).
 
 %% A short probe (all pairs at once), then discovery and a comparison with the spec.
-probe_and_discover(Spec, Nodes, Prefix, RunDir, Io) ->
+probe_and_discover(Spec, SpecFile, Nodes, Prefix, RunDir, Io) ->
     Names = [N || #{node := N} <- Nodes],
     Options = #{batches => 5, messages => 10, strategy => concurrent},
     section(Io, io_lib:format("probe: round trips between all ~b ordered pairs (concurrent, 5 x 10), then topology discovery",
@@ -179,18 +261,35 @@ probe_and_discover(Spec, Nodes, Prefix, RunDir, Io) ->
             {ok, _Files} = terrain_lab_probe:write(Result, RunDir, #{}),
             {ok, Latency} = terrain:read_latency(filename:join(RunDir, "latency.json")),
             {ok, #{topology := Found}} = terrain:discover(Latency, #{}),
+            {ok, Json} = terrain:render_topology(Found, json),
+            ok = file:write_file(filename:join(RunDir, "topology.json"), Json),
             {ok, Text} = terrain:render_topology(Found, text),
             terrain_lab_io:out(Io, "  ~ts", [indent(string:replace(lists:flatten(io_lib:format("~ts", [Text])),
                                                                   Prefix, "", all))]),
             ByName = maps:from_list([{N, Node} || #{name := N, node := Node} <- Nodes]),
             Truth = terrain_lab_spec:topology(Spec, fun(N) -> maps:get(N, ByName) end),
-            {ok, #{levels := Levels, clade_recall := Recall}} = terrain:compare_topologies(Found, Truth),
+            {ok, #{levels := Levels, clade_recall := Recall} = Comparison} = terrain:compare_topologies(Found, Truth),
             [terrain_lab_io:out(Io, "  against the spec, level ~b: ~b true clusters, ~b found, ARI ~.3f~n",
                                  [L, TC, FC, Ari])
              || #{level := L, truth_clusters := TC, found_clusters := FC, ari := Ari} <- Levels],
             terrain_lab_io:out(Io, "  clade recall ~.3f~n", [Recall]),
+            ok = terrain_json:write_file(filename:join(RunDir, "topology_comparison.json"),
+                                         Comparison#{format => ?COMPARISON_FORMAT,
+                                                     found => <<"topology.json">>,
+                                                     truth => unicode:characters_to_binary(SpecFile)}),
+            LatencyFile = filename:join(RunDir, "latency.json"),
             [#{kind => latency, file => <<"latency.json">>,
-               parameters => #{batches => 5, messages => 10, strategy => concurrent}}];
+               parameters => #{batches => 5, messages => 10, strategy => concurrent,
+                               command => <<"terrain demo (alone: terrain probe --strategy concurrent "
+                                            "--batches 5 --messages 10)">>}},
+             #{kind => topology, file => <<"topology.json">>,
+               parameters => #{source => <<"latency.json">>,
+                               command => command(["terrain topology ", LatencyFile, " --format json"])}},
+             #{kind => topology_comparison, file => <<"topology_comparison.json">>,
+               parameters => #{found => <<"topology.json">>, truth => unicode:characters_to_binary(SpecFile),
+                               command => command(["terrain topology compare ",
+                                                   filename:join(RunDir, "topology.json"), " ", SpecFile,
+                                                   " --prefix ", Prefix])}}];
         {error, Reason} ->
             terrain_lab_io:out(Io, "  probe failed: ~ts~n", [terrain_lab:format_error(Reason)]),
             []
@@ -218,7 +317,10 @@ time_and_fit([At | _] = Nodes, Prefix, RunDir, Io) ->
                         1000 * lists:last(Totals)]),
     Task = #{kind => durations, file => <<"durations.csv">>,
              parameters => #{task => <<"erlang:node/0 on every node">>, runs => ?TASK_RUNS,
-                             from => atom_to_binary(At)}},
+                             from => atom_to_binary(At),
+                             command => iolist_to_binary(io_lib:format("terrain demo (alone: terrain time-task "
+                                                                       "--rpc-all erlang:node:[] --runs ~b)",
+                                                                       [?TASK_RUNS]))}},
     case terrain_lab_analysis:command() of
         false ->
             terrain_lab_io:out(Io, "  GEV fit skipped: terrain-analysis is not installed here (make demo installs it)~n", []),
@@ -230,7 +332,8 @@ time_and_fit([At | _] = Nodes, Prefix, RunDir, Io) ->
                     Fit = filename:join(GevDir, "fit.json"),
                     check_slowest(Fit, lists:last(Totals), Io),
                     [Task, #{kind => gev_fit, file => <<"gev/fit.json">>,
-                             parameters => #{source => <<"durations.csv">>, column => <<"total_s">>}}];
+                             parameters => #{source => <<"durations.csv">>, column => <<"total_s">>,
+                                             command => command(["terrain-analysis gev ", Csv, " --out ", GevDir])}}];
                 {Status, Output} ->
                     terrain_lab_io:out(Io, "  GEV fit failed (exit ~b):~n~ts~n", [Status, Output]),
                     [Task]

@@ -12,7 +12,8 @@
 
 -type output() :: #{kind := binary() | atom(),     % what the file holds, e.g. cluster, latency
                     file := binary(),               % relative to the run directory
-                    parameters => map()}.           % how it was produced
+                    parameters => map()}.           % how it was produced; `command' (a binary):
+                                                    % the command that made it, which the report quotes
 
 %% @doc The current UTC time, ISO 8601 with seconds, as a binary.
 -spec timestamp() -> binary().

@@ -15,6 +15,7 @@ Shell::
     terrain-analysis topology runs/20240607T101500Z/latency.json --out runs/20240607T101500Z/topology
     terrain-analysis emas runs/emas-hybrid runs/emas-skel --scaling runs/emas-scaling/scaling.json --out plots
     terrain-analysis events runs/windtunnel --highlight-step 250 --worker 8
+    terrain-analysis report runs/20240607T101500Z runs/20240608T090000Z --out compare.html
 
 Python, as the tests do::
 
@@ -42,6 +43,7 @@ from terrain_analysis.emas import read_run, read_scaling, write_emas_plots
 from terrain_analysis.events import read_events, write_event_views
 from terrain_analysis.fit_json import write_fit_json
 from terrain_analysis.plots import write_plots
+from terrain_analysis.report import write_report
 from terrain_analysis.topology import Discovery, discover, read_latency, read_topology, topology_document
 from terrain_analysis.topology_plots import write_topology_plots
 
@@ -446,6 +448,35 @@ def _print_logs(summary: dict[str, object], directory: Path, out: TextIO) -> Non
 
 
 # --------------------------------------------------------------------------------------------------
+# report
+# --------------------------------------------------------------------------------------------------
+
+
+def _report_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR", help="run directories (with manifest.json)")
+    parser.add_argument(
+        "--out", type=Path, metavar="FILE", help="the HTML file to write (default: RUN_DIR/report.html of the first)"
+    )
+
+
+def _run_report(arguments: argparse.Namespace, out: TextIO) -> int:
+    runs: list[Path] = arguments.runs
+    for run in runs:
+        if not (run / "manifest.json").is_file():
+            raise CommandError(f"{str(run)!r} is not a run directory: it has no manifest.json")
+    try:
+        path, errors = write_report(runs, arguments.out)
+    except OSError as error:
+        raise CommandError(f"{error.filename or runs[0]}: {error.strerror or error}") from None
+    except ValueError as error:
+        raise CommandError(str(error)) from None
+    for error in errors:
+        print(f"{PROGRAM}: error: {error}", file=sys.stderr)
+    print(path, file=out)
+    return 1 if errors else 0
+
+
+# --------------------------------------------------------------------------------------------------
 # The command
 # --------------------------------------------------------------------------------------------------
 
@@ -521,6 +552,19 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         ),
         add_arguments=_events_arguments,
         run=_run_events,
+    ),
+    Subcommand(
+        name="report",
+        summary="write one self-contained HTML page of run directories",
+        description=(
+            "Read each RUN_DIR's manifest.json (format terrain.manifest/1) and write one HTML file with a section "
+            "per kind of output (cluster, attributes, latency, topology, durations, GEV fit, ...; kinds it does not "
+            "know are listed with their files), figures inline, no scripts and no requests. Several run "
+            "directories are shown side by side. Prints the path of the file written; exits 1 (after writing) "
+            "if an output could not be rendered."
+        ),
+        add_arguments=_report_arguments,
+        run=_run_report,
     ),
 )
 """The subcommands, in the order ``--help`` lists them."""
