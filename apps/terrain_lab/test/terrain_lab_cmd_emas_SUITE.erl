@@ -70,7 +70,6 @@ islands_on_a_spec_cluster_chosen_by_predicate(Config) ->
     ok = file:write_file(Spec, "{cluster, emas_ct, #{}}.\n"
                                "{node, big, #{attrs => [{emas_island, true}]}}.\n"
                                "{node, small, #{}}.\n"),
-    Beams = terrain_test_peers:beam_count(),
     Out = filename:join(Dir, "spec"),
     {0, _, Err} = terrain_lab_test_io:run(["emas", "--model", "hybrid", "--spec", Spec, "--pred", "[{emas_island, true}, {vm_num_processors, ge, 1}]",
                                            "--time-ms", "800", "--population", "20", "--dimensions", "10",
@@ -79,7 +78,8 @@ islands_on_a_spec_cluster_chosen_by_predicate(Config) ->
     {ok, #{<<"parameters">> := #{<<"nodes_used">> := [Node]}}} = terrain_json:read_file(filename:join(Out,
                                                                                                      "summary.json")),
     ?assertMatch([$b, $i, $g, $@ | _], lists:nthtail(length("emas" ++ os:getpid() ++ "_"), binary_to_list(Node))),
-    terrain_test_peers:wait_until(fun() -> terrain_test_peers:beam_count() =< Beams end, 10000, "cluster stopped").
+    Prefix = "emas" ++ os:getpid() ++ "_",   % the names terrain emas --spec gives its nodes
+    terrain_test_peers:wait_until(fun() -> terrain_test_peers:beam_count(Prefix) =:= 0 end, 10000, "cluster stopped").
 
 escript_runs_and_refuses_zero_islands() ->
     [{doc, "The escript runs the concurrent model (exit 0, summary on stdout) and exits 2 for --islands 0."}].
