@@ -130,10 +130,7 @@ manifest(RunDir, Out, Config, Where) ->
     Outputs = [#{kind => bench_summary, file => Relative(filename:join(Out, "summary.json")),
                  parameters => Parameters},
                #{kind => bench_node_files, file => Relative(Out), parameters => #{files => [list_to_binary(F) || F <- terrain_bench:files(Config)]}}],
-    case RunDir =:= Out of
-        true -> ok;   % --out: no run directory of ours to describe
-        false -> terrain_lab_run:write_manifest(RunDir, bench, Outputs)
-    end.
+    terrain_lab_run:write_manifest(RunDir, bench, Outputs).
 
 where_json({spec, File}) -> #{spec => list_to_binary(filename:absname(File))};
 where_json(Nodes) -> #{nodes => [atom_to_binary(N) || N <- Nodes]}.

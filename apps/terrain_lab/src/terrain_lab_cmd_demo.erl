@@ -64,10 +64,53 @@ run(#{spec := SpecFile, runs_dir := RunsDir}, [], Io) ->
                             fun() -> terrain_lab_run:create(RunsDir) end],
                            fun([Spec, RunDir]) ->
                                    case with_cluster(Spec, SpecFile, RunDir, Io) of
-                                       ok -> report(RunDir, Start, Io);
-                                       {error, _} = Error -> Error
+                                       ok ->
+                                           ok = lab_steps(SpecFile, RunDir, Io),
+                                           report(RunDir, Start, Io);
+                                       {error, _} = Error ->
+                                           Error
                                    end
                            end).
+
+%% The steps of the lab's other tools, each run as its command (the words a user would
+%% type, printed first) into a directory of the run whose outputs join the run's
+%% manifest, so the report shows them. A step that fails is named on stderr and the
+%% demo goes on (partial success: the report shows the rest).
+lab_steps(SpecFile, RunDir, Io) ->
+    Steps = [{"EMAS, hybrid model, 3 s (terrain emas)", "emas",
+              ["emas", "--model", "hybrid", "--time-ms", "3000"]},
+             {"DE-Bench, 5 s on 4 nodes (terrain bench)", "bench",
+              ["bench", "examples/bench/demo.config", "--spec", "examples/bench/four.cluster"]},
+             {"collectives on the demo's hierarchy (terrain collective bench)", "collective",
+              ["collective", "bench", "--spec", SpecFile, "--algorithms", "binomial,recursive_doubling,hierarchical",
+               "--sizes", "8,65536", "--rank-order", "block,random", "--seeds", "1", "--rounds", "4"]},
+             {"the wind tunnel under EventSpace (terrain events record)", "events",
+              ["events", "record", "--spec", "examples/two_racks.cluster", "--workload", "windtunnel",
+               "--workers", "8", "--steps", "200"]}],
+    Failed = [Title || {Title, Sub, Args} <- Steps, not lab_step(Title, Sub, Args, RunDir, Io)],
+    case Failed of
+        [] -> ok;
+        _ -> terrain_lab_io:progress(Io, "demo: ~b of ~b steps of the lab's tools failed: ~ts~n",
+                                     [length(Failed), length(Steps), lists:join("; ", Failed)])
+    end.
+
+lab_step(Title, Sub, Args, RunDir, Io) ->
+    section(Io, Title),
+    Out = filename:join(RunDir, Sub),
+    Command = Args ++ ["--out", Out],
+    terrain_lab_io:out(Io, "$ terrain ~ts~n", [lists:join(" ", Command)]),
+    case terrain_lab_cli:run(Command, Io) of
+        0 ->
+            case terrain_lab_run:include(RunDir, Sub) of
+                ok -> true;
+                {error, Reason} ->
+                    terrain_lab_io:progress(Io, "demo: ~ts: ~ts~n", [Sub, terrain_lab:format_error(Reason)]),
+                    false
+            end;
+        Status ->
+            terrain_lab_io:progress(Io, "demo: terrain ~ts exited with ~b~n", [hd(Args), Status]),
+            false
+    end.
 
 %% The report of the run, then the total time, then the report's path (last). Without
 %% terrain-analysis (the demo run outside a checkout set up by make) the report is

@@ -6,7 +6,8 @@
 %% API
 -export([timestamp/0,
          create/1,
-         write_manifest/3]).
+         write_manifest/3,
+         include/2]).
 
 -define(MANIFEST_FORMAT, <<"terrain.manifest/1">>).
 
@@ -51,3 +52,19 @@ write_manifest(Dir, Kind, Outputs) ->
                               created_at => timestamp(),
                               terrain_version => list_to_binary(terrain:version()),
                               outputs => Outputs}).
+
+%% @doc Adds the outputs of the run directory `Dir/Sub' (its manifest.json) to the
+%% manifest of `Dir', their files relative to `Dir': a tool run inside another
+%% run (the demo's steps) shows in that run's report.
+-spec include(file:filename(), file:filename()) -> ok | {error, term()}.
+include(Dir, Sub) ->
+    case {terrain_json:read_file(filename:join(Dir, "manifest.json")),
+          terrain_json:read_file(filename:join([Dir, Sub, "manifest.json"]))} of
+        {{ok, #{<<"outputs">> := Outputs} = Manifest}, {ok, #{<<"outputs">> := SubOutputs}}} ->
+            Prefix = list_to_binary(Sub),
+            Moved = [Output#{<<"file">> => filename:join(Prefix, File)}
+                     || #{<<"file">> := File} = Output <- SubOutputs],
+            terrain_json:write_file(filename:join(Dir, "manifest.json"), Manifest#{<<"outputs">> => Outputs ++ Moved});
+        {{error, _} = Error, _} -> Error;
+        {_, {error, _} = Error} -> Error
+    end.
