@@ -110,12 +110,12 @@ print_nodes(Nodes, Io) ->
 print_status_table(#{<<"nodes">> := Nodes} = State, Io) ->
     #{<<"cluster">> := Cluster, <<"spec">> := Spec} = State,
     terrain_lab_io:out(Io, "cluster ~ts (~ts), started ~ts~n", [Cluster, Spec, maps:get(<<"started_at">>, State)]),
-    terrain_lab_io:out(Io, "~-28s ~-24s ~10s ~8s ~s~n", ["NODE", "GROUP PATH", "SCHEDULERS", "OS PID", "STATE"]),
+    terrain_lab_io:out(Io, "~-28s ~-24s ~10s ~8s ~8s ~s~n", ["NODE", "GROUP PATH", "SCHEDULERS", "OS PID", "CPU", "STATE"]),
     lists:foreach(fun(N) ->
-                          terrain_lab_io:out(Io, "~-28ts ~-24ts ~10ts ~8ts ~s~n",
+                          terrain_lab_io:out(Io, "~-28ts ~-24ts ~10ts ~8ts ~8ts ~s~n",
                                              [maps:get(<<"node">>, N), path_text(maps:get(<<"group_path">>, N)),
                                               text(maps:get(<<"schedulers">>, N)), text(maps:get(<<"os_pid">>, N)),
-                                              maps:get(<<"state">>, N)])
+                                              cpu_text(maps:get(<<"cpu_quota">>, N, null)), maps:get(<<"state">>, N)])
                   end, Nodes),
     Up = length([x || #{<<"state">> := up} <- Nodes]),
     terrain_lab_io:out(Io, "~b of ~b nodes reachable~n", [Up, length(Nodes)]),
@@ -160,6 +160,10 @@ to_list(B) when is_binary(B) -> binary_to_list(B).
 
 unit(null, _Unit) -> "-";
 unit(Value, Unit) -> integer_to_list(Value) ++ Unit.
+
+%% A node's CPU quota in cores ("-": unlimited).
+cpu_text(null) -> "-";
+cpu_text(Cores) when is_number(Cores) -> float_to_list(float(Cores), [{decimals, 2}]).
 
 text(null) -> "-";
 text(I) when is_integer(I) -> integer_to_list(I);
