@@ -100,7 +100,8 @@ command_modules() ->
      terrain_lab_cmd_attrs,
      terrain_lab_cmd_choose,
      terrain_lab_cmd_probe,
-     terrain_lab_cmd_topology].
+     terrain_lab_cmd_topology,
+     terrain_lab_cmd_aco].
 
 %% @doc Every subcommand, in the order `terrain --help' lists them: the commands of
 %% {@link command_modules/0}, module by module.
@@ -114,6 +115,8 @@ commands() ->
 -spec format_error(term()) -> iolist().
 format_error({topology_cmd, _} = Reason) ->
     terrain_lab_cmd_topology:format_error(Reason);
+format_error({aco_cmd, _} = Reason) ->
+    terrain_lab_cmd_aco:format_error(Reason);
 format_error(Reason) ->
     terrain_lab:format_error(Reason).
 
