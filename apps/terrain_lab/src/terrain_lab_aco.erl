@@ -61,7 +61,7 @@ big_nodes(Nodes) ->
 format_error({aco, {bad_placement, P}}) ->
     io_lib:format("unknown placement ~0tp (random, attributes, distance or attributes_and_distance)", [P]);
 format_error({aco, {place_tree, Why}}) ->
-    ["terrain:place_tree failed: ", terrain:format_error(Why)].
+    io_lib:format("terrain:place_tree failed: ~0tP", [Why, 10]).
 
 %%--------------------------------------------------------------------
 %% Internal functions
@@ -100,10 +100,12 @@ split(Nodes) ->
         Split -> Split
     end.
 
-place_tree(ProcessTree, Nodes) ->
-    case terrain:place_tree(ProcessTree, #{candidates => Nodes}) of
+%% On the first node, which has the cluster's topology (this VM may not).
+place_tree(ProcessTree, [First | _] = Nodes) ->
+    case catch erpc:call(First, terrain, place_tree, [ProcessTree, #{candidates => Nodes}], 60000) of
         {ok, #{assignment := Assignment}} -> {ok, Assignment};
-        {error, Why} -> {error, {aco, {place_tree, Why}}}
+        {error, Why} -> {error, {aco, {place_tree, Why}}};
+        {'EXIT', Why} -> {error, {aco, {place_tree, Why}}}
     end.
 
 %% Colonies may only go to the big nodes: the predicate of split/1.

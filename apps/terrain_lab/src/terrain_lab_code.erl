@@ -13,7 +13,7 @@
 %% API
 -export([vm_args/0]).
 
--define(APPS, [terrain, terrain_lab]).
+-define(APPS, [terrain, terrain_workloads, terrain_lab]).
 
 %% @doc `-pa' arguments for terrain's ebin directories.
 -spec vm_args() -> [string()].
@@ -29,6 +29,7 @@ ebin_dirs() ->
     end.
 
 app_module(terrain) -> terrain;
+app_module(terrain_workloads) -> terrain_workloads;
 app_module(terrain_lab) -> terrain_lab_cli.
 
 %% Writes the applications' code to the cache (once per distinct code) and returns
