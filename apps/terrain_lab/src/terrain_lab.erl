@@ -98,6 +98,8 @@ isolate(Node) ->
 -spec format_error(term()) -> iolist().
 format_error({spec, _, _, _} = Reason) ->
     terrain_lab_spec:format_error(Reason);
+format_error({experiment, _} = Reason) ->
+    terrain_lab_experiment:format_error(Reason);
 format_error({aco, _} = Reason) ->
     terrain_lab_aco:format_error(Reason);
 format_error({aco_instance, _} = Reason) ->

@@ -18,6 +18,7 @@
 -module(terrain_lab_aco).
 
 -export([place/4,
+         run/5,
          big_nodes/1,
          format_error/1]).
 
@@ -50,6 +51,18 @@ place(attributes_and_distance, Tree, Nodes, _Seed) ->
 place(Other, _Tree, _Nodes, _Seed) ->
     {error, {aco, {bad_placement, Other}}}.
 
+%% @doc Runs ML-ACO with the master on the node the assignment gives it (name `[]'),
+%% under the run's deadline.
+-spec run(terrain_aco_instance:instance(), terrain_workloads:aco_tree(), #{list() => node()},
+          terrain_workloads:aco_options(), pos_integer()) -> {ok, terrain_workloads:aco_result()} | {error, term()}.
+run(Instance, Tree, Assignment, Options, Timeout) ->
+    Master = maps:get([], Assignment, node()),
+    try erpc:call(Master, terrain_workloads, aco_run, [Instance, Tree, Assignment, Options#{timeout => Timeout}],
+                  Timeout + 5000)
+    catch
+        Class:Why -> {error, {aco, {master_failed, Master, {Class, Why}}}}
+    end.
+
 %% @doc The nodes with at least 0.5 cores of CPU quota (or none), and the others; when
 %% either side is empty, every node serves both roles (the predicate is relaxed).
 -spec big_nodes([node()]) -> {[node()], [node()]}.
@@ -60,6 +73,8 @@ big_nodes(Nodes) ->
 -spec format_error({aco, term()}) -> iolist().
 format_error({aco, {bad_placement, P}}) ->
     io_lib:format("unknown placement ~0tp (random, attributes, distance or attributes_and_distance)", [P]);
+format_error({aco, {master_failed, Node, Why}}) ->
+    io_lib:format("the ML-ACO master on ~0tp failed: ~0tP", [Node, Why, 12]);
 format_error({aco, {place_tree, Why}}) ->
     io_lib:format("terrain:place_tree failed: ~0tP", [Why, 10]).
 

@@ -101,7 +101,8 @@ command_modules() ->
      terrain_lab_cmd_choose,
      terrain_lab_cmd_probe,
      terrain_lab_cmd_topology,
-     terrain_lab_cmd_aco].
+     terrain_lab_cmd_aco,
+     terrain_lab_cmd_experiment].
 
 %% @doc Every subcommand, in the order `terrain --help' lists them: the commands of
 %% {@link command_modules/0}, module by module.
@@ -115,6 +116,8 @@ commands() ->
 -spec format_error(term()) -> iolist().
 format_error({topology_cmd, _} = Reason) ->
     terrain_lab_cmd_topology:format_error(Reason);
+format_error({experiment_cmd, _} = Reason) ->
+    terrain_lab_cmd_experiment:format_error(Reason);
 format_error({aco_cmd, _} = Reason) ->
     terrain_lab_cmd_aco:format_error(Reason);
 format_error(Reason) ->

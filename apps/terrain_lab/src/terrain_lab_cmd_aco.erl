@@ -150,8 +150,9 @@ run_on(Instance, Nodes, Options, Io) ->
             RunOptions = #{ants => maps:get(ants, Options), global => maps:get(global, Options),
                            local => maps:get(local, Options), seed => Seed,
                            local_search => list_to_atom(maps:get(local_search, Options))},
-            case terrain_workloads:aco_run(Instance, Tree, A, RunOptions) of
+            case terrain_lab_aco:run(Instance, Tree, A, RunOptions, 600000) of
                 {ok, Result} -> {ok, Result#{colonies => colonies(Tree), nodes => length(lists:usort(Nodes))}};
+                {error, {aco, _} = Why} -> {error, Why};
                 {error, Why} -> {error, {aco_cmd, {run, Why}}}
             end;
         {error, _} = Error ->

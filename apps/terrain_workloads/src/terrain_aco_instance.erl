@@ -9,6 +9,7 @@
 -module(terrain_aco_instance).
 
 -export([read/3,
+         generate/2,
          read_optimum/2,
          jobs_from_name/1,
          format_error/1]).
@@ -49,6 +50,23 @@ read(File, Jobs, K) when is_integer(Jobs), Jobs > 0, is_integer(K) ->
         {error, _} = Error ->
             Error
     end.
+
+%% @doc A random instance of `Jobs' jobs generated as the OR-Library ones were
+%% (Potts & Van Wassenhove): p ~ U[1, 100], w ~ U[1, 10], d ~ U[P(1 − TF − RDD/2),
+%% P(1 − TF + RDD/2)] with P the total processing time, here TF = 0.6, RDD = 0.6. The
+%% same seed gives the same instance.
+-spec generate(pos_integer(), integer()) -> instance().
+generate(Jobs, Seed) when is_integer(Jobs), Jobs > 0 ->
+    R0 = rand:seed_s(exsss, {Seed, Jobs, 16#5417}),
+    {P, R1} = draw(Jobs, 1, 100, R0),
+    {W, R2} = draw(Jobs, 1, 10, R1),
+    Total = lists:sum(P),
+    {D, _} = draw(Jobs, max(0, round(Total * 0.1)), max(1, round(Total * 0.7)), R2),
+    #{jobs => Jobs, p => list_to_tuple(P), w => list_to_tuple(W), d => list_to_tuple(D)}.
+
+draw(N, Low, High, R0) ->
+    lists:foldr(fun(_, {Acc, R}) -> {X, R1} = rand:uniform_s(High - Low + 1, R), {[Low + X - 1 | Acc], R1} end,
+                {[], R0}, lists:seq(1, N)).
 
 %% @doc The optimum (or best known) total weighted tardiness of instance `K'.
 -spec read_optimum(file:filename(), pos_integer()) -> {ok, non_neg_integer()} | {error, error_reason()}.

@@ -8,6 +8,9 @@
 %% node of its first colony). With fewer than 1 + P^2 nodes the tree has two levels:
 %% the master and min(P, N−1) colonies — at least one.
 %%
+%% The master runs in the caller of {@link run/4}; run it on the master's node for its
+%% placement to count.
+%%
 %% Run: every colony runs `local' generations of `ants' ants (processes on its node)
 %% and reports its best schedule up; every level keeps the best of its children; the
 %% master sends the global best back down and each colony updates its pheromone with
@@ -41,10 +44,10 @@ shape(Nodes, Degree) when is_integer(Nodes), Nodes >= 1, is_integer(Degree), Deg
     end.
 
 %% @doc The tree as a `terrain:process_tree()' for `terrain:place_tree/2' (names as in
-%% the tree; a level-(X−1) submaster is left out: it runs with its first colony).
+%% the tree).
 -spec process_tree(tree()) -> {vertex, [non_neg_integer()], list()}.
 process_tree({_, Name, Children}) ->
-    {vertex, Name, lists:append([placed(C) || C <- Children])}.
+    {vertex, Name, [process_tree(C) || C <- Children]}.
 
 %% @doc Runs ML-ACO on `Instance' with the tree placed by `Assignment' (a name → node
 %% map for every master, submaster and colony name; a missing name runs on this node).
@@ -92,15 +95,11 @@ build(Name, Level, Depth, P) ->
     Kind = case Level of 0 -> master; _ -> submaster end,
     {Kind, Name, [build(Name ++ [I], Level + 1, Depth, P) || I <- lists:seq(1, P)]}.
 
-placed({colony, Name, []}) -> [{vertex, Name, []}];
-placed({submaster, _Name, [{colony, _, _} | _] = Colonies}) -> lists:append([placed(C) || C <- Colonies]);
-placed({submaster, Name, Children}) -> [{vertex, Name, lists:append([placed(C) || C <- Children])}].
-
 %%--------------------------------------------------------------------
 %% Processes
 
-%% A child on its node: a level-(X−1) submaster goes where its first colony goes. The
-%% master's children are monitored (the caller may not trap exits); below, the links
+%% A child on its node: where the assignment says; a level-(X−1) submaster that it
+%% does not name goes where its first colony goes. The master's children are monitored (the caller may not trap exits); below, the links
 %% take a subtree down with its root.
 start(Vertex, Parent, Config) ->
     spawn_link(node_of(Vertex, Config), fun() -> vertex(Vertex, Parent, Config) end).
@@ -109,8 +108,8 @@ start_monitored(Vertex, Parent, Config) ->
     spawn_opt(node_of(Vertex, Config), fun() -> vertex(Vertex, Parent, Config) end, [monitor]).
 
 node_of({Kind, Name, Children}, #{assignment := Assignment}) ->
-    Where = case {Kind, Children} of
-                {submaster, [{colony, First, _} | _]} -> First;
+    Where = case {Kind, Children, maps:is_key(Name, Assignment)} of
+                {submaster, [{colony, First, _} | _], false} -> First;
                 _ -> Name
             end,
     maps:get(Where, Assignment, node()).
@@ -130,7 +129,7 @@ vertex({colony, Name, []}, Parent, #{instance := Instance, params := Params, tau
 submaster(Parent, Pids) ->
     receive
         {run, Ref, Global} ->
-            [P ! {run, Ref, Global} || P <- Pids],
+            _ = [P ! {run, Ref, Global} || P <- Pids],
             Parent ! {best, Ref, self(), best_of([receive {best, Ref, P, B} -> B end || P <- Pids])},
             submaster(Parent, Pids)
     end.
@@ -186,7 +185,7 @@ await_ready([P | Rest], Deadline) ->
 
 loop(Global, Pids, Best, Deadline) when Global > 0 ->
     Ref = make_ref(),
-    [P ! {run, Ref, Best} || P <- Pids],
+    _ = [P ! {run, Ref, Best} || P <- Pids],
     Bests = [receive
                  {best, Ref, P, B} -> B;
                  {'DOWN', _, process, _, Why} -> throw({aco_vertex_failed, Why})

@@ -11,6 +11,7 @@
 
 %% API: ML-ACO
 -export([aco_read_instance/3,
+         aco_generate_instance/2,
          aco_read_optimum/2,
          aco_tree/2,
          aco_process_tree/1,
@@ -41,6 +42,12 @@
           {ok, terrain_aco_instance:instance()} | {error, terrain_aco_instance:error_reason()}.
 aco_read_instance(File, Jobs, K) ->
     terrain_aco_instance:read(File, Jobs, K).
+
+%% @doc A random instance of `Jobs' jobs made as the OR-Library's were; the same seed
+%% gives the same instance.
+-spec aco_generate_instance(pos_integer(), integer()) -> terrain_aco_instance:instance().
+aco_generate_instance(Jobs, Seed) ->
+    terrain_aco_instance:generate(Jobs, Seed).
 
 %% @doc The optimum (or best known) cost of instance `K' from an OR-Library optimum file.
 -spec aco_read_optimum(file:filename(), pos_integer()) ->

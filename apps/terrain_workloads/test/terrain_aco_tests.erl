@@ -102,9 +102,10 @@ tree_shape_follows_the_node_count_test() ->
     %% Too few nodes: two levels, master and min(P, N - 1) colonies (at least one).
     ?assertEqual({master, [], [{colony, [1], []}, {colony, [2], []}, {colony, [3], []}]}, terrain_aco_tree:shape(5, 3)),
     ?assertEqual({master, [], [{colony, [1], []}]}, terrain_aco_tree:shape(1, 3)),
-    %% place_tree sees the master, the upper submasters and the colonies.
+    %% place_tree sees every vertex: the master, the submasters and the colonies.
     {vertex, [], Top} = terrain_aco_tree:process_tree(T2),
-    ?assertEqual(9, length(Top)).
+    ?assertEqual(3, length(Top)),
+    ?assertEqual([3, 3, 3], [length(C) || {vertex, _, C} <- Top]).
 
 a_local_run_repeats_with_its_seed_and_reaches_the_optimum_test_() ->
     {timeout, 120,
