@@ -6,7 +6,9 @@
   without attribute placement against the number of ants, and their ratio. The run
   times of every run come from ``attributes.csv`` and are drawn as points.
 * ``distances`` -- RELEASE D3.5 §4.6: the mean time of each placement with the spec's
-  and with the discovered topology, and the ratios random / distance.
+  and with the discovered topology, and the ratios random / distance; the placed trees
+  (``placement_*.dot``, like the seed's Figures 27-28) are rendered to PNG with
+  Graphviz ``dot`` when it is installed.
 
 Figures are drawn on an Agg canvas (never through ``pyplot``) as PNG and SVG.
 """
@@ -15,6 +17,8 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import matplotlib
@@ -85,13 +89,25 @@ def write_experiment_plots(directory: Path, out: Path | None = None) -> list[Pat
         figures = _attributes_figures(summary, _read_rows(directory / "attributes.csv"))
     else:
         figures = _distances_figures(summary)
-    written = []
+    written = _render_dot_files(directory, target)
     for name, figure in figures:
         for extension in FORMATS:
             path = target / f"{name}.{extension}"
             FigureCanvasAgg(figure)
             figure.savefig(path, dpi=120)
             written.append(path)
+    return written
+
+
+def _render_dot_files(directory: Path, target: Path) -> list[Path]:
+    dot = shutil.which("dot")
+    if dot is None:
+        return []
+    written = []
+    for source in sorted(directory.glob("placement_*.dot")):
+        path = target / (source.stem + ".png")
+        subprocess.run([dot, "-Tpng", str(source), "-o", str(path)], check=True, capture_output=True)
+        written.append(path)
     return written
 
 
