@@ -116,25 +116,25 @@ pick([{J, _}], _) -> J;
 pick([{J, S} | _], X) when X < S -> J;
 pick([{_, S} | Rest], X) -> pick(Rest, X - S).
 
-%% First improvement over every move of the neighbourhood, repeated until none improves.
+%% First improvement, scanning the neighbourhood's moves cyclically from where the last
+%% improvement was found; stops after a whole cycle of moves without one.
 improve(Instance, S, Cost, Kind) ->
     N = tuple_size(S),
     Moves = case Kind of
                 interchange -> [{I, I + 1} || I <- lists:seq(1, N - 1)];
                 insertion -> [{I, J} || I <- lists:seq(1, N), J <- lists:seq(1, N), I =/= J]
             end,
-    case first_improvement(Instance, S, Cost, Kind, Moves) of
-        {better, S1, C1} -> improve(Instance, S1, C1, Kind);
-        none -> {tuple_to_list(S), Cost}
-    end.
+    scan(Instance, S, Cost, Kind, Moves, Moves, length(Moves)).
 
-first_improvement(_Instance, _S, _Cost, _Kind, []) ->
-    none;
-first_improvement(Instance, S, Cost, Kind, [{I, J} | Moves]) ->
+scan(_Instance, S, Cost, _Kind, _Left, _Moves, 0) ->
+    {tuple_to_list(S), Cost};
+scan(Instance, S, Cost, Kind, [], Moves, Untried) ->
+    scan(Instance, S, Cost, Kind, Moves, Moves, Untried);
+scan(Instance, S, Cost, Kind, [{I, J} | Left], Moves, Untried) ->
     S1 = move(Kind, S, I, J),
     case cost(Instance, tuple_to_list(S1)) of
-        C1 when C1 < Cost -> {better, S1, C1};
-        _ -> first_improvement(Instance, S, Cost, Kind, Moves)
+        C1 when C1 < Cost -> scan(Instance, S1, C1, Kind, Left, Moves, length(Moves));
+        _ -> scan(Instance, S, Cost, Kind, Left, Moves, Untried - 1)
     end.
 
 move(interchange, S, I, J) ->
