@@ -1,5 +1,5 @@
 %% @private
-%% @doc `terrain aco FILE --instance K': one ML-ACO run (RELEASE D3.5 §3.4) on an
+%% @doc `terrain aco FILE --instance K': one ML-ACO run (RELEASE D3.5 section 3.4) on an
 %% OR-Library SMTWTP instance, on one node (`--local'), on a cluster started from
 %% `--spec' for the run, or on the running cluster; prints the best cost, its gap to
 %% the optimum and the times.
@@ -22,7 +22,7 @@ commands() ->
        summary => "Run ML-ACO on an OR-Library SMTWTP instance and print the best cost and its gap",
        usage => "FILE",
        description => "Multi-level ant colony optimisation (master -> submasters -> colonies -> ants, "
-                      "RELEASE D3.5 §3.4) for instance K of the OR-Library file FILE (jobs per instance "
+                      "RELEASE D3.5 section 3.4) for instance K of the OR-Library file FILE (jobs per instance "
                       "from the file name, e.g. wt40.txt, or --jobs). The tree's shape comes from the "
                       "number of nodes and --degree. --local runs every vertex as a process of this node "
                       "(--nodes-count virtual nodes shape the tree); --spec starts that cluster for the run "

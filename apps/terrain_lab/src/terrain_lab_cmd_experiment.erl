@@ -18,11 +18,11 @@ commands() ->
        usage => "attributes|distances",
        description => "attributes: an emulated cluster of 2 big (0.8 cores) and 10 small (0.05 cores) VMs; "
                       "ML-ACO with attribute placement against random, for growing numbers of ants "
-                      "(RELEASE D3.5 §3.4). Writes attributes.csv and summary.json (terrain.experiment/1) "
+                      "(RELEASE D3.5 section 3.4). Writes attributes.csv and summary.json (terrain.experiment/1) "
                       "into DIR; draw them with 'terrain-analysis experiment DIR'. "
                       "distances: an emulated network of 2 sites x 2 racks x 3 nodes (netem, 10 ms / 1 ms / 0 "
                       "one way); ML-ACO with distance placement (terrain:place_tree) against random, with the "
-                      "spec's topology and with the one discovered by probe + topology (RELEASE D3.5 §4.6). "
+                      "spec's topology and with the one discovered by probe + topology (RELEASE D3.5 section 4.6). "
                       "Writes summary.json (ratio_spec, ratio_discovered), the placements as dot files, "
                       "probe/latency.json and discovered.term. "
                       "--quick takes at most about 3 minutes.",
@@ -31,7 +31,7 @@ commands() ->
                    #{name => out, long => "out", type => string, metavar => "DIR",
                      help => "the run directory to create (required)"},
                    #{name => instances, long => "instances", type => string, metavar => "FILE",
-                     help => "an OR-Library SMTWTP file for the workload (default: a generated 100-job instance)"},
+                     help => "an OR-Library SMTWTP file for the workload (default: a generated instance of 100 jobs for attributes, 40 for distances)"},
                    #{name => instance, long => "instance", type => integer, default => 1, metavar => "K",
                      help => "with --instances: the instance"}],
        run => {?MODULE, run}}].
