@@ -69,10 +69,16 @@ bench: setup build
 	erl -noshell -sname terrain_bench -kernel prevent_overlapping_partitions false -pa $(TEST_PATHS) -eval 'terrain_test_runner:bench(), halt().'
 	@for b in python/bench/*.py; do if [ -e "$$b" ]; then $(PYTHON) "$$b" || exit 1; fi; done
 
-## demo: start the demo cluster, show it, record the run, stop it
+## demo: start the demo cluster, show it, record the run, stop it; then the quick placement
+## experiments (docs/EXPERIMENTS.md) into runs/experiment-*, with their figures
 demo: setup build
 	@epmd -daemon
 	bin/terrain demo
+	@stamp=$$(date -u +%Y%m%dT%H%M%SZ); \
+	bin/terrain experiment distances --quick --out runs/experiment-distances-$$stamp && \
+	$(VENV)/bin/terrain-analysis experiment runs/experiment-distances-$$stamp && \
+	bin/terrain experiment attributes --quick --out runs/experiment-attributes-$$stamp && \
+	$(VENV)/bin/terrain-analysis experiment runs/experiment-attributes-$$stamp
 
 clean:
 	$(REBAR) clean
