@@ -3,7 +3,8 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := build
 
 # chromium: the report's browser test (pytest -m browser) opens the HTML report in it.
-APT_PACKAGES := erlang-nox erlang-dev rebar3 erlang-common-test erlang-dialyzer erlang-proper erlang-proper-dev chromium
+# graphviz: the ML-ACO experiment draws its placements (dot).
+APT_PACKAGES := erlang-nox erlang-dev rebar3 erlang-common-test erlang-dialyzer erlang-proper erlang-proper-dev chromium graphviz
 VENV := .venv
 PYTHON := $(VENV)/bin/python
 REBAR := rebar3
@@ -70,7 +71,7 @@ bench: setup build
 	erl -noshell -sname terrain_bench -kernel prevent_overlapping_partitions false -pa $(TEST_PATHS) -eval 'terrain_test_runner:bench(), halt().'
 	@for b in python/bench/*.py; do if [ -e "$$b" ]; then $(PYTHON) "$$b" || exit 1; fi; done
 
-## demo: start the demo cluster, show it, record the run, stop it, write runs/<stamp>/report.html
+## demo: the demo cluster walk-through, then the lab's tools run into the same run directory, ending in runs/<stamp>/report.html
 demo: setup build
 	@epmd -daemon
 	bin/terrain demo

@@ -23,6 +23,9 @@
 %% <li>`vm_schedulers_online' — `erlang:system_info(schedulers_online)'</li>
 %% <li>`run_queue' — `erlang:statistics(total_run_queue_lengths_all)'</li>
 %% <li>`vm_memory_total' — `erlang:memory(total)', bytes</li>
+%% <li>`cpu_quota' — the CPU time the VM's own cgroup may use, in cores (cgroup v1
+%%     `cpu.cfs_quota_us' / `cpu.cfs_period_us', or v2 `cpu.max'), from
+%%     `/proc/self/cgroup'; `undefined' when unlimited. The lab's `cpu' node option sets it.</li>
 %% </ul>
 %% Sampled (a moving average the attribute server keeps):
 %% <ul>
@@ -46,13 +49,14 @@
          system_info/1,
          run_queue/0,
          vm_memory_total/0,
-         scheduler_utilisation/0]).
+         scheduler_utilisation/0,
+         cpu_quota/2]).
 
 %% exports_not_used: Named as {M, F, A} by the built-in attribute definitions (called through the
 %% attribute server and its evaluators); definitions/1 is the entry of the unit
 %% tests, which read a fake /proc.
 -ignore_xref([{cpu_speed, 1}, {definitions, 1}, {kernel_entities, 1}, {loadavg, 2}, {meminfo, 2},
-              {run_queue, 0}, {scheduler_utilisation, 0}, {system_info, 1}, {vm_memory_total, 0}]).
+              {run_queue, 0}, {scheduler_utilisation, 0}, {system_info, 1}, {vm_memory_total, 0}, {cpu_quota, 2}]).
 
 -define(UTILISATION_WINDOW_MS, 50).
 
@@ -83,7 +87,8 @@ definitions(Proc) ->
                {num_erlang_processes, {?MODULE, system_info, [process_count]}},
                {vm_schedulers_online, {?MODULE, system_info, [schedulers_online]}},
                {run_queue, {?MODULE, run_queue, []}},
-               {vm_memory_total, {?MODULE, vm_memory_total, []}}],
+               {vm_memory_total, {?MODULE, vm_memory_total, []}},
+               {cpu_quota, {?MODULE, cpu_quota, [Proc, "/sys/fs/cgroup"]}}],
     Sampled = [{scheduler_utilisation,
                 {sampled, {?MODULE, scheduler_utilisation, []},
                  #{interval => 1000, window => 10, timeout => 500}}}],
@@ -179,6 +184,52 @@ scheduler_utilisation() ->
         _ ->
             undefined
     end.
+
+%% @doc The CPU quota of this VM's own cgroup in cores, `undefined' when unlimited or
+%% unknown. `Proc' is the `/proc' root, `Cgroup' where the cgroup hierarchies are
+%% mounted (v1: `Cgroup/cpu'; v2: `Cgroup' or `Cgroup/unified').
+-spec cpu_quota(file:filename(), file:filename()) -> float() | undefined.
+cpu_quota(Proc, Cgroup) ->
+    case read_lines(Proc, "self/cgroup") of
+        undefined ->
+            undefined;
+        Lines ->
+            Entries = [string:split(L, ":", all) || L <- Lines],
+            V1 = [Path || [_, Controllers, Path] <- Entries, lists:member("cpu", string:lexemes(Controllers, ","))],
+            V2 = [Path || ["0", "", Path] <- Entries],
+            case {V1, V2} of
+                {[Path | _], _} ->
+                    first([quota_v1(filename:join([Cgroup, Mount | relative(Path)]))
+                           || Mount <- ["cpu", "cpu,cpuacct"]]);
+                {[], [Path | _]} ->
+                    first([quota_v2(filename:join([Cgroup | Unified ++ relative(Path)]))
+                           || Unified <- [[], ["unified"]]]);
+                {[], []} ->
+                    undefined
+            end
+    end.
+
+relative(Path) ->
+    [P || P <- string:lexemes(Path, "/")].
+
+quota_v1(Dir) ->
+    case {read_lines(Dir, "cpu.cfs_quota_us"), read_lines(Dir, "cpu.cfs_period_us")} of
+        {[Q | _], [P | _]} -> cores(to_integer(Q), to_integer(P));
+        _ -> undefined
+    end.
+
+quota_v2(Dir) ->
+    case read_lines(Dir, "cpu.max") of
+        [Line | _] ->
+            case string:lexemes(Line, " ") of
+                [Q, P] -> cores(to_integer(Q), to_integer(P));
+                _ -> undefined
+            end;
+        _ -> undefined
+    end.
+
+cores(Q, P) when is_integer(Q), is_integer(P), Q > 0, P > 0 -> Q / P;
+cores(_, _) -> undefined.
 
 %%--------------------------------------------------------------------
 %% Reading /proc

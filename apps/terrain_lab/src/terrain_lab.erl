@@ -102,6 +102,14 @@ isolate(Node) ->
 -spec format_error(term()) -> iolist().
 format_error({spec, _, _, _} = Reason) ->
     terrain_lab_spec:format_error(Reason);
+format_error({experiment, _} = Reason) ->
+    terrain_lab_experiment:format_error(Reason);
+format_error({aco, _} = Reason) ->
+    terrain_lab_aco:format_error(Reason);
+format_error({aco_instance, _} = Reason) ->
+    terrain_workloads:aco_format_error(Reason);
+format_error({cgroup, _} = Reason) ->
+    terrain_lab_cgroup:format_error(Reason);
 format_error({launch, _} = Reason) ->
     terrain_lab_launch:format_error(Reason);
 format_error({cluster_state, _} = Reason) ->

@@ -121,6 +121,8 @@ command_modules() ->
      terrain_lab_cmd_bench,
      terrain_lab_cmd_emas,
      terrain_lab_cmd_events,
+     terrain_lab_cmd_aco,
+     terrain_lab_cmd_experiment,
      terrain_lab_cmd_report].
 
 %% @doc Every subcommand, in the order `terrain --help' lists them: the commands of
@@ -137,6 +139,10 @@ format_error({attrs, _} = Reason) ->
     terrain_lab_cmd_attrs:format_error(Reason);
 format_error({topology_cmd, _} = Reason) ->
     terrain_lab_cmd_topology:format_error(Reason);
+format_error({experiment_cmd, _} = Reason) ->
+    terrain_lab_cmd_experiment:format_error(Reason);
+format_error({aco_cmd, _} = Reason) ->
+    terrain_lab_cmd_aco:format_error(Reason);
 format_error({events_cmd, _} = Reason) ->
     terrain_lab_cmd_events:format_error(Reason);
 format_error({emas_cmd, _} = Reason) ->

@@ -43,7 +43,8 @@
           node := node(),              % the running node
           path := [atom()],            % its group path in the spec
           schedulers := pos_integer(), % schedulers online
-          os_pid := string()}.         % the OS process id of its VM
+          os_pid := string(),          % the OS process id of its VM
+          cpu_quota => float()}.       % its CPU quota in cores, when the spec gives one
 
 -record(state, {caller :: pid(),
                 spec :: terrain_lab_spec:spec(),
@@ -92,8 +93,13 @@ init({Spec, Options, Caller}) ->
     process_flag(trap_exit, true),
     link(Caller),
     Result = case terrain_lab_dist:ensure_started(#{}) of
-                 ok -> boot(Spec, Options);
-                 {error, _} = Error -> Error
+                 ok ->
+                     case terrain_lab_cgroup:check(Spec) of
+                         ok -> boot(Spec, Options);
+                         {error, _} = Error -> Error
+                     end;
+                 {error, _} = Error ->
+                     Error
              end,
     case Result of
         {ok, Nodes, Peers} ->
@@ -129,8 +135,9 @@ handle_info(_Info, State) ->
     {noreply, State}.
 
 -spec terminate(term(), #state{}) -> ok.
-terminate(_Reason, #state{peers = Peers, nodes = Nodes}) ->
-    stop_peers(maps:values(Peers), [OsPid || #{os_pid := OsPid} <- Nodes]).
+terminate(_Reason, #state{peers = Peers, nodes = Nodes, spec = Spec}) ->
+    stop_peers(maps:values(Peers), [OsPid || #{os_pid := OsPid} <- Nodes]),
+    remove_cgroups(Spec, [Node || #{node := Node} <- Nodes]).
 
 %%--------------------------------------------------------------------
 %% Internal functions
@@ -167,11 +174,12 @@ boot(Spec, Options) ->
             Peers = maps:from_list([{Node, maps:get(Name, Pids)} || {Name, {ok, Node}} <- maps:to_list(Booted)]),
             Names = maps:from_list([{Name, Node} || {Name, {ok, Node}} <- maps:to_list(Booted)]),
             Topology = terrain_lab_spec:topology(Spec, fun(Name) -> maps:get(Name, Names) end),
-            case setup_all([S#{topology => Topology} || S <- Specs], Booted, Deadline) of
+            case setup_all([S#{topology => Topology, cluster => maps:get(name, Spec)} || S <- Specs], Booted, Deadline) of
                 {ok, Nodes} ->
                     {ok, Nodes, Peers};
                 {error, Why, OsPids} ->
                     stop_peers(maps:values(Pids), OsPids),
+                    remove_cgroups(Spec, maps:keys(Peers)),
                     {error, Why}
             end;
         [Why | _] ->
@@ -268,12 +276,16 @@ lab_vm_args() ->
 %% attributes of its spec and the cluster's topology (the node spec's `topology' key,
 %% see {@link terrain_lab_spec:topology/2}) and starts the `terrain' application, all
 %% before `Deadline' (monotonic ms).
--spec setup_node(terrain_lab_spec:node_spec() | #{topology => terrain:topology_tree()}, node(), integer()) ->
+%% A node spec with `cpu' and `cluster' (the cluster's name) has its VM put in a CPU
+%% cgroup (terrain_lab_cgroup) first.
+-spec setup_node(terrain_lab_spec:node_spec() | #{topology => terrain:topology_tree(), cluster => atom()},
+                 node(), integer()) ->
           {ok, node_info()} | {error, term()}.
 setup_node(#{name := Name, path := Path} = NodeSpec, Node, Deadline) ->
     Timeout = max(1, Deadline - erlang:monotonic_time(millisecond)),
     try
         OsPid = erpc:call(Node, os, getpid, [], Timeout),
+        Cpu = limit_cpu(NodeSpec, Node, OsPid),
         ok = load_app(Node, Timeout),
         _ = maps:is_key(attrs, NodeSpec)
             andalso erpc:call(Node, application, set_env, [terrain, attrs, maps:get(attrs, NodeSpec)], Timeout),
@@ -281,10 +293,26 @@ setup_node(#{name := Name, path := Path} = NodeSpec, Node, Deadline) ->
             andalso erpc:call(Node, application, set_env, [terrain, topology, maps:get(topology, NodeSpec)], Timeout),
         {ok, _} = erpc:call(Node, application, ensure_all_started, [terrain], Timeout),
         Schedulers = erpc:call(Node, erlang, system_info, [schedulers_online], Timeout),
-        {ok, #{name => Name, node => Node, path => Path, schedulers => Schedulers, os_pid => OsPid}}
+        {ok, maps:merge(#{name => Name, node => Node, path => Path, schedulers => Schedulers, os_pid => OsPid}, Cpu)}
     catch
         Class:Reason -> {error, {Class, Reason}}
     end.
+
+limit_cpu(#{cpu := Cores, cluster := Cluster}, Node, OsPid) ->
+    case terrain_lab_cgroup:attach(Cluster, short_name(Node), OsPid, Cores) of
+        ok -> #{cpu_quota => terrain_lab_cgroup:quota(Cluster, short_name(Node))};
+        {error, Why} -> error(Why)
+    end;
+limit_cpu(_NodeSpec, _Node, _OsPid) ->
+    #{}.
+
+%% @doc Removes the CPU cgroups of `Nodes' of the cluster of `Spec' (those there are).
+-spec remove_cgroups(terrain_lab_spec:spec(), [node()]) -> ok.
+remove_cgroups(#{name := Cluster}, Nodes) ->
+    terrain_lab_cgroup:remove(Cluster, [short_name(N) || N <- Nodes]).
+
+short_name(Node) ->
+    hd(string:split(atom_to_list(Node), "@")).
 
 load_app(Node, Timeout) ->
     case erpc:call(Node, application, load, [terrain], Timeout) of

@@ -124,12 +124,13 @@ print_status_table(#{<<"nodes">> := Nodes} = State, Io) ->
     terrain_lab_io:out(Io, "cluster ~ts (~ts), started ~ts~n",
                        [text(maps:get(<<"cluster">>, State, null)), text(maps:get(<<"spec">>, State, null)),
                         text(maps:get(<<"started_at">>, State, null))]),
-    terrain_lab_io:out(Io, "~-28s ~-24s ~10s ~8s ~s~n", ["NODE", "GROUP PATH", "SCHEDULERS", "OS PID", "STATE"]),
+    terrain_lab_io:out(Io, "~-28s ~-24s ~10s ~8s ~8s ~s~n", ["NODE", "GROUP PATH", "SCHEDULERS", "OS PID", "CPU", "STATE"]),
     lists:foreach(fun(N) ->
-                          terrain_lab_io:out(Io, "~-28ts ~-24ts ~10ts ~8ts ~s~n",
+                          terrain_lab_io:out(Io, "~-28ts ~-24ts ~10ts ~8ts ~8ts ~s~n",
                                              [maps:get(<<"node">>, N), path_text(maps:get(<<"group_path">>, N, [])),
                                               text(maps:get(<<"schedulers">>, N, null)),
-                                              text(maps:get(<<"os_pid">>, N, null)), maps:get(<<"state">>, N)])
+                                              text(maps:get(<<"os_pid">>, N, null)),
+                                              cpu_text(maps:get(<<"cpu_quota">>, N, null)), maps:get(<<"state">>, N)])
                   end, Nodes),
     Up = length([x || #{<<"state">> := up} <- Nodes]),
     terrain_lab_io:out(Io, "~b of ~b nodes reachable~n", [Up, length(Nodes)]),
@@ -176,6 +177,10 @@ to_list(B) when is_binary(B) -> binary_to_list(B).
 
 unit(Value, Unit) when is_integer(Value) -> integer_to_list(Value) ++ Unit;
 unit(_, _Unit) -> "-".
+
+%% A node's CPU quota in cores ("-": unlimited).
+cpu_text(null) -> "-";
+cpu_text(Cores) when is_number(Cores) -> float_to_list(float(Cores), [{decimals, 2}]).
 
 %% A recorded value as text; what `up' did not write shows as "-".
 text(null) -> "-";

@@ -49,7 +49,8 @@
 
 %% A started node as recorded in cluster.json.
 -type node_record() :: #{name := atom(), node := node(), group_path := [atom()],
-                         os_pid := binary() | null, schedulers := pos_integer() | null}.
+                         os_pid := binary() | null, schedulers := pos_integer() | null,
+                         cpu_quota := float() | null}.
 
 %% What became of each recorded node: "stopped", "was not running", "killed (OS pid
 %% P)" or "still running (...)".
@@ -69,6 +70,7 @@
           {ok, [node_record()]} | {error, term()}.
 up(SpecFile, #{netem := NetemOption} = Options, Dir, Io) ->
     Steps = [fun terrain_lab_spec:read/1,
+             fun(Spec) -> case terrain_lab_cgroup:check(Spec) of ok -> {ok, Spec}; Error -> Error end end,
              fun(Spec) -> with_netem(Spec, NetemOption) end,
              fun(SpecNetem) -> check_names(SpecNetem, Options) end,
              fun(SpecNetem) -> check_memory(SpecNetem, Options) end,
@@ -118,6 +120,7 @@ stop(Dir, Timeout, #{io := Io, force := Force}) ->
             case terrain_lab_cluster_state:connect_cli(Dir) of
                 ok ->
                     Results = stop_nodes(State, Timeout, Dir, Io),
+                    ok = remove_cgroups(State),
                     _ = (Force orelse still_running(Results) =:= []) andalso terrain_lab_cluster_state:remove(Dir),
                     {ok, Results};
                 {error, _} = Error ->
@@ -248,7 +251,8 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
                   end, Nodes),
     Self = self(),
     Topology = terrain_lab_spec:topology(Spec, fun(Name) -> proplists:get_value(Name, [{N, Node} || {#{name := N}, Node} <- Nodes]) end),
-    Workers = [spawn_monitor(fun() -> Self ! {self(), bring_up(NodeSpec#{topology => Topology}, Node, Dir, Deadline)} end)
+    Workers = [spawn_monitor(fun() -> Self ! {self(), bring_up(NodeSpec#{topology => Topology, cluster => maps:get(name, Spec)},
+                                                               Node, Dir, Deadline)} end)
                || {NodeSpec, Node} <- Nodes],
     Results = collect(Workers, "up", Io),
     Records = [node_record(NodeSpec, Node, Dir, Result) || {{NodeSpec, Node}, Result} <- lists:zip(Nodes, Results)],
@@ -266,6 +270,7 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
         Failed ->
             {ok, Recorded} = terrain_lab_cluster_state:read(Dir),
             _ = stop_nodes(Recorded, 5000, Dir, Io),
+            ok = remove_cgroups(Recorded),
             terrain_lab_cluster_state:remove(Dir),
             {error, {launch, {not_started, Failed}}}
     end.
@@ -402,7 +407,14 @@ node_record(#{name := Name, path := Path}, Node, Dir, Result) ->
                     end
             end,
     #{name => Name, node => Node, group_path => Path, os_pid => OsPid,
-      schedulers => case Result of {ok, #{schedulers := S}} -> S; _ -> null end}.
+      schedulers => case Result of {ok, #{schedulers := S}} -> S; _ -> null end,
+      cpu_quota => case Result of {ok, #{cpu_quota := C}} -> C; _ -> null end}.
+
+%% The CPU cgroups of the recorded nodes (terrain_lab_cgroup), once they are stopped.
+remove_cgroups(#{<<"cluster">> := Cluster, <<"nodes">> := Nodes}) ->
+    terrain_lab_cgroup:remove(binary_to_atom(Cluster), [hd(string:split(binary_to_list(N), "@")) || #{<<"node">> := N} <- Nodes]);
+remove_cgroups(_StateFromPidFiles) ->
+    ok.
 
 format_reason(Why) ->
     io_lib:format("~0tp", [Why]).

@@ -13,7 +13,8 @@
 %% Groups nest to any depth. Link options (`latency', `jitter' in µs one way,
 %% `bandwidth' in bytes/s) apply between two nodes whose lowest common group is the
 %% group that carries them; the cluster's own options join the top-level groups.
-%% Node options: `schedulers', `attrs', `args'.
+%% Node options: `schedulers', `cpu' (a CPU quota in cores, see terrain_lab_cgroup),
+%% `attrs', `args'.
 -module(terrain_lab_spec).
 -compile({no_auto_import, [nodes/1]}).
 
@@ -39,6 +40,7 @@
         #{name := atom(),                 % the node's short name, as written in the spec
           path := [atom()],               % the groups from the top down to the node's own group
           schedulers => pos_integer(),    % scheduler threads (+S N:N)
+          cpu => number(),                % CPU quota in cores (> 0), see terrain_lab_cgroup
           attrs => [{atom(), term()}],    % attribute list, as in an attribute config file
           args => [string()]}.            % extra VM arguments
 
@@ -54,7 +56,7 @@
 -type error_reason() :: {spec, file:filename() | undefined, where(), term()}.
 
 -define(LINK_KEYS, [latency, jitter, bandwidth]).
--define(NODE_KEYS, [schedulers, attrs, args]).
+-define(NODE_KEYS, [schedulers, cpu, attrs, args]).
 -define(MAX_SCHEDULERS, 1024).
 
 %%--------------------------------------------------------------------
@@ -238,6 +240,7 @@ node_options(Options, Where, Node) ->
     maps:fold(fun(Key, Value, Acc) -> check_node(Key, Value, Where), Acc#{Key => Value} end, Node, Options).
 
 check_node(schedulers, V, _) when is_integer(V), V >= 1, V =< ?MAX_SCHEDULERS -> ok;
+check_node(cpu, V, _) when is_number(V), V > 0 -> ok;
 check_node(attrs, V, Where) when is_list(V) ->
     lists:foreach(fun({Name, _}) when is_atom(Name) -> ok;
                      (Bad) -> throw({spec_error, Where, {bad_attr, Bad}})
@@ -324,5 +327,6 @@ expected(latency) -> "expected a non-negative integer of microseconds";
 expected(jitter) -> "expected a non-negative integer of microseconds";
 expected(bandwidth) -> "expected a positive integer of bytes per second";
 expected(schedulers) -> io_lib:format("expected an integer from 1 to ~b", [?MAX_SCHEDULERS]);
+expected(cpu) -> "expected a number of cores greater than 0, e.g. 0.5";
 expected(attrs) -> "expected a list of {Name, Value}";
 expected(args) -> "expected a list of non-empty strings".

@@ -69,7 +69,7 @@ node_name_with_host_test() -> rejects([?CLUSTER, {node, 'a@host', #{}}], "must b
 node_name_not_atom_test() -> rejects([?CLUSTER, {node, "a", #{}}], "node name \"a\" must be an atom").
 node_options_not_map_test() -> rejects([?CLUSTER, {node, a, [{schedulers, 2}]}], "in node a: options must be a map").
 unknown_node_option_test() ->
-    rejects([?CLUSTER, {node, a, #{cores => 2}}], "in node a: unknown option cores (known: schedulers, attrs, args)").
+    rejects([?CLUSTER, {node, a, #{cores => 2}}], "in node a: unknown option cores (known: schedulers, cpu, attrs, args)").
 unknown_link_option_test() ->
     rejects([?CLUSTER, {group, g, #{delay => 3}, [{node, a, #{}}]}],
             "in group g: unknown option delay (known: latency, jitter, bandwidth)").
@@ -91,3 +91,8 @@ args_not_strings_test() -> rejects([?CLUSTER, {node, a, #{args => [foo]}}], "bad
 
 root() ->
     terrain_lab_test_escript:root().
+
+cpu_option_is_a_positive_number_test() ->
+    {ok, Spec} = terrain_lab_spec:from_terms([?CLUSTER, {node, a, #{cpu => 0.25}}, {node, b, #{cpu => 2}}], undefined),
+    ?assertEqual([0.25, 2], [C || #{cpu := C} <- terrain_lab_spec:nodes(Spec)]),
+    rejects([?CLUSTER, {node, a, #{cpu => 0}}], "bad value for cpu: 0 (expected a number of cores greater than 0").

@@ -41,6 +41,7 @@ from terrain_analysis.bench import merged_log_percentiles, read_summary, write_b
 from terrain_analysis.durations import DEFAULT_COLUMN, read_durations
 from terrain_analysis.emas import read_run, read_scaling, write_emas_plots
 from terrain_analysis.events import read_events, write_event_views
+from terrain_analysis.experiment_plots import write_experiment_plots
 from terrain_analysis.fit_json import write_fit_json
 from terrain_analysis.plots import write_plots
 from terrain_analysis.report import write_report
@@ -316,6 +317,24 @@ def _run_topology(arguments: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _experiment_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("directory", type=Path, help="the directory 'terrain experiment --out' wrote")
+    parser.add_argument("--out", type=Path, metavar="DIR", help="where to write the figures (default: DIRECTORY)")
+
+
+def _run_experiment(arguments: argparse.Namespace, out: TextIO) -> int:
+    directory: Path = arguments.directory
+    try:
+        written = write_experiment_plots(directory, arguments.out)
+    except OSError as error:
+        raise CommandError(f"cannot read or write in {str(directory)!r}: {error.strerror or error}") from None
+    except (ValueError, KeyError) as error:
+        raise CommandError(f"{directory}: {error}") from None
+    for path in written:
+        print(f"wrote {path}", file=out)
+    return 0
+
+
 # --------------------------------------------------------------------------------------------------
 # bench
 # --------------------------------------------------------------------------------------------------
@@ -565,6 +584,18 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         ),
         add_arguments=_report_arguments,
         run=_run_report,
+    ),
+    Subcommand(
+        name="experiment",
+        summary="draw the figures of a placement experiment",
+        description=(
+            "Read summary.json (format terrain.experiment/1) and its CSV file from the directory "
+            "'terrain experiment --out' wrote and draw the experiment's figures (PNG and SVG): for "
+            "attributes the times with and without attribute placement against the ants and their ratio "
+            "(RELEASE D3.5 Figs. 2-3); for distances the times of each placement and topology."
+        ),
+        add_arguments=_experiment_arguments,
+        run=_run_experiment,
     ),
 )
 """The subcommands, in the order ``--help`` lists them."""

@@ -6,7 +6,7 @@
 -define(NAMES, [os_type, os_version, otp_release, vm_num_processors, mem_total, cpu_speed, mem_free,
                 loadavg1, loadavg5, loadavg15, kernel_entities, num_erlang_processes,
                 cpu_model_name, hostname, vm_schedulers_online, run_queue, scheduler_utilisation,
-                vm_memory_total]).
+                vm_memory_total, cpu_quota]).
 
 every_builtin_is_defined_test() ->
     ?assertEqual(lists:sort(?NAMES), lists:sort([N || {N, _} <- terrain_attr_builtin:definitions()])).
@@ -64,3 +64,28 @@ unreadable_proc_gives_undefined_test() ->
 scheduler_utilisation_is_a_fraction_test() ->
     U = terrain_attr_builtin:scheduler_utilisation(),
     ?assert(is_float(U) andalso U >= 0.0 andalso U =< 1.0).
+
+fake_cgroup(Files) ->
+    Dir = fake_proc([]),
+    [begin ok = filelib:ensure_dir(filename:join(Dir, Name)), ok = file:write_file(filename:join(Dir, Name), Text) end
+     || {Name, Text} <- Files],
+    Dir.
+
+cpu_quota_reads_the_vms_own_v1_cgroup_test() ->
+    Proc = fake_cgroup([{"self/cgroup", "2:cpuacct:/\n1:cpu:/terrain/c/n1\n0::/\n"}]),
+    Cgroup = fake_cgroup([{"cpu/terrain/c/n1/cpu.cfs_quota_us", "20000\n"},
+                          {"cpu/terrain/c/n1/cpu.cfs_period_us", "100000\n"}]),
+    ?assertEqual(0.2, terrain_attr_builtin:cpu_quota(Proc, Cgroup)).
+
+cpu_quota_is_undefined_when_unlimited_test() ->
+    Proc = fake_cgroup([{"self/cgroup", "1:cpu,cpuacct:/\n"}]),
+    Cgroup = fake_cgroup([{"cpu,cpuacct/cpu.cfs_quota_us", "-1\n"}, {"cpu,cpuacct/cpu.cfs_period_us", "100000\n"}]),
+    ?assertEqual(undefined, terrain_attr_builtin:cpu_quota(Proc, Cgroup)),
+    ?assertEqual(undefined, terrain_attr_builtin:cpu_quota("/nonexistent/proc", Cgroup)).
+
+cpu_quota_reads_v2_cpu_max_test() ->
+    Proc = fake_cgroup([{"self/cgroup", "0::/terrain/c/n2\n"}]),
+    Limited = fake_cgroup([{"terrain/c/n2/cpu.max", "150000 100000\n"}]),
+    ?assertEqual(1.5, terrain_attr_builtin:cpu_quota(Proc, Limited)),
+    Unlimited = fake_cgroup([{"unified/terrain/c/n2/cpu.max", "max 100000\n"}]),
+    ?assertEqual(undefined, terrain_attr_builtin:cpu_quota(Proc, Unlimited)).

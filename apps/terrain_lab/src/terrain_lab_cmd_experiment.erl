@@ -1,0 +1,112 @@
+%% @private
+%% @doc `terrain experiment attributes|distances [--quick] --out DIR': the placement
+%% experiments of RELEASE D3.5 (terrain_lab_experiment) into a run directory.
+-module(terrain_lab_cmd_experiment).
+
+%% API (command table and CLI handler)
+-export([commands/0,
+         run/3,
+         format_error/1]).
+
+%% exports_not_used: commands/0 and the handlers are called through the command table.
+-ignore_xref([{commands, 0}, {run, 3}]).
+
+%% @doc The commands of this module, as `terrain_lab_cli:commands/0' lists them.
+-spec commands() -> [terrain_lab_cli:command()].
+commands() ->
+    [#{name => "experiment",
+       summary => "Run a placement experiment (attributes or distances) with ML-ACO",
+       usage => "attributes|distances",
+       description => "attributes: an emulated cluster of 2 big (0.8 cores) and 10 small (0.05 cores) VMs; "
+                      "ML-ACO with attribute placement against random, for growing numbers of ants "
+                      "(RELEASE D3.5 section 3.4). Writes attributes.csv and summary.json (terrain.experiment/1) "
+                      "into DIR; draw them with 'terrain-analysis experiment DIR'. "
+                      "distances: an emulated network of 2 sites x 2 racks x 3 nodes (netem, 10 ms / 1 ms / 0 "
+                      "one way); ML-ACO with distance placement (terrain:place_tree) against random, with the "
+                      "spec's topology and with the one discovered by probe + topology (RELEASE D3.5 section 4.6). "
+                      "Writes summary.json (ratio_spec, ratio_discovered), the placements as dot files, "
+                      "probe/latency.json and discovered.term. "
+                      "--quick takes at most about 3 minutes.",
+       args => {1, 1},
+       options => [#{name => quick, long => "quick", type => flag, help => "a small run (<= 3 minutes)"},
+                   #{name => out, long => "out", type => string, metavar => "DIR",
+                     help => "the run directory to create (required)"},
+                   #{name => instances, long => "instances", type => string, metavar => "FILE",
+                     help => "an OR-Library SMTWTP file for the workload (default: a generated instance of 100 jobs for attributes, 40 for distances)"},
+                   #{name => instance, long => "instance", type => integer, default => 1, metavar => "K",
+                     help => "with --instances: the instance"}],
+       run => {?MODULE, run}}].
+
+%% @doc `terrain experiment NAME --out DIR'.
+-spec run(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
+run(Options, [Name], Io) ->
+    Progress = fun(Text) -> terrain_lab_io:progress(Io, "~ts", [Text]) end,
+    Steps = [fun(_) -> check(Name, Options) end,
+             fun(Dir) ->
+                     case instance(Options) of
+                         {ok, I} -> {ok, {Dir, I}};
+                         Error -> Error
+                     end
+             end,
+             fun({Dir, Instance}) ->
+                     ExpOptions = maps:merge(#{quick => maps:get(quick, Options)}, Instance),
+                     case Name of
+                         "attributes" -> terrain_lab_experiment:attributes(Dir, ExpOptions, Progress);
+                         "distances" -> terrain_lab_experiment:distances(Dir, ExpOptions, Progress)
+                     end
+             end,
+             fun(Summary) -> print(Name, Summary, Options, Io) end],
+    terrain_lab_steps:run(Steps, Options).
+
+%% @doc A sentence for an error of this command.
+-spec format_error({experiment_cmd, term()}) -> iolist().
+format_error({experiment_cmd, {unknown_experiment, Name}}) ->
+    io_lib:format("unknown experiment '~ts' (attributes or distances)", [Name]);
+format_error({experiment_cmd, missing_out}) ->
+    "give the output directory with --out DIR";
+format_error({experiment_cmd, {out_exists, Dir}}) ->
+    io_lib:format("~ts exists and is not empty; give a new directory", [Dir]).
+
+%%--------------------------------------------------------------------
+%% Internal functions
+
+check(Name, Options) ->
+    case {lists:member(Name, ["attributes", "distances"]), maps:get(out, Options, undefined)} of
+        {false, _} -> {error, {experiment_cmd, {unknown_experiment, Name}}};
+        {true, undefined} -> {error, {experiment_cmd, missing_out}};
+        {true, Dir} ->
+            case file:list_dir(Dir) of
+                {ok, [_ | _]} -> {error, {experiment_cmd, {out_exists, Dir}}};
+                _ ->
+                    case filelib:ensure_path(Dir) of
+                        ok -> {ok, Dir};
+                        {error, Why} -> {error, {file, Dir, Why}}
+                    end
+            end
+    end.
+
+instance(Options) ->
+    case maps:get(instances, Options, undefined) of
+        undefined -> {ok, #{}};
+        File ->
+            case terrain_workloads:aco_read_instance(File, auto, maps:get(instance, Options)) of
+                {ok, I} -> {ok, #{instance => I}};
+                Error -> Error
+            end
+    end.
+
+print("attributes", #{ratios := Ratios}, Options, Io) ->
+    terrain_lab_io:out(Io, "~6s ~12s ~12s ~8s~n", ["ANTS", "WITH (s)", "WITHOUT (s)", "RATIO"]),
+    lists:foreach(fun(#{ants := A, with_s := W, without_s := WO, ratio := R}) ->
+                          terrain_lab_io:out(Io, "~6b ~12.3f ~12.3f ~8.2f~n", [A, W, WO, R])
+                  end, Ratios),
+    terrain_lab_io:out(Io, "written to ~ts~n", [maps:get(out, Options)]);
+print("distances", #{results := Results} = Summary, Options, Io) ->
+    terrain_lab_io:out(Io, "~-11s ~-9s ~10s ~22s~n", ["TOPOLOGY", "PLACEMENT", "MEAN (s)", "SLOW LINKS/PATH (max)"]),
+    lists:foreach(fun(#{topology := T, placement := P, mean_s := M, slow_links := L}) ->
+                          All = lists:append(L),
+                          terrain_lab_io:out(Io, "~-11s ~-9s ~10.3f ~14.2f (~b)~n",
+                                             [T, P, M, lists:sum(All) / length(All), lists:max(All)])
+                  end, Results),
+    terrain_lab_io:out(Io, "ratio random/distance: ~.2f (spec topology), ~.2f (discovered)~nwritten to ~ts~n",
+                       [maps:get(ratio_spec, Summary), maps:get(ratio_discovered, Summary), maps:get(out, Options)]).

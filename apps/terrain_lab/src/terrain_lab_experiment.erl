@@ -1,0 +1,310 @@
+%% @private
+%% @doc The placement experiments of RELEASE D3.5 on one machine, with ML-ACO as the
+%% workload (terrain_workloads):
+%% <ul>
+%% <li>{@link attributes/3} — §3.4, Figures 2–3: an emulated heterogeneous cluster whose
+%%     VMs differ in CPU capacity (CPU quotas, terrain_lab_cgroup); ML-ACO with the
+%%     `attributes' placement (colonies on the big VMs) against `random' (the VMs in a
+%%     shuffled order), for growing numbers of ants.</li>
+%% <li>{@link distances/3} — §4.6, Figures 27–28: an emulated 3-level network (netem);
+%%     ML-ACO with the `distance' placement against `random', once with the spec's
+%%     topology and once with the topology discovered from measured round trips.</li>
+%% </ul>
+%% Both write their files into a run directory with a `manifest.json' and a
+%% `summary.json' (format `terrain.experiment/1'); progress goes to the callback.
+-module(terrain_lab_experiment).
+
+-export([attributes/3,
+         distances/3,
+         format_error/1]).
+
+-export_type([options/0]).
+
+-type options() :: #{quick := boolean(),
+                     instance => terrain_aco_instance:instance(),
+                     seed => integer()}.
+
+-type progress() :: fun((iodata()) -> ok).
+
+-define(FORMAT, <<"terrain.experiment/1">>).
+-define(BIG_CORES, 0.8).
+-define(SMALL_CORES, 0.05).
+
+%%--------------------------------------------------------------------
+%% Experiment 1: attributes
+
+%% @doc The emulated cluster of the attribute experiment: 2 big VMs (0.8 cores, 2
+%% schedulers) and 10 small ones (0.05 cores, 1 scheduler). The quotas add up to about
+%% the machine's 2 cores, so each VM can get its quota when the machine is otherwise
+%% idle; per colony the attributes placement gets 0.8 / 4 = 0.2 cores (8 colonies on 2
+%% big VMs) and a colony on a small VM 0.05: the expected ratio is about 4.
+-spec attributes_spec(atom()) -> terrain_lab_spec:spec().
+attributes_spec(Name) ->
+    Big = [{node, list_to_atom("vm" ++ integer_to_list(I)), #{schedulers => 2, cpu => ?BIG_CORES}} || I <- [1, 2]],
+    Small = [{node, list_to_atom("vm" ++ integer_to_list(I)), #{schedulers => 1, cpu => ?SMALL_CORES}}
+             || I <- lists:seq(3, 12)],
+    {ok, Spec} = terrain_lab_spec:from_terms([{cluster, Name, #{}} | Big ++ Small], undefined),
+    Spec.
+
+%% @doc Runs experiment 1 into `Dir' and returns the summary. The workload is a
+%% generated 100-job instance unless `instance' is given. Quick: ants 1, 4, 16, 3 runs
+%% each, 3 global × 3 local iterations; full: ants 1 to 64 (doubling), 5 runs each,
+%% 4 × 3 iterations. The tree has degree 2: 8 colonies on 12 VMs.
+-spec attributes(file:filename(), options(), progress()) -> {ok, map()} | {error, term()}.
+attributes(Dir, Options, Progress) ->
+    Quick = maps:get(quick, Options),
+    {AntCounts, Runs, Global, Local} = case Quick of
+                                           true -> {[1, 4, 16], 3, 3, 3};
+                                           false -> {[1, 2, 4, 8, 16, 32, 64], 5, 4, 3}
+                                       end,
+    %% 100 jobs: an ant's work (O(n^2)) dominates the messages, as in the seed's runs.
+    Instance = maps:get(instance, Options, terrain_workloads:aco_generate_instance(100, 1)),
+    Spec = attributes_spec(exp_attributes),
+    Progress(io_lib:format("starting 12 VMs (2 x ~.2f cores, 10 x ~.2f cores)~n", [?BIG_CORES, ?SMALL_CORES])),
+    case terrain_lab:start_cluster(Spec, #{prefix => "xa" ++ os:getpid() ++ "_", boot_timeout => 180000}) of
+        {ok, Cluster} ->
+            try
+                Nodes = [N || #{node := N} <- terrain_lab:cluster_nodes(Cluster)],
+                Tree = terrain_workloads:aco_tree(length(Nodes), 2),
+                Rows = lists:append(
+                         [begin
+                              {Shuffled, _} = shuffle(Nodes, rand:seed_s(exsss, {Run, Ants, 16#0dd})),
+                              [begin
+                                   {ok, Assignment} = terrain_lab_aco:place(Placement, Tree, Shuffled, Run),
+                                   {ok, #{main_s := S}} =
+                                       terrain_lab_aco:run(Instance, Tree, Assignment,
+                                                           #{ants => Ants, global => Global, local => Local,
+                                                             seed => Run}, 600000),
+                                   Progress(io_lib:format("ants ~3b run ~b ~-10s ~8.3f s~n", [Ants, Run, Placement, S])),
+                                   {Ants, Run, Placement, S}
+                               end || Placement <- [attributes, random]]
+                          end || Ants <- AntCounts, Run <- lists:seq(1, Runs)]),
+                write_attributes(Dir, Rows, #{quick => Quick, runs => Runs, ants => AntCounts, global => Global,
+                                              local => Local, big_cores => ?BIG_CORES, small_cores => ?SMALL_CORES,
+                                              nodes => length(Nodes), colonies => colonies(Tree)})
+            after
+                terrain_lab:stop_cluster(Cluster)
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+write_attributes(Dir, Rows, Parameters) ->
+    Csv = filename:join(Dir, "attributes.csv"),
+    ok = file:write_file(Csv, ["ants,run,placement,seconds\n",
+                               [io_lib:format("~b,~b,~s,~.6f~n", [A, R, P, S]) || {A, R, P, S} <- Rows]]),
+    Ratios = [begin
+                  With = mean([S || {A, _, attributes, S} <- Rows, A =:= Ants]),
+                  Without = mean([S || {A, _, random, S} <- Rows, A =:= Ants]),
+                  #{ants => Ants, with_s => With, without_s => Without, ratio => Without / With}
+              end || Ants <- lists:usort([A || {A, _, _, _} <- Rows])],
+    Summary = #{format => ?FORMAT, experiment => attributes, parameters => Parameters, ratios => Ratios,
+                machine => machine()},
+    ok = terrain_json:write_file(filename:join(Dir, "summary.json"), Summary),
+    ok = terrain_lab_run:write_manifest(Dir, experiment_attributes,
+                                        [#{kind => attributes_times, file => <<"attributes.csv">>, parameters => Parameters},
+                                         #{kind => summary, file => <<"summary.json">>}]),
+    {ok, Summary}.
+
+%%--------------------------------------------------------------------
+%% Experiment 2: distances
+
+%% @doc The emulated network of the distance experiment: 2 sites × 2 racks × 3 nodes
+%% (1 scheduler each); one way 10 ms between the sites, 1 ms between the racks of a
+%% site, nothing inside a rack. Three levels whose round trips (20 ms, 2 ms, ~0) differ
+%% by an order of magnitude each, like the seed's Figure 26.
+-spec distances_spec(atom()) -> terrain_lab_spec:spec().
+distances_spec(Name) ->
+    Rack = fun(S, R) ->
+                   G = list_to_atom(lists:flatten(io_lib:format("s~br~b", [S, R]))),
+                   {group, G, #{latency => 0},
+                    [{node, list_to_atom(lists:flatten(io_lib:format("s~br~bn~b", [S, R, N]))), #{schedulers => 1}}
+                     || N <- [1, 2, 3]]}
+           end,
+    Sites = [{group, list_to_atom("s" ++ integer_to_list(S)), #{latency => 1000}, [Rack(S, 1), Rack(S, 2)]}
+             || S <- [1, 2]],
+    {ok, Spec} = terrain_lab_spec:from_terms([{cluster, Name, #{latency => 10000}} | Sites], undefined),
+    Spec.
+
+%% @doc Runs experiment 2 into `Dir' and returns the summary: ML-ACO where communication
+%% matters (9 colonies of 2 ants, 1 local generation per global iteration, a 40-job
+%% instance) with `distance' and `random' placement, first with the spec's topology
+%% (loaded on every node at start), then with the one discovered from measured round
+%% trips (`terrain probe' → `terrain topology', loaded on every node). Quick: 20
+%% global iterations, 3 runs per case; full: 50 and 5.
+-spec distances(file:filename(), options(), progress()) -> {ok, map()} | {error, term()}.
+distances(Dir, Options, Progress) ->
+    Quick = maps:get(quick, Options),
+    {Global, Runs, Batches} = case Quick of
+                                  true -> {20, 3, 5};
+                                  false -> {50, 5, 20}
+                              end,
+    Instance = maps:get(instance, Options, terrain_workloads:aco_generate_instance(40, 1)),
+    Spec = distances_spec(exp_distances),
+    Progress("starting 12 nodes: 2 sites x 2 racks x 3, links 10 ms / 1 ms / 0 one way\n"),
+    case terrain_lab:start_cluster(Spec, #{prefix => "xd" ++ os:getpid() ++ "_", boot_timeout => 180000}) of
+        {ok, Cluster} ->
+            try
+                Infos = terrain_lab:cluster_nodes(Cluster),
+                Nodes = [N || #{node := N} <- Infos],
+                SpecName = maps:from_list([{N, Name} || #{node := N, name := Name} <- Infos]),
+                Tree = terrain_workloads:aco_tree(length(Nodes), 3),
+                RunOptions = #{ants => 2, global => Global, local => 1, seed => 1},
+                Case = fun(Topology, Placement) ->
+                               Results = [begin
+                                              {ok, A} = terrain_lab_aco:place(Placement, Tree, Nodes, Run),
+                                              {ok, #{main_s := S}} = terrain_lab_aco:run(Instance, Tree, A, RunOptions, 600000),
+                                              Progress(io_lib:format("~-10s ~-9s run ~b ~8.3f s~n", [Topology, Placement, Run, S])),
+                                              {S, A}
+                                          end || Run <- lists:seq(1, Runs)],
+                               {_, FirstA} = hd(Results),
+                               ok = write_dot(Dir, Topology, Placement, Tree, FirstA, SpecName, Spec),
+                               #{topology => Topology, placement => Placement,
+                                 runs_s => [S || {S, _} <- Results], mean_s => mean([S || {S, _} <- Results]),
+                                 slow_links => [slow_links(Tree, A, SpecName, Spec) || {_, A} <- Results]}
+                       end,
+                SpecResults = [Case(spec, P) || P <- [distance, random]],
+                Progress("probing round trips (concurrent) and discovering the topology\n"),
+                {ok, Discovered} = discover(Dir, Nodes, Batches),
+                [ok = erpc:call(N, terrain, load_topology, [Discovered], 10000) || N <- Nodes],
+                DiscResults = [Case(discovered, P) || P <- [distance, random]],
+                Results = SpecResults ++ DiscResults,
+                Ratio = fun(T) ->
+                                [R] = [maps:get(mean_s, X) || #{topology := T1, placement := random} = X <- Results, T1 =:= T],
+                                [D] = [maps:get(mean_s, X) || #{topology := T1, placement := distance} = X <- Results, T1 =:= T],
+                                R / D
+                        end,
+                Parameters = #{quick => Quick, runs => Runs, global => Global, local => 1, ants => 2,
+                               colonies => colonies(Tree), nodes => length(Nodes), degree => 3,
+                               latency_us => #{cluster => 10000, site => 1000, rack => 0}, probe_batches => Batches},
+                Summary = #{format => ?FORMAT, experiment => distances, parameters => Parameters,
+                            ratio_spec => Ratio(spec), ratio_discovered => Ratio(discovered),
+                            results => Results, machine => machine()},
+                ok = terrain_json:write_file(filename:join(Dir, "summary.json"), Summary),
+                Dots = [#{kind => placement_dot, file => iolist_to_binary(dot_name(T, P))}
+                        || T <- [spec, discovered], P <- [distance, random]],
+                ok = terrain_lab_run:write_manifest(Dir, experiment_distances,
+                                                    [#{kind => summary, file => <<"summary.json">>, parameters => Parameters},
+                                                     #{kind => latency, file => <<"probe/latency.json">>},
+                                                     #{kind => topology, file => <<"discovered.term">>} | Dots]),
+                {ok, Summary}
+            after
+                terrain_lab:stop_cluster(Cluster)
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+%% terrain probe → terrain topology: measured round trips into probe/, the tree found
+%% into discovered.term.
+discover(Dir, Nodes, Batches) ->
+    ProbeDir = filename:join(Dir, "probe"),
+    ok = filelib:ensure_path(ProbeDir),
+    {ok, Result} = terrain_lab_probe:probe(Nodes, #{batches => Batches, messages => 10, strategy => concurrent}),
+    {ok, _} = terrain_lab_probe:write(Result, ProbeDir, #{}),
+    {ok, Latency} = terrain:read_latency(filename:join(ProbeDir, "latency.json")),
+    case terrain:discover(Latency, #{}) of
+        {ok, #{topology := Tree}} ->
+            ok = file:write_file(filename:join(Dir, "discovered.term"), io_lib:format("~tp.~n", [Tree])),
+            {ok, Tree};
+        {error, _} = Error ->
+            Error
+    end.
+
+%% Links on each root-to-leaf path of the placed tree that cross the slowest level
+%% (the nodes share no group), as a list over the colonies.
+slow_links(Tree, Assignment, SpecName, Spec) ->
+    [length([x || {A, B} <- Edges, slow(A, B, SpecName, Spec)]) || Edges <- paths(Tree, Assignment, [])].
+
+paths({colony, Name, []}, Assignment, Above) ->
+    [edges(lists:reverse([Name | Above]), Assignment)];
+paths({_, Name, Children}, Assignment, Above) ->
+    lists:append([paths(C, Assignment, [Name | Above]) || C <- Children]).
+
+edges(Names, Assignment) ->
+    Nodes = [vertex_node(N, Assignment) || N <- Names],
+    lists:zip(lists:droplast(Nodes), tl(Nodes)).
+
+vertex_node(Name, Assignment) ->
+    maps:get(Name, Assignment, node()).
+
+slow(A, B, SpecName, Spec) ->
+    case {maps:find(A, SpecName), maps:find(B, SpecName)} of
+        {{ok, NA}, {ok, NB}} -> terrain_lab_spec:link(Spec, NA, NB) =:= maps:get(options, Spec) andalso NA =/= NB;
+        _ -> false
+    end.
+
+dot_name(Topology, Placement) ->
+    io_lib:format("placement_~s_~s.dot", [Placement, Topology]).
+
+%% The placed tree as Graphviz dot (like the seed's Figures 27–28): one box per site
+%% and rack, each vertex inside its node's rack; an edge that crosses sites in red.
+write_dot(Dir, Topology, Placement, Tree, Assignment, SpecName, Spec) ->
+    Vertices = flatten(Tree),
+    Label = fun(Name) -> case Name of [] -> "master"; _ -> lists:join(".", [integer_to_list(I) || I <- Name]) end end,
+    Id = fun(Name) -> ["v", [["_", integer_to_list(I)] || I <- Name]] end,
+    ByGroup = lists:foldl(fun({Kind, Name, _}, Acc) ->
+                                  Node = vertex_node(Name, Assignment),
+                                  Path = case maps:find(Node, SpecName) of
+                                             {ok, N} -> hd([P || #{name := NN, path := P} <- terrain_lab_spec:nodes(Spec), NN =:= N]);
+                                             error -> [outside]
+                                         end,
+                                  maps:update_with(Path, fun(L) -> [{Kind, Name, Node} | L] end, [{Kind, Name, Node}], Acc)
+                          end, #{}, Vertices),
+    Sites = lists:usort([hd(P) || P <- maps:keys(ByGroup)]),
+    Clusters = [["  subgraph cluster_", atom_to_list(S), " {\n    label=\"", atom_to_list(S), "\";\n",
+                 [["    subgraph cluster_", atom_to_list(lists:last(P)), " {\n      label=\"", atom_to_list(lists:last(P)),
+                   "\";\n",
+                   [["      ", Id(Name), " [label=\"", Label(Name), "\\n", short(Node), "\" shape=",
+                     shape(Kind), "];\n"] || {Kind, Name, Node} <- lists:reverse(maps:get(P, ByGroup))],
+                   "    }\n"] || P <- lists:sort(maps:keys(ByGroup)), hd(P) =:= S],
+                 "  }\n"] || S <- Sites],
+    EdgeLines = [["  ", Id(Parent), " -> ", Id(Child),
+                  case slow(vertex_node(Parent, Assignment), vertex_node(Child, Assignment), SpecName, Spec) of
+                      true -> " [color=red penwidth=2]";
+                      false -> ""
+                  end, ";\n"]
+                 || {_, Parent, Children} <- Vertices, {_, Child, _} <- Children],
+    file:write_file(filename:join(Dir, dot_name(Topology, Placement)),
+                    ["digraph placement {\n  label=\"ML-ACO tree, ", atom_to_list(Placement), " placement, ",
+                     atom_to_list(Topology), " topology (red: crosses sites)\";\n  compound=true;\n",
+                     Clusters, EdgeLines, "}\n"]).
+
+flatten({_, _, Children} = V) -> [V | lists:append([flatten(C) || C <- Children])].
+
+shape(master) -> "doubleoctagon";
+shape(submaster) -> "box";
+shape(colony) -> "ellipse".
+
+short(Node) ->
+    hd(string:split(atom_to_list(Node), "@")).
+
+%%--------------------------------------------------------------------
+%% Errors
+
+%% @doc A sentence for an error of this module.
+-spec format_error({experiment, term()}) -> iolist().
+format_error({experiment, Why}) ->
+    io_lib:format("the experiment failed: ~0tP", [Why, 12]).
+
+%%--------------------------------------------------------------------
+%% Internal functions
+
+mean(Xs) -> lists:sum(Xs) / length(Xs).
+
+colonies({colony, _, _}) -> 1;
+colonies({_, _, Children}) -> lists:sum([colonies(C) || C <- Children]).
+
+shuffle(List, Rand0) ->
+    {Keyed, Rand} = lists:foldl(fun(X, {Acc, R0}) -> {U, R1} = rand:uniform_s(R0), {[{U, X} | Acc], R1} end,
+                                {[], Rand0}, List),
+    {[X || {_, X} <- lists:sort(Keyed)], Rand}.
+
+%% The machine the run had: its cores and load when the experiment ended (other
+%% users of the machine change the results).
+machine() ->
+    Load = case file:read_file("/proc/loadavg") of
+               {ok, Bin} -> hd(string:lexemes(Bin, " "));
+               {error, _} -> null
+           end,
+    #{logical_processors => erlang:system_info(logical_processors_available), loadavg1 => Load}.

@@ -1,0 +1,174 @@
+"""Figures of the placement experiments (``terrain experiment``).
+
+``summary.json`` (format ``terrain.experiment/1``) names the experiment:
+
+* ``attributes`` -- RELEASE D3.5 §3.4, Figures 2 and 3: the mean ML-ACO time with and
+  without attribute placement against the number of ants, and their ratio. The run
+  times of every run come from ``attributes.csv`` and are drawn as points.
+* ``distances`` -- RELEASE D3.5 §4.6: the mean time of each placement with the spec's
+  and with the discovered topology, and the ratios random / distance; the placed trees
+  (``placement_*.dot``, like the seed's Figures 27-28) are rendered to PNG with
+  Graphviz ``dot`` when it is installed.
+
+Figures are drawn on an Agg canvas (never through ``pyplot``) as PNG and SVG.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import matplotlib
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+__all__ = ["FORMAT", "read_summary", "write_experiment_plots"]
+
+FORMAT = "terrain.experiment/1"
+FORMATS = ("png", "svg")
+NOISE_NOTE = "one 2-core machine shared with other work: times are noisy"
+
+matplotlib.use("Agg")
+
+
+def read_summary(directory: Path) -> dict:
+    """Read ``summary.json`` of an experiment's run directory.
+
+    Parameters
+    ----------
+    directory : Path
+        The directory ``terrain experiment --out`` wrote.
+
+    Returns
+    -------
+    dict
+        The summary.
+
+    Raises
+    ------
+    ValueError
+        If the file is not JSON or its format is not ``terrain.experiment/1``.
+    OSError
+        If it cannot be read.
+    """
+    path = directory / "summary.json"
+    try:
+        summary = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not JSON: {error}") from None
+    if not isinstance(summary, dict) or summary.get("format") != FORMAT:
+        found = summary.get("format") if isinstance(summary, dict) else None
+        raise ValueError(f"{path} has format {found!r}, expected {FORMAT!r}")
+    if summary.get("experiment") not in ("attributes", "distances"):
+        raise ValueError(f"{path}: unknown experiment {summary.get('experiment')!r}")
+    return summary
+
+
+def write_experiment_plots(directory: Path, out: Path | None = None) -> list[Path]:
+    """Draw the figures of the experiment in ``directory``.
+
+    Parameters
+    ----------
+    directory : Path
+        The experiment's run directory (``summary.json`` and its CSV file).
+    out : Path, optional
+        Where to write the figures; default ``directory``.
+
+    Returns
+    -------
+    list of Path
+        The files written.
+    """
+    summary = read_summary(directory)
+    target = directory if out is None else out
+    target.mkdir(parents=True, exist_ok=True)
+    if summary["experiment"] == "attributes":
+        figures = _attributes_figures(summary, _read_rows(directory / "attributes.csv"))
+    else:
+        figures = _distances_figures(summary)
+    written = _render_dot_files(directory, target)
+    for name, figure in figures:
+        for extension in FORMATS:
+            path = target / f"{name}.{extension}"
+            FigureCanvasAgg(figure)
+            figure.savefig(path, dpi=120)
+            written.append(path)
+    return written
+
+
+def _render_dot_files(directory: Path, target: Path) -> list[Path]:
+    dot = shutil.which("dot")
+    if dot is None:
+        return []
+    written = []
+    for source in sorted(directory.glob("placement_*.dot")):
+        path = target / (source.stem + ".png")
+        subprocess.run([dot, "-Tpng", str(source), "-o", str(path)], check=True, capture_output=True)
+        written.append(path)
+    return written
+
+
+def _read_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _attributes_figures(summary: dict, rows: list[dict[str, str]]) -> list[tuple[str, Figure]]:
+    ratios = summary["ratios"]
+    ants = [r["ants"] for r in ratios]
+    parameters = summary.get("parameters", {})
+    shape = (
+        f"{parameters.get('nodes', '?')} VMs: 2 x {parameters.get('big_cores', '?')} cores, "
+        f"10 x {parameters.get('small_cores', '?')} cores; {parameters.get('colonies', '?')} colonies"
+    )
+    times = Figure(figsize=(7, 4.5))
+    axes = times.add_subplot()
+    for placement, label, colour in (("attributes", "with attributes", "tab:blue"), ("random", "without (random)", "tab:red")):
+        xs = [int(r["ants"]) for r in rows if r["placement"] == placement]
+        ys = [float(r["seconds"]) for r in rows if r["placement"] == placement]
+        axes.scatter(xs, ys, s=12, alpha=0.4, color=colour)
+        means = [r["with_s" if placement == "attributes" else "without_s"] for r in ratios]
+        axes.plot(ants, means, marker="o", color=colour, label=label + " (mean)")
+    axes.set_xscale("log", base=2)
+    axes.set_xlabel("ants per colony")
+    axes.set_ylabel("ML-ACO main loop (s)")
+    axes.set_title(f"ML-ACO time with and without attribute placement\n{shape}", fontsize=10)
+    axes.legend()
+    times.text(0.01, 0.01, NOISE_NOTE, fontsize=7, color="grey")
+    times.tight_layout(rect=(0, 0.03, 1, 1))
+    ratio = Figure(figsize=(7, 4.5))
+    axes = ratio.add_subplot()
+    axes.plot(ants, [r["ratio"] for r in ratios], marker="o", color="black")
+    axes.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
+    axes.set_xscale("log", base=2)
+    axes.set_xlabel("ants per colony")
+    axes.set_ylabel("time without / time with attributes")
+    axes.set_title(f"Ratio of the mean times (RELEASE D3.5 Fig. 3 analogue)\n{shape}", fontsize=10)
+    ratio.text(0.01, 0.01, NOISE_NOTE, fontsize=7, color="grey")
+    ratio.tight_layout(rect=(0, 0.03, 1, 1))
+    return [("attributes_times", times), ("attributes_ratio", ratio)]
+
+
+def _distances_figures(summary: dict) -> list[tuple[str, Figure]]:
+    results = summary["results"]
+    figure = Figure(figsize=(7, 4.5))
+    axes = figure.add_subplot()
+    labels = [f"{r['placement']}\n({r['topology']})" for r in results]
+    means = [r["mean_s"] for r in results]
+    colours = ["tab:blue" if r["placement"] == "distance" else "tab:red" for r in results]
+    axes.bar(range(len(results)), means, color=colours)
+    for index, result in enumerate(results):
+        axes.scatter([index] * len(result["runs_s"]), result["runs_s"], color="black", s=10, zorder=3)
+    axes.set_xticks(range(len(results)), labels)
+    axes.set_ylabel("ML-ACO main loop (s)")
+    axes.set_title(
+        f"Distance vs random placement: ratio {summary['ratio_spec']:.2f} (spec topology), "
+        f"{summary['ratio_discovered']:.2f} (discovered)",
+        fontsize=10,
+    )
+    figure.text(0.01, 0.01, NOISE_NOTE, fontsize=7, color="grey")
+    figure.tight_layout(rect=(0, 0.03, 1, 1))
+    return [("distances_times", figure)]
