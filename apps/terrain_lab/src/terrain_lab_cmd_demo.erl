@@ -86,7 +86,9 @@ lab_steps(SpecFile, RunDir, Io) ->
                "--sizes", "8,65536", "--rank-order", "block,random", "--seeds", "1", "--rounds", "4"]},
              {"the wind tunnel under EventSpace (terrain events record)", "events",
               ["events", "record", "--spec", "examples/two_racks.cluster", "--workload", "windtunnel",
-               "--workers", "8", "--steps", "200"]}],
+               "--workers", "8", "--steps", "200"]},
+             {"ML-ACO placed with and without attributes, quick (terrain experiment attributes)", "experiment",
+              ["experiment", "attributes", "--quick"]}],
     Failed = [Title || {Title, Sub, Args} <- Steps, not lab_step(Title, Sub, Args, RunDir, Io)],
     case Failed of
         [] -> ok;
@@ -101,16 +103,43 @@ lab_step(Title, Sub, Args, RunDir, Io) ->
     terrain_lab_io:out(Io, "$ terrain ~ts~n", [lists:join(" ", Command)]),
     case terrain_lab_cli:run(Command, Io) of
         0 ->
-            case terrain_lab_run:include(RunDir, Sub) of
-                ok -> true;
+            case terrain_lab_steps:run([fun(_) -> terrain_lab_run:include(RunDir, Sub) end,
+                                        fun(_) -> figures(hd(Args), RunDir, Sub, Io) end], none) of
+                {error, figures_failed} -> false;   % said already
                 {error, Reason} ->
                     terrain_lab_io:progress(Io, "demo: ~ts: ~ts~n", [Sub, terrain_lab:format_error(Reason)]),
-                    false
+                    false;
+                _ -> true
             end;
         Status ->
             terrain_lab_io:progress(Io, "demo: terrain ~ts exited with ~b~n", [hd(Args), Status]),
             false
     end.
+
+%% The experiment's figures are drawn by `terrain-analysis experiment DIR' (the
+%% command writes the data only); they join the manifest under the experiment's kind.
+figures("experiment", RunDir, Sub, Io) ->
+    Dir = filename:join(RunDir, Sub),
+    case terrain_lab_analysis:command() of
+        false ->
+            terrain_lab_io:progress(Io, "demo: the experiment's figures skipped: terrain-analysis is not installed~n", []),
+            ok;
+        Command ->
+            case terrain_lab_analysis:run(Command, 120000, ["experiment", Dir]) of
+                {0, _} ->
+                    Made = iolist_to_binary(["terrain-analysis experiment ", Dir]),
+                    terrain_lab_run:add_outputs(RunDir, [#{kind => experiment, file => list_to_binary(filename:join(Sub, F)),
+                                                           parameters => #{command => Made}}
+                                                         || F <- lists:sort(element(2, file:list_dir(Dir))),
+                                                            filename:extension(F) =:= ".png"]);
+                {Status, Output} ->
+                    terrain_lab_io:progress(Io, "demo: terrain-analysis experiment ~ts failed (exit ~b):~n~ts~n",
+                                            [Dir, Status, Output]),
+                    {error, figures_failed}
+            end
+    end;
+figures(_, _RunDir, _Sub, _Io) ->
+    ok.
 
 %% The report of the run, then the total time, then the report's path (last). Without
 %% terrain-analysis (the demo run outside a checkout set up by make) the report is

@@ -33,7 +33,7 @@ commands() ->
                      help => "the run directory to create (required)"},
                    #{name => instances, long => "instances", type => string, metavar => "FILE",
                      help => "an OR-Library SMTWTP file for the workload (default: a generated instance of 100 jobs for attributes, 40 for distances)"},
-                   #{name => instance, long => "instance", type => integer, default => 1, metavar => "K",
+                   #{name => instance, long => "instance", type => integer, range => {1, inf}, default => 1, metavar => "K",
                      help => "with --instances: the instance"}],
        run => {?MODULE, run}}].
 

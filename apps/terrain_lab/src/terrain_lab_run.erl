@@ -7,7 +7,8 @@
 -export([timestamp/0,
          create/1,
          write_manifest/3,
-         include/2]).
+         include/2,
+         add_outputs/2]).
 
 -define(MANIFEST_FORMAT, <<"terrain.manifest/1">>).
 
@@ -58,13 +59,22 @@ write_manifest(Dir, Kind, Outputs) ->
 %% run (the demo's steps) shows in that run's report.
 -spec include(file:filename(), file:filename()) -> ok | {error, term()}.
 include(Dir, Sub) ->
-    case {terrain_json:read_file(filename:join(Dir, "manifest.json")),
-          terrain_json:read_file(filename:join([Dir, Sub, "manifest.json"]))} of
-        {{ok, #{<<"outputs">> := Outputs} = Manifest}, {ok, #{<<"outputs">> := SubOutputs}}} ->
+    case terrain_json:read_file(filename:join([Dir, Sub, "manifest.json"])) of
+        {ok, #{<<"outputs">> := SubOutputs}} ->
             Prefix = list_to_binary(Sub),
-            Moved = [Output#{<<"file">> => filename:join(Prefix, File)}
-                     || #{<<"file">> := File} = Output <- SubOutputs],
-            terrain_json:write_file(filename:join(Dir, "manifest.json"), Manifest#{<<"outputs">> => Outputs ++ Moved});
-        {{error, _} = Error, _} -> Error;
-        {_, {error, _} = Error} -> Error
+            add_outputs(Dir, [Output#{<<"file">> => filename:join(Prefix, File)}
+                              || #{<<"file">> := File} = Output <- SubOutputs]);
+        {ok, _} -> {error, {file, filename:join([Dir, Sub, "manifest.json"]), no_outputs}};
+        {error, _} = Error -> Error
+    end.
+
+%% @doc Appends outputs to the manifest of the run directory `Dir'.
+-spec add_outputs(file:filename(), [output() | map()]) -> ok | {error, term()}.
+add_outputs(Dir, New) ->
+    File = filename:join(Dir, "manifest.json"),
+    case terrain_json:read_file(File) of
+        {ok, #{<<"outputs">> := Outputs} = Manifest} when is_list(Outputs) ->
+            terrain_json:write_file(File, Manifest#{<<"outputs">> => Outputs ++ New});
+        {ok, _} -> {error, {file, File, no_outputs}};
+        {error, _} = Error -> Error
     end.
