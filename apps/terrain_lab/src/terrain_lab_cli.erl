@@ -102,7 +102,8 @@ command_modules() ->
      terrain_lab_cmd_probe,
      terrain_lab_cmd_topology,
      terrain_lab_cmd_collective,
-     terrain_lab_cmd_bench].
+     terrain_lab_cmd_bench,
+     terrain_lab_cmd_hostlist].
 
 %% @doc Every subcommand, in the order `terrain --help' lists them: the commands of
 %% {@link command_modules/0}, module by module.
@@ -149,6 +150,11 @@ run_command(#{name := Name, run := {Module, Function}} = Command, Rest, Io) ->
             try Module:Function(Options, Args, Io) of
                 ok ->
                     ?EXIT_OK;
+                {error, {usage, Reason}} ->
+                    %% A handler's own usage error (an argument it could not parse).
+                    terrain_lab_io:progress(Io, "terrain ~ts: ~ts~nRun 'terrain ~ts --help' for usage.~n",
+                                            [Name, format_error(Reason), Name]),
+                    ?EXIT_USAGE;
                 {error, Reason} ->
                     terrain_lab_io:progress(Io, "terrain ~ts: ~ts~n", [Name, format_error(Reason)]),
                     ?EXIT_ERROR

@@ -25,11 +25,14 @@
 commands() ->
     [#{name => "up",
        summary => "Start a cluster from a spec and leave it running",
-       usage => "SPEC",
+       usage => "SPEC | --hosts FILE [--per-host N]",
        description => "Starts the nodes of the cluster spec SPEC as detached VMs with a random cookie "
                       "(stored with mode 0600, never printed) and records them in STATE_DIR/cluster.json. "
-                      "Refuses while a cluster recorded there is still running.",
-       args => {1, 1},
+                      "Refuses while a cluster recorded there is still running. With --hosts FILE (one "
+                      "host or hostlist expression a line, '#' comments) instead of SPEC, the spec is "
+                      "built from the hosts, --per-host nodes on each, one group per host, written to "
+                      "--spec-out (default FILE.spec) and started.",
+       args => {0, 1},
        options => [terrain_lab_cli_options:state_dir(),
                    #{name => prefix, long => "prefix", type => string, default => "",
                      metavar => "TEXT", help => "prepended to every node name"},
@@ -37,7 +40,13 @@ commands() ->
                      metavar => "MS", help => "deadline for all nodes to come up"},
                    #{name => netem, long => "netem", type => string, default => "auto",
                      metavar => "auto|on|off",
-                     help => "emulate the spec's links (auto: when the spec has link options)"}],
+                     help => "emulate the spec's links (auto: when the spec has link options)"},
+                   #{name => hosts, long => "hosts", type => string, metavar => "FILE",
+                     help => "build the spec from a hosts file instead of SPEC"},
+                   #{name => per_host, long => "per-host", type => integer, default => 1,
+                     metavar => "N", help => "with --hosts: nodes on each host"},
+                   #{name => spec_out, long => "spec-out", type => string, metavar => "FILE",
+                     help => "with --hosts: where the built spec is written (default: the hosts file + .spec)"}],
        run => {?MODULE, up}},
      #{name => "status",
        summary => "List the nodes of the running cluster and whether each is reachable",
@@ -63,6 +72,24 @@ commands() ->
 
 %% @doc `terrain up SPEC': starts the cluster and prints its nodes.
 -spec up(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
+up(#{hosts := HostsFile} = Options, [], Io) when HostsFile =/= undefined ->
+    %% --hosts: build the spec from the hosts file, then start it like any spec.
+    SpecFile = case maps:get(spec_out, Options) of
+                   undefined -> HostsFile ++ ".spec";
+                   Given -> Given
+               end,
+    case hosts_spec(HostsFile, maps:get(per_host, Options), SpecFile) of
+        {ok, Hosts} ->
+            terrain_lab_io:progress(Io, "wrote the spec of ~b host~s to ~ts~n",
+                                    [length(Hosts), [$s || length(Hosts) > 1], SpecFile]),
+            up(Options#{hosts := undefined}, [SpecFile], Io);
+        {error, _} = Error ->
+            Error
+    end;
+up(#{hosts := HostsFile}, [_ | _], _Io) when HostsFile =/= undefined ->
+    {error, {usage, {hosts, {usage, "give either SPEC or --hosts FILE, not both"}}}};
+up(_Options, [], _Io) ->
+    {error, {usage, {hosts, {usage, "give SPEC or --hosts FILE"}}}};
 up(Options, [SpecFile], Io) ->
     Dir = terrain_lab_cluster_state:state_dir(Options),
     case terrain_lab_launch:up(SpecFile, maps:with([prefix, timeout, netem], Options), Dir, Io) of
@@ -165,3 +192,8 @@ unit(Value, Unit) -> integer_to_list(Value) ++ Unit.
 text(null) -> "-";
 text(I) when is_integer(I) -> integer_to_list(I);
 text(B) when is_binary(B) -> B.
+
+hosts_spec(_HostsFile, PerHost, _SpecFile) when PerHost < 1 ->
+    {error, {usage, {hosts, {usage, "--per-host must be at least 1"}}}};
+hosts_spec(HostsFile, PerHost, SpecFile) ->
+    terrain_lab_hosts:write_spec(HostsFile, PerHost, SpecFile).

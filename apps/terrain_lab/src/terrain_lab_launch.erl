@@ -46,6 +46,7 @@
           {ok, [node_record()]} | {error, term()}.
 up(SpecFile, #{netem := NetemOption} = Options, Dir, Io) ->
     Steps = [fun terrain_lab_spec:read/1,
+             fun terrain_lab_hosts:check_local/1,   % nodes with a remote `host': docs/HOSTS.md
              fun(Spec) -> with_netem(Spec, NetemOption) end,
              fun(SpecNetem) -> refuse_if_running(Dir, SpecNetem) end,
              fun({Spec, Netem}) -> start_detached(Spec, Netem, filename:absname(SpecFile), Dir, Options, Io) end],

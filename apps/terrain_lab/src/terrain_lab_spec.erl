@@ -13,7 +13,8 @@
 %% Groups nest to any depth. Link options (`latency', `jitter' in µs one way,
 %% `bandwidth' in bytes/s) apply between two nodes whose lowest common group is the
 %% group that carries them; the cluster's own options join the top-level groups.
-%% Node options: `schedulers', `attrs', `args'.
+%% Node options: `schedulers', `attrs', `args', `host' (the host the node runs on: a
+%% host name or address; see terrain_lab_hosts).
 -module(terrain_lab_spec).
 -compile({no_auto_import, [nodes/1]}).
 
@@ -40,7 +41,8 @@
           path := [atom()],               % the groups from the top down to the node's own group
           schedulers => pos_integer(),    % scheduler threads (+S N:N)
           attrs => [{atom(), term()}],    % attribute list, as in an attribute config file
-          args => [string()]}.            % extra VM arguments
+          args => [string()],             % extra VM arguments
+          host => string()}.              % host name or address the node runs on
 
 -type spec() ::
         #{name := atom(),
@@ -54,7 +56,7 @@
 -type error_reason() :: {spec, file:filename() | undefined, where(), term()}.
 
 -define(LINK_KEYS, [latency, jitter, bandwidth]).
--define(NODE_KEYS, [schedulers, attrs, args]).
+-define(NODE_KEYS, [schedulers, attrs, args, host]).
 -define(MAX_SCHEDULERS, 1024).
 
 %%--------------------------------------------------------------------
@@ -248,6 +250,11 @@ check_node(args, V, Where) when is_list(V) ->
                           _ = io_lib:printable_unicode_list(Arg) andalso Arg =/= []
                               orelse throw({spec_error, Where, {bad_value, args, V}})
                   end, V);
+check_node(host, V, Where) when is_list(V), V =/= [] ->
+    _ = lists:all(fun(C) -> (C >= $a andalso C =< $z) orelse (C >= $A andalso C =< $Z)
+                                orelse (C >= $0 andalso C =< $9) orelse lists:member(C, "-._:")
+                  end, V) orelse throw({spec_error, Where, {bad_value, host, V}}),
+    ok;
 check_node(Key, V, Where) ->
     case lists:member(Key, ?NODE_KEYS) of
         true -> throw({spec_error, Where, {bad_value, Key, V}});
@@ -325,4 +332,5 @@ expected(jitter) -> "expected a non-negative integer of microseconds";
 expected(bandwidth) -> "expected a positive integer of bytes per second";
 expected(schedulers) -> io_lib:format("expected an integer from 1 to ~b", [?MAX_SCHEDULERS]);
 expected(attrs) -> "expected a list of {Name, Value}";
-expected(args) -> "expected a list of non-empty strings".
+expected(args) -> "expected a list of non-empty strings";
+expected(host) -> "expected a host name or address as a string".
