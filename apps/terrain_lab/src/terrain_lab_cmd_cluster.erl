@@ -46,7 +46,12 @@ commands() ->
                    #{name => per_host, long => "per-host", type => integer, default => 1,
                      metavar => "N", help => "with --hosts: nodes on each host"},
                    #{name => spec_out, long => "spec-out", type => string, metavar => "FILE",
-                     help => "with --hosts: where the built spec is written (default: the hosts file + .spec)"}],
+                     help => "with --hosts: where the built spec is written (default: the hosts file + .spec)"},
+                   #{name => ssh_options, long => "ssh-option", type => list, metavar => "OPT,...",
+                     help => "nodes on other hosts: ssh -o options (ConfigFile=F for -F F), repeatable"},
+                   #{name => code_path, long => "code-path", type => string, metavar => "DIR",
+                     help => "nodes on other hosts: terrain's code is in DIR/<app>/ebin there "
+                             "(default: the local code directories, for a shared home)"}],
        run => {?MODULE, up}},
      #{name => "status",
        summary => "List the nodes of the running cluster and whether each is reachable",
@@ -92,7 +97,7 @@ up(_Options, [], _Io) ->
     {error, {usage, {hosts, {usage, "give SPEC or --hosts FILE"}}}};
 up(Options, [SpecFile], Io) ->
     Dir = terrain_lab_cluster_state:state_dir(Options),
-    case terrain_lab_launch:up(SpecFile, maps:with([prefix, timeout, netem], Options), Dir, Io) of
+    case terrain_lab_launch:up(SpecFile, maps:with([prefix, timeout, netem, ssh_options, code_path], Options), Dir, Io) of
         {ok, Nodes} -> print_nodes(Nodes, Io);
         {error, _} = Error -> Error
     end.

@@ -7,22 +7,36 @@
 %% group per host (named after the host) holding `PerHost' nodes `HOST_1'..`HOST_N',
 %% each with the node option `host => "HOST"', in the order of the file.
 %%
-%% {@link check_local/1} is the launcher's guard: this version starts VMs on the local
-%% machine only, so a spec whose nodes name another host is refused with a message
-%% that says so, rather than started in the wrong place.
+%% {@link check_placement/1} is the launcher's guard: a spec runs either on this
+%% machine (no node names another host: short names, `erl -detached' here) or on other
+%% hosts (every node names a host that is not this machine: long names `NAME@HOST',
+%% started over ssh by `terrain_lab_ssh'); a spec that mixes both is refused before
+%% anything starts. For a cluster on other hosts the CLI's VM takes the long name
+%% `terrain_cli_<OS pid>@ADDRESS', ADDRESS being this machine's end of the route to
+%% the first host (recorded in the state directory's `cli_host'). The remaining
+%% functions are the remote halves of the launcher's status and stop: by node name
+%% over distribution first, then by the recorded host and OS pid over ssh.
 -module(terrain_lab_hosts).
 
 %% API
 -export([read_file/1,
          spec_terms/2,
          write_spec/3,
-         check_local/1,
+         check_placement/1,
+         remote/1,
          is_local/1,
          format_error/1]).
 
-%% exports_not_used: is_local/1 is checked by the EUnit tests; read_file/1 and
-%% spec_terms/2 are the two halves of write_spec/3, tested on their own.
--ignore_xref([{is_local, 1}, {read_file, 1}, {spec_terms, 2}]).
+%% API (the remote half of terrain_lab_launch)
+-export([prepare_cli/2,
+         remote_record/3,
+         check_remote/3,
+         remote_running/2,
+         stop_remote/3]).
+
+%% exports_not_used: read_file/1 and spec_terms/2 are the two halves of write_spec/3,
+%% tested on their own.
+-ignore_xref([{read_file, 1}, {spec_terms, 2}]).
 
 -export_type([error_reason/0]).
 
@@ -32,7 +46,8 @@
       | {hosts, {empty, file:filename()}}
       | {hosts, {duplicate, file:filename(), string()}}
       | {hosts, {write, file:filename(), file:posix()}}
-      | {hosts, {remote, [string()]}}
+      | {hosts, {mixed, Local :: [atom()], Remote :: [atom()]}}
+      | {hosts, {unroutable, string(), term()}}
       | {hosts, {usage, string()}}.                  % CLI: --hosts used the wrong way
 
 %%--------------------------------------------------------------------
@@ -65,14 +80,89 @@ spec_terms(Hosts, PerHost) ->
 write_spec(HostsFile, PerHost, SpecFile) ->
     maybe_write(read_file(HostsFile), PerHost, SpecFile).
 
-%% @doc `{ok, Spec}' when every node of `Spec' runs on this machine (no `host' option,
-%% or a local one); the remote hosts otherwise.
--spec check_local(terrain_lab_spec:spec()) -> {ok, terrain_lab_spec:spec()} | {error, error_reason()}.
-check_local(Spec) ->
-    case lists:usort([H || #{host := H} <- terrain_lab_spec:nodes(Spec), not is_local(H)]) of
-        [] -> {ok, Spec};
-        Remote -> {error, {hosts, {remote, Remote}}}
+%% @doc `{ok, Spec}' when the spec runs on this machine only or on other hosts only
+%% (see the module doc) and, for other hosts, the first host can be routed to.
+-spec check_placement(terrain_lab_spec:spec()) -> {ok, terrain_lab_spec:spec()} | {error, error_reason()}.
+check_placement(Spec) ->
+    Nodes = terrain_lab_spec:nodes(Spec),
+    Remote = [N || #{name := N, host := H} <- Nodes, not is_local(H)],
+    case {[N || #{name := N} <- Nodes, not lists:member(N, Remote)], Remote} of
+        {_, []} -> {ok, Spec};
+        {[], [_ | _]} ->
+            Host = first_host(Spec),
+            case terrain_lab_ssh:cli_host(Host) of
+                {ok, _} -> {ok, Spec};
+                {error, Why} -> {error, {hosts, {unroutable, Host, Why}}}
+            end;
+        {Local, _} -> {error, {hosts, {mixed, Local, Remote}}}
     end.
+
+%% @doc Whether the nodes of a spec (checked by {@link check_placement/1}) run on
+%% other hosts.
+-spec remote(terrain_lab_spec:spec()) -> boolean().
+remote(Spec) ->
+    lists:any(fun(#{host := H}) -> not is_local(H); (#{}) -> false end, terrain_lab_spec:nodes(Spec)).
+
+%% @doc Records the CLI's address for a cluster on other hosts in `Dir/cli_host', so
+%% that every command joins it with a long name
+%% (`terrain_lab_cluster_state:connect_cli/1').
+-spec prepare_cli(terrain_lab_spec:spec(), file:filename()) -> ok.
+prepare_cli(Spec, Dir) ->
+    {ok, Address} = terrain_lab_ssh:cli_host(first_host(Spec)),
+    ok = file:write_file(filename:join(Dir, "cli_host"), Address).
+
+%% @doc A node record of the state for a node on `Host': the host and the ssh options
+%% that reach it are recorded with it, for status and stop.
+-spec remote_record(map(), string(), terrain_lab_ssh:context()) -> map().
+remote_record(Record, Host, #{ssh_options := SshOptions}) ->
+    Record#{host => list_to_binary(Host), ssh_options => [list_to_binary(O) || O <- SshOptions]}.
+
+%% @doc The state of a recorded node on another host: `up' (it answered), `unreachable'
+%% (its VM runs on the host), `down', or `host_unreachable' (ssh failed).
+-spec check_remote(map(), pos_integer(), file:filename()) -> up | unreachable | down | host_unreachable.
+check_remote(#{<<"node">> := Name} = Record, Timeout, Dir) ->
+    case net_kernel:connect_node(binary_to_atom(Name)) of
+        true -> up;
+        false ->
+            case remote_alive(Record, Timeout, Dir) of
+                true -> unreachable;
+                false -> down;
+                {error, _} -> host_unreachable
+            end
+    end.
+
+%% @doc Whether the VM of a recorded node on another host still runs (`false' when
+%% its host cannot be reached).
+-spec remote_running(map(), file:filename()) -> boolean().
+remote_running(Record, Dir) ->
+    remote_alive(Record, 10000, Dir) =:= true.
+
+%% @doc Stops a recorded node on another host: `erlang:halt/0' by node name, then,
+%% when it has not gone within `Timeout' ms, SIGKILL to its recorded OS pid over ssh
+%% (only if that process is still a VM of this cluster). Removes the node's files on
+%% the host, and the cluster's directory there after its last node.
+-spec stop_remote(map(), pos_integer(), file:filename()) -> {binary(), string()}.
+stop_remote(#{<<"node">> := NodeBin, <<"host">> := HostBin} = Record, Timeout, Dir) ->
+    Node = binary_to_atom(NodeBin),
+    Host = binary_to_list(HostBin),
+    Ssh = ssh(Record, Dir),
+    Halted = case lists:member(Node, nodes(hidden) ++ nodes()) orelse net_kernel:connect_node(Node) of
+                 true -> erpc:cast(Node, erlang, halt, []), true;
+                 false -> false
+             end,
+    Gone = Halted andalso await_nodedown(Node, Timeout),
+    How = case {Gone, os_pid(Record)} of
+              {true, _} -> "stopped";
+              {false, undefined} -> "was not running (no OS pid recorded)";
+              {false, OsPid} ->
+                  case terrain_lab_ssh:kill(Host, OsPid, 10000, Ssh) of
+                      true -> "killed (OS pid " ++ OsPid ++ " on " ++ Host ++ ")";
+                      false -> "was not running";
+                      {error, Why} -> "still running (" ++ lists:flatten(terrain_lab_ssh:format_error(Why)) ++ ")"
+                  end
+          end,
+    _ = lists:prefix("still running", How) orelse clean_remote(Host, Record, Ssh),
+    {NodeBin, How}.
 
 %% @doc Whether `Host' names this machine: `localhost', a loopback address, or this
 %% machine's host name (short or fully qualified).
@@ -101,9 +191,12 @@ format_error({hosts, {write, File, Why}}) ->
     io_lib:format("cannot write the spec ~ts: ~ts", [File, file:format_error(Why)]);
 format_error({hosts, {usage, Text}}) ->
     Text;
-format_error({hosts, {remote, Hosts}}) ->
-    io_lib:format("the spec places nodes on other hosts (~ts); this version of terrain starts VMs on the "
-                  "local machine only (docs/HOSTS.md)", [lists:join(", ", Hosts)]).
+format_error({hosts, {mixed, Local, Remote}}) ->
+    io_lib:format("the spec mixes nodes on this machine (~ts) with nodes on other hosts (~ts); give every node "
+                  "a host that is not this machine, or none (docs/HOSTS.md)",
+                  [lists:join(", ", [atom_to_list(N) || N <- Local]), lists:join(", ", [atom_to_list(N) || N <- Remote])]);
+format_error({hosts, {unroutable, Host, Why}}) ->
+    io_lib:format("cannot find this machine's address towards ~ts: ~0tp", [Host, Why]).
 
 %%--------------------------------------------------------------------
 %% Internal functions
@@ -148,3 +241,38 @@ safe(Host) ->
          true -> C;
          false -> $_
      end || C <- Host].
+
+first_host(Spec) ->
+    hd([H || #{host := H} <- terrain_lab_spec:nodes(Spec)]).
+
+ssh(Record, Dir) ->
+    #{dir => Dir, ssh_options => [binary_to_list(O) || O <- maps:get(<<"ssh_options">>, Record, [])]}.
+
+os_pid(#{<<"os_pid">> := P}) when is_binary(P) -> binary_to_list(P);
+os_pid(_) -> undefined.
+
+remote_alive(#{<<"host">> := Host} = Record, Timeout, Dir) ->
+    case os_pid(Record) of
+        undefined -> false;
+        OsPid -> terrain_lab_ssh:alive(binary_to_list(Host), OsPid, Timeout, ssh(Record, Dir))
+    end.
+
+await_nodedown(Node, Timeout) ->
+    monitor_node(Node, true),
+    receive {nodedown, Node} -> true
+    after Timeout -> monitor_node(Node, false), false
+    end.
+
+%% The node's pid file and log on its host; the cookie and the directory after the
+%% host's last node.
+clean_remote(Host, #{<<"name">> := Name}, #{dir := Dir} = Ssh) ->
+    RDir = terrain_lab_ssh:remote_dir(Dir, Host),
+    Clean = ["cd ", quote(RDir), " 2>/dev/null || exit 0; rm -f nodes/", quote(binary_to_list(Name) ++ ".pid"),
+             " nodes/", quote(binary_to_list(Name) ++ ".log"),
+             "; ls nodes/*.pid >/dev/null 2>&1 || { rm -f cookie nodes/*.log; rmdir nodes; cd && rmdir ",
+             quote(RDir), " ", quote(filename:dirname(RDir)), "; }; true"],
+    _ = terrain_lab_ssh:run(Host, Clean, [], Ssh#{timeout => 10000}),
+    ok.
+
+quote(Arg) ->
+    ["'", string:replace(Arg, "'", "'\\''", all), "'"].

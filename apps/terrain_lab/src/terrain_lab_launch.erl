@@ -25,7 +25,10 @@
 
 -type up_options() :: #{prefix := string(),         % prepended to every node name
                         timeout := pos_integer(),   % ms for all nodes to come up
-                        netem := string()}.         % "auto" | "on" | "off"
+                        netem := string(),          % "auto" | "on" | "off"
+                        %% nodes on other hosts (terrain_lab_ssh, docs/HOSTS.md):
+                        ssh_options => terrain_lab_ssh:ssh_options(),
+                        code_path => file:filename() | undefined}.
 
 %% A started node as recorded in cluster.json.
 -type node_record() :: #{name := atom(), node := node(), group_path := [atom()],
@@ -46,7 +49,7 @@
           {ok, [node_record()]} | {error, term()}.
 up(SpecFile, #{netem := NetemOption} = Options, Dir, Io) ->
     Steps = [fun terrain_lab_spec:read/1,
-             fun terrain_lab_hosts:check_local/1,   % nodes with a remote `host': docs/HOSTS.md
+             fun terrain_lab_hosts:check_placement/1,   % nodes on other hosts: docs/HOSTS.md
              fun(Spec) -> with_netem(Spec, NetemOption) end,
              fun(SpecNetem) -> refuse_if_running(Dir, SpecNetem) end,
              fun({Spec, Netem}) -> start_detached(Spec, Netem, filename:absname(SpecFile), Dir, Options, Io) end],
@@ -60,7 +63,7 @@ status(Dir, Timeout) ->
     case terrain_lab_cluster_state:read(Dir) of
         {ok, State} ->
             ok = terrain_lab_cluster_state:connect_cli(Dir),
-            {ok, State#{<<"nodes">> := check_nodes(State, Timeout)}};
+            {ok, State#{<<"nodes">> := check_nodes(State, Timeout, Dir)}};
         {error, _} = Error ->
             Error
     end.
@@ -120,12 +123,23 @@ refuse_if_running(Dir, Spec) ->
             Error
     end.
 
-start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix, timeout := Timeout}, Io) ->
+start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix, timeout := Timeout} = Options, Io) ->
     Deadline = erlang:monotonic_time(millisecond) + Timeout,
     ok = filelib:ensure_dir(filename:join([Dir, "nodes", "x"])),
     CookieFile = terrain_lab_cluster_state:create_cookie(Dir),
+    %% Nodes on other hosts: long names, started over ssh (terrain_lab_ssh).
+    Remote = terrain_lab_hosts:remote(Spec),
+    SshOptions = maps:get(ssh_options, Options, []),
+    Ssh = terrain_lab_ssh:context(Dir, SshOptions, maps:get(code_path, Options, undefined)),
+    ok = case Remote of
+             true -> terrain_lab_hosts:prepare_cli(Spec, Dir);
+             false -> ok
+         end,
     ok = terrain_lab_cluster_state:connect_cli(Dir),
-    Nodes = [{NodeSpec, terrain_lab_dist:node_name(Prefix, Name)} || #{name := Name} = NodeSpec <- terrain_lab_spec:nodes(Spec)],
+    Nodes = [{NodeSpec, case Remote of
+                            true -> terrain_lab_ssh:node_name(Prefix, Name, maps:get(host, NodeSpec));
+                            false -> terrain_lab_dist:node_name(Prefix, Name)
+                        end} || #{name := Name} = NodeSpec <- terrain_lab_spec:nodes(Spec)],
     terrain_lab_io:progress(Io, "starting ~b nodes of ~ts~n", [length(Nodes), SpecPath]),
     _ = Netem andalso terrain_lab_io:progress(Io, "network emulation on: ~ts~n", [netem_summary(Spec)]),
     lists:foreach(fun({#{name := Name} = NodeSpec, Node}) ->
@@ -133,16 +147,17 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix, timeout := Timeou
                                           true -> terrain_lab_netem:vm_args(Spec, Prefix, Name);
                                           false -> []
                                       end,
-                          spawn_vm(NodeSpec, Node, Dir, NetemArgs)
+                          Remote orelse spawn_vm(NodeSpec, Node, Dir, NetemArgs)
                   end, Nodes),
     Self = self(),
     Topology = terrain_lab_spec:topology(Spec, fun(Name) -> proplists:get_value(Name, [{N, Node} || {#{name := N}, Node} <- Nodes]) end),
-    Workers = [spawn_monitor(fun() -> Self ! {self(), bring_up(NodeSpec#{topology => Topology}, Node, Dir, Deadline)} end)
+    Workers = [spawn_monitor(fun() -> Self ! {self(), remote_spawn_then_bring_up(Remote, NodeSpec#{topology => Topology},
+                                                                                 Node, Dir, Deadline, Ssh)} end)
                || {NodeSpec, Node} <- Nodes],
     Results = [receive {Pid, Result} -> erlang:demonitor(Ref, [flush]), Result;
                        {'DOWN', Ref, process, Pid, Why} -> {error, {crashed, Why}}
                end || {Pid, Ref} <- Workers],
-    Records = [node_record(NodeSpec, Node, Dir, Result) || {{NodeSpec, Node}, Result} <- lists:zip(Nodes, Results)],
+    Records = [node_record(NodeSpec, Node, Dir, Result, Ssh) || {{NodeSpec, Node}, Result} <- lists:zip(Nodes, Results)],
     ok = terrain_lab_cluster_state:write(Dir, #{cluster => maps:get(name, Spec),
                                                 spec => list_to_binary(SpecPath),
                                                 cookie_file => list_to_binary(CookieFile),
@@ -206,15 +221,36 @@ erl_executable() ->
         Erl -> Erl
     end.
 
-bring_up(#{name := Name} = NodeSpec, Node, Dir, Deadline) ->
+%% A node on another host is started over ssh by its own worker, in parallel.
+remote_spawn_then_bring_up(false, NodeSpec, Node, Dir, Deadline, Ssh) ->
+    bring_up(NodeSpec, Node, Dir, Deadline, Ssh);
+remote_spawn_then_bring_up(true, NodeSpec, Node, Dir, Deadline, Ssh) ->
+    case terrain_lab_ssh:spawn_vm(NodeSpec, Node, Ssh) of
+        ok -> bring_up(NodeSpec, Node, Dir, Deadline, Ssh);
+        {error, Why} -> {error, {text, lists:flatten(terrain_lab_ssh:format_error(Why))}}
+    end.
+
+bring_up(NodeSpec, Node, Dir, Deadline, Ssh) ->
     case await_ping(Node, Deadline) of
         ok ->
             terrain_lab_cluster:setup_node(NodeSpec, Node, Deadline);
         timeout ->
-            case read_pid(terrain_lab_cluster_state:pid_file(Dir, Name)) of
+            case started_pid(NodeSpec, Dir, Ssh) of
                 {ok, _} -> {error, not_reachable};
                 error -> {error, vm_did_not_start}
             end
+    end.
+
+%% The OS pid a started VM wrote (on its host, for a node on another host).
+started_pid(#{name := Name} = NodeSpec, Dir, Ssh) ->
+    case NodeSpec of
+        #{host := Host} ->
+            case terrain_lab_hosts:is_local(Host) of
+                true -> read_pid(terrain_lab_cluster_state:pid_file(Dir, Name));
+                false -> terrain_lab_ssh:pid_of(Host, Name, Ssh)
+            end;
+        #{} ->
+            read_pid(terrain_lab_cluster_state:pid_file(Dir, Name))
     end.
 
 await_ping(Node, Deadline) ->
@@ -233,18 +269,24 @@ read_pid(File) ->
         _ -> error
     end.
 
-node_record(#{name := Name, path := Path}, Node, Dir, Result) ->
+node_record(#{name := Name, path := Path} = NodeSpec, Node, Dir, Result, Ssh) ->
     OsPid = case Result of
                 {ok, #{os_pid := P}} -> list_to_binary(P);
                 {error, _} ->
-                    case read_pid(terrain_lab_cluster_state:pid_file(Dir, Name)) of
+                    case started_pid(NodeSpec, Dir, Ssh) of
                         {ok, P} -> list_to_binary(P);
                         error -> null
                     end
             end,
-    #{name => Name, node => Node, group_path => Path, os_pid => OsPid,
-      schedulers => case Result of {ok, #{schedulers := S}} -> S; _ -> null end}.
+    Record = #{name => Name, node => Node, group_path => Path, os_pid => OsPid,
+               schedulers => case Result of {ok, #{schedulers := S}} -> S; _ -> null end},
+    case NodeSpec of
+        #{host := Host} -> terrain_lab_hosts:remote_record(Record, Host, Ssh);
+        #{} -> Record
+    end.
 
+format_reason({text, Text}) ->
+    Text;
 format_reason(Why) ->
     io_lib:format("~0tp", [Why]).
 
@@ -252,9 +294,9 @@ format_reason(Why) ->
 %% status
 
 %% Every node is checked at once under one deadline.
-check_nodes(#{<<"nodes">> := Nodes}, Timeout) ->
+check_nodes(#{<<"nodes">> := Nodes}, Timeout, Dir) ->
     Self = self(),
-    Checks = [{Node, spawn_monitor(fun() -> Self ! {self(), check_node(Node)} end)} || Node <- Nodes],
+    Checks = [{Node, spawn_monitor(fun() -> Self ! {self(), check_node(Node, Timeout, Dir)} end)} || Node <- Nodes],
     Deadline = erlang:monotonic_time(millisecond) + Timeout,
     [begin
          Wait = max(0, Deadline - erlang:monotonic_time(millisecond)),
@@ -265,7 +307,9 @@ check_nodes(#{<<"nodes">> := Nodes}, Timeout) ->
          Node#{<<"state">> => State}
      end || {Node, {Pid, Ref}} <- Checks].
 
-check_node(#{<<"node">> := Name} = Node) ->
+check_node(#{<<"host">> := _} = Node, Timeout, Dir) ->
+    terrain_lab_hosts:check_remote(Node, Timeout, Dir);
+check_node(#{<<"node">> := Name} = Node, _Timeout, _Dir) ->
     case net_kernel:connect_node(binary_to_atom(Name)) of
         true -> up;
         false ->
@@ -302,6 +346,8 @@ read_state_or_pid_files(Dir) ->
 
 %% Is this recorded node's VM still running? Checked by its OS pid, which must still be
 %% a BEAM started for this state directory.
+vm_running(#{<<"host">> := _} = Node, Dir) ->
+    terrain_lab_hosts:remote_running(Node, Dir);
 vm_running(#{<<"os_pid">> := P}, Dir) when is_binary(P) ->
     owned_vm(binary_to_list(P), Dir);
 vm_running(_, _) ->
@@ -321,6 +367,8 @@ stop_nodes(#{<<"nodes">> := Nodes}, Timeout, Dir) ->
              {'DOWN', Ref, process, Pid, Why} -> {maps:get(<<"node">>, Node), io_lib:format("still running (~0p)", [Why])}
      end || {Node, {Pid, Ref}} <- lists:zip(Nodes, Workers)].
 
+stop_node(#{<<"host">> := _} = Record, Timeout, Dir) ->
+    terrain_lab_hosts:stop_remote(Record, Timeout, Dir);
 stop_node(#{<<"node">> := NodeBin} = Record, Timeout, Dir) ->
     Node = binary_to_atom(NodeBin),
     OsPid = case maps:get(<<"os_pid">>, Record, null) of null -> undefined; P -> binary_to_list(P) end,

@@ -107,11 +107,14 @@ the_spec_has_one_group_per_host_and_per_host_nodes_test() ->
                      [{P, H} || #{path := P, host := H} <- terrain_lab_spec:nodes(Spec)])
     end).
 
-remote_hosts_are_refused_by_the_local_launcher_test() ->
+a_spec_runs_here_or_on_other_hosts_never_both_test() ->
     {ok, Local} = terrain_lab_spec:from_terms(terrain_lab_hosts:spec_terms(["localhost"], 2), undefined),
-    ?assertEqual({ok, Local}, terrain_lab_hosts:check_local(Local)),
-    {ok, Remote} = terrain_lab_spec:from_terms(terrain_lab_hosts:spec_terms(["localhost", "node7"], 1), undefined),
-    ?assertEqual({error, {hosts, {remote, ["node7"]}}}, terrain_lab_hosts:check_local(Remote)).
+    ?assertEqual({ok, Local}, terrain_lab_hosts:check_placement(Local)),
+    ?assertNot(terrain_lab_hosts:remote(Local)),
+    {ok, Remote} = terrain_lab_spec:from_terms(terrain_lab_hosts:spec_terms(["10.0.0.6", "10.0.0.7"], 1), undefined),
+    ?assert(terrain_lab_hosts:remote(Remote)),
+    {ok, Mixed} = terrain_lab_spec:from_terms(terrain_lab_hosts:spec_terms(["localhost", "10.0.0.7"], 1), undefined),
+    ?assertEqual({error, {hosts, {mixed, [localhost_1], ['10_0_0_7_1']}}}, terrain_lab_hosts:check_placement(Mixed)).
 
 local_host_names_test() ->
     {ok, Short} = inet:gethostname(),
