@@ -2,7 +2,8 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 
-APT_PACKAGES := erlang-nox erlang-dev rebar3 erlang-common-test erlang-dialyzer erlang-proper erlang-proper-dev
+APT_PACKAGES := erlang-nox erlang-dev rebar3 erlang-common-test erlang-dialyzer erlang-proper erlang-proper-dev \
+                openssh-server openssh-client iproute2
 VENV := .venv
 PYTHON := $(VENV)/bin/python
 REBAR := rebar3
