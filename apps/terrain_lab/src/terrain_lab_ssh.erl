@@ -93,7 +93,8 @@ cli_host(Host) ->
 %% @doc Starts the VM of spec node `NodeSpec' (which has a `host') as `Node' over
 %% ssh, the cookie from the local cookie file sent on ssh's standard input. Returns
 %% once `erl -detached' has returned on the host, or at the deadline.
--spec spawn_vm(terrain_lab_spec:node_spec(), node(), context()) -> ok | {error, error_reason()}.
+-spec spawn_vm(#{name := atom(), host := string(), atom() => term()}, node(), context()) ->
+          ok | {error, error_reason()}.
 spawn_vm(#{name := Name, host := Host} = NodeSpec, Node, #{dir := Dir, code_args := CodeArgs} = Context) ->
     RDir = remote_dir(Dir, Host),
     PidFile = filename:join([RDir, "nodes", atom_to_list(Name) ++ ".pid"]),
@@ -212,15 +213,15 @@ collect(Port, Host, Deadline, Acc) ->
         {Port, {exit_status, Code}} ->
             {error, {ssh, {Host, {exit, Code, unicode:characters_to_list(lists:reverse(Acc))}}}}
     after Wait ->
-        case erlang:port_info(Port, os_pid) of
-            {os_pid, OsPid} -> _ = terrain_lab_os_kill(OsPid);
-            undefined -> ok
-        end,
-        catch port_close(Port),
+        _ = case erlang:port_info(Port, os_pid) of
+                {os_pid, OsPid} -> kill_os_process(OsPid);
+                undefined -> ok
+            end,
+        _ = catch port_close(Port),
         {error, {ssh, {Host, timeout}}}
     end.
 
-terrain_lab_os_kill(OsPid) ->
+kill_os_process(OsPid) ->
     os:cmd("kill -9 " ++ integer_to_list(OsPid)).
 
 quote(Arg) ->
