@@ -24,6 +24,7 @@
          write_spec/3,
          check_placement/1,
          remote/1,
+         netem_option/2,
          is_local/1,
          format_error/1]).
 
@@ -48,6 +49,7 @@
       | {hosts, {write, file:filename(), file:posix()}}
       | {hosts, {mixed, Local :: [atom()], Remote :: [atom()]}}
       | {hosts, {unroutable, string(), term()}}
+      | {hosts, netem_on_other_hosts}
       | {hosts, {usage, string()}}.                  % CLI: --hosts used the wrong way
 
 %%--------------------------------------------------------------------
@@ -102,6 +104,18 @@ check_placement(Spec) ->
 -spec remote(terrain_lab_spec:spec()) -> boolean().
 remote(Spec) ->
     lists:any(fun(#{host := H}) -> not is_local(H); (#{}) -> false end, terrain_lab_spec:nodes(Spec)).
+
+%% @doc The `--netem' option for a spec: unchanged for a spec that runs here; for
+%% one on other hosts the links are not emulated (`auto' becomes `off', `on' is an
+%% error): the emulation is made for VMs of one machine.
+-spec netem_option(terrain_lab_spec:spec(), string()) -> {ok, string()} | {error, error_reason()}.
+netem_option(Spec, Option) ->
+    case {remote(Spec), Option} of
+        {false, _} -> {ok, Option};
+        {true, "on"} -> {error, {hosts, netem_on_other_hosts}};
+        {true, "auto"} -> {ok, "off"};
+        {true, _} -> {ok, Option}
+    end.
 
 %% @doc Records the CLI's address for a cluster on other hosts in `Dir/cli_host', so
 %% that every command joins it with a long name
@@ -195,6 +209,8 @@ format_error({hosts, {mixed, Local, Remote}}) ->
     io_lib:format("the spec mixes nodes on this machine (~ts) with nodes on other hosts (~ts); give every node "
                   "a host that is not this machine, or none (docs/HOSTS.md)",
                   [lists:join(", ", [atom_to_list(N) || N <- Local]), lists:join(", ", [atom_to_list(N) || N <- Remote])]);
+format_error({hosts, netem_on_other_hosts}) ->
+    "--netem on: network emulation is for clusters on this machine; on other hosts the links are real";
 format_error({hosts, {unroutable, Host, Why}}) ->
     io_lib:format("cannot find this machine's address towards ~ts: ~0tp", [Host, Why]).
 

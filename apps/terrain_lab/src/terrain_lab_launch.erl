@@ -50,7 +50,12 @@
 up(SpecFile, #{netem := NetemOption} = Options, Dir, Io) ->
     Steps = [fun terrain_lab_spec:read/1,
              fun terrain_lab_hosts:check_placement/1,   % nodes on other hosts: docs/HOSTS.md
-             fun(Spec) -> with_netem(Spec, NetemOption) end,
+             fun(Spec) ->
+                     case terrain_lab_hosts:netem_option(Spec, NetemOption) of   % off on other hosts
+                         {ok, Netem} -> with_netem(Spec, Netem);
+                         {error, _} = Error -> Error
+                     end
+             end,
              fun(SpecNetem) -> refuse_if_running(Dir, SpecNetem) end,
              fun({Spec, Netem}) -> start_detached(Spec, Netem, filename:absname(SpecFile), Dir, Options, Io) end],
     terrain_lab_steps:run(Steps, SpecFile).

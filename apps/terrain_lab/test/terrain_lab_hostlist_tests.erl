@@ -116,6 +116,14 @@ a_spec_runs_here_or_on_other_hosts_never_both_test() ->
     {ok, Mixed} = terrain_lab_spec:from_terms(terrain_lab_hosts:spec_terms(["localhost", "10.0.0.7"], 1), undefined),
     ?assertEqual({error, {hosts, {mixed, [localhost_1], ['10_0_0_7_1']}}}, terrain_lab_hosts:check_placement(Mixed)).
 
+network_emulation_is_off_on_other_hosts_test() ->
+    {ok, Local} = terrain_lab_spec:from_terms(terrain_lab_hosts:spec_terms(["localhost"], 1), undefined),
+    {ok, Remote} = terrain_lab_spec:from_terms(terrain_lab_hosts:spec_terms(["10.0.0.6"], 1), undefined),
+    ?assertEqual({ok, "auto"}, terrain_lab_hosts:netem_option(Local, "auto")),
+    ?assertEqual({ok, "on"}, terrain_lab_hosts:netem_option(Local, "on")),
+    ?assertEqual({ok, "off"}, terrain_lab_hosts:netem_option(Remote, "auto")),
+    ?assertEqual({error, {hosts, netem_on_other_hosts}}, terrain_lab_hosts:netem_option(Remote, "on")).
+
 local_host_names_test() ->
     {ok, Short} = inet:gethostname(),
     ?assert(terrain_lab_hosts:is_local("localhost")),
