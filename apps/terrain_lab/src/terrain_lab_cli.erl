@@ -123,7 +123,8 @@ command_modules() ->
      terrain_lab_cmd_events,
      terrain_lab_cmd_aco,
      terrain_lab_cmd_experiment,
-     terrain_lab_cmd_report].
+     terrain_lab_cmd_report,
+     terrain_lab_cmd_hostlist].
 
 %% @doc Every subcommand, in the order `terrain --help' lists them: the commands of
 %% {@link command_modules/0}, module by module.
@@ -198,7 +199,11 @@ run_command(#{name := Name, run := {Module, Function}} = Command, Rest, Io) ->
     end.
 
 command_usage_error(Io, Name, Message) ->
-    terrain_lab_io:progress(Io, "terrain ~ts: ~ts~nRun 'terrain ~ts --help' for usage.~n", [Name, Message, Name]),
+    Text = case is_tuple(Message) of
+               true -> format_error(Message);  % a reason, e.g. {hosts, _}
+               false -> Message                % a sentence already (iodata)
+           end,
+    terrain_lab_io:progress(Io, "terrain ~ts: ~ts~nRun 'terrain ~ts --help' for usage.~n", [Name, Text, Name]),
     ?EXIT_USAGE.
 
 %% Did the command fail because its `out' device is gone (a reader such as `head'

@@ -11,6 +11,8 @@
 %% <li>`cookie' — a random cookie for this cluster, mode 0600, never printed;</li>
 %% <li>`nodes/NAME.pid' — each VM writes its OS pid here first thing, so even a node
 %%     that never became reachable can be stopped.</li>
+%% <li>`cli_host' — only for a cluster on other hosts: this machine's address, the
+%%     host part of the CLI's long node name (terrain_lab_hosts).</li>
 %% </ul>
 %% `terrain_lab_launch' writes it; every command that works on the running cluster
 %% reads it here and joins the cluster with {@link connect/1}:
@@ -159,7 +161,13 @@ check_node_name(Name) ->
 %% of the cluster in `Dir' (when there is one).
 -spec connect_cli(file:filename()) -> ok | {error, term()}.
 connect_cli(Dir) ->
-    case terrain_lab_dist:ensure_started(#{hidden => true, name => list_to_atom("terrain_cli_" ++ os:getpid())}) of
+    Name = "terrain_cli_" ++ os:getpid(),
+    %% A cluster on other hosts (terrain_lab_hosts) recorded the CLI's address: long names.
+    Options = case file:read_file(filename:join(Dir, "cli_host")) of
+                  {ok, Host} -> #{name => list_to_atom(Name ++ "@" ++ binary_to_list(Host)), name_domain => longnames};
+                  {error, _} -> #{name => list_to_atom(Name)}
+              end,
+    case terrain_lab_dist:ensure_started(Options#{hidden => true}) of
         ok ->
             case read_cookie(Dir) of
                 {ok, Cookie} -> true = erlang:set_cookie(Cookie), ok;
@@ -207,6 +215,7 @@ remove(Dir) ->
     _ = file:del_dir(filename:join(Dir, "nodes")),
     _ = file:delete(filename:join(Dir, "cluster.json")),
     _ = file:delete(cookie_file(Dir)),
+    _ = file:delete(filename:join(Dir, "cli_host")),
     _ = file:del_dir(Dir),
     ok.
 

@@ -25,13 +25,16 @@
 commands() ->
     [#{name => "up",
        summary => "Start a cluster from a spec and leave it running",
-       usage => "SPEC",
+       usage => "SPEC | --hosts FILE [--per-host N]",
        description => "Starts the nodes of the cluster spec SPEC as detached VMs with a random cookie "
                       "(stored with mode 0600, never printed) and records them in STATE_DIR/cluster.json. "
                       "Refuses, before starting anything, while a cluster recorded there is still running, "
                       "when a node name is already registered with epmd (choose another --prefix), and when "
-                      "the nodes would not fit in memory (about 40 MB per VM; --force starts anyway).",
-       args => {1, 1},
+                      "the nodes would not fit in memory (about 40 MB per VM; --force starts anyway). With "
+                      "--hosts FILE (one host or hostlist expression a line, '#' comments) instead of SPEC, "
+                      "the spec is built from the hosts, --per-host nodes on each, one group per host, "
+                      "written to --spec-out (default FILE.spec) and started.",
+       args => {0, 1},
        options => [terrain_lab_cli_options:state_dir(),
                    #{name => prefix, long => "prefix", type => string, default => "",
                      metavar => "TEXT", help => "prepended to every node name"},
@@ -41,7 +44,18 @@ commands() ->
                      help => "start even when the nodes would not fit in memory"},
                    #{name => netem, long => "netem", type => string, default => "auto",
                      choices => ["auto", "on", "off"], metavar => "auto|on|off",
-                     help => "emulate the spec's links (auto: when the spec has link options)"}],
+                     help => "emulate the spec's links (auto: when the spec has link options)"},
+                   #{name => hosts, long => "hosts", type => string, metavar => "FILE",
+                     help => "build the spec from a hosts file instead of SPEC"},
+                   #{name => per_host, long => "per-host", type => integer, default => 1, range => {1, inf},
+                     metavar => "N", help => "with --hosts: nodes on each host"},
+                   #{name => spec_out, long => "spec-out", type => string, metavar => "FILE",
+                     help => "with --hosts: where the built spec is written (default: the hosts file + .spec)"},
+                   #{name => ssh_options, long => "ssh-option", type => list, metavar => "OPT,...",
+                     help => "nodes on other hosts: ssh -o options (ConfigFile=F for -F F), repeatable"},
+                   #{name => code_path, long => "code-path", type => string, metavar => "DIR",
+                     help => "nodes on other hosts: terrain's code is in DIR/<app>/ebin there "
+                             "(default: the local code directories, for a shared home)"}],
        run => {?MODULE, up}},
      #{name => "status",
        summary => "List the nodes of the running cluster and whether each is reachable",
@@ -71,9 +85,27 @@ commands() ->
 
 %% @doc `terrain up SPEC': starts the cluster and prints its nodes.
 -spec up(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
+up(#{hosts := HostsFile} = Options, [], Io) when HostsFile =/= undefined ->
+    %% --hosts: build the spec from the hosts file, then start it like any spec.
+    SpecFile = case maps:get(spec_out, Options) of
+                   undefined -> HostsFile ++ ".spec";
+                   Given -> Given
+               end,
+    case hosts_spec(HostsFile, maps:get(per_host, Options), SpecFile) of
+        {ok, Hosts} ->
+            terrain_lab_io:progress(Io, "wrote the spec of ~b host~s to ~ts~n",
+                                    [length(Hosts), [$s || length(Hosts) > 1], SpecFile]),
+            up(Options#{hosts := undefined}, [SpecFile], Io);
+        {error, _} = Error ->
+            Error
+    end;
+up(#{hosts := HostsFile}, [_ | _], _Io) when HostsFile =/= undefined ->
+    {error, {usage, {hosts, {usage, "give either SPEC or --hosts FILE, not both"}}}};
+up(_Options, [], _Io) ->
+    {error, {usage, {hosts, {usage, "give SPEC or --hosts FILE"}}}};
 up(Options, [SpecFile], Io) ->
     Dir = terrain_lab_cluster_state:state_dir(Options),
-    case terrain_lab_launch:up(SpecFile, maps:with([prefix, timeout, netem, force], Options), Dir, Io) of
+    case terrain_lab_launch:up(SpecFile, maps:with([prefix, timeout, netem, force, ssh_options, code_path], Options), Dir, Io) of
         {ok, Nodes} -> print_nodes(Nodes, Io);
         {error, _} = Error -> Error
     end.
@@ -187,3 +219,7 @@ text(null) -> "-";
 text(I) when is_integer(I) -> integer_to_list(I);
 text(B) when is_binary(B) -> B;
 text(Other) -> io_lib:format("~0tp", [Other]).
+hosts_spec(_HostsFile, PerHost, _SpecFile) when PerHost < 1 ->
+    {error, {usage, {hosts, {usage, "--per-host must be at least 1"}}}};
+hosts_spec(HostsFile, PerHost, SpecFile) ->
+    terrain_lab_hosts:write_spec(HostsFile, PerHost, SpecFile).

@@ -13,7 +13,8 @@
 
 -type options() ::
         #{hidden => boolean(),   % start as a hidden node (the CLI does; default false)
-          name => atom()}.       % short name to take; default terrain_ctl_<OS pid>
+          name => atom(),        % name to take; default terrain_ctl_<OS pid>
+          name_domain => shortnames | longnames}.   % default shortnames
 
 %% @doc Makes this node distributed if it is not yet. A node that is already alive is
 %% left as it is.
@@ -25,7 +26,8 @@ ensure_started(Options) ->
         false ->
             ok = ensure_epmd(),
             Name = maps:get(name, Options, list_to_atom("terrain_ctl_" ++ os:getpid())),
-            NetOptions = #{name_domain => shortnames, hidden => maps:get(hidden, Options, false)},
+            NetOptions = #{name_domain => maps:get(name_domain, Options, shortnames),
+                           hidden => maps:get(hidden, Options, false)},
             case net_kernel:start(Name, NetOptions) of
                 {ok, _} -> ok;
                 {error, {already_started, _}} -> ok;

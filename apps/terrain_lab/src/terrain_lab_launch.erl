@@ -45,7 +45,10 @@
 -type up_options() :: #{prefix := string(),         % prepended to every node name
                         timeout := pos_integer() | undefined, % ms for all nodes to come up (default_timeout/1)
                         netem := string(),          % "auto" | "on" | "off"
-                        force => boolean()}.        % start even when the memory estimate says no
+                        force => boolean(),         % start even when the memory estimate says no
+                        %% nodes on other hosts (terrain_lab_ssh, docs/HOSTS.md):
+                        ssh_options => terrain_lab_ssh:ssh_options(),
+                        code_path => file:filename() | undefined}.
 
 %% A started node as recorded in cluster.json.
 -type node_record() :: #{name := atom(), node := node(), group_path := [atom()],
@@ -71,7 +74,13 @@
 up(SpecFile, #{netem := NetemOption} = Options, Dir, Io) ->
     Steps = [fun terrain_lab_spec:read/1,
              fun(Spec) -> case terrain_lab_cgroup:check(Spec) of ok -> {ok, Spec}; Error -> Error end end,
-             fun(Spec) -> with_netem(Spec, NetemOption) end,
+             fun terrain_lab_hosts:check_placement/1,   % nodes on other hosts: docs/HOSTS.md
+             fun(Spec) ->
+                     case terrain_lab_hosts:netem_option(Spec, NetemOption) of   % off on other hosts
+                         {ok, Netem} -> with_netem(Spec, Netem);
+                         {error, _} = Error -> Error
+                     end
+             end,
              fun(SpecNetem) -> check_names(SpecNetem, Options) end,
              fun(SpecNetem) -> check_memory(SpecNetem, Options) end,
              fun(SpecNetem) -> refuse_if_running(Dir, SpecNetem) end,
@@ -98,7 +107,7 @@ status(Dir, Timeout) ->
     case terrain_lab_cluster_state:read(Dir) of
         {ok, State} ->
             ok = terrain_lab_cluster_state:connect_cli(Dir),
-            {ok, State#{<<"nodes">> := check_nodes(State, Timeout)}};
+            {ok, State#{<<"nodes">> := check_nodes(State, Timeout, Dir)}};
         {error, _} = Error ->
             Error
     end.
@@ -238,8 +247,19 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
     Deadline = erlang:monotonic_time(millisecond) + Timeout,
     ok = filelib:ensure_dir(filename:join([Dir, "nodes", "x"])),
     CookieFile = terrain_lab_cluster_state:create_cookie(Dir),
+    %% Nodes on other hosts: long names, started over ssh (terrain_lab_ssh).
+    Remote = terrain_lab_hosts:remote(Spec),
+    SshOptions = maps:get(ssh_options, Options, []),
+    Ssh = terrain_lab_ssh:context(Dir, SshOptions, maps:get(code_path, Options, undefined)),
+    ok = case Remote of
+             true -> terrain_lab_hosts:prepare_cli(Spec, Dir);
+             false -> ok
+         end,
     ok = terrain_lab_cluster_state:connect_cli(Dir),
-    Nodes = [{NodeSpec, terrain_lab_dist:node_name(Prefix, Name)} || #{name := Name} = NodeSpec <- terrain_lab_spec:nodes(Spec)],
+    Nodes = [{NodeSpec, case Remote of
+                            true -> terrain_lab_ssh:node_name(Prefix, Name, maps:get(host, NodeSpec));
+                            false -> terrain_lab_dist:node_name(Prefix, Name)
+                        end} || #{name := Name} = NodeSpec <- terrain_lab_spec:nodes(Spec)],
     terrain_lab_io:progress(Io, "starting ~b nodes of ~ts (deadline ~b s)~n", [length(Nodes), SpecPath, Timeout div 1000]),
     _ = Netem andalso terrain_lab_io:progress(Io, "network emulation on: ~ts~n", [netem_summary(Spec)]),
     lists:foreach(fun({#{name := Name} = NodeSpec, Node}) ->
@@ -247,15 +267,16 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
                                           true -> terrain_lab_netem:vm_args(Spec, Prefix, Name);
                                           false -> []
                                       end,
-                          spawn_vm(NodeSpec, Node, Dir, NetemArgs)
+                          Remote orelse spawn_vm(NodeSpec, Node, Dir, NetemArgs)
                   end, Nodes),
     Self = self(),
     Topology = terrain_lab_spec:topology(Spec, fun(Name) -> proplists:get_value(Name, [{N, Node} || {#{name := N}, Node} <- Nodes]) end),
-    Workers = [spawn_monitor(fun() -> Self ! {self(), bring_up(NodeSpec#{topology => Topology, cluster => maps:get(name, Spec)},
-                                                               Node, Dir, Deadline)} end)
+    Workers = [spawn_monitor(fun() -> Self ! {self(), remote_spawn_then_bring_up(Remote, NodeSpec#{topology => Topology,
+                                                                                           cluster => maps:get(name, Spec)},
+                                                                                 Node, Dir, Deadline, Ssh)} end)
                || {NodeSpec, Node} <- Nodes],
     Results = collect(Workers, "up", Io),
-    Records = [node_record(NodeSpec, Node, Dir, Result) || {{NodeSpec, Node}, Result} <- lists:zip(Nodes, Results)],
+    Records = [node_record(NodeSpec, Node, Dir, Result, Ssh) || {{NodeSpec, Node}, Result} <- lists:zip(Nodes, Results)],
     ok = terrain_lab_cluster_state:write(Dir, #{cluster => maps:get(name, Spec),
                                                 spec => list_to_binary(SpecPath),
                                                 cookie_file => list_to_binary(CookieFile),
@@ -353,15 +374,36 @@ erl_executable() ->
         Erl -> Erl
     end.
 
-bring_up(#{name := Name} = NodeSpec, Node, Dir, Deadline) ->
+%% A node on another host is started over ssh by its own worker, in parallel.
+remote_spawn_then_bring_up(false, NodeSpec, Node, Dir, Deadline, Ssh) ->
+    bring_up(NodeSpec, Node, Dir, Deadline, Ssh);
+remote_spawn_then_bring_up(true, NodeSpec, Node, Dir, Deadline, Ssh) ->
+    case terrain_lab_ssh:spawn_vm(NodeSpec, Node, Ssh) of
+        ok -> bring_up(NodeSpec, Node, Dir, Deadline, Ssh);
+        {error, Why} -> {error, {text, lists:flatten(terrain_lab_ssh:format_error(Why))}}
+    end.
+
+bring_up(NodeSpec, Node, Dir, Deadline, Ssh) ->
     case await_ping(Node, Deadline) of
         ok ->
             terrain_lab_cluster:setup_node(NodeSpec, Node, Deadline);
         timeout ->
-            case read_pid(terrain_lab_cluster_state:pid_file(Dir, Name)) of
+            case started_pid(NodeSpec, Dir, Ssh) of
                 {ok, _} -> {error, not_reachable};
                 error -> {error, vm_did_not_start}
             end
+    end.
+
+%% The OS pid a started VM wrote (on its host, for a node on another host).
+started_pid(#{name := Name} = NodeSpec, Dir, Ssh) ->
+    case NodeSpec of
+        #{host := Host} ->
+            case terrain_lab_hosts:is_local(Host) of
+                true -> read_pid(terrain_lab_cluster_state:pid_file(Dir, Name));
+                false -> terrain_lab_ssh:pid_of(Host, Name, Ssh)
+            end;
+        #{} ->
+            read_pid(terrain_lab_cluster_state:pid_file(Dir, Name))
     end.
 
 await_ping(Node, Deadline) ->
@@ -397,18 +439,22 @@ read_pid_file(File) ->
             error
     end.
 
-node_record(#{name := Name, path := Path}, Node, Dir, Result) ->
+node_record(#{name := Name, path := Path} = NodeSpec, Node, Dir, Result, Ssh) ->
     OsPid = case Result of
                 {ok, #{os_pid := P}} -> list_to_binary(P);
                 {error, _} ->
-                    case read_pid(terrain_lab_cluster_state:pid_file(Dir, Name)) of
+                    case started_pid(NodeSpec, Dir, Ssh) of
                         {ok, P} -> list_to_binary(P);
                         error -> null
                     end
             end,
-    #{name => Name, node => Node, group_path => Path, os_pid => OsPid,
-      schedulers => case Result of {ok, #{schedulers := S}} -> S; _ -> null end,
-      cpu_quota => case Result of {ok, #{cpu_quota := C}} -> C; _ -> null end}.
+    Record = #{name => Name, node => Node, group_path => Path, os_pid => OsPid,
+               schedulers => case Result of {ok, #{schedulers := S}} -> S; _ -> null end,
+               cpu_quota => case Result of {ok, #{cpu_quota := C}} -> C; _ -> null end},
+    case NodeSpec of
+        #{host := Host} -> terrain_lab_hosts:remote_record(Record, Host, Ssh);
+        #{} -> Record
+    end.
 
 %% The CPU cgroups of the recorded nodes (terrain_lab_cgroup), once they are stopped.
 remove_cgroups(#{<<"cluster">> := Cluster, <<"nodes">> := Nodes}) ->
@@ -416,6 +462,8 @@ remove_cgroups(#{<<"cluster">> := Cluster, <<"nodes">> := Nodes}) ->
 remove_cgroups(_StateFromPidFiles) ->
     ok.
 
+format_reason({text, Text}) ->
+    Text;
 format_reason(Why) ->
     io_lib:format("~0tp", [Why]).
 
@@ -423,9 +471,9 @@ format_reason(Why) ->
 %% status
 
 %% Every node is checked at once under one deadline.
-check_nodes(#{<<"nodes">> := Nodes}, Timeout) ->
+check_nodes(#{<<"nodes">> := Nodes}, Timeout, Dir) ->
     Self = self(),
-    Checks = [{Node, spawn_monitor(fun() -> Self ! {self(), check_node(Node)} end)} || Node <- Nodes],
+    Checks = [{Node, spawn_monitor(fun() -> Self ! {self(), check_node(Node, Timeout, Dir)} end)} || Node <- Nodes],
     Deadline = erlang:monotonic_time(millisecond) + Timeout,
     [begin
          Wait = max(0, Deadline - erlang:monotonic_time(millisecond)),
@@ -436,7 +484,9 @@ check_nodes(#{<<"nodes">> := Nodes}, Timeout) ->
          Node#{<<"state">> => State}
      end || {Node, {Pid, Ref}} <- Checks].
 
-check_node(#{<<"node">> := Name} = Node) ->
+check_node(#{<<"host">> := _} = Node, Timeout, Dir) ->
+    terrain_lab_hosts:check_remote(Node, Timeout, Dir);
+check_node(#{<<"node">> := Name} = Node, _Timeout, _Dir) ->
     case net_kernel:connect_node(binary_to_atom(Name)) of
         true -> up;
         false ->
@@ -485,6 +535,8 @@ pid_file_record(File) ->
 
 %% Is this recorded node's VM still running? Checked by its OS pid, which must still be
 %% the VM started for this node (its command line names the node's pid file).
+vm_running(#{<<"host">> := _} = Node, Dir) ->
+    terrain_lab_hosts:remote_running(Node, Dir);
 vm_running(#{<<"os_pid">> := P} = Record, Dir) when is_binary(P) ->
     owned_vm(binary_to_list(P), Record, Dir);
 vm_running(_, _) ->
@@ -515,6 +567,8 @@ label(#{<<"name">> := Name}) -> Name.
 
 %% Halts the node by its full name over distribution (when it is known), waits for its
 %% OS process to exit, and kills the process only if it is still that node's VM.
+stop_node(#{<<"host">> := _} = Record, Timeout, Dir) ->
+    terrain_lab_hosts:stop_remote(Record, Timeout, Dir);
 stop_node(Record, Timeout, Dir) ->
     Node = case maps:get(<<"node">>, Record, undefined) of
                B when is_binary(B) -> binary_to_atom(B);

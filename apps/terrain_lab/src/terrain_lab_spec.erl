@@ -14,7 +14,8 @@
 %% `bandwidth' in bytes/s) apply between two nodes whose lowest common group is the
 %% group that carries them; the cluster's own options join the top-level groups.
 %% Node options: `schedulers', `cpu' (a CPU quota in cores, see terrain_lab_cgroup),
-%% `attrs', `args'.
+%% `attrs', `args', `host' (the host the node runs on: a host name or address; see
+%% terrain_lab_hosts).
 -module(terrain_lab_spec).
 -compile({no_auto_import, [nodes/1]}).
 
@@ -42,7 +43,8 @@
           schedulers => pos_integer(),    % scheduler threads (+S N:N)
           cpu => number(),                % CPU quota in cores (> 0), see terrain_lab_cgroup
           attrs => [{atom(), term()}],    % attribute list, as in an attribute config file
-          args => [string()]}.            % extra VM arguments
+          args => [string()],             % extra VM arguments
+          host => string()}.              % host name or address the node runs on
 
 -type spec() ::
         #{name := atom(),
@@ -56,7 +58,7 @@
 -type error_reason() :: {spec, file:filename() | undefined, where(), term()}.
 
 -define(LINK_KEYS, [latency, jitter, bandwidth]).
--define(NODE_KEYS, [schedulers, cpu, attrs, args]).
+-define(NODE_KEYS, [schedulers, cpu, attrs, args, host]).
 -define(MAX_SCHEDULERS, 1024).
 
 %%--------------------------------------------------------------------
@@ -251,6 +253,11 @@ check_node(args, V, Where) when is_list(V) ->
                           _ = io_lib:printable_unicode_list(Arg) andalso Arg =/= []
                               orelse throw({spec_error, Where, {bad_value, args, V}})
                   end, V);
+check_node(host, V, Where) when is_list(V), V =/= [] ->
+    _ = lists:all(fun(C) -> (C >= $a andalso C =< $z) orelse (C >= $A andalso C =< $Z)
+                                orelse (C >= $0 andalso C =< $9) orelse lists:member(C, "-._:")
+                  end, V) orelse throw({spec_error, Where, {bad_value, host, V}}),
+    ok;
 check_node(Key, V, Where) ->
     case lists:member(Key, ?NODE_KEYS) of
         true -> throw({spec_error, Where, {bad_value, Key, V}});
@@ -329,4 +336,5 @@ expected(bandwidth) -> "expected a positive integer of bytes per second";
 expected(schedulers) -> io_lib:format("expected an integer from 1 to ~b", [?MAX_SCHEDULERS]);
 expected(cpu) -> "expected a number of cores greater than 0, e.g. 0.5";
 expected(attrs) -> "expected a list of {Name, Value}";
-expected(args) -> "expected a list of non-empty strings".
+expected(args) -> "expected a list of non-empty strings";
+expected(host) -> "expected a host name or address as a string".

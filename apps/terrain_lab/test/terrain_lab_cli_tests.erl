@@ -44,8 +44,11 @@ help_for_unknown_command_fails_test() ->
     ?assertNotEqual(nomatch, string:find(Err, "unknown command 'bogus'")).
 
 missing_argument_is_a_usage_error_test() ->
-    {2, "", Err} = run(["up"]),
-    ?assertNotEqual(nomatch, string:find(Err, "expected at least 1 argument, got 0")).
+    {2, "", Err} = run(["hostlist"]),
+    ?assertNotEqual(nomatch, string:find(Err, "expected at least 1 argument, got 0")),
+    %% up takes SPEC or --hosts FILE: its handler says so, still a usage error.
+    {2, "", UpErr} = run(["up"]),
+    ?assertNotEqual(nomatch, string:find(UpErr, "give SPEC or --hosts FILE")).
 
 extra_argument_is_a_usage_error_test() ->
     {2, "", Err} = run(["status", "extra"]),

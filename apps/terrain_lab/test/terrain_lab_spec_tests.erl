@@ -69,7 +69,7 @@ node_name_with_host_test() -> rejects([?CLUSTER, {node, 'a@host', #{}}], "must b
 node_name_not_atom_test() -> rejects([?CLUSTER, {node, "a", #{}}], "node name \"a\" must be an atom").
 node_options_not_map_test() -> rejects([?CLUSTER, {node, a, [{schedulers, 2}]}], "in node a: options must be a map").
 unknown_node_option_test() ->
-    rejects([?CLUSTER, {node, a, #{cores => 2}}], "in node a: unknown option cores (known: schedulers, cpu, attrs, args)").
+    rejects([?CLUSTER, {node, a, #{cores => 2}}], "in node a: unknown option cores (known: schedulers, cpu, attrs, args, host)").
 unknown_link_option_test() ->
     rejects([?CLUSTER, {group, g, #{delay => 3}, [{node, a, #{}}]}],
             "in group g: unknown option delay (known: latency, jitter, bandwidth)").

@@ -33,7 +33,7 @@ path() ->
 %% @doc The repository: five levels above the ebin directory of terrain_lab_cli
 %% (ROOT/_build/PROFILE/lib/terrain_lab/ebin).
 root() ->
-    Ebin = filename:split(filename:dirname(code:which(terrain_lab_cli))),
+    Ebin = filename:split(filename:absname(filename:dirname(code:which(terrain_lab_cli)))),
     filename:join(lists:sublist(Ebin, length(Ebin) - 5)).
 
 collect(Port, Acc) ->

@@ -1,0 +1,294 @@
+%% @private
+%% @doc Hosts files and the hosts of a spec: `terrain up --hosts FILE [--per-host N]'.
+%%
+%% A hosts file lists one host a line; a line may also be a SLURM hostlist expression
+%% (`atcn[019-036]', expanded by `terrain_lab_hostlist'); `#' starts a comment; blank
+%% lines are skipped. {@link spec_terms/2} turns the hosts into a cluster spec: one
+%% group per host (named after the host) holding `PerHost' nodes `HOST_1'..`HOST_N',
+%% each with the node option `host => "HOST"', in the order of the file.
+%%
+%% {@link check_placement/1} is the launcher's guard: a spec runs either on this
+%% machine (no node names another host: short names, `erl -detached' here) or on other
+%% hosts (every node names a host that is not this machine: long names `NAME@HOST',
+%% started over ssh by `terrain_lab_ssh'); a spec that mixes both is refused before
+%% anything starts. For a cluster on other hosts the CLI's VM takes the long name
+%% `terrain_cli_<OS pid>@ADDRESS', ADDRESS being this machine's end of the route to
+%% the first host (recorded in the state directory's `cli_host'). The remaining
+%% functions are the remote halves of the launcher's status and stop: by node name
+%% over distribution first, then by the recorded host and OS pid over ssh.
+-module(terrain_lab_hosts).
+
+%% API
+-export([read_file/1,
+         spec_terms/2,
+         write_spec/3,
+         check_placement/1,
+         remote/1,
+         netem_option/2,
+         is_local/1,
+         format_error/1]).
+
+%% API (the remote half of terrain_lab_launch)
+-export([prepare_cli/2,
+         remote_record/3,
+         check_remote/3,
+         remote_running/2,
+         stop_remote/3]).
+
+%% exports_not_used: read_file/1 and spec_terms/2 are the two halves of write_spec/3,
+%% tested on their own.
+-ignore_xref([{read_file, 1}, {spec_terms, 2}]).
+
+-export_type([error_reason/0]).
+
+-type error_reason() ::
+        {hosts, {file, file:filename(), file:posix()}}
+      | {hosts, {line, file:filename(), pos_integer(), terrain_lab_hostlist:error_reason()}}
+      | {hosts, {empty, file:filename()}}
+      | {hosts, {duplicate, file:filename(), string()}}
+      | {hosts, {write, file:filename(), file:posix()}}
+      | {hosts, {mixed, Local :: [atom()], Remote :: [atom()]}}
+      | {hosts, {unroutable, string(), term()}}
+      | {hosts, netem_on_other_hosts}
+      | {hosts, {usage, string()}}.                  % CLI: --hosts used the wrong way
+
+%%--------------------------------------------------------------------
+%% API
+
+%% @doc The hosts of a hosts file, in its order.
+-spec read_file(file:filename()) -> {ok, [string()]} | {error, error_reason()}.
+read_file(File) ->
+    case file:read_file(File) of
+        {ok, Binary} -> parse(File, string:split(unicode:characters_to_list(Binary), "\n", all));
+        {error, Why} -> {error, {hosts, {file, File, Why}}}
+    end.
+
+%% @doc The terms of a cluster spec (as `terrain_lab_spec:from_terms/2' takes them)
+%% with `PerHost' nodes on each host.
+-spec spec_terms([string()], pos_integer()) -> [tuple()].
+spec_terms(Hosts, PerHost) when is_list(Hosts), is_integer(PerHost), PerHost >= 1 ->
+    [{cluster, hosts, #{}} |
+     [{group, list_to_atom(safe(Host)), #{},
+       [{node, list_to_atom(safe(Host) ++ "_" ++ integer_to_list(I)), #{host => Host}}
+        || I <- lists:seq(1, PerHost)]}
+      || Host <- Hosts]];
+spec_terms(Hosts, PerHost) ->
+    error(badarg, [Hosts, PerHost]).
+
+%% @doc Reads the hosts file `HostsFile' and writes the spec with `PerHost' nodes per
+%% host to `SpecFile' (validated first); returns the hosts.
+-spec write_spec(file:filename(), pos_integer(), file:filename()) ->
+          {ok, [string()]} | {error, error_reason() | terrain_lab_spec:error_reason()}.
+write_spec(HostsFile, PerHost, SpecFile) ->
+    maybe_write(read_file(HostsFile), PerHost, SpecFile).
+
+%% @doc `{ok, Spec}' when the spec runs on this machine only or on other hosts only
+%% (see the module doc) and, for other hosts, the first host can be routed to.
+-spec check_placement(terrain_lab_spec:spec()) -> {ok, terrain_lab_spec:spec()} | {error, error_reason()}.
+check_placement(Spec) ->
+    Nodes = terrain_lab_spec:nodes(Spec),
+    Remote = [N || #{name := N, host := H} <- Nodes, not is_local(H)],
+    case {[N || #{name := N} <- Nodes, not lists:member(N, Remote)], Remote} of
+        {_, []} -> {ok, Spec};
+        {[], [_ | _]} ->
+            Host = first_host(Spec),
+            case terrain_lab_ssh:cli_host(Host) of
+                {ok, _} -> {ok, Spec};
+                {error, Why} -> {error, {hosts, {unroutable, Host, Why}}}
+            end;
+        {Local, _} -> {error, {hosts, {mixed, Local, Remote}}}
+    end.
+
+%% @doc Whether the nodes of a spec (checked by {@link check_placement/1}) run on
+%% other hosts.
+-spec remote(terrain_lab_spec:spec()) -> boolean().
+remote(Spec) ->
+    lists:any(fun(#{host := H}) -> not is_local(H); (#{}) -> false end, terrain_lab_spec:nodes(Spec)).
+
+%% @doc The `--netem' option for a spec: unchanged for a spec that runs here; for
+%% one on other hosts the links are not emulated (`auto' becomes `off', `on' is an
+%% error): the emulation is made for VMs of one machine.
+-spec netem_option(terrain_lab_spec:spec(), string()) -> {ok, string()} | {error, error_reason()}.
+netem_option(Spec, Option) ->
+    case {remote(Spec), Option} of
+        {false, _} -> {ok, Option};
+        {true, "on"} -> {error, {hosts, netem_on_other_hosts}};
+        {true, "auto"} -> {ok, "off"};
+        {true, _} -> {ok, Option}
+    end.
+
+%% @doc Records the CLI's address for a cluster on other hosts in `Dir/cli_host', so
+%% that every command joins it with a long name
+%% (`terrain_lab_cluster_state:connect_cli/1').
+-spec prepare_cli(terrain_lab_spec:spec(), file:filename()) -> ok.
+prepare_cli(Spec, Dir) ->
+    {ok, Address} = terrain_lab_ssh:cli_host(first_host(Spec)),
+    ok = file:write_file(filename:join(Dir, "cli_host"), Address).
+
+%% @doc A node record of the state for a node on `Host': the host and the ssh options
+%% that reach it are recorded with it, for status and stop.
+-spec remote_record(map(), string(), terrain_lab_ssh:context()) -> map().
+remote_record(Record, Host, #{ssh_options := SshOptions}) ->
+    Record#{host => list_to_binary(Host), ssh_options => [list_to_binary(O) || O <- SshOptions]}.
+
+%% @doc The state of a recorded node on another host: `up' (it answered), `unreachable'
+%% (its VM runs on the host), `down', or `host_unreachable' (ssh failed).
+-spec check_remote(map(), pos_integer(), file:filename()) -> up | unreachable | down | host_unreachable.
+check_remote(#{<<"node">> := Name} = Record, Timeout, Dir) ->
+    case net_kernel:connect_node(binary_to_atom(Name)) of
+        true -> up;
+        false ->
+            case remote_alive(Record, Timeout, Dir) of
+                true -> unreachable;
+                false -> down;
+                {error, _} -> host_unreachable
+            end
+    end.
+
+%% @doc Whether the VM of a recorded node on another host still runs (`false' when
+%% its host cannot be reached).
+-spec remote_running(map(), file:filename()) -> boolean().
+remote_running(Record, Dir) ->
+    remote_alive(Record, 10000, Dir) =:= true.
+
+%% @doc Stops a recorded node on another host: `erlang:halt/0' by node name, then,
+%% when it has not gone within `Timeout' ms, SIGKILL to its recorded OS pid over ssh
+%% (only if that process is still a VM of this cluster). Removes the node's files on
+%% the host, and the cluster's directory there after its last node.
+-spec stop_remote(map(), pos_integer(), file:filename()) -> {binary(), string()}.
+stop_remote(#{<<"node">> := NodeBin, <<"host">> := HostBin} = Record, Timeout, Dir) ->
+    Node = binary_to_atom(NodeBin),
+    Host = binary_to_list(HostBin),
+    Ssh = ssh(Record, Dir),
+    Halted = case lists:member(Node, nodes(hidden) ++ nodes()) orelse net_kernel:connect_node(Node) of
+                 true -> erpc:cast(Node, erlang, halt, []), true;
+                 false -> false
+             end,
+    Gone = Halted andalso await_nodedown(Node, Timeout),
+    How = case {Gone, os_pid(Record)} of
+              {true, _} -> "stopped";
+              {false, undefined} -> "was not running (no OS pid recorded)";
+              {false, OsPid} ->
+                  case terrain_lab_ssh:kill(Host, OsPid, 10000, Ssh) of
+                      true -> "killed (OS pid " ++ OsPid ++ " on " ++ Host ++ ")";
+                      false -> "was not running";
+                      {error, Why} -> "still running (" ++ lists:flatten(terrain_lab_ssh:format_error(Why)) ++ ")"
+                  end
+          end,
+    _ = lists:prefix("still running", How) orelse clean_remote(Host, Record, Ssh),
+    {NodeBin, How}.
+
+%% @doc Whether `Host' names this machine: `localhost', a loopback address, or this
+%% machine's host name (short or fully qualified).
+-spec is_local(string()) -> boolean().
+is_local(Host) ->
+    {ok, Short} = inet:gethostname(),
+    lists:member(Host, ["localhost", Short, net_adm:localhost()])
+        orelse case inet:parse_address(Host) of
+                   {ok, {127, _, _, _}} -> true;
+                   {ok, {0, 0, 0, 0, 0, 0, 0, 1}} -> true;
+                   _ -> false
+               end.
+
+%% @doc A sentence for an error of this module.
+-spec format_error(error_reason()) -> iolist().
+format_error({hosts, {file, File, Why}}) ->
+    io_lib:format("cannot read the hosts file ~ts: ~ts", [File, file:format_error(Why)]);
+format_error({hosts, {line, File, Line, Reason}}) ->
+    io_lib:format("hosts file ~ts, line ~b: ~ts", [File, Line, terrain_lab_hostlist:format_error(Reason)]);
+format_error({hosts, {empty, File}}) ->
+    io_lib:format("the hosts file ~ts lists no host", [File]);
+format_error({hosts, {duplicate, File, Host}}) ->
+    io_lib:format("the hosts file ~ts lists ~ts more than once (use --per-host for several VMs on a host)",
+                  [File, Host]);
+format_error({hosts, {write, File, Why}}) ->
+    io_lib:format("cannot write the spec ~ts: ~ts", [File, file:format_error(Why)]);
+format_error({hosts, {usage, Text}}) ->
+    Text;
+format_error({hosts, {mixed, Local, Remote}}) ->
+    io_lib:format("the spec mixes nodes on this machine (~ts) with nodes on other hosts (~ts); give every node "
+                  "a host that is not this machine, or none (docs/HOSTS.md)",
+                  [lists:join(", ", [atom_to_list(N) || N <- Local]), lists:join(", ", [atom_to_list(N) || N <- Remote])]);
+format_error({hosts, netem_on_other_hosts}) ->
+    "--netem on: network emulation is for clusters on this machine; on other hosts the links are real";
+format_error({hosts, {unroutable, Host, Why}}) ->
+    io_lib:format("cannot find this machine's address towards ~ts: ~0tp", [Host, Why]).
+
+%%--------------------------------------------------------------------
+%% Internal functions
+
+parse(File, Lines) ->
+    Numbered = lists:zip(lists:seq(1, length(Lines)), Lines),
+    Expanded = [{N, terrain_lab_hostlist:expand(Text)}
+                || {N, Line} <- Numbered,
+                   Text <- [string:trim(hd(string:split(Line, "#")))], Text =/= ""],
+    case [{N, R} || {N, {error, R}} <- Expanded] of
+        [{N, Reason} | _] ->
+            {error, {hosts, {line, File, N, Reason}}};
+        [] ->
+            Hosts = lists:append([H || {_, {ok, H}} <- Expanded]),
+            case {Hosts, Hosts -- lists:usort(Hosts)} of
+                {[], _} -> {error, {hosts, {empty, File}}};
+                {_, []} -> {ok, Hosts};
+                {_, [Dup | _]} -> {error, {hosts, {duplicate, File, Dup}}}
+            end
+    end.
+
+maybe_write({ok, Hosts}, PerHost, SpecFile) ->
+    Terms = spec_terms(Hosts, PerHost),
+    case terrain_lab_spec:from_terms(Terms, SpecFile) of
+        {ok, _} ->
+            Text = ["%% Generated by 'terrain up --hosts': one group per host.\n",
+                    [io_lib:format("~tp.~n", [T]) || T <- Terms]],
+            case file:write_file(SpecFile, Text) of
+                ok -> {ok, Hosts};
+                {error, Why} -> {error, {hosts, {write, SpecFile, Why}}}
+            end;
+        {error, _} = Error ->
+            Error
+    end;
+maybe_write({error, _} = Error, _PerHost, _SpecFile) ->
+    Error.
+
+%% A host name as a spec name: letters, digits, '_' and '-'; anything else becomes '_'.
+safe(Host) ->
+    [case (C >= $a andalso C =< $z) orelse (C >= $A andalso C =< $Z) orelse (C >= $0 andalso C =< $9)
+              orelse C =:= $- of
+         true -> C;
+         false -> $_
+     end || C <- Host].
+
+first_host(Spec) ->
+    hd([H || #{host := H} <- terrain_lab_spec:nodes(Spec)]).
+
+ssh(Record, Dir) ->
+    #{dir => Dir, ssh_options => [binary_to_list(O) || O <- maps:get(<<"ssh_options">>, Record, [])]}.
+
+os_pid(#{<<"os_pid">> := P}) when is_binary(P) -> binary_to_list(P);
+os_pid(_) -> undefined.
+
+remote_alive(#{<<"host">> := Host} = Record, Timeout, Dir) ->
+    case os_pid(Record) of
+        undefined -> false;
+        OsPid -> terrain_lab_ssh:alive(binary_to_list(Host), OsPid, Timeout, ssh(Record, Dir))
+    end.
+
+await_nodedown(Node, Timeout) ->
+    monitor_node(Node, true),
+    receive {nodedown, Node} -> true
+    after Timeout -> monitor_node(Node, false), false
+    end.
+
+%% The node's pid file and log on its host; the cookie and the directory after the
+%% host's last node.
+clean_remote(Host, #{<<"name">> := Name}, #{dir := Dir} = Ssh) ->
+    RDir = terrain_lab_ssh:remote_dir(Dir, Host),
+    Clean = ["cd ", quote(RDir), " 2>/dev/null || exit 0; rm -f nodes/", quote(binary_to_list(Name) ++ ".pid"),
+             " nodes/", quote(binary_to_list(Name) ++ ".log"),
+             "; ls nodes/*.pid >/dev/null 2>&1 || { rm -f cookie nodes/*.log; rmdir nodes; cd && rmdir ",
+             quote(RDir), " ", quote(filename:dirname(RDir)), "; }; true"],
+    _ = terrain_lab_ssh:run(Host, Clean, [], Ssh#{timeout => 10000}),
+    ok.
+
+quote(Arg) ->
+    ["'", string:replace(Arg, "'", "'\\''", all), "'"].

@@ -1,0 +1,231 @@
+%% @private
+%% @doc VMs on other hosts, started and stopped over the system `ssh' client (the
+%% remote part of `terrain up', `status' and `down'; docs/HOSTS.md).
+%%
+%% Every ssh call runs `ssh -o BatchMode=yes -o ConnectTimeout=S [user options] HOST
+%% COMMAND' under a deadline (the ssh process is killed when it passes), so the user's
+%% `~/.ssh/config', keys and known hosts apply and nothing ever prompts. The remote
+%% command is a POSIX shell line; every argument in it is single-quoted here.
+%%
+%% A node on host H runs in the remote directory `.cache/terrain/remote/<id>/H'
+%% (relative to the remote home; `<id>' is a hash of the local state directory):
+%% `ssh' creates it with umask 077, reads the cluster's cookie from its standard input
+%% into `cookie' there (mode 0600), makes sure epmd runs, and starts `erl -detached'.
+%% The VM writes its OS pid to `nodes/NAME.pid', reads the cookie file and only then
+%% starts distribution with the long name `NAME@H' — the cookie never appears on a
+%% command line, on either host. The VM's standard output and error go to
+%% `nodes/NAME.log' there.
+%%
+%% terrain's code comes from the same directories as for local VMs
+%% (`terrain_lab_code:vm_args/0'; the escript writes them under the home's cache,
+%% so hosts that share the home directory see them) or, with the option `code_path',
+%% from `DIR/<app>/ebin' for each of terrain's applications on the remote host.
+-module(terrain_lab_ssh).
+
+%% API
+-export([context/3,
+         node_name/3,
+         cli_host/1,
+         spawn_vm/3,
+         remote_dir/2,
+         pid_of/3,
+         alive/4,
+         kill/4,
+         run/4,
+         format_error/1]).
+
+-export_type([context/0, ssh_options/0]).
+
+%% What the ssh calls of one cluster share.
+-type context() :: #{dir := file:filename(),          % the local state directory
+                     ssh_options := ssh_options(),
+                     code_args := [string()]}.         % -pa arguments for the remote VMs
+
+%% Extra ssh options, each given to ssh as `-o OPTION' (e.g. "IdentityFile=/k"), or
+%% `-F FILE' when written "ConfigFile=FILE".
+-type ssh_options() :: [string()].
+
+-type error_reason() :: {ssh, {Host :: string(), timeout | {exit, integer(), string()} | {spawn, term()}}}.
+
+-define(CONNECT_TIMEOUT_S, 5).
+-define(APPS, ["terrain", "terrain_paths", "terrain_bench", "terrain_lab"]).
+
+%%--------------------------------------------------------------------
+%% API
+
+%% @doc The context of a cluster's ssh calls: `Dir' the local state directory,
+%% `SshOptions' as given by the user, `CodePath' `undefined' (the local code
+%% directories) or a directory that holds `<app>/ebin' on every host.
+-spec context(file:filename(), ssh_options(), file:filename() | undefined) -> context().
+context(Dir, SshOptions, CodePath) ->
+    CodeArgs = case CodePath of
+                   undefined -> terrain_lab_code:vm_args();
+                   _ -> lists:append([["-pa", filename:join([CodePath, App, "ebin"])] || App <- ?APPS])
+               end,
+    #{dir => Dir, ssh_options => SshOptions, code_args => CodeArgs}.
+
+%% @doc The long node name of spec node `Name' on `Host'.
+-spec node_name(string(), atom(), string()) -> node().
+node_name(Prefix, Name, Host) ->
+    list_to_atom(Prefix ++ atom_to_list(Name) ++ "@" ++ Host).
+
+%% @doc The address of this machine that `Host' is reached from (the local end of
+%% the route to it), for the CLI's long node name. Nothing is sent: a UDP socket is
+%% only connected.
+-spec cli_host(string()) -> {ok, string()} | {error, term()}.
+cli_host(Host) ->
+    case inet:getaddr(Host, inet) of
+        {ok, Address} ->
+            {ok, Socket} = gen_udp:open(0, [inet]),
+            try gen_udp:connect(Socket, Address, 4369) of
+                ok ->
+                    {ok, {Local, _Port}} = inet:sockname(Socket),
+                    {ok, inet:ntoa(Local)};
+                {error, _} = Error ->
+                    Error
+            after
+                gen_udp:close(Socket)
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+%% @doc Starts the VM of spec node `NodeSpec' (which has a `host') as `Node' over
+%% ssh, the cookie from the local cookie file sent on ssh's standard input. Returns
+%% once `erl -detached' has returned on the host, or at the deadline.
+-spec spawn_vm(#{name := atom(), host := string(), atom() => term()}, node(), context()) ->
+          ok | {error, error_reason()}.
+spawn_vm(#{name := Name, host := Host} = NodeSpec, Node, #{dir := Dir, code_args := CodeArgs} = Context) ->
+    RDir = remote_dir(Dir, Host),
+    PidFile = filename:join([RDir, "nodes", atom_to_list(Name) ++ ".pid"]),
+    Boot = lists:flatten(io_lib:format(
+             "try ok = file:write_file(~0tp, os:getpid()), "
+             "{ok, C} = file:read_file(~0tp), "
+             "{ok, _} = net_kernel:start(~0tp, #{name_domain => longnames}), "
+             "true = erlang:set_cookie(binary_to_atom(string:trim(C))) "
+             "catch _:_ -> erlang:halt(3) end.",
+             [PidFile, filename:join(RDir, "cookie"), Node])),
+    Schedulers = case NodeSpec of
+                     #{schedulers := S} -> ["+S", integer_to_list(S) ++ ":" ++ integer_to_list(S)];
+                     #{} -> []
+                 end,
+    Args = ["-detached", "-noinput"] ++ terrain_lab_cluster:lab_vm_args() ++ Schedulers ++ CodeArgs
+        ++ maps:get(args, NodeSpec, []) ++ ["-eval", Boot],
+    Command = ["umask 077 && mkdir -p ", quote(RDir ++ "/nodes"),
+               " && IFS= read -r c && printf '%s' \"$c\" > ", quote(RDir ++ "/cookie"),
+               " && { command -v epmd >/dev/null && epmd -daemon; true; }",
+               " && exec erl ", lists:join(" ", [quote(A) || A <- Args]),
+               " </dev/null >", quote(RDir ++ "/nodes/" ++ atom_to_list(Name) ++ ".log"), " 2>&1"],
+    {ok, Cookie} = file:read_file(filename:join(Dir, "cookie")),
+    case run(Host, Command, [Cookie, "\n"], Context#{timeout => 20000}) of
+        {ok, _} -> ok;
+        {error, _} = Error -> Error
+    end.
+
+%% @doc The directory (relative to the remote home) of the cluster recorded in `Dir'
+%% on `Host'.
+-spec remote_dir(file:filename(), string()) -> string().
+remote_dir(Dir, Host) ->
+    Id = binary_to_list(binary:part(binary:encode_hex(crypto:hash(sha256, filename:absname(Dir))), 0, 12)),
+    filename:join([".cache/terrain/remote", Id, Host]).
+
+%% @doc The OS pid that the VM of spec node `Name' on `Host' wrote.
+-spec pid_of(string(), atom() | binary(), context() | map()) -> {ok, string()} | error.
+pid_of(Host, Name, #{dir := Dir} = Context) ->
+    File = filename:join([remote_dir(Dir, Host), "nodes", to_list(Name) ++ ".pid"]),
+    case run(Host, ["cat ", quote(File), " 2>/dev/null"], [], Context#{timeout => 10000}) of
+        {ok, Pid} when Pid =/= "" -> {ok, string:trim(Pid)};
+        _ -> error
+    end.
+
+%% @doc Whether `OsPid' on `Host' is still a VM of this cluster: `true', `false', or
+%% `{error, Why}' when the host cannot be reached.
+-spec alive(string(), string(), pos_integer(), context() | map()) -> boolean() | {error, error_reason()}.
+alive(Host, OsPid, Timeout, #{dir := Dir} = Context) ->
+    Check = ["grep -qF ", quote(remote_dir(Dir, Host)), " /proc/", quote(OsPid), "/cmdline 2>/dev/null",
+             " && echo yes || echo no"],
+    case run(Host, Check, [], Context#{timeout => Timeout}) of
+        {ok, "yes" ++ _} -> true;
+        {ok, _} -> false;
+        {error, _} = Error -> Error
+    end.
+
+%% @doc Kills `OsPid' on `Host' if it is still a VM of this cluster. Returns whether
+%% it did (`{error, _}' when the host cannot be reached).
+-spec kill(string(), string(), pos_integer(), context() | map()) -> boolean() | {error, error_reason()}.
+kill(Host, OsPid, Timeout, #{dir := Dir} = Context) ->
+    Kill = ["grep -qF ", quote(remote_dir(Dir, Host)), " /proc/", quote(OsPid), "/cmdline 2>/dev/null",
+            " && kill -9 ", quote(OsPid), " && echo killed || echo no"],
+    case run(Host, Kill, [], Context#{timeout => Timeout}) of
+        {ok, "killed" ++ _} -> true;
+        {ok, _} -> false;
+        {error, _} = Error -> Error
+    end.
+
+%% @doc Runs the shell line `Command' on `Host' over ssh with `Stdin' on its standard
+%% input, and returns its standard output; killed at `timeout' ms.
+-spec run(string(), iodata(), iodata(), #{ssh_options := ssh_options(), timeout := pos_integer(),
+                                          atom() => term()}) ->
+          {ok, string()} | {error, error_reason()}.
+run(Host, Command, Stdin, #{ssh_options := SshOptions, timeout := Timeout}) ->
+    Args = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=" ++ integer_to_list(?CONNECT_TIMEOUT_S)]
+        ++ lists:append([ssh_option(O) || O <- SshOptions]) ++ [Host, lists:flatten(io_lib:format("~ts", [Command]))],
+    case os:find_executable("ssh") of
+        false ->
+            {error, {ssh, {Host, {spawn, no_ssh_client}}}};
+        Ssh ->
+            try open_port({spawn_executable, Ssh}, [{args, Args}, exit_status, binary, stderr_to_stdout]) of
+                Port ->
+                    true = port_command(Port, Stdin),
+                    collect(Port, Host, erlang:monotonic_time(millisecond) + Timeout, [])
+            catch
+                error:Why -> {error, {ssh, {Host, {spawn, Why}}}}
+            end
+    end.
+
+%% @doc A sentence for an error of this module.
+-spec format_error(error_reason()) -> iolist().
+format_error({ssh, {Host, timeout}}) ->
+    io_lib:format("ssh to ~ts did not finish in time", [Host]);
+format_error({ssh, {Host, {exit, 255, Output}}}) ->
+    io_lib:format("ssh could not reach ~ts: ~ts", [Host, string:trim(Output)]);
+format_error({ssh, {Host, {exit, 127, Output}}}) ->
+    io_lib:format("a command is missing on ~ts (is Erlang/OTP installed and erl on the PATH?): ~ts",
+                  [Host, string:trim(Output)]);
+format_error({ssh, {Host, {exit, Code, Output}}}) ->
+    io_lib:format("the remote command on ~ts failed with exit status ~b: ~ts", [Host, Code, string:trim(Output)]);
+format_error({ssh, {Host, {spawn, Why}}}) ->
+    io_lib:format("cannot run ssh for ~ts: ~0tp", [Host, Why]).
+
+%%--------------------------------------------------------------------
+%% Internal functions
+
+ssh_option("ConfigFile=" ++ File) -> ["-F", File];
+ssh_option(Option) -> ["-o", Option].
+
+collect(Port, Host, Deadline, Acc) ->
+    Wait = max(0, Deadline - erlang:monotonic_time(millisecond)),
+    receive
+        {Port, {data, Data}} ->
+            collect(Port, Host, Deadline, [Data | Acc]);
+        {Port, {exit_status, 0}} ->
+            {ok, unicode:characters_to_list(lists:reverse(Acc))};
+        {Port, {exit_status, Code}} ->
+            {error, {ssh, {Host, {exit, Code, unicode:characters_to_list(lists:reverse(Acc))}}}}
+    after Wait ->
+        _ = case erlang:port_info(Port, os_pid) of
+                {os_pid, OsPid} -> kill_os_process(OsPid);
+                undefined -> ok
+            end,
+        _ = catch port_close(Port),
+        {error, {ssh, {Host, timeout}}}
+    end.
+
+kill_os_process(OsPid) ->
+    os:cmd("kill -9 " ++ integer_to_list(OsPid)).
+
+quote(Arg) ->
+    ["'", string:replace(Arg, "'", "'\\''", all), "'"].
+
+to_list(Name) when is_atom(Name) -> atom_to_list(Name);
+to_list(Name) when is_binary(Name) -> binary_to_list(Name).
