@@ -357,6 +357,9 @@ def _run_bench(arguments: argparse.Namespace, out: TextIO) -> int:
         raise CommandError(f"{error.filename or source}: {error.strerror or error}") from None
     except ValueError as error:
         raise CommandError(str(error)) from None
+    for path in written:
+        print(f"wrote {path}", file=out)
+    return 0
 
 
 # --------------------------------------------------------------------------------------------------
@@ -400,6 +403,9 @@ def _run_emas(arguments: argparse.Namespace, out: TextIO) -> int:
             f"{summary['reproductions_per_s']:,.0f} reproductions/s, utilisation {summary['utilisation']:.2f}",
             file=out,
         )
+    for path in written:
+        print(f"wrote {path}", file=out)
+    return 0
 
 
 # --------------------------------------------------------------------------------------------------
