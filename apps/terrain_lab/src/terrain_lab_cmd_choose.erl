@@ -119,7 +119,7 @@ print(Nodes, Io) ->
 
 %% One predicate per argument, parsed as a literal term; several mean `and'.
 predicates(Args, Io) ->
-    Parsed = [parse(A) || A <- Args],
+    Parsed = [terrain_lab_cli_options:parse_term(A) || A <- Args],
     case [{A, Why} || {A, {error, Why}} <- lists:zip(Args, Parsed)] of
         [{Text, Why} | _] ->
             terrain_lab_io:progress(Io, "terrain choose: cannot read ~ts: ~ts~n", [Text, Why]),
@@ -129,17 +129,6 @@ predicates(Args, Io) ->
                 [One] -> {ok, One};
                 Many -> {ok, Many}
             end
-    end.
-
-parse(Text) ->
-    case erl_scan:string(Text ++ " .") of
-        {ok, Tokens, _} ->
-            case erl_parse:parse_term(Tokens) of
-                {ok, Term} -> {ok, Term};
-                {error, {_, Mod, Desc}} -> {error, lists:flatten(Mod:format_error(Desc))}
-            end;
-        {error, {_, Mod, Desc}, _} ->
-            {error, lists:flatten(Mod:format_error(Desc))}
     end.
 
 %% Distances and levels are measured from a node: without --at there is none.

@@ -111,13 +111,6 @@ format_error({emas_cmd, {bad_predicate, Text, Why}}) ->
 format_error({emas_cmd, Other}) ->
     io_lib:format("~0tp", [Other]).
 
-%% Results on the `out' device, progress on `err' (the handler contract).
-out(#{out := Device}, Format, Args) ->
-    io:format(Device, Format, Args).
-
-progress(#{err := Device}, Format, Args) ->
-    io:format(Device, Format, Args).
-
 %%--------------------------------------------------------------------
 %% Options
 
@@ -161,7 +154,7 @@ single(EmasOptions, #{spec := undefined, out := Dir}, Io) ->
 single(EmasOptions, #{spec := SpecFile, pred := PredText, out := Dir}, Io) ->
     case predicates(PredText) of
         {ok, Preds} ->
-            progress(Io, "starting the cluster of ~ts...~n", [SpecFile]),
+            terrain_lab_io:progress(Io, "starting the cluster of ~ts...~n", [SpecFile]),
             case terrain_lab:start_cluster(SpecFile, #{prefix => "emas" ++ os:getpid() ++ "_"}) of
                 {ok, Cluster} ->
                     try
@@ -170,7 +163,7 @@ single(EmasOptions, #{spec := SpecFile, pred := PredText, out := Dir}, Io) ->
                         case terrain:choose_nodes(Nodes, Preds) of
                             [] -> {error, {emas_cmd, {no_nodes, Preds}}};
                             Chosen ->
-                                progress(Io, "islands on ~ts~n",
+                                terrain_lab_io:progress(Io, "islands on ~ts~n",
                                                          [lists:join(", ", [atom_to_list(N) || N <- Chosen])]),
                                 execute(EmasOptions#{nodes => Chosen}, Dir, Io)
                         end
@@ -188,31 +181,20 @@ single(EmasOptions, #{spec := SpecFile, pred := PredText, out := Dir}, Io) ->
 predicates(undefined) ->
     {ok, []};
 predicates(Text) ->
-    case parse_term(Text) of
+    case terrain_lab_cli_options:parse_term(Text) of
         {ok, Pred} -> {ok, Pred};
         {error, Why} -> {error, {emas_cmd, {bad_predicate, Text, Why}}}
     end.
 
-parse_term(Text) ->
-    case erl_scan:string(Text ++ " .") of
-        {ok, Tokens, _} ->
-            case erl_parse:parse_term(Tokens) of
-                {ok, Term} -> {ok, Term};
-                {error, {_, Mod, Desc}} -> {error, lists:flatten(Mod:format_error(Desc))}
-            end;
-        {error, {_, Mod, Desc}, _} ->
-            {error, lists:flatten(Mod:format_error(Desc))}
-    end.
-
 execute(EmasOptions, Dir, Io) ->
     #{model := Model} = EmasOptions,
-    progress(Io, "running EMAS (~ts) for ~ts...~n", [Model, extent(EmasOptions)]),
+    terrain_lab_io:progress(Io, "running EMAS (~ts) for ~ts...~n", [Model, extent(EmasOptions)]),
     case terrain_workloads:emas(EmasOptions) of
         {ok, #{rows := Rows, summary := Summary}} ->
             case write_run(Dir, Rows, Summary, EmasOptions) of
                 ok ->
                     print_summary(Summary, Io),
-                    out(Io, "results in ~ts~n", [Dir]);
+                    terrain_lab_io:out(Io, "results in ~ts~n", [Dir]);
                 {error, _} = Error ->
                     Error
             end;
@@ -230,7 +212,7 @@ print_summary(#{model := Model, initial_best_fitness := Initial, best_fitness :=
                 [] -> io_lib:format("on ~b schedulers", [S]);
                 Nodes -> io_lib:format("over ~b nodes", [length(Nodes)])
             end,
-    out(Io, "~ts: best fitness ~.2f (from ~.2f), ~b reproductions/s, utilisation ~.2f ~ts "
+    terrain_lab_io:out(Io, "~ts: best fitness ~.2f (from ~.2f), ~b reproductions/s, utilisation ~.2f ~ts "
                         "(~.2f cores of CPU), ~b migrations, energy ~b -> ~b~n",
                         [Model, float(Best), float(Initial), round(Rate), U, Where, Cpu, maps:get(migrations, Summary),
                          E0, E1]).
@@ -295,7 +277,7 @@ scaling(#{out := Dir, quick := Quick}, Io) ->
     TimeMs = case Quick of true -> 1000; false -> 3000 end,
     Rounds = case Quick of true -> 1; false -> 3 end,
     Idle = idle_cpu(),
-    progress(Io, "CPU ~.1f% idle before measuring (~p logical processors); ~b ms per run~n",
+    terrain_lab_io:progress(Io, "CPU ~.1f% idle before measuring (~p logical processors); ~b ms per run~n",
                              [100 * Idle, Cores, TimeMs]),
     Base = #{time_ms => TimeMs, seed => 1},
     Started = erlang:monotonic_time(millisecond),
@@ -315,14 +297,14 @@ scaling(#{out := Dir, quick := Quick}, Io) ->
                  otp_release => list_to_binary(erlang:system_info(otp_release)),
                  lcnt => lcnt_available(), duration_s => Elapsed,
                  rows => Rows, ratios => ratios(Rows), lessons => Lessons},
-    progress(Io, "CPU ~.1f% idle after measuring~n", [100 * IdleAfter]),
+    terrain_lab_io:progress(Io, "CPU ~.1f% idle after measuring~n", [100 * IdleAfter]),
     print_scaling(Rows, Lessons, Io),
     File = filename:join(Dir, "scaling.json"),
     steps([fun() -> filelib:ensure_dir(File) end,
            fun() -> terrain_json:write_file(File, Document) end,
            fun() -> manifest(Dir, [#{kind => emas_scaling, file => <<"scaling.json">>,
                                      parameters => #{quick => Quick, time_ms => TimeMs}}]) end,
-           fun() -> out(Io, "scaling in ~ts (~b s)~n", [File, round(Elapsed)]) end]).
+           fun() -> terrain_lab_io:out(Io, "scaling in ~ts (~b s)~n", [File, round(Elapsed)]) end]).
 
 %% The run with the median rate stands for the configuration (rates and utilisations of
 %% every run are kept).
@@ -368,7 +350,7 @@ measure(#{model := Model} = Options, Schedulers, Msacc, Io) ->
                             Result = maps:merge(maps:with([reproductions_per_s, utilisation, best_fitness,
                                                            fights_per_s], Summary),
                                                 Extra#{cpu_cores => Cores, reproductions_per_cpu_s => per_cpu(Rate, Cores)}),
-                            progress(Io, "  ~-10s +S ~b ~ts: ~b reproductions/s, utilisation "
+                            terrain_lab_io:progress(Io, "  ~-10s +S ~b ~ts: ~b reproductions/s, utilisation "
                                                      "~.2f, ~ts cores of CPU~n",
                                                      [Model, Schedulers, variant(Options),
                                                       round(maps:get(reproductions_per_s, Result)),
@@ -411,7 +393,7 @@ msacc_shares(Stats) ->
 
 %% Anielski & Stypka's lessons, each as a pair measured side by side with 2 schedulers.
 lessons(Base, Io) ->
-    progress(Io, "lessons (2 schedulers each):~n", []),
+    terrain_lab_io:progress(Io, "lessons (2 schedulers each):~n", []),
     Pair = fun(Model, Key, A, B, Msacc) ->
                    RA = measure(Base#{model => Model, Key => A}, 2, Msacc, Io),
                    RB = measure(Base#{model => Model, Key => B}, 2, Msacc, Io),
@@ -438,7 +420,7 @@ message_costs(Io) ->
                  Class:Why -> #{error => iolist_to_binary(io_lib:format("~0tp:~0tp", [Class, Why]))}
              end,
     Result = #{local => Local, between_nodes => Remote},
-    [progress(Io, "  messages ~ts ~ts: ~.1f us per round trip~n",
+    [terrain_lab_io:progress(Io, "  messages ~ts ~ts: ~.1f us per round trip~n",
                               [Where, maps:get(solution, R), maps:get(round_trip_us, R)])
      || {Where, Rs} <- [{"local", Local}, {"between nodes", Remote}], is_list(Rs), R <- Rs],
     Result.
@@ -468,26 +450,26 @@ between_nodes(Count) ->
     end.
 
 print_scaling(Rows, Lessons, Io) ->
-    out(Io, "~-11s ~10s ~16s ~11s ~9s ~9s ~12s~n", ["MODEL", "SCHEDULERS", "REPRODUCTIONS/S",
+    terrain_lab_io:out(Io, "~-11s ~10s ~16s ~11s ~9s ~9s ~12s~n", ["MODEL", "SCHEDULERS", "REPRODUCTIONS/S",
                                                                      "UTILISATION", "RATIO", "CPU", "REPR/CPU-S"]),
-    [out(Io, "~-11s ~10ts ~16b ~11.2f ~9.2f ~9ts ~12ts~n",
+    [terrain_lab_io:out(Io, "~-11s ~10ts ~16b ~11.2f ~9.2f ~9ts ~12ts~n",
                          [M, [integer_to_list(S), case O of true -> "*"; false -> "" end], round(R), U,
                           R / max(1.0e-9, one(M, Rows)), show_cores(C), show_rate(P)])
      || #{model := M, schedulers := S, reproductions_per_s := R, utilisation := U, oversubscribed := O,
           cpu_cores := C, reproductions_per_cpu_s := P} <- Rows],
-    out(Io, "* oversubscribed: more schedulers than logical processors~n"
+    terrain_lab_io:out(Io, "* oversubscribed: more schedulers than logical processors~n"
                         "CPU: CPU time the VM was given during the run, in cores (2.00 = both cores all the time)~n~n", []),
     #{call_vs_cast := CC, list_vs_binary := LB, time_check := TC, messages := Msgs} = Lessons,
-    out(Io, "~-12s ~-20s ~16s ~16s ~7s ~13s~n", ["MODEL", "OPTION", "A (REPR/S)", "B (REPR/S)", "B/A",
+    terrain_lab_io:out(Io, "~-12s ~-20s ~16s ~16s ~7s ~13s~n", ["MODEL", "OPTION", "A (REPR/S)", "B (REPR/S)", "B/A",
                                                                  "B/A PER CPU"]),
-    [out(Io, "~-12s ~-20ts ~16ts ~16ts ~7.2f ~13ts~n",
+    [terrain_lab_io:out(Io, "~-12s ~-20ts ~16ts ~16ts ~7.2f ~13ts~n",
                          [M, K, io_lib:format("~0tp ~b", [A, round(maps:get(reproductions_per_s, RA))]),
                           io_lib:format("~0tp ~b", [B, round(maps:get(reproductions_per_s, RB))]), Ratio,
                           show_ratio(PerCpu)])
      || #{model := M, option := K, values := [A, B], results := [RA, RB], ratio := Ratio, ratio_per_cpu := PerCpu}
             <- [CC | LB] ++ [TC]],
-    out(Io, "~n~-14s ~-8s ~14s ~14s~n", ["MESSAGES", "SOLUTION", "ROUND TRIP US", "BYTES"]),
-    [out(Io, "~-14s ~-8ts ~14.1f ~14b~n", [Where, maps:get(solution, R), maps:get(round_trip_us, R),
+    terrain_lab_io:out(Io, "~n~-14s ~-8s ~14s ~14s~n", ["MESSAGES", "SOLUTION", "ROUND TRIP US", "BYTES"]),
+    [terrain_lab_io:out(Io, "~-14s ~-8ts ~14.1f ~14b~n", [Where, maps:get(solution, R), maps:get(round_trip_us, R),
                                                           maps:get(bytes, R)])
      || {Where, Rs} <- [{"local", maps:get(local, Msgs)}, {"between nodes", maps:get(between_nodes, Msgs)}],
         is_list(Rs), R <- Rs],

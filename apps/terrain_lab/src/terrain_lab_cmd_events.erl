@@ -101,12 +101,6 @@ format_error({events_cmd, Reason}) ->
 %%--------------------------------------------------------------------
 %% Output: results on the `out' device, progress and errors on `err'
 
-out(#{out := Device}, Format, Args) ->
-    io:format(Device, Format, Args).
-
-progress(#{err := Device}, Format, Args) ->
-    io:format(Device, Format, Args).
-
 %%--------------------------------------------------------------------
 %% record
 
@@ -165,7 +159,7 @@ record_options(Options) ->
 with_cluster(SpecFile, Record, Io) ->
     case terrain_lab:read_spec(SpecFile) of
         {ok, Spec} ->
-            progress(Io, "events: starting the nodes of ~ts~n", [SpecFile]),
+            terrain_lab_io:progress(Io, "events: starting the nodes of ~ts~n", [SpecFile]),
             case terrain_lab:start_cluster(Spec, #{prefix => "ev" ++ os:getpid() ++ "_"}) of
                 {ok, Cluster} ->
                     try
@@ -174,7 +168,7 @@ with_cluster(SpecFile, Record, Io) ->
                                                                  spec => list_to_binary(SpecFile)}}, Io)
                     after
                         ok = terrain_lab:stop_cluster(Cluster),
-                        progress(Io, "events: cluster stopped~n", [])
+                        terrain_lab_io:progress(Io, "events: cluster stopped~n", [])
                     end;
                 {error, _} = Error ->
                     Error
@@ -184,7 +178,7 @@ with_cluster(SpecFile, Record, Io) ->
     end.
 
 record_on(Nodes, Record, Io) ->
-    Progress = fun(Text) -> progress(Io, "~ts", [Text]) end,
+    Progress = fun(Text) -> terrain_lab_io:progress(Io, "~ts", [Text]) end,
     Last = atomics:new(1, [{signed, true}]),
     atomics:put(Last, 1, erlang:monotonic_time(millisecond) - 1000),   % monotonic time may be negative
     OnReport = fun(#{kind := load_imbalance, most_waiting := W, max_wait_share := S, mean_wait_share := M})
@@ -193,7 +187,7 @@ record_on(Nodes, Record, Io) ->
                        case Now - atomics:get(Last, 1) >= 1000 of
                            true ->
                                atomics:put(Last, 1, Now),
-                               progress(Io, "monitor: worker ~p waits ~b% of its time "
+                               terrain_lab_io:progress(Io, "monitor: worker ~p waits ~b% of its time "
                                                         "(mean ~b%)~n", [W, round(100 * S), round(100 * M)]);
                            false ->
                                ok
@@ -211,7 +205,7 @@ record_on(Nodes, Record, Io) ->
 print(#{windtunnel := T, reports := Reports, scope := S, events := Events, lost := Lost, offsets := Offsets,
         views := Views, files := Files}, #{out := Out}, Io) ->
     Placement = maps:get(placement, T),
-    Out1 = fun(F, A) -> out(Io, F, A) end,
+    Out1 = fun(F, A) -> terrain_lab_io:out(Io, F, A) end,
     Out1("wind tunnel: ~b workers x ~b steps on ~b nodes in ~.2f s (lattice ~b x ~b, checksum ~b)~n",
          [maps:get(workers, T), maps:get(steps, T), length(maps:get(nodes, T)), maps:get(elapsed_us, T) / 1.0e6,
           element(1, maps:get(lattice, T)), element(2, maps:get(lattice, T)), maps:get(checksum, T)]),
@@ -225,8 +219,8 @@ print(#{windtunnel := T, reports := Reports, scope := S, events := Events, lost 
     lists:foreach(fun(R) -> print_report(R, Placement, Out1) end, Reports),
     case Views of
         ok -> ok;
-        {skipped, Why} -> progress(Io, "events: views skipped: ~ts~n", [Why]);
-        {failed, Status, Output} -> progress(Io, "events: views failed (exit ~b):~n~ts~n",
+        {skipped, Why} -> terrain_lab_io:progress(Io, "events: views skipped: ~ts~n", [Why]);
+        {failed, Status, Output} -> terrain_lab_io:progress(Io, "events: views failed (exit ~b):~n~ts~n",
                                                              [Status, Output])
     end,
     Out1("wrote ~ts: ~ts~n", [Out, lists:join(" ", Files)]).
@@ -263,7 +257,7 @@ export(Options, Dir, Io) ->
     case maps:get(format, Options) of
         Format when Format =:= "perfetto"; Format =:= "jsonl" ->
             case terrain_lab_events:export(Dir, list_to_atom(Format), maps:get(out, Options, undefined)) of
-                {ok, File, N} -> out(Io, "wrote ~ts (~b events)~n", [File, N]);
+                {ok, File, N} -> terrain_lab_io:out(Io, "wrote ~ts (~b events)~n", [File, N]);
                 {error, {events_file, _, _} = Reason} -> {error, {events_cmd, Reason}};
                 {error, _} = Error -> Error
             end;
