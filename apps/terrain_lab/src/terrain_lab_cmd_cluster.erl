@@ -103,10 +103,9 @@ up(#{slurm := true} = Options, [], Io) ->
                                      spec_out => maps:get(spec_out, Options), progress => Progress}) of
         {ok, #{spec_file := SpecFile, launcher := Launcher}} ->
             up(Options#{slurm := false, per_task := false, launcher => Launcher}, [SpecFile], Io);
-        {error, {slurm, {Kind, _}} = Reason} when Kind =:= variable; Kind =:= count; Kind =:= usage ->
-            {error, {usage, Reason}};
-        {error, {slurm, not_in_allocation} = Reason} ->
-            {error, {usage, Reason}};
+        {error, {slurm, Detail} = Reason} when Detail =:= not_in_allocation; element(1, Detail) =:= variable;
+                                               element(1, Detail) =:= count; element(1, Detail) =:= usage ->
+            {error, {usage, Reason}};   % the allocation's environment is wrong: exit 2
         {error, _} = Error ->
             Error
     end;

@@ -340,7 +340,7 @@ topology(Progress, Count) ->
                        Progress(io_lib:format(
                                   "~ts: the ~b nodes form one group 'allocation'. To find the allocation's real "
                                   "structure, run 'terrain probe' and then 'terrain topology RUN/latency.json' on "
-                                  "its latency matrix (RELEASE D3.5 §4.4.4)~n", [Why, Count])),
+                                  "its latency matrix (RELEASE D3.5, section 4.4.4)~n", [Why, Count])),
                        []
                end,
     case os:find_executable("scontrol") of
