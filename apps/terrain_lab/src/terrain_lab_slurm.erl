@@ -41,6 +41,10 @@
          spawn_vm/3,
          format_error/1]).
 
+%% exports_not_used: the parts of prepare/1 and spawn_vm/3, tested on their own
+%% (terrain_lab_slurm_tests).
+-ignore_xref([{allocation, 1}, {tasks_per_node, 1}, {parse_topology, 1}, {spec_terms, 3}, {srun_args, 2}]).
+
 -export_type([switch/0, error_reason/0, prepare_options/0]).
 
 %% One line of `scontrol show topology'.
@@ -157,11 +161,11 @@ prepare(#{progress := Progress} = Options) ->
                                                "its top level~n", [lists:join(", ", Orphans)])),
                     case write_spec(Terms, SpecFile) of
                         ok ->
-                            Launcher = launcher(Progress),
                             Progress(io_lib:format("wrote the spec of the allocation (~b node~s, ~b VM~s) to ~ts~n",
                                                    [length(Hosts), [$s || length(Hosts) > 1],
                                                     lists:sum([C || {_, C} <- Hosts]),
                                                     [$s || lists:sum([C || {_, C} <- Hosts]) > 1], SpecFile])),
+                            Launcher = launcher(Progress),
                             {ok, #{spec_file => SpecFile, launcher => Launcher, hosts => [H || {H, _} <- Hosts]}};
                         {error, _} = Error ->
                             Error

@@ -11,7 +11,8 @@
 %%   real srun). With STANDIN_SRUN_HANG set it hangs instead, like an srun whose step
 %%   never starts.
 %% - `scontrol show topology' prints a tree topology (two leaf switches under a
-%%   spine) in the format of SLURM's topology/tree plugin.
+%%   spine) in the format of SLURM's topology/tree plugin; with STANDIN_SCONTROL_HANG
+%%   set it hangs instead.
 %%
 %% The allocation is given as SLURM gives it: SLURM_JOB_NODELIST (the hosts'
 %% addresses as a hostlist expression, `10.213.X.[2-5]': addresses need no name
@@ -249,15 +250,19 @@ bad_slurm_variables_are_usage_errors_naming_the_variable(Config) ->
     assert_hosts_clean(Config).
 
 a_hung_srun_fails_up_at_its_deadline_and_leaves_nothing() ->
-    [{doc, "An srun that never starts its step (the stand-in hangs): terrain up --timeout 6000 exits 1 within "
-           "the deadline plus its stop time, naming srun; no srun or VM is left and the state is removed."}].
+    [{doc, "An scontrol that never answers and an srun that never starts its step (both stand-ins hang): scontrol "
+           "is stopped at its 10 s deadline and the hosts form one group; terrain up --timeout 6000 then exits 1 "
+           "within that deadline plus its stop time, naming srun; no stand-in or VM is left, the state is removed."}].
 a_hung_srun_fails_up_at_its_deadline_and_leaves_nothing(Config) ->
     T0 = erlang:monotonic_time(millisecond),
-    {Code, _Out, Err} = up(Config, both, "1(x4)", ["--timeout", "6000"], [{"STANDIN_SRUN_HANG", "1"}]),
+    {Code, _Out, Err} = up(Config, both, "1(x4)", ["--timeout", "6000"],
+                           [{"STANDIN_SRUN_HANG", "1"}, {"STANDIN_SCONTROL_HANG", "1"}]),
     Ms = erlang:monotonic_time(millisecond) - T0,
-    ct:pal("hung srun: exit ~b after ~b ms~n~ts", [Code, Ms, Err]),
+    ct:pal("hung scontrol and srun: exit ~b after ~b ms~n~ts", [Code, Ms, Err]),
     ?assertEqual(1, Code),
-    ?assert(Ms < 30000),
+    ?assert(Ms < 40000),
+    ?assertMatch({match, _}, re:run(Err, "'scontrol show topology' failed \\(no answer in time; stopped\\): the 4 "
+                                          "nodes form one group")),
     ?assertMatch({match, _}, re:run(Err, "srun for .*: the VM did not answer in time and the step was stopped")),
     ?assertEqual([], stand_in_processes(Config)),
     assert_hosts_clean(Config),
@@ -294,7 +299,7 @@ slurm_env(Config, Bins, Tasks) ->
 env(Config, Bins, Vars) ->
     Path = proplists:get_value(Bins, ?config(bins, Config)) ++ ":" ++ os:getenv("PATH"),
     lists:append([["-u", V] || V <- ["SLURM_JOB_NODELIST", "SLURM_TASKS_PER_NODE", "SLURM_JOB_ID",
-                                      "STANDIN_SRUN_HANG"]])
+                                      "STANDIN_SRUN_HANG", "STANDIN_SCONTROL_HANG"]])
         ++ ["PATH=" ++ Path] ++ [K ++ "=" ++ V || {K, V} <- Vars].
 
 terrain(Config, Env, Args) ->
@@ -365,6 +370,7 @@ write_stand_ins(Dir, Hosts) ->
                 "# STAND-IN for SLURM's scontrol, written by terrain_lab_slurm_SUITE: 'show topology' prints a\n"
                 "# tree topology in the format of SLURM's topology/tree plugin.\n"
                 "[ \"$1 $2\" = 'show topology' ] || { echo \"scontrol stand-in: only 'show topology'\" >&2; exit 1; }\n"
+                "if [ -n \"$STANDIN_SCONTROL_HANG\" ]; then while :; do sleep 1; done; fi\n"
                 "echo 'SwitchName=leaf1 Level=0 LinkSpeed=1 Nodes=", L1, ",", L2, "'\n"
                 "echo 'SwitchName=leaf2 Level=0 LinkSpeed=1 Nodes=", L3, ",", L4, "'\n"
                 "echo 'SwitchName=spine Level=1 LinkSpeed=1 Nodes=", L1, ",", L2, ",", L3, ",", L4,
