@@ -137,43 +137,39 @@ spec_terms(Cluster, Hosts, Switches) ->
 %% `progress' how the VMs will start. Returns the spec file and the launcher.
 -spec prepare(prepare_options()) ->
           {ok, #{spec_file := file:filename(), launcher := srun | ssh, hosts := [string()]}} | {error, error_reason()}.
-prepare(#{progress := Progress} = Options) ->
+prepare(#{progress := Progress, per_task := PerTask, per_host := PerHost} = Options) ->
     Getenv = maps:get(getenv, Options, fun os:getenv/1),
-    PerTask = maps:get(per_task, Options),
-    PerHost = maps:get(per_host, Options),
-    case {PerTask, PerHost} of
-        {true, N} when N > 1 ->
-            {error, {slurm, {usage, "give either --per-host N or --per-task, not both"}}};
-        _ ->
-            case allocation(Getenv) of
-                {ok, Allocation} ->
-                    Hosts = [{H, case PerTask of true -> T; false -> PerHost end} || {H, T} <- Allocation],
-                    Job = case Getenv("SLURM_JOB_ID") of false -> ""; "" -> ""; Id -> "_" ++ Id end,
-                    Cluster = list_to_atom("slurm" ++ [C || C <- Job, C =/= $.]),
-                    SpecFile = case maps:get(spec_out, Options) of
-                                   undefined -> "terrain-slurm" ++ Job ++ ".spec";
-                                   Given -> Given
-                               end,
-                    Switches = topology(Progress, length(Hosts)),
-                    {Terms, Orphans} = spec_terms(Cluster, Hosts, Switches),
-                    _ = Orphans =/= [] andalso
-                        Progress(io_lib:format("scontrol's topology puts no switch above ~ts: they join the spec at "
-                                               "its top level~n", [lists:join(", ", Orphans)])),
-                    case write_spec(Terms, SpecFile) of
-                        ok ->
-                            Progress(io_lib:format("wrote the spec of the allocation (~b node~s, ~b VM~s) to ~ts~n",
-                                                   [length(Hosts), [$s || length(Hosts) > 1],
-                                                    lists:sum([C || {_, C} <- Hosts]),
-                                                    [$s || lists:sum([C || {_, C} <- Hosts]) > 1], SpecFile])),
-                            Launcher = launcher(Progress),
-                            {ok, #{spec_file => SpecFile, launcher => Launcher, hosts => [H || {H, _} <- Hosts]}};
-                        {error, _} = Error ->
-                            Error
-                    end;
-                {error, _} = Error ->
-                    Error
-            end
-    end.
+    Job = case Getenv("SLURM_JOB_ID") of false -> ""; "" -> ""; Id -> "_" ++ Id end,
+    SpecFile = case maps:get(spec_out, Options) of
+                   undefined -> "terrain-slurm" ++ Job ++ ".spec";
+                   Given -> Given
+               end,
+    Steps = [fun(_) when PerTask, PerHost > 1 ->
+                     {error, {slurm, {usage, "give either --per-host N or --per-task, not both"}}};
+                (_) ->
+                     allocation(Getenv)
+             end,
+             fun(Allocation) ->
+                     %% VMs per host: the task count with --per-task, else --per-host (default 1).
+                     Hosts = [{H, case PerTask of true -> T; false -> PerHost end} || {H, T} <- Allocation],
+                     {Terms, Orphans} = spec_terms(list_to_atom("slurm" ++ [C || C <- Job, C =/= $.]), Hosts,
+                                                   topology(Progress, length(Hosts))),
+                     _ = Orphans =/= [] andalso
+                         Progress(io_lib:format("scontrol's topology puts no switch above ~ts: they join the spec "
+                                                "at its top level~n", [lists:join(", ", Orphans)])),
+                     case write_spec(Terms, SpecFile) of
+                         ok -> {ok, Hosts};
+                         {error, _} = Error -> Error
+                     end
+             end,
+             fun(Hosts) ->
+                     VMs = lists:sum([C || {_, C} <- Hosts]),
+                     Progress(io_lib:format("wrote the spec of the allocation (~b node~s, ~b VM~s) to ~ts~n",
+                                            [length(Hosts), [$s || length(Hosts) > 1], VMs, [$s || VMs > 1],
+                                             SpecFile])),
+                     {ok, #{spec_file => SpecFile, launcher => launcher(Progress), hosts => [H || {H, _} <- Hosts]}}
+             end],
+    terrain_lab_steps:run(Steps, none).
 
 %% @doc The arguments of `srun' that start the VM of spec node `Name' on `Host': one
 %% job step of one task on that node, sharing the node with the other VMs' steps

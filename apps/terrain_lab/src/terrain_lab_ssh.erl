@@ -14,7 +14,9 @@
 %% The VM writes its OS pid to `nodes/NAME.pid', reads the cookie file and only then
 %% starts distribution with the long name `NAME@H' — the cookie never appears on a
 %% command line, on either host. The VM's standard output and error go to
-%% `nodes/NAME.log' there.
+%% `nodes/NAME.log' there. The shell line is {@link vm_command/4}'s; `terrain up
+%% --slurm' runs the same line, with the VM in the foreground, in an srun job step
+%% (`terrain_lab_slurm', chosen by the context's `launcher').
 %%
 %% terrain's code comes from the same directories as for local VMs
 %% (`terrain_lab_code:vm_args/0'; the escript writes them under the home's cache,
