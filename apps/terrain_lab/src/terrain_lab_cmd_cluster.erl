@@ -25,7 +25,7 @@
 commands() ->
     [#{name => "up",
        summary => "Start a cluster from a spec and leave it running",
-       usage => "SPEC | --hosts FILE [--per-host N]",
+       usage => "SPEC | --hosts FILE [--per-host N] | --slurm [--per-host N | --per-task]",
        description => "Starts the nodes of the cluster spec SPEC as detached VMs with a random cookie "
                       "(stored with mode 0600, never printed) and records them in STATE_DIR/cluster.json. "
                       "Refuses, before starting anything, while a cluster recorded there is still running, "
@@ -33,7 +33,10 @@ commands() ->
                       "the nodes would not fit in memory (about 40 MB per VM; --force starts anyway). With "
                       "--hosts FILE (one host or hostlist expression a line, '#' comments) instead of SPEC, "
                       "the spec is built from the hosts, --per-host nodes on each, one group per host, "
-                      "written to --spec-out (default FILE.spec) and started.",
+                      "written to --spec-out (default FILE.spec) and started. With --slurm, inside a SLURM "
+                      "allocation, the hosts are SLURM_JOB_NODELIST's (one VM each, --per-host N, or one per task "
+                      "of SLURM_TASKS_PER_NODE with --per-task), grouped by 'scontrol show topology' when it "
+                      "lists switches, and the VMs start with srun when it is on the PATH, else over ssh.",
        args => {0, 1},
        options => [terrain_lab_cli_options:state_dir(),
                    #{name => prefix, long => "prefix", type => string, default => "",
@@ -48,9 +51,15 @@ commands() ->
                    #{name => hosts, long => "hosts", type => string, metavar => "FILE",
                      help => "build the spec from a hosts file instead of SPEC"},
                    #{name => per_host, long => "per-host", type => integer, default => 1, range => {1, inf},
-                     metavar => "N", help => "with --hosts: nodes on each host"},
+                     metavar => "N", help => "with --hosts or --slurm: nodes on each host"},
+                   %% --slurm (terrain_lab_slurm, docs/HOSTS.md "SLURM")
+                   #{name => slurm, long => "slurm", type => flag,
+                     help => "build the spec from the SLURM allocation this runs in instead of SPEC"},
+                   #{name => per_task, long => "per-task", type => flag,
+                     help => "with --slurm: one node per task of SLURM_TASKS_PER_NODE on each host"},
                    #{name => spec_out, long => "spec-out", type => string, metavar => "FILE",
-                     help => "with --hosts: where the built spec is written (default: the hosts file + .spec)"},
+                     help => "with --hosts or --slurm: where the built spec is written (default: the hosts "
+                             "file + .spec; terrain-slurm_JOBID.spec)"},
                    #{name => ssh_options, long => "ssh-option", type => list, metavar => "OPT,...",
                      help => "nodes on other hosts: ssh -o options (ConfigFile=F for -F F), repeatable"},
                    #{name => code_path, long => "code-path", type => string, metavar => "DIR",
@@ -85,6 +94,23 @@ commands() ->
 
 %% @doc `terrain up SPEC': starts the cluster and prints its nodes.
 -spec up(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
+up(#{slurm := true, hosts := HostsFile}, Args, _Io) when HostsFile =/= undefined; Args =/= [] ->
+    {error, {usage, {slurm, {usage, "give one of SPEC, --hosts FILE and --slurm"}}}};
+up(#{slurm := true} = Options, [], Io) ->
+    %% --slurm: the spec of the allocation, started with srun (or ssh); terrain_lab_slurm.
+    Progress = fun(Text) -> terrain_lab_io:progress(Io, "~ts", [Text]) end,
+    case terrain_lab_slurm:prepare(#{per_host => maps:get(per_host, Options), per_task => maps:get(per_task, Options),
+                                     spec_out => maps:get(spec_out, Options), progress => Progress}) of
+        {ok, #{spec_file := SpecFile, launcher := Launcher}} ->
+            up(Options#{slurm := false, per_task := false, launcher => Launcher}, [SpecFile], Io);
+        {error, {slurm, Detail} = Reason} when Detail =:= not_in_allocation; element(1, Detail) =:= variable;
+                                               element(1, Detail) =:= count; element(1, Detail) =:= usage ->
+            {error, {usage, Reason}};   % the allocation's environment is wrong: exit 2
+        {error, _} = Error ->
+            Error
+    end;
+up(#{per_task := true}, _Args, _Io) ->
+    {error, {usage, {slurm, {usage, "--per-task goes with --slurm"}}}};
 up(#{hosts := HostsFile} = Options, [], Io) when HostsFile =/= undefined ->
     %% --hosts: build the spec from the hosts file, then start it like any spec.
     SpecFile = case maps:get(spec_out, Options) of
@@ -105,7 +131,8 @@ up(_Options, [], _Io) ->
     {error, {usage, {hosts, {usage, "give SPEC or --hosts FILE"}}}};
 up(Options, [SpecFile], Io) ->
     Dir = terrain_lab_cluster_state:state_dir(Options),
-    case terrain_lab_launch:up(SpecFile, maps:with([prefix, timeout, netem, force, ssh_options, code_path], Options), Dir, Io) of
+    case terrain_lab_launch:up(SpecFile, maps:with([prefix, timeout, netem, force, ssh_options, code_path, launcher],
+                                                   Options), Dir, Io) of
         {ok, Nodes} -> print_nodes(Nodes, Io);
         {error, _} = Error -> Error
     end.

@@ -21,6 +21,7 @@
 %% API
 -export([read_file/1,
          spec_terms/2,
+         host_group/2,
          write_spec/3,
          check_placement/1,
          remote/1,
@@ -67,13 +68,17 @@ read_file(File) ->
 %% with `PerHost' nodes on each host.
 -spec spec_terms([string()], pos_integer()) -> [tuple()].
 spec_terms(Hosts, PerHost) when is_list(Hosts), is_integer(PerHost), PerHost >= 1 ->
-    [{cluster, hosts, #{}} |
-     [{group, list_to_atom(safe(Host)), #{},
-       [{node, list_to_atom(safe(Host) ++ "_" ++ integer_to_list(I)), #{host => Host}}
-        || I <- lists:seq(1, PerHost)]}
-      || Host <- Hosts]];
+    [{cluster, hosts, #{}} | [host_group(Host, PerHost) || Host <- Hosts]];
 spec_terms(Hosts, PerHost) ->
     error(badarg, [Hosts, PerHost]).
+
+%% @doc The spec group of one host: named after the host, holding `Count' nodes
+%% `HOST_1'..`HOST_Count' with the node option `host => Host' (also used by
+%% `terrain_lab_slurm').
+-spec host_group(string(), pos_integer()) -> tuple().
+host_group(Host, Count) when is_integer(Count), Count >= 1 ->
+    {group, list_to_atom(safe(Host)), #{},
+     [{node, list_to_atom(safe(Host) ++ "_" ++ integer_to_list(I)), #{host => Host}} || I <- lists:seq(1, Count)]}.
 
 %% @doc Reads the hosts file `HostsFile' and writes the spec with `PerHost' nodes per
 %% host to `SpecFile' (validated first); returns the hosts.
@@ -126,10 +131,21 @@ prepare_cli(Spec, Dir) ->
     ok = file:write_file(filename:join(Dir, "cli_host"), Address).
 
 %% @doc A node record of the state for a node on `Host': the host and the ssh options
-%% that reach it are recorded with it, for status and stop.
+%% that reach it are recorded with it, for status and stop; for a VM started in a
+%% SLURM job step (`terrain up --slurm'), also the local OS pid of its `srun'.
 -spec remote_record(map(), string(), terrain_lab_ssh:context()) -> map().
-remote_record(Record, Host, #{ssh_options := SshOptions}) ->
-    Record#{host => list_to_binary(Host), ssh_options => [list_to_binary(O) || O <- SshOptions]}.
+remote_record(#{name := Name} = Record, Host, #{ssh_options := SshOptions, dir := Dir} = Context) ->
+    Remote = Record#{host => list_to_binary(Host), ssh_options => [list_to_binary(O) || O <- SshOptions]},
+    case maps:get(launcher, Context, ssh) of
+        srun ->
+            SrunPid = case file:read_file(srun_file(Dir, Name)) of
+                          {ok, Pid} -> string:trim(Pid);
+                          {error, _} -> null
+                      end,
+            Remote#{launcher => srun, srun_pid => SrunPid};
+        ssh ->
+            Remote
+    end.
 
 %% @doc The state of a recorded node on another host: `up' (it answered), `unreachable'
 %% (its VM runs on the host), `down', or `host_unreachable' (ssh failed).
@@ -176,6 +192,7 @@ stop_remote(#{<<"node">> := NodeBin, <<"host">> := HostBin} = Record, Timeout, D
                   end
           end,
     _ = lists:prefix("still running", How) orelse clean_remote(Host, Record, Ssh),
+    ok = stop_srun(Record, Timeout, Dir),
     {NodeBin, How}.
 
 %% @doc Whether `Host' names this machine: `localhost', a loopback address, or this
@@ -260,6 +277,32 @@ safe(Host) ->
 
 first_host(Spec) ->
     hd([H || #{host := H} <- terrain_lab_spec:nodes(Spec)]).
+
+%% A VM's srun (terrain up --slurm) ends with the VM; if it has not within `Timeout'
+%% ms (its step hangs), TERM (srun passes it to the step) and then KILL, only while
+%% that pid is still an srun of this node. Its pid file and log are removed.
+stop_srun(#{<<"srun_pid">> := Pid, <<"name">> := Name}, Timeout, Dir) when is_binary(Pid) ->
+    OsPid = binary_to_list(Pid),
+    Ours = fun() -> case file:read_file("/proc/" ++ OsPid ++ "/cmdline") of
+                        {ok, Cmdline} -> binary:match(Cmdline, <<"srun">>) =/= nomatch andalso
+                                             binary:match(Cmdline, <<"terrain-", Name/binary>>) =/= nomatch;
+                        {error, _} -> false
+                    end end,
+    _ = terrain_lab_os:await_exit([OsPid], Timeout) =:= [] orelse
+        (Ours() andalso begin
+                            _ = os:cmd("kill -TERM " ++ OsPid),
+                            terrain_lab_os:await_exit([OsPid], 5000) =:= [] orelse
+                                (Ours() andalso os:cmd("kill -KILL " ++ OsPid) =:= "")
+                        end),
+    File = srun_file(Dir, binary_to_atom(Name)),
+    _ = file:delete(File),
+    _ = file:delete(File ++ ".log"),
+    ok;
+stop_srun(_Record, _Timeout, _Dir) ->
+    ok.
+
+srun_file(Dir, Name) ->
+    filename:join([Dir, "nodes", atom_to_list(Name) ++ ".srun"]).
 
 ssh(Record, Dir) ->
     #{dir => Dir, ssh_options => [binary_to_list(O) || O <- maps:get(<<"ssh_options">>, Record, [])]}.

@@ -48,7 +48,8 @@
                         force => boolean(),         % start even when the memory estimate says no
                         %% nodes on other hosts (terrain_lab_ssh, docs/HOSTS.md):
                         ssh_options => terrain_lab_ssh:ssh_options(),
-                        code_path => file:filename() | undefined}.
+                        code_path => file:filename() | undefined,
+                        launcher => ssh | srun}.    % terrain up --slurm: srun job steps (terrain_lab_slurm)
 
 %% A started node as recorded in cluster.json.
 -type node_record() :: #{name := atom(), node := node(), group_path := [atom()],
@@ -250,7 +251,7 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
     %% Nodes on other hosts: long names, started over ssh (terrain_lab_ssh).
     Remote = terrain_lab_hosts:remote(Spec),
     SshOptions = maps:get(ssh_options, Options, []),
-    Ssh = terrain_lab_ssh:context(Dir, SshOptions, maps:get(code_path, Options, undefined)),
+    Ssh = (terrain_lab_ssh:context(Dir, SshOptions, maps:get(code_path, Options, undefined)))#{launcher => maps:get(launcher, Options, ssh)},
     ok = case Remote of
              true -> terrain_lab_hosts:prepare_cli(Spec, Dir);
              false -> ok
@@ -378,7 +379,7 @@ erl_executable() ->
 remote_spawn_then_bring_up(false, NodeSpec, Node, Dir, Deadline, Ssh) ->
     bring_up(NodeSpec, Node, Dir, Deadline, Ssh);
 remote_spawn_then_bring_up(true, NodeSpec, Node, Dir, Deadline, Ssh) ->
-    case terrain_lab_ssh:spawn_vm(NodeSpec, Node, Ssh) of
+    case terrain_lab_ssh:spawn_vm(NodeSpec, Node, Ssh#{deadline => Deadline}) of
         ok -> bring_up(NodeSpec, Node, Dir, Deadline, Ssh);
         {error, Why} -> {error, {text, lists:flatten(terrain_lab_ssh:format_error(Why))}}
     end.

@@ -14,7 +14,9 @@
 %% The VM writes its OS pid to `nodes/NAME.pid', reads the cookie file and only then
 %% starts distribution with the long name `NAME@H' — the cookie never appears on a
 %% command line, on either host. The VM's standard output and error go to
-%% `nodes/NAME.log' there.
+%% `nodes/NAME.log' there. The shell line is {@link vm_command/4}'s; `terrain up
+%% --slurm' runs the same line, with the VM in the foreground, in an srun job step
+%% (`terrain_lab_slurm', chosen by the context's `launcher').
 %%
 %% terrain's code comes from the same directories as for local VMs
 %% (`terrain_lab_code:vm_args/0'; the escript writes them under the home's cache,
@@ -27,6 +29,7 @@
          node_name/3,
          cli_host/1,
          spawn_vm/3,
+         vm_command/4,
          remote_dir/2,
          pid_of/3,
          alive/4,
@@ -39,7 +42,10 @@
 %% What the ssh calls of one cluster share.
 -type context() :: #{dir := file:filename(),          % the local state directory
                      ssh_options := ssh_options(),
-                     code_args := [string()]}.         % -pa arguments for the remote VMs
+                     code_args := [string()],          % -pa arguments for the remote VMs
+                     %% terrain up --slurm (terrain_lab_slurm): VMs in srun job steps
+                     launcher => ssh | srun,
+                     deadline => integer()}.           % monotonic ms: when a VM must answer
 
 %% Extra ssh options, each given to ssh as `-o OPTION' (e.g. "IdentityFile=/k"), or
 %% `-F FILE' when written "ConfigFile=FILE".
@@ -92,10 +98,28 @@ cli_host(Host) ->
 
 %% @doc Starts the VM of spec node `NodeSpec' (which has a `host') as `Node' over
 %% ssh, the cookie from the local cookie file sent on ssh's standard input. Returns
-%% once `erl -detached' has returned on the host, or at the deadline.
+%% once `erl -detached' has returned on the host, or at the deadline. With the
+%% context's `launcher' `srun' the VM starts in a SLURM job step instead
+%% (`terrain_lab_slurm:spawn_vm/3').
 -spec spawn_vm(#{name := atom(), host := string(), atom() => term()}, node(), context()) ->
-          ok | {error, error_reason()}.
-spawn_vm(#{name := Name, host := Host} = NodeSpec, Node, #{dir := Dir, code_args := CodeArgs} = Context) ->
+          ok | {error, error_reason() | terrain_lab_slurm:error_reason()}.
+spawn_vm(NodeSpec, Node, #{launcher := srun} = Context) ->
+    terrain_lab_slurm:spawn_vm(NodeSpec, Node, Context);
+spawn_vm(#{host := Host} = NodeSpec, Node, #{dir := Dir} = Context) ->
+    Command = vm_command(NodeSpec, Node, Context, detached),
+    {ok, Cookie} = file:read_file(filename:join(Dir, "cookie")),
+    case run(Host, Command, [Cookie, "\n"], Context#{timeout => 20000}) of
+        {ok, _} -> ok;
+        {error, _} = Error -> Error
+    end.
+
+%% @doc The POSIX shell line that starts the VM of `NodeSpec' as `Node' on its host,
+%% the cookie read from the line's standard input: `detached' (`erl -detached', the
+%% line returns at once; over ssh) or `foreground' (the line runs as long as the VM;
+%% a SLURM job step, terrain_lab_slurm). It starts in the home directory.
+-spec vm_command(#{name := atom(), host := string(), atom() => term()}, node(), context(),
+                 detached | foreground) -> iolist().
+vm_command(#{name := Name, host := Host} = NodeSpec, Node, #{dir := Dir, code_args := CodeArgs}, Mode) ->
     RDir = remote_dir(Dir, Host),
     PidFile = filename:join([RDir, "nodes", atom_to_list(Name) ++ ".pid"]),
     Boot = lists:flatten(io_lib:format(
@@ -109,18 +133,14 @@ spawn_vm(#{name := Name, host := Host} = NodeSpec, Node, #{dir := Dir, code_args
                      #{schedulers := S} -> ["+S", integer_to_list(S) ++ ":" ++ integer_to_list(S)];
                      #{} -> []
                  end,
-    Args = ["-detached", "-noinput"] ++ terrain_lab_cluster:lab_vm_args() ++ Schedulers ++ CodeArgs
+    Detached = case Mode of detached -> ["-detached"]; foreground -> [] end,
+    Args = Detached ++ ["-noinput"] ++ terrain_lab_cluster:lab_vm_args() ++ Schedulers ++ CodeArgs
         ++ maps:get(args, NodeSpec, []) ++ ["-eval", Boot],
-    Command = ["umask 077 && mkdir -p ", quote(RDir ++ "/nodes"),
-               " && IFS= read -r c && printf '%s' \"$c\" > ", quote(RDir ++ "/cookie"),
-               " && { command -v epmd >/dev/null && epmd -daemon; true; }",
-               " && exec erl ", lists:join(" ", [quote(A) || A <- Args]),
-               " </dev/null >", quote(RDir ++ "/nodes/" ++ atom_to_list(Name) ++ ".log"), " 2>&1"],
-    {ok, Cookie} = file:read_file(filename:join(Dir, "cookie")),
-    case run(Host, Command, [Cookie, "\n"], Context#{timeout => 20000}) of
-        {ok, _} -> ok;
-        {error, _} = Error -> Error
-    end.
+    ["cd && umask 077 && mkdir -p ", quote(RDir ++ "/nodes"),
+     " && IFS= read -r c && printf '%s' \"$c\" > ", quote(RDir ++ "/cookie"),
+     " && { command -v epmd >/dev/null && epmd -daemon; true; }",
+     " && exec erl ", lists:join(" ", [quote(A) || A <- Args]),
+     " </dev/null >", quote(RDir ++ "/nodes/" ++ atom_to_list(Name) ++ ".log"), " 2>&1"].
 
 %% @doc The directory (relative to the remote home) of the cluster recorded in `Dir'
 %% on `Host'.
@@ -184,7 +204,9 @@ run(Host, Command, Stdin, #{ssh_options := SshOptions, timeout := Timeout}) ->
     end.
 
 %% @doc A sentence for an error of this module.
--spec format_error(error_reason()) -> iolist().
+-spec format_error(error_reason() | terrain_lab_slurm:error_reason()) -> iolist().
+format_error({slurm, _} = Reason) ->
+    terrain_lab_slurm:format_error(Reason);
 format_error({ssh, {Host, timeout}}) ->
     io_lib:format("ssh to ~ts did not finish in time", [Host]);
 format_error({ssh, {Host, {exit, 255, Output}}}) ->

@@ -1,0 +1,453 @@
+%% @private
+%% @doc `terrain up --slurm': a cluster on the nodes of the SLURM allocation this
+%% command runs in (docs/HOSTS.md, "SLURM").
+%%
+%% The allocation comes from two variables SLURM sets in a batch script or under
+%% `salloc': `SLURM_JOB_NODELIST', a hostlist expression (`atcn[127-144,163-180]',
+%% expanded by `terrain_lab_hostlist'), and `SLURM_TASKS_PER_NODE', the task count
+%% of each of those nodes in SLURM's compressed form (`2(x3),1': 2 on each of the
+%% first three nodes, 1 on the fourth; {@link tasks_per_node/1}). terrain starts one
+%% VM per node (a BEAM VM uses every core it is given), `PerHost' VMs per node with
+%% `--per-host N', or as many as the node has tasks with `--per-task' (the layout of
+%% small VMs pinned to cores in RELEASE D3.5 §3.4). `SLURM_TASKS_PER_NODE' is always
+%% read and checked against the node list, so a broken allocation environment is
+%% found before anything starts.
+%%
+%% The spec's groups come from the allocation's switches: `scontrol show topology'
+%% prints SLURM's tree topology (topology.conf, plugin topology/tree) one switch a
+%% line, `SwitchName=s0 Level=0 LinkSpeed=1 Nodes=atcn[001-018]' or
+%% `SwitchName=s2 Level=1 LinkSpeed=1 Switches=s[0-1]' (upper switches may list the
+%% nodes below them too); {@link parse_topology/1} reads it and {@link spec_terms/3}
+%% nests one group per switch (pruned to the switches above allocated nodes) with
+%% one group per host inside, each host under the lowest-level switch that lists it.
+%% Without `scontrol', or when it prints no switch, the hosts form one group and the
+%% user is told to measure the structure with `terrain probe' and `terrain topology'
+%% (RELEASE D3.5 §4.4.4: Athos's network was not published, so the plan was to probe
+%% each allocation and cluster the timings).
+%%
+%% The VMs are started with `srun' when it is on the PATH ({@link spawn_vm/3}; one job
+%% step per VM, the VM in the step's foreground so that SLURM accounts for it and
+%% stops it with the job), else over ssh exactly as `--hosts' does. Every external
+%% command runs under a deadline.
+-module(terrain_lab_slurm).
+
+%% API
+-export([allocation/1,
+         tasks_per_node/1,
+         parse_topology/1,
+         spec_terms/3,
+         prepare/1,
+         srun_args/2,
+         spawn_vm/3,
+         format_error/1]).
+
+%% exports_not_used: the parts of prepare/1 and spawn_vm/3, tested on their own
+%% (terrain_lab_slurm_tests).
+-ignore_xref([{allocation, 1}, {tasks_per_node, 1}, {parse_topology, 1}, {spec_terms, 3}, {srun_args, 2}]).
+
+-export_type([switch/0, error_reason/0, prepare_options/0]).
+
+%% One line of `scontrol show topology'.
+-type switch() :: #{name := string(), level := non_neg_integer(),
+                    nodes := [string()], switches := [string()]}.
+
+-type error_reason() ::
+        {slurm, not_in_allocation}
+      | {slurm, {variable, Name :: string(), missing | empty | {bad, string(), term()}}}
+      | {slurm, {count, Nodes :: pos_integer(), Tasks :: pos_integer()}}
+      | {slurm, {usage, string()}}
+      | {slurm, {topology_line, pos_integer(), string()}}
+      | {slurm, {write, file:filename(), file:posix()}}
+      | {slurm, {srun, string(), timeout | {exited, string()}}}.
+
+-type prepare_options() ::
+        #{per_host := pos_integer(),                 % VMs on each node (default 1)
+          per_task := boolean(),                     % one VM per SLURM task instead
+          spec_out := file:filename() | undefined,   % where the spec is written
+          getenv => fun((string()) -> string() | false),  % os:getenv/1 unless a test says otherwise
+          progress := fun((iodata()) -> ok)}.
+
+-define(SCONTROL_TIMEOUT, 10000).
+-define(SRUN_DEFAULT_TIMEOUT, 20000).
+-define(POLL_MS, 50).
+
+%%--------------------------------------------------------------------
+%% API
+
+%% @doc The allocation described by the environment: its hosts in the order of
+%% `SLURM_JOB_NODELIST' and the task count of each from `SLURM_TASKS_PER_NODE'.
+-spec allocation(fun((string()) -> string() | false)) ->
+          {ok, [{string(), pos_integer()}]} | {error, error_reason()}.
+allocation(Getenv) ->
+    case {Getenv("SLURM_JOB_NODELIST"), Getenv("SLURM_JOB_ID")} of
+        {false, false} -> {error, {slurm, not_in_allocation}};
+        {NodeList, _} ->
+            case {variable("SLURM_JOB_NODELIST", NodeList, fun hosts/1),
+                  variable("SLURM_TASKS_PER_NODE", Getenv("SLURM_TASKS_PER_NODE"), fun tasks_per_node/1)} of
+                {{ok, Hosts}, {ok, Tasks}} when length(Hosts) =:= length(Tasks) ->
+                    {ok, lists:zip(Hosts, Tasks)};
+                {{ok, Hosts}, {ok, Tasks}} ->
+                    {error, {slurm, {count, length(Hosts), length(Tasks)}}};
+                {{error, _} = Error, _} -> Error;
+                {_, {error, _} = Error} -> Error
+            end
+    end.
+
+%% @doc The task counts of `SLURM_TASKS_PER_NODE', one per node: a comma-separated
+%% list of `N' or `N(xR)' (N tasks on each of R nodes).
+-spec tasks_per_node(string()) -> {ok, [pos_integer()]} | {error, {string(), term()}}.
+tasks_per_node(Text) when is_list(Text) ->
+    try
+        {ok, lists:append([tasks_item(Item) || Item <- string:split(Text, ",", all)])}
+    catch
+        throw:Why -> {error, {Text, Why}}
+    end.
+
+%% @doc The switches of `scontrol show topology' output, in its order. Lines that
+%% name no switch (`No topology information available', blank lines) are skipped; a
+%% switch line that cannot be read is an error naming its line number.
+-spec parse_topology(string()) -> {ok, [switch()]} | {error, error_reason()}.
+parse_topology(Text) when is_list(Text) ->
+    Lines = lists:enumerate(string:split(Text, "\n", all)),
+    try
+        {ok, [switch(N, Line) || {N, Line} <- Lines, lists:prefix("SwitchName=", string:trim(Line))]}
+    catch
+        throw:{N, Line} -> {error, {slurm, {topology_line, N, Line}}}
+    end.
+
+%% @doc The terms of the cluster spec for the allocation: `Hosts' with their VM
+%% counts, grouped by `Switches' (`[]': one group `allocation'). Returns the terms
+%% and the hosts that no switch lists (put at the top level).
+-spec spec_terms(atom(), [{string(), pos_integer()}], [switch()]) -> {[tuple()], [string()]}.
+spec_terms(Cluster, Hosts, []) ->
+    {[{cluster, Cluster, #{}},
+      {group, allocation, #{}, [terrain_lab_hosts:host_group(H, C) || {H, C} <- Hosts]}], []};
+spec_terms(Cluster, Hosts, Switches) ->
+    ByName = maps:from_list([{Name, S} || #{name := Name} = S <- Switches]),
+    Home = maps:from_list([{H, home(H, Switches)} || {H, _} <- Hosts]),
+    Children = lists:usort([C || #{switches := Cs} <- Switches, C <- Cs]),
+    Roots = [S || #{name := Name} = S <- Switches, not lists:member(Name, Children)],
+    Groups = lists:append([switch_group(S, ByName, Hosts, Home, []) || S <- Roots]),
+    Orphans = [H || {H, _} <- Hosts, maps:get(H, Home) =:= none],
+    {[{cluster, Cluster, #{}} | Groups] ++ [terrain_lab_hosts:host_group(H, C) || {H, C} <- Hosts,
+                                                                                lists:member(H, Orphans)],
+     Orphans}.
+
+%% @doc Reads the allocation, finds its topology, writes the spec and says on
+%% `progress' how the VMs will start. Returns the spec file and the launcher.
+-spec prepare(prepare_options()) ->
+          {ok, #{spec_file := file:filename(), launcher := srun | ssh, hosts := [string()]}} | {error, error_reason()}.
+prepare(#{progress := Progress, per_task := PerTask, per_host := PerHost} = Options) ->
+    Getenv = maps:get(getenv, Options, fun os:getenv/1),
+    Job = case Getenv("SLURM_JOB_ID") of false -> ""; "" -> ""; Id -> "_" ++ Id end,
+    SpecFile = case maps:get(spec_out, Options) of
+                   undefined -> "terrain-slurm" ++ Job ++ ".spec";
+                   Given -> Given
+               end,
+    Steps = [fun(_) when PerTask, PerHost > 1 ->
+                     {error, {slurm, {usage, "give either --per-host N or --per-task, not both"}}};
+                (_) ->
+                     allocation(Getenv)
+             end,
+             fun(Allocation) ->
+                     %% VMs per host: the task count with --per-task, else --per-host (default 1).
+                     Hosts = [{H, case PerTask of true -> T; false -> PerHost end} || {H, T} <- Allocation],
+                     {Terms, Orphans} = spec_terms(list_to_atom("slurm" ++ [C || C <- Job, C =/= $.]), Hosts,
+                                                   topology(Progress, length(Hosts))),
+                     _ = Orphans =/= [] andalso
+                         Progress(io_lib:format("scontrol's topology puts no switch above ~ts: they join the spec "
+                                                "at its top level~n", [lists:join(", ", Orphans)])),
+                     case write_spec(Terms, SpecFile) of
+                         ok -> {ok, Hosts};
+                         {error, _} = Error -> Error
+                     end
+             end,
+             fun(Hosts) ->
+                     VMs = lists:sum([C || {_, C} <- Hosts]),
+                     Progress(io_lib:format("wrote the spec of the allocation (~b node~s, ~b VM~s) to ~ts~n",
+                                            [length(Hosts), [$s || length(Hosts) > 1], VMs, [$s || VMs > 1],
+                                             SpecFile])),
+                     {ok, #{spec_file => SpecFile, launcher => launcher(Progress), hosts => [H || {H, _} <- Hosts]}}
+             end],
+    terrain_lab_steps:run(Steps, none).
+
+%% @doc The arguments of `srun' that start the VM of spec node `Name' on `Host': one
+%% job step of one task on that node, sharing the node with the other VMs' steps
+%% (`--overlap'; by default a step gets every CPU the job has on its nodes), stopped
+%% as a whole when its task fails, named after the node for `squeue'/`sacct'.
+-spec srun_args(string(), atom()) -> [string()].
+srun_args(Host, Name) ->
+    ["--nodes=1", "--ntasks=1", "--nodelist=" ++ Host, "--overlap", "--kill-on-bad-exit=1",
+     "--job-name=terrain-" ++ atom_to_list(Name)].
+
+%% @doc Starts the VM of `NodeSpec' as `Node' in a job step of its own: `srun ARGS
+%% /bin/sh -c LINE' in a new session (so that it outlives this command), LINE being
+%% the one the ssh launcher runs (`terrain_lab_ssh:vm_command/4') with the VM in the
+%% foreground. The cookie goes to srun's standard input, which srun forwards to the
+%% task. srun's OS pid goes to `Dir/nodes/NAME.srun', its output to
+%% `Dir/nodes/NAME.srun.log'. Returns once the VM answers, or with an error when
+%% srun exits first or the context's `deadline' passes (srun is then stopped).
+-spec spawn_vm(#{name := atom(), host := string(), atom() => term()}, node(), terrain_lab_ssh:context()) ->
+          ok | {error, error_reason()}.
+spawn_vm(#{name := Name, host := Host} = NodeSpec, Node, #{dir := Dir} = Context) ->
+    Deadline = maps:get(deadline, Context, erlang:monotonic_time(millisecond) + ?SRUN_DEFAULT_TIMEOUT),
+    Line = lists:flatten(io_lib:format("~ts", [terrain_lab_ssh:vm_command(NodeSpec, Node, Context, foreground)])),
+    Srun = os:find_executable("srun"),
+    Log = srun_file(Dir, Name) ++ ".log",
+    Args = [Srun | srun_args(Host, Name)] ++ ["/bin/sh", "-c", Line],
+    %% fd 3 keeps this port's pipe as srun's stdin: a background job's stdin would
+    %% otherwise be /dev/null.
+    Shell = ["exec 3<&0; setsid ", lists:join(" ", [quote(A) || A <- Args]), " <&3 >", quote(Log),
+             " 2>&1 3<&- & echo $!"],
+    {ok, Cookie} = file:read_file(filename:join(Dir, "cookie")),
+    Port = open_port({spawn_executable, "/bin/sh"}, [{args, ["-c", lists:flatten(Shell)]}, exit_status, binary]),
+    true = port_command(Port, [Cookie, "\n"]),
+    case launched(Port, Deadline, <<>>) of
+        {ok, OsPid} ->
+            ok = file:write_file(srun_file(Dir, Name), OsPid),
+            await_vm(Node, OsPid, Host, Log, Deadline);
+        timeout ->
+            {error, {slurm, {srun, Host, timeout}}}
+    end.
+
+%% @doc A sentence for an error of this module.
+-spec format_error(error_reason()) -> iolist().
+format_error({slurm, not_in_allocation}) ->
+    "not inside a SLURM allocation (SLURM_JOB_NODELIST and SLURM_JOB_ID are not set): run 'terrain up --slurm' "
+    "in an sbatch script or under salloc (docs/HOSTS.md, \"SLURM\")";
+format_error({slurm, {variable, Name, missing}}) ->
+    io_lib:format("~ts is not set; SLURM sets it in every allocation", [Name]);
+format_error({slurm, {variable, Name, empty}}) ->
+    io_lib:format("~ts is empty", [Name]);
+format_error({slurm, {variable, "SLURM_JOB_NODELIST", {bad, Value, Why}}}) ->
+    io_lib:format("SLURM_JOB_NODELIST='~ts' is not a hostlist: ~ts", [Value, terrain_lab_hostlist:format_error(Why)]);
+format_error({slurm, {variable, Name, {bad, Value, Why}}}) ->
+    io_lib:format("~ts='~ts' cannot be read: ~ts (expected counts such as 2(x3),1)", [Name, Value, why(Why)]);
+format_error({slurm, {count, Nodes, Tasks}}) ->
+    io_lib:format("SLURM_TASKS_PER_NODE gives task counts for ~b nodes but SLURM_JOB_NODELIST lists ~b",
+                  [Tasks, Nodes]);
+format_error({slurm, {usage, Text}}) ->
+    Text;
+format_error({slurm, {topology_line, N, Line}}) ->
+    io_lib:format("scontrol show topology, line ~b: cannot read '~ts'", [N, Line]);
+format_error({slurm, {write, File, Why}}) ->
+    io_lib:format("cannot write the spec ~ts: ~ts", [File, file:format_error(Why)]);
+format_error({slurm, {srun, Host, timeout}}) ->
+    io_lib:format("srun for ~ts: the VM did not answer in time and the step was stopped", [Host]);
+format_error({slurm, {srun, Host, {exited, Output}}}) ->
+    io_lib:format("srun for ~ts exited before the VM answered: ~ts", [Host, string:trim(Output)]).
+
+%%--------------------------------------------------------------------
+%% Internal functions: the allocation
+
+variable(Name, false, _Parse) -> {error, {slurm, {variable, Name, missing}}};
+variable(Name, Value, Parse) ->
+    case string:trim(Value) of
+        "" -> {error, {slurm, {variable, Name, empty}}};
+        Trimmed ->
+            case Parse(Trimmed) of
+                {ok, _} = Ok -> Ok;
+                {error, {hostlist, _} = Why} -> {error, {slurm, {variable, Name, {bad, Trimmed, Why}}}};
+                {error, {_, Why}} -> {error, {slurm, {variable, Name, {bad, Trimmed, Why}}}}
+            end
+    end.
+
+hosts(Text) ->
+    case terrain_lab_hostlist:expand(Text) of
+        {ok, Hosts} ->
+            case Hosts -- lists:usort(Hosts) of
+                [] -> {ok, Hosts};
+                [Dup | _] -> {error, {Text, {duplicate, Dup}}}
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+tasks_item(Item) ->
+    case re:run(Item, "^([0-9]+)(?:\\(x([0-9]+)\\))?$", [{capture, all_but_first, list}]) of
+        {match, [N]} -> [positive(N, Item)];
+        {match, [N, R]} -> lists:duplicate(positive(R, Item), positive(N, Item));
+        nomatch -> throw({bad_item, Item})
+    end.
+
+positive(Digits, Item) ->
+    case list_to_integer(Digits) of
+        0 -> throw({zero, Item});
+        N when N > 100000 -> throw({too_large, Item});
+        N -> N
+    end.
+
+why({bad_item, Item}) -> io_lib:format("'~ts' is not N or N(xR)", [Item]);
+why({zero, Item}) -> io_lib:format("'~ts' counts zero", [Item]);
+why({too_large, Item}) -> io_lib:format("'~ts' is too large", [Item]);
+why({duplicate, Host}) -> io_lib:format("~ts is listed twice", [Host]);
+why(Other) -> io_lib:format("~0tp", [Other]).
+
+%%--------------------------------------------------------------------
+%% Internal functions: the topology
+
+switch(N, Line) ->
+    Fields = [case string:split(F, "=") of
+                  [K, V] when V =/= "" -> {K, V};
+                  _ -> throw({N, Line})
+              end || F <- string:lexemes(string:trim(Line), " \t")],
+    Expand = fun(Key) ->
+                     case proplists:get_value(Key, Fields) of
+                         undefined -> [];
+                         Value -> case terrain_lab_hostlist:expand(Value) of
+                                      {ok, Names} -> Names;
+                                      {error, _} -> throw({N, Line})
+                                  end
+                     end
+             end,
+    Level = case string:to_integer(proplists:get_value("Level", Fields, "0")) of
+                {L, ""} when L >= 0 -> L;
+                _ -> throw({N, Line})
+            end,
+    case {Expand("Nodes"), Expand("Switches")} of
+        {[], []} -> throw({N, Line});
+        {Nodes, Switches} ->
+            #{name => proplists:get_value("SwitchName", Fields), level => Level, nodes => Nodes, switches => Switches}
+    end.
+
+%% The switch a host belongs to: the lowest-level switch that lists it.
+home(Host, Switches) ->
+    case lists:sort([{L, Name} || #{name := Name, level := L, nodes := Ns} <- Switches, lists:member(Host, Ns)]) of
+        [{_, Name} | _] -> Name;
+        [] -> none
+    end.
+
+%% A switch as a group: its child switches (those above allocated hosts) and its own
+%% hosts; [] when no allocated host is below it. `Seen' guards against a cycle in a
+%% broken topology.
+switch_group(#{name := Name, switches := Cs}, ByName, Hosts, Home, Seen) ->
+    case lists:member(Name, Seen) of
+        true -> [];
+        false ->
+            Sub = lists:append([switch_group(maps:get(C, ByName), ByName, Hosts, Home, [Name | Seen])
+                                || C <- Cs, is_map_key(C, ByName)]),
+            Own = [terrain_lab_hosts:host_group(H, C) || {H, C} <- Hosts, maps:get(H, Home) =:= Name],
+            case Sub ++ Own of
+                [] -> [];
+                Children -> [{group, list_to_atom(Name), #{}, Children}]
+            end
+    end.
+
+%% `scontrol show topology' when scontrol is on the PATH and prints switches; []
+%% otherwise, with the advice to probe.
+topology(Progress, Count) ->
+    Fallback = fun(Why) ->
+                       Progress(io_lib:format(
+                                  "~ts: the ~b nodes form one group 'allocation'. To find the allocation's real "
+                                  "structure, run 'terrain probe' and then 'terrain topology RUN/latency.json' on "
+                                  "its latency matrix (RELEASE D3.5, section 4.4.4)~n", [Why, Count])),
+                       []
+               end,
+    case os:find_executable("scontrol") of
+        false ->
+            Fallback("scontrol is not on the PATH");
+        Scontrol ->
+            case run(Scontrol, ["show", "topology"], ?SCONTROL_TIMEOUT) of
+                {ok, Output} ->
+                    case parse_topology(Output) of
+                        {ok, []} ->
+                            Fallback("'scontrol show topology' lists no switch");
+                        {ok, Switches} ->
+                            Progress(io_lib:format("groups from 'scontrol show topology': ~b switch~ts~n",
+                                                   [length(Switches), case Switches of [_] -> ""; _ -> "es" end])),
+                            Switches;
+                        {error, Why} ->
+                            Fallback(format_error(Why))
+                    end;
+                {error, Why} ->
+                    Fallback("'scontrol show topology' failed (" ++ Why ++ ")")
+            end
+    end.
+
+write_spec(Terms, SpecFile) ->
+    case terrain_lab_spec:from_terms(Terms, SpecFile) of
+        {ok, _} ->
+            Text = ["%% Generated by 'terrain up --slurm': one group per switch, one per host.\n",
+                    [io_lib:format("~tp.~n", [T]) || T <- Terms]],
+            case file:write_file(SpecFile, Text) of
+                ok -> ok;
+                {error, Why} -> {error, {slurm, {write, SpecFile, Why}}}
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+%%--------------------------------------------------------------------
+%% Internal functions: processes
+
+launcher(Progress) ->
+    case os:find_executable("srun") of
+        false ->
+            Progress("srun is not on the PATH: starting the VMs over ssh\n"),
+            ssh;
+        Srun ->
+            Progress(io_lib:format("starting the VMs with ~ts (one job step per VM)~n", [Srun])),
+            srun
+    end.
+
+%% Runs a program with a deadline; its output, or why not.
+run(Program, Args, Timeout) ->
+    Port = open_port({spawn_executable, Program}, [{args, Args}, exit_status, binary, stderr_to_stdout]),
+    Deadline = erlang:monotonic_time(millisecond) + Timeout,
+    collect(Port, Deadline, []).
+
+collect(Port, Deadline, Acc) ->
+    receive
+        {Port, {data, D}} -> collect(Port, Deadline, [D | Acc]);
+        {Port, {exit_status, 0}} -> {ok, unicode:characters_to_list(lists:reverse(Acc))};
+        {Port, {exit_status, Code}} ->
+            {error, lists:flatten(io_lib:format("exit status ~b: ~ts",
+                                                [Code, string:trim(unicode:characters_to_list(lists:reverse(Acc)))]))}
+    after max(0, Deadline - erlang:monotonic_time(millisecond)) ->
+        kill_port(Port),
+        {error, "no answer in time; stopped"}
+    end.
+
+kill_port(Port) ->
+    _ = case erlang:port_info(Port, os_pid) of
+            {os_pid, OsPid} -> os:cmd("kill -9 " ++ integer_to_list(OsPid));
+            undefined -> ok
+        end,
+    catch port_close(Port).
+
+%% The shell that started srun in the background prints srun's pid and exits.
+launched(Port, Deadline, Acc) ->
+    receive
+        {Port, {data, D}} -> launched(Port, Deadline, <<Acc/binary, D/binary>>);
+        {Port, {exit_status, _}} -> {ok, string:trim(binary_to_list(Acc))}
+    after max(0, Deadline - erlang:monotonic_time(millisecond)) ->
+        kill_port(Port),
+        timeout
+    end.
+
+%% Waits for the VM to answer, srun to exit, or the deadline (srun is then stopped:
+%% TERM, which srun passes on to its step, then KILL).
+await_vm(Node, OsPid, Host, Log, Deadline) ->
+    case net_adm:ping(Node) of
+        pong -> ok;
+        pang ->
+            case {terrain_lab_os:alive(OsPid), erlang:monotonic_time(millisecond) > Deadline} of
+                {false, _} ->
+                    {error, {slurm, {srun, Host, {exited, case file:read_file(Log) of
+                                                              {ok, B} -> binary_to_list(B);
+                                                              {error, _} -> ""
+                                                          end}}}};
+                {true, true} ->
+                    _ = os:cmd("kill -TERM " ++ OsPid),
+                    _ = terrain_lab_os:await_exit([OsPid], 5000) =:= [] orelse os:cmd("kill -KILL " ++ OsPid),
+                    {error, {slurm, {srun, Host, timeout}}};
+                {true, false} ->
+                    receive after ?POLL_MS -> await_vm(Node, OsPid, Host, Log, Deadline) end
+            end
+    end.
+
+srun_file(Dir, Name) ->
+    filename:join([Dir, "nodes", atom_to_list(Name) ++ ".srun"]).
+
+quote(Arg) ->
+    ["'", string:replace(Arg, "'", "'\\''", all), "'"].
