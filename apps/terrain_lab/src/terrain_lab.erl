@@ -128,6 +128,8 @@ format_error({hostlist, _} = Reason) ->
     terrain_lab_hostlist:format_error(Reason);
 format_error({hosts, _} = Reason) ->
     terrain_lab_hosts:format_error(Reason);
+format_error({tls, _} = Reason) ->
+    terrain_lab_tls:format_error(Reason);
 format_error({terrain_netem, bad_links, Text}) ->
     io_lib:format("bad -terrain_netem link table: ~ts", [Text]);
 format_error({boot_failed, Name, Why}) ->

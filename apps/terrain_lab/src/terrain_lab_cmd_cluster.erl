@@ -53,6 +53,9 @@ commands() ->
                      help => "with --hosts: where the built spec is written (default: the hosts file + .spec)"},
                    #{name => ssh_options, long => "ssh-option", type => list, metavar => "OPT,...",
                      help => "nodes on other hosts: ssh -o options (ConfigFile=F for -F F), repeatable"},
+                   #{name => tls, long => "tls", type => flag,
+                     help => "distribution over TLS: a CA and a certificate per node, the CLI joins with its own "
+                             "(as the spec's tls => true; docs/HOSTS.md)"},
                    #{name => code_path, long => "code-path", type => string, metavar => "DIR",
                      help => "nodes on other hosts: terrain's code is in DIR/<app>/ebin there "
                              "(default: the local code directories, for a shared home)"}],
@@ -105,7 +108,7 @@ up(_Options, [], _Io) ->
     {error, {usage, {hosts, {usage, "give SPEC or --hosts FILE"}}}};
 up(Options, [SpecFile], Io) ->
     Dir = terrain_lab_cluster_state:state_dir(Options),
-    case terrain_lab_launch:up(SpecFile, maps:with([prefix, timeout, netem, force, ssh_options, code_path], Options), Dir, Io) of
+    case terrain_lab_launch:up(SpecFile, maps:with([prefix, timeout, netem, force, ssh_options, code_path, tls], Options), Dir, Io) of
         {ok, Nodes} -> print_nodes(Nodes, Io);
         {error, _} = Error -> Error
     end.

@@ -16,6 +16,9 @@
 %% command line, on either host. The VM's standard output and error go to
 %% `nodes/NAME.log' there.
 %%
+%% With TLS distribution the node's certificate, key and CA certificate follow the
+%% cookie on standard input; see tls/4 below and docs/HOSTS.md.
+%%
 %% terrain's code comes from the same directories as for local VMs
 %% (`terrain_lab_code:vm_args/0'; the escript writes them under the home's cache,
 %% so hosts that share the home directory see them) or, with the option `code_path',
@@ -39,7 +42,8 @@
 %% What the ssh calls of one cluster share.
 -type context() :: #{dir := file:filename(),          % the local state directory
                      ssh_options := ssh_options(),
-                     code_args := [string()]}.         % -pa arguments for the remote VMs
+                     code_args := [string()],          % -pa arguments for the remote VMs
+                     tls => boolean()}.                % distribution over TLS (terrain_lab_tls)
 
 %% Extra ssh options, each given to ssh as `-o OPTION' (e.g. "IdentityFile=/k"), or
 %% `-F FILE' when written "ConfigFile=FILE".
@@ -109,18 +113,40 @@ spawn_vm(#{name := Name, host := Host} = NodeSpec, Node, #{dir := Dir, code_args
                      #{schedulers := S} -> ["+S", integer_to_list(S) ++ ":" ++ integer_to_list(S)];
                      #{} -> []
                  end,
-    Args = ["-detached", "-noinput"] ++ terrain_lab_cluster:lab_vm_args() ++ Schedulers ++ CodeArgs
+    {TlsArgs, TlsCommand, TlsStdin} = tls(maps:get(tls, Context, false), Dir, RDir, Name),
+    Args = ["-detached", "-noinput"] ++ terrain_lab_cluster:lab_vm_args() ++ Schedulers ++ CodeArgs ++ TlsArgs
         ++ maps:get(args, NodeSpec, []) ++ ["-eval", Boot],
     Command = ["umask 077 && mkdir -p ", quote(RDir ++ "/nodes"),
-               " && IFS= read -r c && printf '%s' \"$c\" > ", quote(RDir ++ "/cookie"),
+               " && IFS= read -r c && printf '%s' \"$c\" > ", quote(RDir ++ "/cookie"), TlsCommand,
                " && { command -v epmd >/dev/null && epmd -daemon; true; }",
                " && exec erl ", lists:join(" ", [quote(A) || A <- Args]),
                " </dev/null >", quote(RDir ++ "/nodes/" ++ atom_to_list(Name) ++ ".log"), " 2>&1"],
     {ok, Cookie} = file:read_file(filename:join(Dir, "cookie")),
-    case run(Host, Command, [Cookie, "\n"], Context#{timeout => 20000}) of
+    case run(Host, Command, [Cookie, "\n", TlsStdin], Context#{timeout => 20000}) of
         {ok, _} -> ok;
         {error, _} = Error -> Error
     end.
+
+%% TLS distribution (terrain_lab_tls): the node's CA certificate and its certificate and
+%% key follow the cookie on standard input, each up to a line "."; the shell writes
+%% them (umask 077: mode 0600) to RDIR/tls/NAME.ca.pem and NAME.pem, and the option
+%% file, which holds only paths, to NAME.conf. Each node has its own copy of the CA
+%% certificate, so that no node's VM reads a file that another ssh session is writing.
+%% The paths are relative to the remote home, the VM's working directory.
+tls(false, _Dir, _RDir, _Name) ->
+    {[], [], []};
+tls(true, Dir, RDir, Name) ->
+    TlsDir = RDir ++ "/tls",
+    File = fun(Suffix) -> quote(TlsDir ++ "/" ++ atom_to_list(Name) ++ Suffix) end,
+    ReadUpToDot = "{ while IFS= read -r l && [ \"$l\" != . ]; do printf '%s\\n' \"$l\"; done; }",
+    Command = [" && mkdir -p ", quote(TlsDir),
+               " && ", ReadUpToDot, " > ", File(".ca.pem"),
+               " && ", ReadUpToDot, " > ", File(".pem"),
+               " && printf '%s' ", quote(lists:flatten(terrain_lab_tls:optfile_text(TlsDir ++ "/" ++ atom_to_list(Name) ++ ".ca.pem",
+                                                                                     TlsDir ++ "/" ++ atom_to_list(Name) ++ ".pem"))),
+               " > ", File(".conf")],
+    {terrain_lab_tls:vm_args(TlsDir ++ "/" ++ atom_to_list(Name) ++ ".conf"), Command,
+     terrain_lab_tls:remote_stdin(Dir, Name)}.
 
 %% @doc The directory (relative to the remote home) of the cluster recorded in `Dir'
 %% on `Host'.

@@ -25,7 +25,7 @@
 %%
 %% For a node on another host, {@link remote_stdin/2} gives the CA certificate and the
 %% node's certificate and key as lines for the standard input of the ssh command that
-%% starts it (terrain_lab_ssh), and {@link optfile_term/2} the option file with the
+%% starts it (terrain_lab_ssh), and {@link optfile_text/2} the option file with the
 %% paths there: key material is never on a command line.
 -module(terrain_lab_tls).
 
@@ -66,9 +66,9 @@
          dir/1,
          optfile/2,
          cli_optfile/1,
+         recorded/1,
          vm_args/1,
-         optfile_term/2,
-         node_files/2,
+         optfile_text/2,
          remote_stdin/2,
          remove/1]).
 
@@ -84,7 +84,8 @@
                             | {duplicate, atom()}
                             | {bad_name, term()}
                             | {file, file:filename(), file:posix()}
-                            | not_tls_caller}.
+                            | not_tls_caller
+                            | not_tls_cli}.
 
 -define(VALID_DAYS, 365).
 -define(CURVE, secp256r1).
@@ -136,14 +137,15 @@ dir(Dir) ->
 optfile(Dir, Who) ->
     path(Dir, Who, ".conf").
 
-%% @doc The CLI's option file when the cluster recorded in `Dir' runs over TLS.
--spec cli_optfile(file:filename()) -> {ok, file:filename()} | none.
+%% @doc The CLI's option file for the cluster of the state directory `Dir'.
+-spec cli_optfile(file:filename()) -> file:filename().
 cli_optfile(Dir) ->
-    File = optfile(Dir, ?CLI),
-    case filelib:is_regular(File) of
-        true -> {ok, File};
-        false -> none
-    end.
+    optfile(Dir, ?CLI).
+
+%% @doc Whether the cluster recorded in `Dir' runs over TLS (its CLI option file exists).
+-spec recorded(file:filename()) -> boolean().
+recorded(Dir) ->
+    filelib:is_regular(cli_optfile(Dir)).
 
 %% @doc The VM arguments that make a VM use TLS distribution with the option file
 %% `OptFile'.
@@ -151,17 +153,15 @@ cli_optfile(Dir) ->
 vm_args(OptFile) ->
     ["-proto_dist", "inet_tls", "-ssl_dist_optfile", OptFile].
 
-%% @doc The option file (as text) of a node on another host whose files are in the
-%% directory `RemoteTlsDir' there (absolute or relative to the remote home).
--spec optfile_term(string(), atom()) -> iolist().
-optfile_term(RemoteTlsDir, Name) ->
-    optfile_text(filename:join(RemoteTlsDir, "ca.pem"), filename:join(RemoteTlsDir, atom_to_list(Name) ++ ".pem")).
-
-%% @doc The files of spec node `Name' under `Dir/tls': its certificate and key, its
-%% option file.
--spec node_files(file:filename(), atom()) -> #{pem := file:filename(), conf := file:filename()}.
-node_files(Dir, Name) ->
-    #{pem => pem_file(Dir, Name), conf => optfile(Dir, Name)}.
+%% @doc The text of an option file whose node trusts the CA certificate in `CaFile' and
+%% presents the certificate and key in `PemFile' (for a node on another host, paths
+%% there).
+-spec optfile_text(file:filename(), file:filename()) -> iolist().
+optfile_text(CaFile, PemFile) ->
+    Common = [{certfile, PemFile}, {keyfile, PemFile}, {cacertfile, CaFile}, {verify, verify_peer},
+              {secure_renegotiate, true}],
+    io_lib:format("%% terrain: TLS distribution of one node (docs/HOSTS.md)~n~tp.~n",
+                  [[{server, Common ++ [{fail_if_no_peer_cert, true}]}, {client, Common}]]).
 
 %% @doc The CA certificate and node `Name''s certificate and key as lines for a shell
 %% that reads them with `read' up to a line `.' each (terrain_lab_ssh).
@@ -225,7 +225,10 @@ format_error({tls, {file, File, Why}}) ->
 format_error({tls, not_tls_caller}) ->
     "the spec asks for TLS distribution (tls => true), but this VM does not run it: start it with "
     "-proto_dist inet_tls -ssl_dist_optfile FILE (its certificate is then shared with the nodes it starts), "
-    "or start the cluster with 'terrain up', which makes the certificates (docs/HOSTS.md)".
+    "or start the cluster with 'terrain up', which makes the certificates (docs/HOSTS.md)";
+format_error({tls, not_tls_cli}) ->
+    "a TLS cluster is started by a VM that runs TLS distribution and is not distributed yet: the terrain "
+    "escript re-executes itself that way for 'terrain up --tls' (docs/HOSTS.md); this VM cannot".
 
 %%--------------------------------------------------------------------
 %% Certificates
@@ -316,13 +319,6 @@ pem_file(Dir, Who) ->
 path(Dir, ?CLI, Extension) -> filename:join(dir(Dir), "cli" ++ Extension);
 path(Dir, Name, Extension) -> filename:join([dir(Dir), "nodes", atom_to_list(Name) ++ Extension]).
 
-%% Both sides verify the peer against the cluster's CA; the server refuses a client
-%% without a certificate.
-optfile_text(CaFile, PemFile) ->
-    Common = [{certfile, PemFile}, {keyfile, PemFile}, {cacertfile, CaFile}, {verify, verify_peer},
-              {secure_renegotiate, true}],
-    io_lib:format("%% terrain: TLS distribution of one node (docs/HOSTS.md)~n~tp.~n",
-                  [[{server, Common ++ [{fail_if_no_peer_cert, true}]}, {client, Common}]]).
 
 make_dir(TlsDir) ->
     case file:make_dir(TlsDir) of
