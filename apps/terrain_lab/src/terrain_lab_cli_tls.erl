@@ -118,7 +118,7 @@ watch(Parent) ->
         true ->
             receive after ?WATCH_MS -> watch(Parent) end;
         false ->
-            erlang:halt(?EXIT_INT)
+            erlang:halt(?EXIT_INT, [{flush, false}])
     end.
 
 escript_executable() ->

@@ -169,6 +169,8 @@ print_status_table(#{<<"nodes">> := Nodes} = State, Io) ->
                   end, Nodes),
     Up = length([x || #{<<"state">> := up} <- Nodes]),
     terrain_lab_io:out(Io, "~b of ~b nodes reachable~n", [Up, length(Nodes)]),
+    _ = maps:get(<<"tls">>, State, false) =:= true
+        andalso terrain_lab_io:out(Io, "distribution over TLS (certificates of the cluster's CA)~n", []),
     print_levels(State, Io).
 
 %% The spec's link levels: between two nodes, the level of their lowest common group
@@ -200,6 +202,7 @@ print_status_json(State, Io) ->
                cookie_file => maps:get(<<"cookie_file">>, State, null),
                started_at => maps:get(<<"started_at">>, State, null),
                netem => maps:get(<<"netem">>, State, false),
+               tls => maps:get(<<"tls">>, State, false),
                levels => maps:get(<<"levels">>, State, []),
                nodes => maps:get(<<"nodes">>, State)},
     terrain_lab_io:out(Io, "~ts~n", [terrain_json:encode(Status, #{pretty => true})]).
