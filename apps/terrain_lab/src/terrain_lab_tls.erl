@@ -321,9 +321,14 @@ path(Dir, Name, Extension) -> filename:join([dir(Dir), "nodes", atom_to_list(Nam
 
 
 make_dir(TlsDir) ->
-    case file:make_dir(TlsDir) of
-        ok -> chmod(TlsDir, 8#700);
-        {error, Why} -> throw({file, TlsDir, Why})
+    case filelib:ensure_dir(TlsDir) of
+        ok ->
+            case file:make_dir(TlsDir) of
+                ok -> chmod(TlsDir, 8#700);
+                {error, Why} -> throw({file, TlsDir, Why})
+            end;
+        {error, Why} ->
+            throw({file, filename:dirname(TlsDir), Why})
     end.
 
 %% Created empty with mode 0600 first, then written: the content is never readable by
