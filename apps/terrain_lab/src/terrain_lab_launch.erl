@@ -260,7 +260,7 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
          end,
     Nodes = [{NodeSpec, case Remote of
                             true -> terrain_lab_ssh:node_name(Prefix, Name, maps:get(host, NodeSpec));
-                            false -> list_to_atom(Prefix ++ atom_to_list(Name) ++ "@" ++ terrain_lab_dist_host())
+                            false -> terrain_lab_dist:node_name(Prefix, Name)
                         end} || #{name := Name} = NodeSpec <- terrain_lab_spec:nodes(Spec)],
     %% TLS: the certificates exist before this VM goes distributed (it reads cli.conf then).
     Tls = maps:get(tls, Options, false) orelse terrain_lab_spec:tls(Spec),

@@ -78,6 +78,10 @@
          caller_vm_args/0,
          format_error/1]).
 
+%% exports_not_used: verify/2 is read by terrain_lab_tls_tests and the TLS test cases to
+%% check what the CA verifies.
+-ignore_xref([{verify, 2}]).
+
 -export_type([error_reason/0]).
 
 -type error_reason() :: {tls, {bad_host, term()}
@@ -259,7 +263,7 @@ new_leaf(#issued{key = CaKey, key_id = CaKeyId, name = Issuer}, Who, Host) ->
                   #'Extension'{extnID = ?'id-ce-authorityKeyIdentifier', critical = false,
                                extnValue = #'AuthorityKeyIdentifier'{keyIdentifier = CaKeyId}}],
     Subject = rdn(case Who of ?CLI -> "terrain CLI@" ++ Host; Name -> atom_to_list(Name) ++ "@" ++ Host end),
-    #issued{cert = sign(tbs(Subject, Issuer, Key, Extensions), CaKey), key = Key, name = Subject}.
+    #issued{cert = sign(tbs(Subject, Issuer, Key, Extensions), CaKey), key = Key, key_id = key_id(Key), name = Subject}.
 
 tbs(Subject, Issuer, #'ECPrivateKey'{publicKey = Public}, Extensions) ->
     Now = erlang:system_time(second),
