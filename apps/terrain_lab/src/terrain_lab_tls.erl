@@ -13,7 +13,8 @@
 %% <li>`nodes/NAME.pem' per node and `cli.pem' for the CLI — the certificate (v3, CA:FALSE,
 %%     keyUsage digitalSignature and keyEncipherment, extendedKeyUsage serverAuth and
 %%     clientAuth, subjectAltName the host part of the node name as a DNS name and, when
-%%     it is an address, as an IP address) followed by its private key.</li>
+%%     it is an address, as an IP address; the CLI's also this machine's short host
+%%     name) followed by its private key.</li>
 %% <li>`nodes/NAME.conf' and `cli.conf' — the `-ssl_dist_optfile' terms: server and client
 %%     both `{verify, verify_peer}' with the CA as `cacertfile', the server also
 %%     `{fail_if_no_peer_cert, true}'.</li>
@@ -258,7 +259,7 @@ new_leaf(#issued{key = CaKey, key_id = CaKeyId, name = Issuer}, Who, Host) ->
                                extnValue = [digitalSignature, keyEncipherment]},
                   #'Extension'{extnID = ?'id-ce-extKeyUsage', critical = false,
                                extnValue = [?'id-kp-serverAuth', ?'id-kp-clientAuth']},
-                  #'Extension'{extnID = ?'id-ce-subjectAltName', critical = false, extnValue = alt_names(Host)},
+                  #'Extension'{extnID = ?'id-ce-subjectAltName', critical = false, extnValue = subject_alt_names(Who, Host)},
                   #'Extension'{extnID = ?'id-ce-subjectKeyIdentifier', critical = false, extnValue = key_id(Key)},
                   #'Extension'{extnID = ?'id-ce-authorityKeyIdentifier', critical = false,
                                extnValue = #'AuthorityKeyIdentifier'{keyIdentifier = CaKeyId}}],
@@ -294,6 +295,16 @@ utc_time(Seconds) ->
 
 key_id(#'ECPrivateKey'{publicKey = Public}) ->
     binary:part(crypto:hash(sha, Public), 0, 20).
+
+%% A node's certificate names its host; the CLI's names also this machine's short host
+%% name, the host of the nodes a CLI relaunched with TLS may start linked to it
+%% (terrain_lab_cluster, e.g. `terrain bench --spec' beside a TLS cluster on other hosts).
+subject_alt_names(?CLI, Host) ->
+    {ok, Local} = inet:gethostname(),
+    Short = hd(string:split(Local, ".")),
+    alt_names(Host) ++ [Name || Name <- alt_names(Short), not lists:member(Name, alt_names(Host))];
+subject_alt_names(_Name, Host) ->
+    alt_names(Host).
 
 %% The host as the client checks it: a DNS name, and an IP address when it is one.
 alt_names(Host) ->

@@ -85,7 +85,7 @@ the_ca_is_a_v3_ca_and_its_key_is_not_written_test() ->
                      ?assertEqual(['Certificate'], [T || {T, _, _} <- public_key:pem_decode(CaPem)])
              end).
 
-a_leaf_is_for_server_and_client_and_names_its_host_test() ->
+a_leaf_is_for_server_and_client_and_names_its_host_the_clis_also_this_machine_test() ->
     with_dir(fun(Dir) ->
                      Tls = created(Dir),
                      A = cert(filename:join([Tls, "nodes", "a.pem"])),
@@ -95,6 +95,11 @@ a_leaf_is_for_server_and_client_and_names_its_host_test() ->
                                   extension(?'id-ce-subjectAltName', A)),
                      ?assert(public_key:pkix_verify_hostname(A, [{ip, {10, 213, 1, 2}}])),
                      ?assertNot(public_key:pkix_verify_hostname(A, [{ip, {10, 213, 1, 3}}])),
+                     Cli = cert(filename:join(Tls, "cli.pem")),
+                     {ok, Local} = inet:gethostname(),
+                     ?assertEqual([{dNSName, "10.213.1.1"}, {iPAddress, <<10, 213, 1, 1>>},
+                                   {dNSName, hd(string:split(Local, "."))}],
+                                  extension(?'id-ce-subjectAltName', Cli)),
                      C = cert(filename:join([Tls, "nodes", "c.pem"])),
                      ?assert(public_key:pkix_verify_hostname(C, [{dns_id, "vm-host.example"}])),
                      {ok, Pem} = file:read_file(filename:join([Tls, "nodes", "a.pem"])),
