@@ -23,6 +23,12 @@
 %% deadline grows with the node count ({@link default_timeout/1}); it prints "k of N
 %% nodes up" with an ETA on the `Io''s `err' device as the nodes come up.
 %%
+%% With TLS (option `tls' or the spec's `tls => true'), the cluster's CA and every
+%% node's certificate are made in the state directory before this VM goes distributed
+%% (terrain_lab_tls), and each VM starts with `-proto_dist inet_tls' and its own option
+%% file; this VM must run TLS distribution already (the escript relaunches itself so,
+%% terrain_lab_cli_tls).
+%%
 %% Each VM writes its OS pid and its full node name to its pid file; so `stop/3'
 %% halts by the full name even when `cluster.json' is missing or corrupt, and it kills
 %% only an OS pid whose command line still names that node's pid file (the VM it
@@ -252,8 +258,8 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
     %% Nodes on other hosts: long names, started over ssh (terrain_lab_ssh).
     Remote = terrain_lab_hosts:remote(Spec),
     SshOptions = maps:get(ssh_options, Options, []),
-    Ssh = (terrain_lab_ssh:context(Dir, SshOptions, maps:get(code_path, Options, undefined)))#{
-             tls => maps:get(tls, Options, false) orelse terrain_lab_spec:tls(Spec)},
+    Tls = maps:get(tls, Options, false) orelse terrain_lab_spec:tls(Spec),
+    Ssh = (terrain_lab_ssh:context(Dir, SshOptions, maps:get(code_path, Options, undefined)))#{tls => Tls},
     ok = case Remote of
              true -> terrain_lab_hosts:prepare_cli(Spec, Dir);
              false -> ok
@@ -263,7 +269,6 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
                             false -> terrain_lab_dist:node_name(Prefix, Name)
                         end} || #{name := Name} = NodeSpec <- terrain_lab_spec:nodes(Spec)],
     %% TLS: the certificates exist before this VM goes distributed (it reads cli.conf then).
-    Tls = maps:get(tls, Options, false) orelse terrain_lab_spec:tls(Spec),
     ok = case Tls of
              true -> make_certificates(Nodes, Dir, Io);
              false -> ok

@@ -100,25 +100,25 @@ sigterm_reaches_the_relaunched_command() ->
            "the CLI exits 143 with 'terminated (SIGTERM)' on stderr, and the child VM is gone."}].
 sigterm_reaches_the_relaunched_command(Config) ->
     {Port, Parent, ErrFile} = start_long_task(Config, "sigterm"),
-    Child = await_child(Parent, ErrFile),
+    Children = await_child(Parent, ErrFile),
     _ = os:cmd("kill -TERM " ++ Parent),
     {Status, Err} = await_exit(Port, ErrFile),
     ct:pal("status ~p~n~ts", [Status, Err]),
     ?assertEqual(143, Status),
     ?assertMatch({match, _}, re:run(Err, "terminated \\(SIGTERM\\)")),
-    ok = terrain_test_peers:wait_until(fun() -> not running(Child) end, 5000, "the child gone").
+    ok = terrain_test_peers:wait_until(fun() -> not lists:any(fun running/1, Children) end, 5000, "the child gone").
 
 the_relaunched_command_halts_when_the_cli_is_killed() ->
     [{doc, "When the CLI dies at once (SIGINT, as Ctrl-C in a terminal; the escript runs with +B), the "
            "relaunched child, in a session of its own, notices its parent is gone and halts within 2 s."}].
 the_relaunched_command_halts_when_the_cli_is_killed(Config) ->
     {Port, Parent, ErrFile} = start_long_task(Config, "sigint"),
-    Child = await_child(Parent, ErrFile),
+    Children = await_child(Parent, ErrFile),
     _ = os:cmd("kill -INT " ++ Parent),
     {Status, _} = await_exit(Port, ErrFile),
     T0 = erlang:monotonic_time(millisecond),
     ?assertNotEqual(0, Status),
-    ok = terrain_test_peers:wait_until(fun() -> not running(Child) end, 2000, "the child gone"),
+    ok = terrain_test_peers:wait_until(fun() -> not lists:any(fun running/1, Children) end, 2000, "the child gone"),
     {comment, io_lib:format("child gone ~b ms after the CLI", [erlang:monotonic_time(millisecond) - T0])}.
 
 down_stops_the_tls_cluster_and_removes_its_certificates() ->
@@ -237,14 +237,17 @@ await_child(Parent, ErrFile) ->
                          end]
            end,
     ok = terrain_test_peers:wait_until(fun() -> Find() =/= [] end, 20000, "the relaunched child"),
-    [Child] = Find(),
     ok = terrain_test_peers:wait_until(fun() ->
                                                case file:read_file(ErrFile) of
                                                    {ok, Err} -> binary:match(Err, <<"run 1/60">>) =/= nomatch;
                                                    {error, _} -> false
                                                end
                                        end, 30000, "the first run"),
-    Child.
+    %% one VM, but read at a moment when another process may still carry the same
+    %% environment (seen once under heavy load): every one of them must go
+    Children = Find(),
+    ct:pal("relaunched: ~p", [[{P, os:cmd("ps -o pid=,ppid=,stat=,args= -p " ++ P)} || P <- Children]]),
+    Children.
 
 await_exit(Port, ErrFile) ->
     {Status, _} = collect(Port, [], 30000),
