@@ -130,6 +130,8 @@ format_error({hosts, _} = Reason) ->
     terrain_lab_hosts:format_error(Reason);
 format_error({slurm, _} = Reason) ->
     terrain_lab_slurm:format_error(Reason);
+format_error({tls, _} = Reason) ->
+    terrain_lab_tls:format_error(Reason);
 format_error({terrain_netem, bad_links, Text}) ->
     io_lib:format("bad -terrain_netem link table: ~ts", [Text]);
 format_error({boot_failed, Name, Why}) ->

@@ -74,7 +74,12 @@
 main(Args) ->
     ok = terrain_lab_cli_log:install(),
     ok = terrain_lab_cli_signals:install(),
-    Code = run(Args, terrain_lab_io:standard()),
+    ok = terrain_lab_cli_tls:child_init(),
+    %% A command on a TLS cluster runs in a child VM with TLS distribution (terrain_lab_cli_tls).
+    Code = case tls_optfile(Args) of
+               {ok, OptFile} -> terrain_lab_cli_tls:relaunch(Args, OptFile);
+               none -> run(Args, terrain_lab_io:standard())
+           end,
     terrain_lab_cli_log:finish(),
     erlang:halt(Code).
 
@@ -157,6 +162,21 @@ format_error(Reason) ->
 
 %%--------------------------------------------------------------------
 %% Internal functions
+
+%% The TLS option file the command line `Args' needs this CLI to run with, or none;
+%% a command line that does not parse runs as it is (and reports its usage error).
+tls_optfile([Name | Rest]) ->
+    case find(Name) of
+        {ok, Command} ->
+            case parse(Command, Rest) of
+                {ok, Options, CommandArgs} -> terrain_lab_cli_tls:optfile(Name, Options, CommandArgs);
+                _ -> none
+            end;
+        error ->
+            none
+    end;
+tls_optfile([]) ->
+    none.
 
 version() ->
     _ = application:load(terrain_lab),

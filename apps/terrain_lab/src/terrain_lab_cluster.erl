@@ -12,6 +12,10 @@
 %% options), every node boots with `terrain_lab_netem:vm_args/3': its connections to
 %% the other nodes of the spec cross emulated links; the launcher's own connections
 %% to the nodes stay direct.
+%%
+%% The nodes use this VM's distribution protocol: a VM that runs TLS distribution
+%% passes its `-proto_dist inet_tls -ssl_dist_optfile FILE' on to them; a spec with
+%% `tls => true' is refused unless this VM runs TLS (`{error, {tls, not_tls_caller}}').
 -module(terrain_lab_cluster).
 -behaviour(gen_server).
 
@@ -92,11 +96,16 @@ stop(Cluster) ->
 init({Spec, Options, Caller}) ->
     process_flag(trap_exit, true),
     link(Caller),
-    Result = case terrain_lab_dist:ensure_started(#{}) of
-                 ok ->
-                     case terrain_lab_cgroup:check(Spec) of
-                         ok -> boot(Spec, Options);
-                         {error, _} = Error -> Error
+    Result = case dist_args(Spec) of
+                 {ok, DistArgs} ->
+                     case terrain_lab_dist:ensure_started(#{}) of
+                         ok ->
+                             case terrain_lab_cgroup:check(Spec) of
+                                 ok -> boot(Spec, Options#{dist_args => DistArgs});
+                                 {error, _} = Error -> Error
+                             end;
+                         {error, _} = Error ->
+                             Error
                      end;
                  {error, _} = Error ->
                      Error
@@ -160,7 +169,8 @@ validate_options(Options) ->
 boot(Spec, Options) ->
     Prefix = maps:get(prefix, Options, ""),
     Deadline = erlang:monotonic_time(millisecond) + maps:get(boot_timeout, Options, ?DEFAULT_BOOT_TIMEOUT),
-    CodeArgs = terrain_lab_code:vm_args() ++ lists:append([["-pa", D] || D <- maps:get(code_path, Options, [])]),
+    CodeArgs = maps:get(dist_args, Options, []) ++ terrain_lab_code:vm_args()
+        ++ lists:append([["-pa", D] || D <- maps:get(code_path, Options, [])]),
     Specs = terrain_lab_spec:nodes(Spec),
     Netem = maps:get(netem, Options, terrain_lab_netem:enabled(Spec)),
     Started = [start_peer(NodeSpec, Prefix, CodeArgs ++ netem_args(Netem, Spec, Prefix, NodeSpec), Options)
@@ -201,6 +211,23 @@ start_peer(#{name := Name} = NodeSpec, Prefix, CodeArgs, Options) ->
         {error, Why} -> {error, {boot_failed, Name, Why}}
     catch
         error:Why -> {error, {boot_failed, Name, Why}}
+    end.
+
+%% The nodes speak this VM's distribution: when it runs TLS (`-proto_dist inet_tls'
+%% with `-ssl_dist_optfile FILE'), they start with the same two arguments, so that they
+%% present its certificate and trust its CA (the only CA this VM trusts); a spec with
+%% `tls => true' needs such a VM and is refused otherwise (terrain_lab_tls).
+dist_args(Spec) ->
+    case terrain_lab_tls:caller_vm_args() of
+        {ok, []} ->
+            case terrain_lab_spec:tls(Spec) of
+                true -> {error, {tls, not_tls_caller}};
+                false -> {ok, []}
+            end;
+        {ok, _} = TlsArgs ->
+            TlsArgs;
+        {error, _} = Error ->
+            Error
     end.
 
 %% An emulated node routes its connections to the other nodes through netem proxies

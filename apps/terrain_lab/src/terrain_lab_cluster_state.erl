@@ -13,6 +13,8 @@
 %%     that never became reachable can be stopped.</li>
 %% <li>`cli_host' — only for a cluster on other hosts: this machine's address, the
 %%     host part of the CLI's long node name (terrain_lab_hosts).</li>
+%% <li>`tls/' — only for a cluster over TLS: the CA certificate, each node's and the
+%%     CLI's certificate, key and option file (terrain_lab_tls).</li>
 %% </ul>
 %% `terrain_lab_launch' writes it; every command that works on the running cluster
 %% reads it here and joins the cluster with {@link connect/1}:
@@ -207,8 +209,8 @@ pid_file(Dir, Name) ->
 pid_files(Dir) ->
     filelib:wildcard(filename:join([Dir, "nodes", "*.pid"])).
 
-%% @doc Removes the state: pid files, `cluster.json', the cookie, and the directory
-%% itself when it is then empty.
+%% @doc Removes the state: pid files, `cluster.json', the cookie, the TLS files, and
+%% the directory itself when it is then empty.
 -spec remove(file:filename()) -> ok.
 remove(Dir) ->
     _ = [file:delete(F) || F <- pid_files(Dir)],
@@ -216,6 +218,7 @@ remove(Dir) ->
     _ = file:delete(filename:join(Dir, "cluster.json")),
     _ = file:delete(cookie_file(Dir)),
     _ = file:delete(filename:join(Dir, "cli_host")),
+    ok = terrain_lab_tls:remove(Dir),
     _ = file:del_dir(Dir),
     ok.
 

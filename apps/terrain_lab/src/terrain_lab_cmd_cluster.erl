@@ -62,6 +62,9 @@ commands() ->
                              "file + .spec; terrain-slurm_JOBID.spec)"},
                    #{name => ssh_options, long => "ssh-option", type => list, metavar => "OPT,...",
                      help => "nodes on other hosts: ssh -o options (ConfigFile=F for -F F), repeatable"},
+                   #{name => tls, long => "tls", type => flag,
+                     help => "distribution over TLS: a CA and a certificate per node, the CLI joins with its own "
+                             "(as the spec's tls => true; docs/HOSTS.md)"},
                    #{name => code_path, long => "code-path", type => string, metavar => "DIR",
                      help => "nodes on other hosts: terrain's code is in DIR/<app>/ebin there "
                              "(default: the local code directories, for a shared home)"}],
@@ -131,8 +134,8 @@ up(_Options, [], _Io) ->
     {error, {usage, {hosts, {usage, "give SPEC or --hosts FILE"}}}};
 up(Options, [SpecFile], Io) ->
     Dir = terrain_lab_cluster_state:state_dir(Options),
-    case terrain_lab_launch:up(SpecFile, maps:with([prefix, timeout, netem, force, ssh_options, code_path, launcher],
-                                                   Options), Dir, Io) of
+    case terrain_lab_launch:up(SpecFile, maps:with([prefix, timeout, netem, force, ssh_options, code_path, launcher,
+                                                    tls], Options), Dir, Io) of
         {ok, Nodes} -> print_nodes(Nodes, Io);
         {error, _} = Error -> Error
     end.
@@ -193,6 +196,8 @@ print_status_table(#{<<"nodes">> := Nodes} = State, Io) ->
                   end, Nodes),
     Up = length([x || #{<<"state">> := up} <- Nodes]),
     terrain_lab_io:out(Io, "~b of ~b nodes reachable~n", [Up, length(Nodes)]),
+    _ = maps:get(<<"tls">>, State, false) =:= true
+        andalso terrain_lab_io:out(Io, "distribution over TLS (certificates of the cluster's CA)~n", []),
     print_levels(State, Io).
 
 %% The spec's link levels: between two nodes, the level of their lowest common group
@@ -224,6 +229,7 @@ print_status_json(State, Io) ->
                cookie_file => maps:get(<<"cookie_file">>, State, null),
                started_at => maps:get(<<"started_at">>, State, null),
                netem => maps:get(<<"netem">>, State, false),
+               tls => maps:get(<<"tls">>, State, false),
                levels => maps:get(<<"levels">>, State, []),
                nodes => maps:get(<<"nodes">>, State)},
     terrain_lab_io:out(Io, "~ts~n", [terrain_json:encode(Status, #{pretty => true})]).

@@ -41,10 +41,15 @@ host() ->
     [_, Host] = string:split(atom_to_list(node()), "@"),
     Host.
 
-%% @doc The full name of a node on this host: `Prefix ++ Name @ host()'.
+%% @doc The full name of a node on this host: `Prefix ++ Name @ host()'; before this
+%% node is alive, with the short host name its own name will get.
 -spec node_name(Prefix :: string(), Name :: atom()) -> node().
 node_name(Prefix, Name) ->
-    list_to_atom(Prefix ++ atom_to_list(Name) ++ "@" ++ host()).
+    Host = case is_alive() of
+               true -> host();
+               false -> lists:takewhile(fun(C) -> C =/= $. end, net_adm:localhost())
+           end,
+    list_to_atom(Prefix ++ atom_to_list(Name) ++ "@" ++ Host).
 
 %% epmd must run before net_kernel can register; `epmd -daemon' returns at once when
 %% one is already running.

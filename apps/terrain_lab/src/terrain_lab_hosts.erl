@@ -326,10 +326,13 @@ await_nodedown(Node, Timeout) ->
 %% host's last node.
 clean_remote(Host, #{<<"name">> := Name}, #{dir := Dir} = Ssh) ->
     RDir = terrain_lab_ssh:remote_dir(Dir, Host),
-    Clean = ["cd ", quote(RDir), " 2>/dev/null || exit 0; rm -f nodes/", quote(binary_to_list(Name) ++ ".pid"),
-             " nodes/", quote(binary_to_list(Name) ++ ".log"),
-             "; ls nodes/*.pid >/dev/null 2>&1 || { rm -f cookie nodes/*.log; rmdir nodes; cd && rmdir ",
-             quote(RDir), " ", quote(filename:dirname(RDir)), "; }; true"],
+    N = binary_to_list(Name),
+    Clean = ["cd ", quote(RDir), " 2>/dev/null || exit 0; rm -f nodes/", quote(N ++ ".pid"),
+             " nodes/", quote(N ++ ".log"),
+             %% TLS (terrain_lab_ssh): the node's certificate and key, CA certificate, option file
+             " tls/", quote(N ++ ".pem"), " tls/", quote(N ++ ".ca.pem"), " tls/", quote(N ++ ".conf"),
+             "; ls nodes/*.pid >/dev/null 2>&1 || { rm -f cookie nodes/*.log; rmdir nodes; rmdir tls 2>/dev/null;",
+             " cd && rmdir ", quote(RDir), " ", quote(filename:dirname(RDir)), "; }; true"],
     _ = terrain_lab_ssh:run(Host, Clean, [], Ssh#{timeout => 10000}),
     ok.
 

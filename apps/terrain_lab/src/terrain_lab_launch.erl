@@ -23,6 +23,12 @@
 %% deadline grows with the node count ({@link default_timeout/1}); it prints "k of N
 %% nodes up" with an ETA on the `Io''s `err' device as the nodes come up.
 %%
+%% With TLS (option `tls' or the spec's `tls => true'), the cluster's CA and every
+%% node's certificate are made in the state directory before this VM goes distributed
+%% (terrain_lab_tls), and each VM starts with `-proto_dist inet_tls' and its own option
+%% file; this VM must run TLS distribution already (the escript relaunches itself so,
+%% terrain_lab_cli_tls).
+%%
 %% Each VM writes its OS pid and its full node name to its pid file; so `stop/3'
 %% halts by the full name even when `cluster.json' is missing or corrupt, and it kills
 %% only an OS pid whose command line still names that node's pid file (the VM it
@@ -46,6 +52,7 @@
                         timeout := pos_integer() | undefined, % ms for all nodes to come up (default_timeout/1)
                         netem := string(),          % "auto" | "on" | "off"
                         force => boolean(),         % start even when the memory estimate says no
+                        tls => boolean(),           % distribution over TLS (also the spec's `tls'; terrain_lab_tls)
                         %% nodes on other hosts (terrain_lab_ssh, docs/HOSTS.md):
                         ssh_options => terrain_lab_ssh:ssh_options(),
                         code_path => file:filename() | undefined,
@@ -86,6 +93,7 @@ up(SpecFile, #{netem := NetemOption} = Options, Dir, Io) ->
              fun(SpecNetem) -> check_memory(SpecNetem, Options) end,
              fun(SpecNetem) -> refuse_if_running(Dir, SpecNetem) end,
              fun(SpecNetem) -> refuse_clashes(SpecNetem, Options) end,
+             fun(SpecNetem) -> check_tls(SpecNetem, Options) end,
              fun({Spec, Netem}) -> start_detached(Spec, Netem, filename:absname(SpecFile), Dir, Options, Io) end],
     terrain_lab_steps:run(Steps, SpecFile).
 
@@ -251,16 +259,23 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
     %% Nodes on other hosts: long names, started over ssh (terrain_lab_ssh).
     Remote = terrain_lab_hosts:remote(Spec),
     SshOptions = maps:get(ssh_options, Options, []),
-    Ssh = (terrain_lab_ssh:context(Dir, SshOptions, maps:get(code_path, Options, undefined)))#{launcher => maps:get(launcher, Options, ssh)},
+    Tls = maps:get(tls, Options, false) orelse terrain_lab_spec:tls(Spec),
+    Ssh = (terrain_lab_ssh:context(Dir, SshOptions, maps:get(code_path, Options, undefined)))#{launcher => maps:get(launcher, Options, ssh),
+                                                                                              tls => Tls},
     ok = case Remote of
              true -> terrain_lab_hosts:prepare_cli(Spec, Dir);
              false -> ok
          end,
-    ok = terrain_lab_cluster_state:connect_cli(Dir),
     Nodes = [{NodeSpec, case Remote of
                             true -> terrain_lab_ssh:node_name(Prefix, Name, maps:get(host, NodeSpec));
                             false -> terrain_lab_dist:node_name(Prefix, Name)
                         end} || #{name := Name} = NodeSpec <- terrain_lab_spec:nodes(Spec)],
+    %% TLS: the certificates exist before this VM goes distributed (it reads cli.conf then).
+    ok = case Tls of
+             true -> make_certificates(Nodes, Dir, Io);
+             false -> ok
+         end,
+    ok = terrain_lab_cluster_state:connect_cli(Dir),
     terrain_lab_io:progress(Io, "starting ~b nodes of ~ts (deadline ~b s)~n", [length(Nodes), SpecPath, Timeout div 1000]),
     _ = Netem andalso terrain_lab_io:progress(Io, "network emulation on: ~ts~n", [netem_summary(Spec)]),
     lists:foreach(fun({#{name := Name} = NodeSpec, Node}) ->
@@ -268,7 +283,7 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
                                           true -> terrain_lab_netem:vm_args(Spec, Prefix, Name);
                                           false -> []
                                       end,
-                          Remote orelse spawn_vm(NodeSpec, Node, Dir, NetemArgs)
+                          Remote orelse spawn_vm(NodeSpec, Node, Dir, NetemArgs ++ tls_args(Tls, Dir, Name))
                   end, Nodes),
     Self = self(),
     Topology = terrain_lab_spec:topology(Spec, fun(Name) -> proplists:get_value(Name, [{N, Node} || {#{name := N}, Node} <- Nodes]) end),
@@ -283,6 +298,7 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
                                                 cookie_file => list_to_binary(CookieFile),
                                                 started_at => terrain_lab_run:timestamp(),
                                                 netem => Netem,
+                                                tls => Tls,
                                                 levels => terrain_lab_netem:level_records(Spec),
                                                 nodes => Records}),
     case [{atom_to_list(Node), format_reason(Why)} || {{_, Node}, {error, Why}} <- lists:zip(Nodes, Results)] of
@@ -296,6 +312,31 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
             terrain_lab_cluster_state:remove(Dir),
             {error, {launch, {not_started, Failed}}}
     end.
+
+%% A TLS cluster needs this VM to run TLS distribution (the escript re-executes itself
+%% for that, terrain_lab_cli_tls); it must not be distributed yet, or it cannot read the
+%% new cli.conf.
+check_tls({Spec, _} = SpecNetem, Options) ->
+    case (maps:get(tls, Options, false) orelse terrain_lab_spec:tls(Spec))
+        andalso (not terrain_lab_tls:running_tls() orelse is_alive()) of
+        true -> {error, {tls, not_tls_cli}};
+        false -> {ok, SpecNetem}
+    end.
+
+%% The cluster's CA, a certificate for every node and one for the CLI (terrain_lab_tls);
+%% each certificate names the host part of its node's name.
+make_certificates(Nodes, Dir, Io) ->
+    CliHost = case file:read_file(filename:join(Dir, "cli_host")) of
+                  {ok, Address} -> binary_to_list(Address);
+                  {error, _} -> terrain_lab_dist_host()
+              end,
+    Certified = [{Name, lists:last(string:split(atom_to_list(Node), "@"))} || {#{name := Name}, Node} <- Nodes],
+    ok = terrain_lab_tls:create(Dir, #{nodes => Certified, cli_host => CliHost}),
+    terrain_lab_io:progress(Io, "distribution over TLS: a CA and ~b node certificates in ~ts~n",
+                            [length(Nodes), terrain_lab_tls:dir(Dir)]).
+
+tls_args(true, Dir, Name) -> terrain_lab_tls:vm_args(terrain_lab_tls:optfile(Dir, Name));
+tls_args(false, _Dir, _Name) -> [].
 
 %% The workers' results in the workers' order, collected as they come with "k of N
 %% up" progress and an ETA from the pace so far (at most about 20 lines).

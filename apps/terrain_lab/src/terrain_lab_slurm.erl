@@ -199,9 +199,8 @@ spawn_vm(#{name := Name, host := Host} = NodeSpec, Node, #{dir := Dir} = Context
     %% otherwise be /dev/null.
     Shell = ["exec 3<&0; setsid ", lists:join(" ", [quote(A) || A <- Args]), " <&3 >", quote(Log),
              " 2>&1 3<&- & echo $!"],
-    {ok, Cookie} = file:read_file(filename:join(Dir, "cookie")),
     Port = open_port({spawn_executable, "/bin/sh"}, [{args, ["-c", lists:flatten(Shell)]}, exit_status, binary]),
-    true = port_command(Port, [Cookie, "\n"]),
+    true = port_command(Port, terrain_lab_ssh:vm_stdin(NodeSpec, Context)),
     case launched(Port, Deadline, <<>>) of
         {ok, OsPid} ->
             ok = file:write_file(srun_file(Dir, Name), OsPid),

@@ -15,7 +15,9 @@
 %% group that carries them; the cluster's own options join the top-level groups.
 %% Node options: `schedulers', `cpu' (a CPU quota in cores, see terrain_lab_cgroup),
 %% `attrs', `args', `host' (the host the node runs on: a host name or address; see
-%% terrain_lab_hosts).
+%% terrain_lab_hosts). The cluster term alone may also carry `tls => true': the nodes
+%% talk distribution over TLS with certificates of the cluster's own CA
+%% (terrain_lab_tls; docs/HOSTS.md); {@link tls/1} reads it.
 -module(terrain_lab_spec).
 -compile({no_auto_import, [nodes/1]}).
 
@@ -26,6 +28,7 @@
          node_names/1,
          link/3,
          levels/1,
+         tls/1,
          topology/2,
          topology/3,
          format_error/1]).
@@ -52,7 +55,8 @@
           options := link_options(),
           %% Groups as {Path, LinkOptions}; Path from the top down, the group last.
           groups := [{[atom()], link_options()}],
-          nodes := [node_spec()]}.
+          nodes := [node_spec()],
+          tls => boolean()}.              % distribution over TLS (cluster option `tls')
 
 -type where() :: [{cluster | group | node, atom()} | {term, pos_integer()}].
 -type error_reason() :: {spec, file:filename() | undefined, where(), term()}.
@@ -106,6 +110,11 @@ link(#{options := ClusterOptions, groups := Groups} = Spec, A, B) ->
         [] -> ClusterOptions;
         Common -> proplists:get_value(Common, Groups)
     end.
+
+%% @doc Whether the spec's nodes run distribution over TLS (cluster option `tls').
+-spec tls(spec()) -> boolean().
+tls(Spec) ->
+    maps:get(tls, Spec, false).
 
 %% @doc The distinct link levels of a spec from the outermost in: a list of
 %% `{Label, LinkOptions}' where Label is `cluster' or the group path.
@@ -184,7 +193,7 @@ build(Terms, File) ->
     {ClusterName, ClusterOptions, Rest} =
         case Numbered of
             [{_, {cluster, Name, Options}} | Tail] when is_atom(Name), is_map(Options) ->
-                {Name, link_options(Options, [{cluster, Name}]), Tail};
+                {Name, cluster_options(Options, [{cluster, Name}]), Tail};
             [{_, {cluster, _, _}} | _] ->
                 throw({spec_error, [{term, 1}], bad_cluster_term});
             [] ->
@@ -199,8 +208,8 @@ build(Terms, File) ->
     check_unique([lists:last(Path) || {Path, _} <- Groups], duplicate_group),
     check_unique([lists:last(Path) || {Path, _} <- Groups] ++ [Name || #{name := Name} <- AllNodes],
                  group_and_node_share_name),
-    #{name => ClusterName, file => File, options => ClusterOptions,
-      groups => lists:reverse(Groups), nodes => AllNodes}.
+    #{name => ClusterName, file => File, options => maps:remove(tls, ClusterOptions),
+      groups => lists:reverse(Groups), nodes => AllNodes, tls => maps:get(tls, ClusterOptions, false)}.
 
 top_level(N, {cluster, _, _}, _Acc) ->
     throw({spec_error, [{term, N}], second_cluster_term});
@@ -227,6 +236,22 @@ entry(Term, _Path, Where, _Acc) ->
 
 link_options(Options, Where) ->
     maps:foreach(fun(Key, Value) -> check_link(Key, Value, Where) end, Options),
+    Options.
+
+%% The cluster's options: its link options and `tls'.
+cluster_options(Options, Where) ->
+    case Options of
+        #{tls := Tls} when is_boolean(Tls) -> ok;
+        #{tls := Bad} -> throw({spec_error, Where, {bad_value, tls, Bad}});
+        #{} -> ok
+    end,
+    maps:foreach(fun(tls, _) -> ok;
+                    (Key, Value) ->
+                         case lists:member(Key, ?LINK_KEYS) of
+                             true -> check_link(Key, Value, Where);
+                             false -> throw({spec_error, Where, {unknown_key, Key, ?LINK_KEYS ++ [tls]}})
+                         end
+                 end, Options),
     Options.
 
 check_link(latency, V, _) when is_integer(V), V >= 0 -> ok;
@@ -337,4 +362,5 @@ expected(schedulers) -> io_lib:format("expected an integer from 1 to ~b", [?MAX_
 expected(cpu) -> "expected a number of cores greater than 0, e.g. 0.5";
 expected(attrs) -> "expected a list of {Name, Value}";
 expected(args) -> "expected a list of non-empty strings";
-expected(host) -> "expected a host name or address as a string".
+expected(host) -> "expected a host name or address as a string";
+expected(tls) -> "expected true or false".

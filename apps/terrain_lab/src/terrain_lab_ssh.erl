@@ -18,6 +18,9 @@
 %% --slurm' runs the same line, with the VM in the foreground, in an srun job step
 %% (`terrain_lab_slurm', chosen by the context's `launcher').
 %%
+%% With TLS distribution the node's certificate, key and CA certificate follow the
+%% cookie on standard input; see tls/4 below and docs/HOSTS.md.
+%%
 %% terrain's code comes from the same directories as for local VMs
 %% (`terrain_lab_code:vm_args/0'; the escript writes them under the home's cache,
 %% so hosts that share the home directory see them) or, with the option `code_path',
@@ -30,6 +33,7 @@
          cli_host/1,
          spawn_vm/3,
          vm_command/4,
+         vm_stdin/2,
          remote_dir/2,
          pid_of/3,
          alive/4,
@@ -45,7 +49,8 @@
                      code_args := [string()],          % -pa arguments for the remote VMs
                      %% terrain up --slurm (terrain_lab_slurm): VMs in srun job steps
                      launcher => ssh | srun,
-                     deadline => integer()}.           % monotonic ms: when a VM must answer
+                     deadline => integer(),            % monotonic ms: when a VM must answer
+                     tls => boolean()}.                % distribution over TLS (terrain_lab_tls)
 
 %% Extra ssh options, each given to ssh as `-o OPTION' (e.g. "IdentityFile=/k"), or
 %% `-F FILE' when written "ConfigFile=FILE".
@@ -105,10 +110,9 @@ cli_host(Host) ->
           ok | {error, error_reason() | terrain_lab_slurm:error_reason()}.
 spawn_vm(NodeSpec, Node, #{launcher := srun} = Context) ->
     terrain_lab_slurm:spawn_vm(NodeSpec, Node, Context);
-spawn_vm(#{host := Host} = NodeSpec, Node, #{dir := Dir} = Context) ->
+spawn_vm(#{host := Host} = NodeSpec, Node, Context) ->
     Command = vm_command(NodeSpec, Node, Context, detached),
-    {ok, Cookie} = file:read_file(filename:join(Dir, "cookie")),
-    case run(Host, Command, [Cookie, "\n"], Context#{timeout => 20000}) of
+    case run(Host, Command, vm_stdin(NodeSpec, Context), Context#{timeout => 20000}) of
         {ok, _} -> ok;
         {error, _} = Error -> Error
     end.
@@ -133,14 +137,45 @@ vm_command(#{name := Name, host := Host} = NodeSpec, Node, #{dir := Dir, code_ar
                      #{schedulers := S} -> ["+S", integer_to_list(S) ++ ":" ++ integer_to_list(S)];
                      #{} -> []
                  end,
+    {TlsArgs, TlsCommand} = tls_command(maps:get(tls, Context, false), RDir, Name),
     Detached = case Mode of detached -> ["-detached"]; foreground -> [] end,
-    Args = Detached ++ ["-noinput"] ++ terrain_lab_cluster:lab_vm_args() ++ Schedulers ++ CodeArgs
+    Args = Detached ++ ["-noinput"] ++ terrain_lab_cluster:lab_vm_args() ++ Schedulers ++ CodeArgs ++ TlsArgs
         ++ maps:get(args, NodeSpec, []) ++ ["-eval", Boot],
     ["cd && umask 077 && mkdir -p ", quote(RDir ++ "/nodes"),
-     " && IFS= read -r c && printf '%s' \"$c\" > ", quote(RDir ++ "/cookie"),
+     " && IFS= read -r c && printf '%s' \"$c\" > ", quote(RDir ++ "/cookie"), TlsCommand,
      " && { command -v epmd >/dev/null && epmd -daemon; true; }",
      " && exec erl ", lists:join(" ", [quote(A) || A <- Args]),
      " </dev/null >", quote(RDir ++ "/nodes/" ++ atom_to_list(Name) ++ ".log"), " 2>&1"].
+
+%% @doc What {@link vm_command/4}'s line reads on its standard input: the cookie and,
+%% with TLS distribution, the node's key material (never on a command line).
+-spec vm_stdin(#{name := atom(), atom() => term()}, context()) -> iodata().
+vm_stdin(#{name := Name}, #{dir := Dir} = Context) ->
+    {ok, Cookie} = file:read_file(filename:join(Dir, "cookie")),
+    case maps:get(tls, Context, false) of
+        true -> [Cookie, "\n", terrain_lab_tls:remote_stdin(Dir, Name)];
+        false -> [Cookie, "\n"]
+    end.
+
+%% TLS distribution (terrain_lab_tls): the node's CA certificate and its certificate and
+%% key follow the cookie on standard input, each up to a line "."; the shell writes
+%% them (umask 077: mode 0600) to RDIR/tls/NAME.ca.pem and NAME.pem, and the option
+%% file, which holds only paths, to NAME.conf. Each node has its own copy of the CA
+%% certificate, so that no node's VM reads a file that another ssh session is writing.
+%% The paths are relative to the remote home, the VM's working directory.
+tls_command(false, _RDir, _Name) ->
+    {[], []};
+tls_command(true, RDir, Name) ->
+    TlsDir = RDir ++ "/tls",
+    File = fun(Suffix) -> quote(TlsDir ++ "/" ++ atom_to_list(Name) ++ Suffix) end,
+    ReadUpToDot = "{ while IFS= read -r l && [ \"$l\" != . ]; do printf '%s\\n' \"$l\"; done; }",
+    Command = [" && mkdir -p ", quote(TlsDir),
+               " && ", ReadUpToDot, " > ", File(".ca.pem"),
+               " && ", ReadUpToDot, " > ", File(".pem"),
+               " && printf '%s' ", quote(lists:flatten(terrain_lab_tls:optfile_text(TlsDir ++ "/" ++ atom_to_list(Name) ++ ".ca.pem",
+                                                                                     TlsDir ++ "/" ++ atom_to_list(Name) ++ ".pem"))),
+               " > ", File(".conf")],
+    {terrain_lab_tls:vm_args(TlsDir ++ "/" ++ atom_to_list(Name) ++ ".conf"), Command}.
 
 %% @doc The directory (relative to the remote home) of the cluster recorded in `Dir'
 %% on `Host'.

@@ -96,3 +96,26 @@ cpu_option_is_a_positive_number_test() ->
     {ok, Spec} = terrain_lab_spec:from_terms([?CLUSTER, {node, a, #{cpu => 0.25}}, {node, b, #{cpu => 2}}], undefined),
     ?assertEqual([0.25, 2], [C || #{cpu := C} <- terrain_lab_spec:nodes(Spec)]),
     rejects([?CLUSTER, {node, a, #{cpu => 0}}], "bad value for cpu: 0 (expected a number of cores greater than 0").
+
+%% The cluster option `tls' (distribution over TLS, terrain_lab_tls).
+tls_true_is_read_and_kept_out_of_the_link_options_test() ->
+    {ok, Spec} = terrain_lab_spec:from_terms([{cluster, c, #{latency => 5000, tls => true}},
+                                              {node, a, #{}}, {node, b, #{}}], undefined),
+    ?assert(terrain_lab_spec:tls(Spec)),
+    ?assertEqual(#{latency => 5000}, terrain_lab_spec:link(Spec, a, b)),
+    ?assertEqual([{cluster, #{latency => 5000}}], terrain_lab_spec:levels(Spec)).
+
+tls_is_off_unless_given_test() ->
+    {ok, Spec} = terrain_lab_spec:from_terms([?CLUSTER, {node, a, #{}}], undefined),
+    ?assertNot(terrain_lab_spec:tls(Spec)),
+    {ok, Off} = terrain_lab_spec:from_terms([{cluster, c, #{tls => false}}, {node, a, #{}}], undefined),
+    ?assertNot(terrain_lab_spec:tls(Off)).
+
+tls_not_a_boolean_test() ->
+    rejects([{cluster, c, #{tls => yes}}, {node, a, #{}}], "in cluster c: bad value for tls: yes (expected true or false)").
+
+tls_only_on_the_cluster_test() ->
+    rejects([?CLUSTER, {group, g, #{tls => true}, [{node, a, #{}}]}], "in group g: unknown option tls").
+
+unknown_cluster_option_lists_tls_test() ->
+    rejects([{cluster, c, #{tsl => true}}, {node, a, #{}}], "unknown option tsl (known: latency, jitter, bandwidth, tls)").
