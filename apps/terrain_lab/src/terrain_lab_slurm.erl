@@ -183,8 +183,8 @@ srun_args(Host, Name) ->
 %% @doc Starts the VM of `NodeSpec' as `Node' in a job step of its own: `srun ARGS
 %% /bin/sh -c LINE' in a new session (so that it outlives this command), LINE being
 %% the one the ssh launcher runs (`terrain_lab_ssh:vm_command/4') with the VM in the
-%% foreground. The cookie goes to srun's standard input, which srun forwards to the
-%% task. srun's OS pid goes to `Dir/nodes/NAME.srun', its output to
+%% foreground. The cookie goes to srun's standard input (from a private file that is
+%% removed again), which srun forwards to the task. srun's OS pid goes to `Dir/nodes/NAME.srun', its output to
 %% `Dir/nodes/NAME.srun.log'. Returns once the VM answers, or with an error when
 %% srun exits first or the context's `deadline' passes (srun is then stopped).
 -spec spawn_vm(#{name := atom(), host := string(), atom() => term()}, node(), terrain_lab_ssh:context()) ->
@@ -195,12 +195,20 @@ spawn_vm(#{name := Name, host := Host} = NodeSpec, Node, #{dir := Dir} = Context
     Srun = os:find_executable("srun"),
     Log = srun_file(Dir, Name) ++ ".log",
     Args = [Srun | srun_args(Host, Name)] ++ ["/bin/sh", "-c", Line],
-    %% fd 3 keeps this port's pipe as srun's stdin: a background job's stdin would
-    %% otherwise be /dev/null.
-    Shell = ["exec 3<&0; setsid ", lists:join(" ", [quote(A) || A <- Args]), " <&3 >", quote(Log),
-             " 2>&1 3<&- & echo $!"],
+    %% srun's standard input (the cookie, and with TLS the node's key material) comes
+    %% from a file of the state directory, mode 0600 from its creation (the cookie and
+    %% the certificates are there already), removed once srun has started the VM or
+    %% failed: a pipe from this VM would race with the shell, which exits at once.
+    Stdin = srun_file(Dir, Name) ++ ".stdin",
+    ok = write_private(Stdin, terrain_lab_ssh:vm_stdin(NodeSpec, Context)),
+    Shell = ["setsid ", lists:join(" ", [quote(A) || A <- Args]), " <", quote(Stdin), " >", quote(Log),
+             " 2>&1 & echo $!"],
     Port = open_port({spawn_executable, "/bin/sh"}, [{args, ["-c", lists:flatten(Shell)]}, exit_status, binary]),
-    true = port_command(Port, terrain_lab_ssh:vm_stdin(NodeSpec, Context)),
+    try launch(Port, Node, Host, Log, Dir, Name, Deadline)
+    after file:delete(Stdin)
+    end.
+
+launch(Port, Node, Host, Log, Dir, Name, Deadline) ->
     case launched(Port, Deadline, <<>>) of
         {ok, OsPid} ->
             ok = file:write_file(srun_file(Dir, Name), OsPid),
@@ -443,6 +451,16 @@ await_vm(Node, OsPid, Host, Log, Deadline) ->
                 {true, false} ->
                     receive after ?POLL_MS -> await_vm(Node, OsPid, Host, Log, Deadline) end
             end
+    end.
+
+%% Created empty with mode 0600 first, then written.
+write_private(File, Content) ->
+    {ok, Fd} = file:open(File, [write, raw, binary]),
+    try
+        ok = file:change_mode(File, 8#600),
+        ok = file:write(Fd, Content)
+    after
+        file:close(Fd)
     end.
 
 srun_file(Dir, Name) ->

@@ -123,7 +123,7 @@ spawn_vm(#{host := Host} = NodeSpec, Node, Context) ->
 %% a SLURM job step, terrain_lab_slurm). It starts in the home directory.
 -spec vm_command(#{name := atom(), host := string(), atom() => term()}, node(), context(),
                  detached | foreground) -> iolist().
-vm_command(#{name := Name, host := Host} = NodeSpec, Node, #{dir := Dir, code_args := CodeArgs}, Mode) ->
+vm_command(#{name := Name, host := Host} = NodeSpec, Node, #{dir := Dir, code_args := CodeArgs} = Context, Mode) ->
     RDir = remote_dir(Dir, Host),
     PidFile = filename:join([RDir, "nodes", atom_to_list(Name) ++ ".pid"]),
     Boot = lists:flatten(io_lib:format(

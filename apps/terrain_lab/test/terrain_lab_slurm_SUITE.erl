@@ -37,7 +37,9 @@
          bad_slurm_variables_are_usage_errors_naming_the_variable/0,
          bad_slurm_variables_are_usage_errors_naming_the_variable/1,
          a_hung_srun_fails_up_at_its_deadline_and_leaves_nothing/0,
-         a_hung_srun_fails_up_at_its_deadline_and_leaves_nothing/1]).
+         a_hung_srun_fails_up_at_its_deadline_and_leaves_nothing/1,
+         with_tls_every_srun_vm_runs_inet_tls_with_its_own_certificate/0,
+         with_tls_every_srun_vm_runs_inet_tls_with_its_own_certificate/1]).
 
 -define(HOSTS, 4).
 -define(TASKS, "2,1(x3)").        % SLURM_TASKS_PER_NODE: 2 tasks on the first host, 1 on the others
@@ -48,7 +50,8 @@ suite() ->
 
 all() ->
     [{group, srun}, without_scontrol_the_hosts_form_one_group_and_probing_is_advised,
-     without_srun_the_vms_start_over_ssh, bad_slurm_variables_are_usage_errors_naming_the_variable,
+     without_srun_the_vms_start_over_ssh, with_tls_every_srun_vm_runs_inet_tls_with_its_own_certificate,
+     bad_slurm_variables_are_usage_errors_naming_the_variable,
      a_hung_srun_fails_up_at_its_deadline_and_leaves_nothing].
 
 groups() ->
@@ -221,6 +224,43 @@ without_srun_the_vms_start_over_ssh(Config) ->
      || #{<<"host">> := H, <<"os_pid">> := Pid} <- Nodes],
     down_and_check(Config, ?HOSTS).
 
+with_tls_every_srun_vm_runs_inet_tls_with_its_own_certificate() ->
+    [{doc, "terrain up --slurm --tls: srun gets each VM's key material on its standard input after the cookie (no "
+           "certificate or key in any srun call), every VM runs with -proto_dist inet_tls and its own option file "
+           "(mode 0600, on its host), the private srun input files are gone, the CLI reaches all 4 over TLS (status: up, and says TLS), and down leaves "
+           "nothing."}].
+with_tls_every_srun_vm_runs_inet_tls_with_its_own_certificate(Config) ->
+    Before = srun_log_text(Config),
+    {Code, Out, Err} = up(Config, both, "1(x4)", ["--tls"]),
+    ct:pal("terrain up --slurm --tls:~n~ts~ts", [Out, Err]),
+    ?assertEqual(0, Code, Err),
+    %% the calls of this case (a call's LINE has the option file's text, so it spans lines)
+    Calls = string:slice(srun_log_text(Config), string:length(Before)),
+    ?assertEqual(?HOSTS, length(string:split(Calls, "--nodes=1\t", all)) - 1),
+    ?assertMatch({match, _}, re:run(Calls, "-proto_dist' 'inet_tls'")),
+    [?assertEqual(nomatch, string:find(Calls, Secret)) || Secret <- ["PRIVATE KEY", "BEGIN CERTIFICATE"]],
+    %% srun read them from a private file of the state directory, gone once the VMs answered
+    ?assertEqual([], filelib:wildcard(filename:join([?config(state_dir, Config), "nodes", "*.stdin"]))),
+    {ok, #{<<"nodes">> := Nodes}} = terrain_lab_cluster_state:read(?config(state_dir, Config)),
+    lists:foreach(
+      fun(#{<<"name">> := Name, <<"os_pid">> := Pid}) ->
+              {ok, Cmdline} = file:read_file("/proc/" ++ binary_to_list(Pid) ++ "/cmdline"),
+              Args = string:split(binary_to_list(Cmdline), [0], all),
+              ?assertMatch(["inet_tls" | _], tl(lists:dropwhile(fun(A) -> A =/= "-proto_dist" end, Args))),
+              [OptFile | _] = tl(lists:dropwhile(fun(A) -> A =/= "-ssl_dist_optfile" end, Args)),
+              ?assertEqual(binary_to_list(Name) ++ ".conf", filename:basename(OptFile)),
+              %% the VM's working directory is the (shared) home: the option file is relative to it
+              {ok, #{mode := Mode}} = file_mode(filename:join(os:getenv("HOME"), OptFile)),
+              ?assertEqual(8#600, Mode band 8#777)
+      end, Nodes),
+    {0, Status, StatusErr} = terrain(Config, slurm_env(Config, both, "1(x4)"),
+                                     ["status", "--json", "--state-dir", ?config(state_dir, Config)]),
+    {ok, #{<<"nodes">> := Up} = Json} = terrain_json:decode(list_to_binary(Status)),
+    ct:pal("status: ~ts~ts", [Status, StatusErr]),
+    ?assertEqual(lists:duplicate(?HOSTS, <<"up">>), [S || #{<<"state">> := S} <- Up]),
+    ?assertEqual(true, maps:get(<<"tls">>, Json)),
+    down_and_check(Config, ?HOSTS).
+
 bad_slurm_variables_are_usage_errors_naming_the_variable() ->
     [{doc, "Outside an allocation, and with SLURM_JOB_NODELIST or SLURM_TASKS_PER_NODE missing, empty or "
            "malformed, or counting other nodes: exit 2 with the variable named, nothing started, no state."}].
@@ -286,6 +326,18 @@ down_and_check(Config, Count) ->
     assert_hosts_clean(Config),
     ?assertEqual([], stand_in_processes(Config)).
 
+srun_log_text(Config) ->
+    case file:read_file(srun_log(Config)) of
+        {ok, Bin} -> unicode:characters_to_list(Bin);
+        {error, enoent} -> ""
+    end.
+
+file_mode(File) ->
+    case file:read_file_info(File) of
+        {ok, Info} -> {ok, #{mode => element(8, Info)}};
+        {error, _} = Error -> Error
+    end.
+
 %% Only the test's own sshd and epmd in every namespace, by `ip netns pids'.
 assert_hosts_clean(Config) ->
     [?assertEqual(["epmd", "sshd"], lists:sort([C || {_, C} <- terrain_lab_test_hosts:pids(NS)]), NS)
@@ -318,12 +370,16 @@ srun_calls(Config) ->
         {error, enoent} -> []
     end.
 
-%% Processes of this machine running a stand-in script.
+%% Processes of this machine running a stand-in script: the script is the program
+%% (`/bin/sh DIR/srun ...', argv[0] or argv[1]); the suite's own `env PATH=DIR:... terrain'
+%% runs only name the directory in a later argument.
 stand_in_processes(Config) ->
     Dir = list_to_binary(filename:join(?config(priv_dir, Config), "bin")),
     [P || "/proc/" ++ P <- filelib:wildcard("/proc/[0-9]*"),
           case file:read_file("/proc/" ++ P ++ "/cmdline") of
-              {ok, Cmdline} -> binary:match(Cmdline, Dir) =/= nomatch;
+              {ok, Cmdline} ->
+                  lists:any(fun(Arg) -> binary:longest_common_prefix([Arg, Dir]) =:= byte_size(Dir) end,
+                            lists:sublist(binary:split(Cmdline, <<0>>, [global]), 2));
               {error, _} -> false
           end].
 
