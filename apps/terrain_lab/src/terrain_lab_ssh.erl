@@ -105,11 +105,7 @@ spawn_vm(#{name := Name, host := Host} = NodeSpec, Node, #{dir := Dir, code_args
              "true = erlang:set_cookie(binary_to_atom(string:trim(C))) "
              "catch _:_ -> erlang:halt(3) end.",
              [PidFile, filename:join(RDir, "cookie"), Node])),
-    Schedulers = case NodeSpec of
-                     #{schedulers := S} -> ["+S", integer_to_list(S) ++ ":" ++ integer_to_list(S)];
-                     #{} -> []
-                 end,
-    Args = ["-detached", "-noinput"] ++ terrain_lab_cluster:lab_vm_args() ++ Schedulers ++ CodeArgs
+    Args = ["-detached", "-noinput"] ++ terrain_lab_cluster:lab_vm_args(NodeSpec) ++ CodeArgs
         ++ maps:get(args, NodeSpec, []) ++ ["-eval", Boot],
     Command = ["umask 077 && mkdir -p ", quote(RDir ++ "/nodes"),
                " && IFS= read -r c && printf '%s' \"$c\" > ", quote(RDir ++ "/cookie"),

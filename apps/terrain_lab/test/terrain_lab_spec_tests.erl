@@ -69,7 +69,7 @@ node_name_with_host_test() -> rejects([?CLUSTER, {node, 'a@host', #{}}], "must b
 node_name_not_atom_test() -> rejects([?CLUSTER, {node, "a", #{}}], "node name \"a\" must be an atom").
 node_options_not_map_test() -> rejects([?CLUSTER, {node, a, [{schedulers, 2}]}], "in node a: options must be a map").
 unknown_node_option_test() ->
-    rejects([?CLUSTER, {node, a, #{cores => 2}}], "in node a: unknown option cores (known: schedulers, cpu, attrs, args, host)").
+    rejects([?CLUSTER, {node, a, #{cores => 2}}], "in node a: unknown option cores (known: schedulers, cpu, cpu_per_scheduler, attrs, args, host)").
 unknown_link_option_test() ->
     rejects([?CLUSTER, {group, g, #{delay => 3}, [{node, a, #{}}]}],
             "in group g: unknown option delay (known: latency, jitter, bandwidth)").
@@ -96,3 +96,13 @@ cpu_option_is_a_positive_number_test() ->
     {ok, Spec} = terrain_lab_spec:from_terms([?CLUSTER, {node, a, #{cpu => 0.25}}, {node, b, #{cpu => 2}}], undefined),
     ?assertEqual([0.25, 2], [C || #{cpu := C} <- terrain_lab_spec:nodes(Spec)]),
     rejects([?CLUSTER, {node, a, #{cpu => 0}}], "bad value for cpu: 0 (expected a number of cores greater than 0").
+
+cpu_per_scheduler_is_a_positive_number_not_above_cpu_test() ->
+    {ok, Spec} = terrain_lab_spec:from_terms([?CLUSTER, {node, a, #{schedulers => 4, cpu_per_scheduler => 0.1}},
+                                              {node, b, #{cpu_per_scheduler => 0.1, cpu => 0.1}}], undefined),
+    ?assertEqual([0.1, 0.1], [C || #{cpu_per_scheduler := C} <- terrain_lab_spec:nodes(Spec)]),
+    rejects([?CLUSTER, {node, a, #{cpu_per_scheduler => 0}}],
+            "bad value for cpu_per_scheduler: 0 (expected a number of cores greater than 0 for each scheduler"),
+    rejects([?CLUSTER, {node, a, #{cpu_per_scheduler => fast}}], "bad value for cpu_per_scheduler: fast"),
+    rejects([?CLUSTER, {node, a, #{cpu_per_scheduler => 0.5, cpu => 0.2}}],
+            "in node a: cpu (0.2 cores for the VM) is below cpu_per_scheduler (0.5 cores for one scheduler)").
