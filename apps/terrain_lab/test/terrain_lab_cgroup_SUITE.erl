@@ -9,6 +9,7 @@
 -export([suite/0, all/0, init_per_suite/1, end_per_suite/1]).
 -export([quota_limits_a_busy_loop/0, quota_limits_a_busy_loop/1,
          per_scheduler_cap_emulates_cores/0, per_scheduler_cap_emulates_cores/1,
+         remove_frees_a_running_vm/0, remove_frees_a_running_vm/1,
          bad_cpu_option_is_rejected/0, bad_cpu_option_is_rejected/1]).
 %% Run on the nodes.
 -export([spin/1, spin_processes/2]).
@@ -19,7 +20,8 @@ suite() ->
     [{timetrap, {minutes, 2}}].
 
 all() ->
-    [quota_limits_a_busy_loop, per_scheduler_cap_emulates_cores, bad_cpu_option_is_rejected].
+    [quota_limits_a_busy_loop, per_scheduler_cap_emulates_cores, remove_frees_a_running_vm,
+     bad_cpu_option_is_rejected].
 
 init_per_suite(Config) ->
     case terrain_lab_cgroup:check(spec([{node, x, #{cpu => 0.5}}])) of
@@ -157,6 +159,32 @@ per_scheduler_cap_emulates_cores(_Config) ->
         ?assertNot(filelib:is_dir(ClusterGroup))
     end.
 
+remove_frees_a_running_vm() ->
+    [{doc, "remove/2 on the groups of a VM that still runs (as after a failed start, before its VM has exited) "
+           "moves every thread, the capped schedulers too, back to the root group and removes all the groups."}].
+remove_frees_a_running_vm(_Config) ->
+    ok = terrain_lab_dist:ensure_started(#{}),
+    Name = "cg" ++ os:getpid() ++ "_live",
+    {ok, Peer, Node} = peer:start_link(#{name => Name, args => ["+S", "2:2"]}),
+    Group = "/sys/fs/cgroup/cpu/terrain/cgtest/" ++ Name,
+    try
+        OsPid = erpc:call(Node, os, getpid, [], 5000),
+        {ok, Quotas} = terrain_lab_cgroup:attach(cgtest, Name, OsPid, #{cpu_per_scheduler => 0.25}),
+        ?assertEqual(#{cpu_quota => 0.5, cpu_quota_per_scheduler => 0.25, capped_schedulers => 2}, Quotas),
+        ?assertEqual(2, length([G || G <- filelib:wildcard(Group ++ "/scheduler*"), filelib:is_dir(G)])),
+        ok = terrain_lab_cgroup:remove(cgtest, [Name]),
+        ?assertNot(filelib:is_dir(Group)),
+        ?assertNot(filelib:is_dir("/sys/fs/cgroup/cpu/terrain/cgtest")),
+        %% Every thread of the VM is back in the root CPU group, and the VM still answers.
+        Tasks = "/proc/" ++ OsPid ++ "/task/",
+        {ok, Tids} = file:list_dir(Tasks),
+        ?assertEqual([], [{Tid, Cpu} || Tid <- Tids, Cpu <- cpu_group(Tasks ++ Tid ++ "/cgroup"), Cpu =/= "/"]),
+        ?assertEqual(pong, net_adm:ping(Node))
+    after
+        peer:stop(Peer),
+        terrain_lab_cgroup:remove(cgtest, [Name])
+    end.
+
 bad_cpu_option_is_rejected() ->
     [{doc, "cpu must be a number of cores greater than 0, and not below cpu_per_scheduler; the errors say so."}].
 bad_cpu_option_is_rejected(_Config) ->
@@ -202,6 +230,12 @@ scheduler_tids(OsPid) ->
     [Tid || Tid <- Tids,
             {ok, Comm} <- [file:read_file(Tasks ++ Tid ++ "/comm")],
             re:run(Comm, "^[0-9]+_scheduler\\n$") =/= nomatch].
+
+%% The path of the cpu controller's group in a /proc/.../cgroup file.
+cpu_group(File) ->
+    [Path || Line <- lines(File),
+             [_, Controllers, Path] <- [string:split(Line, ":", all)],
+             lists:member("cpu", string:lexemes(Controllers, ","))].
 
 lines(File) ->
     {ok, Bin} = file:read_file(File),
