@@ -270,7 +270,8 @@ await_setup(Worker, Ref) ->
 %% lab's, its schedulers (`+S N:N'), and for a node with a CPU quota no busy-waiting
 %% of idle schedulers (`+sbwt none +sbwtdcpu none +sbwtdio none'), which would spend
 %% the quota spinning.
--spec lab_vm_args(terrain_lab_spec:node_spec()) -> [string()].
+-spec lab_vm_args(NodeSpec) -> [string()] when
+      NodeSpec :: #{schedulers => pos_integer(), cpu => number(), cpu_per_scheduler => number(), _ => _}.
 lab_vm_args(NodeSpec) ->
     Schedulers = case NodeSpec of
                      #{schedulers := S} -> ["+S", integer_to_list(S) ++ ":" ++ integer_to_list(S)];
