@@ -22,6 +22,8 @@
 %% spec gives it, else C × the schedulers found (dirty schedulers and the VM's other
 %% threads stay in the node's group, under that total). One busy process then runs at
 %% speed C whatever the VM, and only K runnable processes use a K-scheduler VM's K × C.
+%% These groups use a 20 ms period (longer when C × 20 ms would be below the kernel's
+%% minimum quota of 1 ms), so that a slow core runs in short slices, not in bursts.
 -module(terrain_lab_cgroup).
 
 %% API
