@@ -65,3 +65,23 @@ def test_cli_reports_a_missing_directory(tmp_path: Path, capsys: pytest.CaptureF
 def test_cli_draws_an_attributes_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["experiment", str(_attributes_run(tmp_path))]) == 0
     assert "attributes_ratio.png" in capsys.readouterr().out
+
+
+def test_attributes_shape_names_the_emulated_cores() -> None:
+    from terrain_analysis.experiment_plots import _attributes_shape
+
+    per_scheduler = {"big_vms": 4, "big_schedulers": 8, "small_vms": 3, "small_schedulers": 1,
+                     "cpu_per_scheduler": 0.05, "colonies": 4}
+    assert _attributes_shape(per_scheduler) == "4 big VMs x 8 cores, 3 small x 1, each core 0.05 CPU; 4 colonies"
+    vm_wide = {"nodes": 12, "big_cores": 0.8, "small_cores": 0.05, "colonies": 8}
+    assert _attributes_shape(vm_wide) == "12 VMs: big 0.8 cores, small 0.05 cores (VM-wide quotas); 8 colonies"
+
+
+def test_attributes_figures_with_the_per_scheduler_parameters(tmp_path: Path) -> None:
+    directory = _attributes_run(tmp_path)
+    summary = json.loads((directory / "summary.json").read_text())
+    summary["parameters"] = {"big_vms": 4, "big_schedulers": 8, "small_vms": 3, "cpu_per_scheduler": 0.05,
+                             "colonies": 4}
+    (directory / "summary.json").write_text(json.dumps(summary))
+    written = write_experiment_plots(directory, tmp_path / "figures")
+    assert sorted(p.name for p in written if p.suffix == ".png") == ["attributes_ratio.png", "attributes_times.png"]

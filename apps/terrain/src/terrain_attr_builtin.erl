@@ -26,6 +26,10 @@
 %% <li>`cpu_quota' — the CPU time the VM's own cgroup may use, in cores (cgroup v1
 %%     `cpu.cfs_quota_us' / `cpu.cfs_period_us', or v2 `cpu.max'), from
 %%     `/proc/self/cgroup'; `undefined' when unlimited. The lab's `cpu' node option sets it.</li>
+%% <li>`cpu_quota_per_scheduler' — the CPU time one normal scheduler thread may use, in
+%%     cores: the smaller of the quota of the cgroup of the thread `1_scheduler' (from
+%%     `/proc/self/task/TID/cgroup') and `cpu_quota'; `undefined' when neither is limited.
+%%     The lab's `cpu_per_scheduler' node option sets it (an emulated core's speed).</li>
 %% </ul>
 %% Sampled (a moving average the attribute server keeps):
 %% <ul>
@@ -50,13 +54,15 @@
          run_queue/0,
          vm_memory_total/0,
          scheduler_utilisation/0,
-         cpu_quota/2]).
+         cpu_quota/2,
+         cpu_quota_per_scheduler/2]).
 
 %% exports_not_used: Named as {M, F, A} by the built-in attribute definitions (called through the
 %% attribute server and its evaluators); definitions/1 is the entry of the unit
 %% tests, which read a fake /proc.
 -ignore_xref([{cpu_speed, 1}, {definitions, 1}, {kernel_entities, 1}, {loadavg, 2}, {meminfo, 2},
-              {run_queue, 0}, {scheduler_utilisation, 0}, {system_info, 1}, {vm_memory_total, 0}, {cpu_quota, 2}]).
+              {run_queue, 0}, {scheduler_utilisation, 0}, {system_info, 1}, {vm_memory_total, 0}, {cpu_quota, 2},
+              {cpu_quota_per_scheduler, 2}]).
 
 -define(UTILISATION_WINDOW_MS, 50).
 
@@ -88,7 +94,8 @@ definitions(Proc) ->
                {vm_schedulers_online, {?MODULE, system_info, [schedulers_online]}},
                {run_queue, {?MODULE, run_queue, []}},
                {vm_memory_total, {?MODULE, vm_memory_total, []}},
-               {cpu_quota, {?MODULE, cpu_quota, [Proc, "/sys/fs/cgroup"]}}],
+               {cpu_quota, {?MODULE, cpu_quota, [Proc, "/sys/fs/cgroup"]}},
+               {cpu_quota_per_scheduler, {?MODULE, cpu_quota_per_scheduler, [Proc, "/sys/fs/cgroup"]}}],
     Sampled = [{scheduler_utilisation,
                 {sampled, {?MODULE, scheduler_utilisation, []},
                  #{interval => 1000, window => 10, timeout => 500}}}],
@@ -190,23 +197,53 @@ scheduler_utilisation() ->
 %% mounted (v1: `Cgroup/cpu'; v2: `Cgroup' or `Cgroup/unified').
 -spec cpu_quota(file:filename(), file:filename()) -> float() | undefined.
 cpu_quota(Proc, Cgroup) ->
-    case read_lines(Proc, "self/cgroup") of
-        undefined ->
-            undefined;
-        Lines ->
-            Entries = [string:split(L, ":", all) || L <- Lines],
-            V1 = [Path || [_, Controllers, Path] <- Entries, lists:member("cpu", string:lexemes(Controllers, ","))],
-            V2 = [Path || ["0", "", Path] <- Entries],
-            case {V1, V2} of
-                {[Path | _], _} ->
-                    first([quota_v1(filename:join([Cgroup, Mount | relative(Path)]))
-                           || Mount <- ["cpu", "cpu,cpuacct"]]);
-                {[], [Path | _]} ->
-                    first([quota_v2(filename:join([Cgroup | Unified ++ relative(Path)]))
-                           || Unified <- [[], ["unified"]]]);
-                {[], []} ->
-                    undefined
-            end
+    group_quota(read_lines(Proc, "self/cgroup"), Cgroup).
+
+%% @doc The CPU time one normal scheduler thread of this VM may use, in cores: the
+%% smaller of the quota of the cgroup of the thread named `1_scheduler' and the VM's
+%% own ({@link cpu_quota/2}); `undefined' when neither is limited or known. `Proc' and
+%% `Cgroup' as for {@link cpu_quota/2}.
+-spec cpu_quota_per_scheduler(file:filename(), file:filename()) -> float() | undefined.
+cpu_quota_per_scheduler(Proc, Cgroup) ->
+    Thread = case scheduler_thread(Proc) of
+                 undefined -> undefined;
+                 Tid -> group_quota(read_lines(Proc, filename:join(["self", "task", Tid, "cgroup"])), Cgroup)
+             end,
+    case {cpu_quota(Proc, Cgroup), Thread} of
+        {undefined, T} -> T;
+        {V, undefined} -> V;
+        {V, T} -> min(V, T)
+    end.
+
+%% The thread id of the first normal scheduler (its name in `comm' is `1_scheduler').
+scheduler_thread(Proc) ->
+    Tasks = filename:join([Proc, "self", "task"]),
+    case file:list_dir(Tasks) of
+        {ok, Tids} ->
+            first([case read_lines(filename:join(Tasks, Tid), "comm") of
+                       ["1_scheduler" | _] -> Tid;
+                       _ -> undefined
+                   end || Tid <- lists:sort(Tids)]);
+        {error, _} ->
+            undefined
+    end.
+
+%% The CPU quota of the cgroup named in the lines of a `/proc/.../cgroup' file.
+group_quota(undefined, _Cgroup) ->
+    undefined;
+group_quota(Lines, Cgroup) ->
+    Entries = [string:split(L, ":", all) || L <- Lines],
+    V1 = [Path || [_, Controllers, Path] <- Entries, lists:member("cpu", string:lexemes(Controllers, ","))],
+    V2 = [Path || ["0", "", Path] <- Entries],
+    case {V1, V2} of
+        {[Path | _], _} ->
+            first([quota_v1(filename:join([Cgroup, Mount | relative(Path)]))
+                   || Mount <- ["cpu", "cpu,cpuacct"]]);
+        {[], [Path | _]} ->
+            first([quota_v2(filename:join([Cgroup | Unified ++ relative(Path)]))
+                   || Unified <- [[], ["unified"]]]);
+        {[], []} ->
+            undefined
     end.
 
 relative(Path) ->

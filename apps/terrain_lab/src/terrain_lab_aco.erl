@@ -7,7 +7,8 @@
 %% <li>`random' — the nodes in a random order (from the seed), vertices in tree order:
 %%     the baseline of RELEASE D3.5 §3.4;</li>
 %% <li>`attributes' — colonies on the nodes with the most CPU capacity (built-in
-%%     `cpu_quota' ≥ 0.5 cores, or unlimited), the master and submasters on the others;
+%%     `cpu_quota' at least half the largest quota among the nodes, or unlimited: the
+%%     predicate `{cpu_quota, ge, Largest / 2}'), the master and submasters on the others;
 %%     relaxed to every node when no node qualifies for a role; within a role the picks
 %%     are spread round-robin over the suitable nodes so that no two vertices clash on a
 %%     node while another suitable node is free (§5.1.3);</li>
@@ -25,8 +26,6 @@
 
 -type placement() :: random | attributes | distance | attributes_and_distance.
 
--define(BIG_CORES, 0.5).
-
 %% @doc A name → node assignment for the vertices of `Tree' on `Nodes'.
 -spec place(placement(), terrain_workloads:aco_tree(), [node()], integer()) ->
           {ok, #{list() => node()}} | {error, term()}.
@@ -34,7 +33,7 @@ place(random, Tree, Nodes, Seed) ->
     {Shuffled, _} = shuffle(Nodes, rand:seed_s(exsss, {Seed, 16#5eed, 7})),
     {ok, maps:from_list(lists:zip(vertices(Tree), cycle(Shuffled, length(vertices(Tree)))))};
 place(attributes, Tree, Nodes, _Seed) ->
-    {Big, Small} = split(Nodes),
+    {Big, Small, _} = split(Nodes),
     Colonies = [N || N <- vertices(Tree), is_colony(Tree, N)],
     Others = vertices(Tree) -- Colonies,
     {ok, maps:from_list(lists:zip(Colonies, cycle(Big, length(Colonies)))
@@ -44,8 +43,8 @@ place(distance, Tree, Nodes, _Seed) ->
 place(attributes_and_distance, Tree, Nodes, _Seed) ->
     ProcessTree = terrain_workloads:aco_process_tree(Tree),
     case split(Nodes) of
-        {Nodes, Nodes} -> place_tree(ProcessTree, Nodes);   % relaxed: no node is small, or none big
-        {_, _} -> place_tree(restrict(ProcessTree, Tree), Nodes)
+        {Nodes, Nodes, _} -> place_tree(ProcessTree, Nodes);   % relaxed: no node is small, or none big
+        {_, _, Threshold} -> place_tree(restrict(ProcessTree, Tree, Threshold), Nodes)
     end;
 place(Other, _Tree, _Nodes, _Seed) ->
     {error, {aco, {bad_placement, Other}}}.
@@ -94,18 +93,32 @@ shuffle(List, Rand0) ->
                                 {[], Rand0}, List),
     {[X || {_, X} <- lists:sort(Keyed)], Rand}.
 
+%% {Big, Small, Threshold}: big nodes are unlimited or have a CPU quota of at least
+%% Threshold, half the largest quota among the nodes (so the split follows the cluster:
+%% 0.4-core VMs are big next to 0.05-core ones). Relaxed to every node for both roles
+%% when no node is big or none small.
 split(Nodes) ->
     Values = terrain:attrs(Nodes, [cpu_quota], #{timeout => 5000}),
+    Quota = fun(N) ->
+                    case maps:get(N, Values, undefined) of
+                        {ok, #{cpu_quota := Q}} -> Q;
+                        _ -> unknown
+                    end
+            end,
+    Threshold = case [Q || Q <- lists:map(Quota, Nodes), is_number(Q)] of
+                    [] -> 0.0;
+                    Quotas -> lists:max(Quotas) / 2
+                end,
     Big = [N || N <- Nodes,
-                case maps:get(N, Values, undefined) of
-                    {ok, #{cpu_quota := undefined}} -> true;
-                    {ok, #{cpu_quota := Q}} -> Q >= ?BIG_CORES;
-                    _ -> false
+                case Quota(N) of
+                    undefined -> true;
+                    unknown -> false;
+                    Q -> Q >= Threshold
                 end],
     case {Big, Nodes -- Big} of
-        {[], _} -> {Nodes, Nodes};
-        {_, []} -> {Nodes, Nodes};
-        Split -> Split
+        {[], _} -> {Nodes, Nodes, Threshold};
+        {_, []} -> {Nodes, Nodes, Threshold};
+        {B, S} -> {B, S, Threshold}
     end.
 
 %% On the first node, which has the cluster's topology (this VM may not).
@@ -117,9 +130,9 @@ place_tree(ProcessTree, [First | _] = Nodes) ->
     end.
 
 %% Colonies may only go to the big nodes: the predicate of split/1.
-restrict({vertex, Name, Children}, Tree) ->
-    Restricted = [restrict(C, Tree) || C <- Children],
+restrict({vertex, Name, Children}, Tree, Threshold) ->
+    Restricted = [restrict(C, Tree, Threshold) || C <- Children],
     case is_colony(Tree, Name) of
-        true -> {vertex, Name, [{'or', [{cpu_quota, ge, ?BIG_CORES}, {'not', {cpu_quota, exists}}]}], Restricted};
+        true -> {vertex, Name, [{'or', [{cpu_quota, ge, Threshold}, {'not', {cpu_quota, exists}}]}], Restricted};
         false -> {vertex, Name, Restricted}
     end.

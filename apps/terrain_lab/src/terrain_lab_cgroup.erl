@@ -1,6 +1,8 @@
 %% @private
 %% @doc CPU emulation for lab nodes: a node with the spec option `cpu => Cores' runs
-%% its VM in a cgroup of its own whose CPU bandwidth is `Cores' × the period.
+%% its VM in a cgroup of its own whose CPU bandwidth is `Cores' × the period; a node
+%% with `cpu_per_scheduler => C' also has each of its normal scheduler threads in a
+%% group of its own capped at `C' cores — K schedulers emulate K cores of speed C.
 %%
 %% cgroup v1 (the `cpu' controller mounted at `/sys/fs/cgroup/cpu'): the group
 %% `/sys/fs/cgroup/cpu/terrain/<cluster>/<node>' gets `cpu.cfs_quota_us' = Cores ×
@@ -11,63 +13,85 @@
 %% after a failed start, and so are the `terrain/<cluster>' and `terrain' groups
 %% above it once they are empty.
 %%
-%% The quota limits CPU time, not parallelism: a VM at 0.5 cores may still run two
-%% schedulers at once, each for a quarter of the time. It emulates capacity, not cores.
+%% A quota alone limits CPU time, not parallelism: a VM at 0.5 cores may still run two
+%% schedulers at once, each for a quarter of the time, and one busy process gets all
+%% 0.5 cores. It emulates capacity, not cores. With `cpu_per_scheduler' (cgroup v1
+%% only: it moves single threads, through the group's `tasks' file) the threads named
+%% `N_scheduler' in `/proc/PID/task/*/comm' go into child groups `scheduler<N>' of the
+%% node's group, each with quota C × the period; the VM's quota is then `cpu' when the
+%% spec gives it, else C × the schedulers found (dirty schedulers and the VM's other
+%% threads stay in the node's group, under that total). One busy process then runs at
+%% speed C whatever the VM, and only K runnable processes use a K-scheduler VM's K × C.
+%% These groups use a 20 ms period (longer when C × 20 ms would be below the kernel's
+%% minimum quota of 1 ms), so that a slow core runs in short slices, not in bursts.
 -module(terrain_lab_cgroup).
 
 %% API
 -export([check/1,
          attach/4,
          remove/2,
-         quota/2,
          format_error/1]).
 
--export_type([error_reason/0]).
+-export_type([limits/0, quotas/0, error_reason/0]).
 
--type error_reason() :: {cgroup, {not_writable, string()} | {attach, string(), term()}}.
+%% What a node spec asks for (at least one key).
+-type limits() :: #{cpu => number(),                  % the VM's quota in cores
+                    cpu_per_scheduler => number()}.   % each scheduler thread's quota in cores
+
+%% What the kernel was given, read back from the groups' files.
+-type quotas() :: #{cpu_quota := float(),                 % the VM's group, cores
+                    cpu_quota_per_scheduler => float(),   % each scheduler thread's group, cores
+                    capped_schedulers => pos_integer()}.  % how many scheduler threads were capped
+
+-type error_reason() :: {cgroup, {not_writable, string()} | {per_scheduler_needs_v1, string()}
+                                 | {attach, string(), term()} | {no_scheduler_threads, string()}}.
 
 -define(V1_ROOT, "/sys/fs/cgroup/cpu").
 -define(V2_ROOT, "/sys/fs/cgroup").
 -define(TOP, "terrain").
 -define(DEFAULT_PERIOD_US, 100000).
+-define(MIN_QUOTA_US, 1000).
+-define(SCHEDULER_PERIOD_US, 20000).
 
 %%--------------------------------------------------------------------
 %% API
 
-%% @doc `ok' when the spec's nodes need no CPU limit or a CPU cgroup can be created
-%% here; else an error that says why.
+%% @doc `ok' when the spec's nodes need no CPU limit or the CPU cgroups they need can be
+%% created here; else an error that says why.
 -spec check(terrain_lab_spec:spec()) -> ok | {error, error_reason()}.
 check(Spec) ->
-    case [N || #{cpu := _} = N <- terrain_lab_spec:nodes(Spec)] of
-        [] -> ok;
-        [_ | _] ->
-            case root() of
-                {ok, _, _} -> ok;
-                {error, Why} -> {error, {cgroup, {not_writable, Why}}}
-            end
+    Limited = [N || N <- terrain_lab_spec:nodes(Spec), limits(N) =/= #{}],
+    PerScheduler = [N || #{cpu_per_scheduler := _} = N <- Limited],
+    case {Limited, root()} of
+        {[], _} -> ok;
+        {_, {error, Why}} -> {error, {cgroup, {not_writable, Why}}};
+        {_, {ok, v2, _}} when PerScheduler =/= [] ->
+            {error, {cgroup, {per_scheduler_needs_v1, "only cgroup v2 is mounted here"}}};
+        {_, {ok, _, _}} -> ok
     end.
 
-%% @doc Limits the VM with OS pid `OsPid' to `Cores' of CPU time in the group of node
-%% `Short' (its full short name) of cluster `Cluster'.
--spec attach(atom(), string(), string(), number()) -> ok | {error, error_reason()}.
-attach(Cluster, Short, OsPid, Cores) when is_number(Cores), Cores > 0 ->
+%% @doc Limits the VM with OS pid `OsPid' as `Limits' says, in the group of node
+%% `Short' (its full short name) of cluster `Cluster', and returns the quotas now in
+%% force.
+-spec attach(atom(), string(), string(), limits()) -> {ok, quotas()} | {error, error_reason()}.
+attach(Cluster, Short, OsPid, Limits) when map_size(Limits) > 0 ->
     case root() of
+        {ok, v2, _} when is_map_key(cpu_per_scheduler, Limits) ->
+            {error, {cgroup, {per_scheduler_needs_v1, "only cgroup v2 is mounted here"}}};
         {ok, Version, Root} ->
             Dir = filename:join([Root, ?TOP, atom_to_list(Cluster), Short]),
-            try
-                ok = make_groups(Version, Root, Dir),
-                ok = set_quota(Version, Dir, Cores),
-                ok = write(filename:join(Dir, "cgroup.procs"), OsPid)
-            catch
-                error:{badmatch, {error, Why}} -> {error, {cgroup, {attach, Dir, Why}}}
+            case maps:find(cpu_per_scheduler, Limits) of
+                error -> attach_vm(Version, Root, Dir, OsPid, fun(D) -> set_quota(Version, D, maps:get(cpu, Limits)) end);
+                {ok, PerScheduler} -> attach_schedulers(Root, Dir, OsPid, maps:get(cpu, Limits, undefined), PerScheduler)
             end;
         {error, Why} ->
             {error, {cgroup, {not_writable, Why}}}
     end.
 
 %% @doc Removes the groups of the nodes `Shorts' of cluster `Cluster' (those that
-%% exist), then the cluster's and terrain's groups when they are empty. A process still
-%% in a group (its VM has not exited) is moved back to the root group first.
+%% exist, with their scheduler groups), then the cluster's and terrain's groups when
+%% they are empty. Threads still in a group (its VM has not exited) are moved back to
+%% the root group first.
 -spec remove(atom(), [string()]) -> ok.
 remove(Cluster, Shorts) ->
     case root() of
@@ -81,28 +105,82 @@ remove(Cluster, Shorts) ->
             ok
     end.
 
-%% @doc The CPU quota in cores of node `Short' of cluster `Cluster', `undefined' when
-%% it has no group or no limit.
--spec quota(atom(), string()) -> float() | undefined.
-quota(Cluster, Short) ->
-    case root() of
-        {ok, Version, Root} ->
-            read_quota(Version, filename:join([Root, ?TOP, atom_to_list(Cluster), Short]));
-        {error, _} ->
-            undefined
-    end.
-
 %% @doc A sentence for an error of this module.
 -spec format_error(error_reason()) -> iolist().
 format_error({cgroup, {not_writable, Why}}) ->
-    ["the spec gives nodes a 'cpu' quota, but no CPU cgroup can be created here (", Why,
+    ["the spec gives nodes a 'cpu' or 'cpu_per_scheduler' quota, but no CPU cgroup can be created here (", Why,
      "); run as root with the cgroup v1 'cpu' controller at " ?V1_ROOT " or cgroup v2 with the 'cpu' "
      "controller at " ?V2_ROOT ", or remove the 'cpu' options"];
+format_error({cgroup, {per_scheduler_needs_v1, Why}}) ->
+    ["the spec gives nodes 'cpu_per_scheduler', which puts single scheduler threads into groups of their own and "
+     "needs the cgroup v1 'cpu' controller at " ?V1_ROOT " (", Why, "); use 'cpu' alone (a quota for the whole VM)"];
+format_error({cgroup, {no_scheduler_threads, OsPid}}) ->
+    io_lib:format("cannot cap the schedulers of the VM with OS pid ~ts: no thread named N_scheduler in /proc/~ts/task",
+                  [OsPid, OsPid]);
 format_error({cgroup, {attach, Dir, Why}}) ->
     io_lib:format("cannot limit the node's CPU in cgroup ~ts: ~ts", [Dir, file:format_error(Why)]).
 
 %%--------------------------------------------------------------------
 %% Internal functions
+
+limits(NodeSpec) ->
+    maps:with([cpu, cpu_per_scheduler], NodeSpec).
+
+%% The VM's group, its quota set by SetQuota; the whole process in it.
+attach_vm(Version, Root, Dir, OsPid, SetQuota) ->
+    try
+        ok = make_groups(Version, Root, Dir),
+        ok = SetQuota(Dir),
+        ok = write(filename:join(Dir, "cgroup.procs"), OsPid),
+        {ok, #{cpu_quota => read_quota(Version, Dir)}}
+    catch
+        error:{badmatch, {error, Why}} -> {error, {cgroup, {attach, Dir, Why}}}
+    end.
+
+%% cgroup v1: the VM's group (quota Cpu, or PerScheduler × the schedulers), the whole
+%% process in it, then each normal scheduler thread in a child group of quota
+%% PerScheduler. A child's quota may not exceed its parent's (the kernel refuses it),
+%% which the spec's check (cpu >= cpu_per_scheduler) guarantees.
+attach_schedulers(Root, Dir, OsPid, Cpu, PerScheduler) ->
+    case scheduler_threads(OsPid) of
+        [] ->
+            {error, {cgroup, {no_scheduler_threads, OsPid}}};
+        Threads ->
+            Total = case Cpu of undefined -> PerScheduler * length(Threads); _ -> Cpu end,
+            Period = scheduler_period(PerScheduler),
+            case attach_vm(v1, Root, Dir, OsPid, fun(D) -> set_quota(v1, D, Total, Period) end) of
+                {ok, Quotas} ->
+                    try
+                        Groups = [begin
+                                      Group = filename:join(Dir, "scheduler" ++ integer_to_list(N)),
+                                      ok = make_groups(v1, Root, Group),
+                                      ok = set_quota(v1, Group, PerScheduler, Period),
+                                      ok = write(filename:join(Group, "tasks"), Tid),
+                                      Group
+                                  end || {N, Tid} <- Threads],
+                        {ok, Quotas#{cpu_quota_per_scheduler => read_quota(v1, hd(Groups)),
+                                     capped_schedulers => length(Groups)}}
+                    catch
+                        error:{badmatch, {error, Why}} -> {error, {cgroup, {attach, Dir, Why}}}
+                    end;
+                {error, _} = Error ->
+                    Error
+            end
+    end.
+
+%% The normal scheduler threads of a VM as {N, ThreadId}: the BEAM names them
+%% `N_scheduler' (dirty schedulers are `N_dirty_cpu_sch' and `N_dirty_io_sche').
+scheduler_threads(OsPid) ->
+    Tasks = filename:join(["/proc", OsPid, "task"]),
+    case file:list_dir(Tasks) of
+        {ok, Tids} ->
+            lists:sort([{binary_to_integer(N), Tid}
+                        || Tid <- Tids,
+                           {ok, Comm} <- [file:read_file(filename:join([Tasks, Tid, "comm"]))],
+                           {match, [N]} <- [re:run(Comm, "^([0-9]+)_scheduler\n?$", [{capture, all_but_first, binary}])]]);
+        {error, _} ->
+            []
+    end.
 
 %% The writable CPU hierarchy: v1 first (its quota file is in the mount's root), else v2.
 root() ->
@@ -148,10 +226,22 @@ make_groups(Version, Root, Dir) ->
 
 set_quota(v1, Dir, Cores) ->
     Period = period(filename:join(Dir, "cpu.cfs_period_us")),
-    write(filename:join(Dir, "cpu.cfs_quota_us"), integer_to_list(max(1000, round(Cores * Period))));
+    write(filename:join(Dir, "cpu.cfs_quota_us"), integer_to_list(max(?MIN_QUOTA_US, round(Cores * Period))));
 set_quota(v2, Dir, Cores) ->
     write(filename:join(Dir, "cpu.max"),
-          io_lib:format("~b ~b", [max(1000, round(Cores * ?DEFAULT_PERIOD_US)), ?DEFAULT_PERIOD_US])).
+          io_lib:format("~b ~b", [max(?MIN_QUOTA_US, round(Cores * ?DEFAULT_PERIOD_US)), ?DEFAULT_PERIOD_US])).
+
+%% cgroup v1 with a period of our choice (written first: a quota is checked against it).
+set_quota(v1, Dir, Cores, Period) ->
+    ok = write(filename:join(Dir, "cpu.cfs_period_us"), integer_to_list(Period)),
+    write(filename:join(Dir, "cpu.cfs_quota_us"), integer_to_list(max(?MIN_QUOTA_US, round(Cores * Period)))).
+
+%% The period of the groups of a VM with capped schedulers: short, so that a slow
+%% emulated core runs in small slices (C × period of CPU, then a pause of the rest)
+%% rather than in bursts of a default 100 ms period, but long enough for a quota of at
+%% least the kernel's minimum of 1 ms.
+scheduler_period(PerScheduler) ->
+    max(?SCHEDULER_PERIOD_US, ceil(?MIN_QUOTA_US / PerScheduler)).
 
 period(File) ->
     case file:read_file(File) of
@@ -184,18 +274,33 @@ cores(Quota, Period) ->
         error:badarg -> undefined
     end.
 
-%% A group that still holds processes cannot be removed: move them to the root first.
+%% A group that still holds threads cannot be removed, nor one with child groups:
+%% remove the children first (the scheduler groups), move the threads left to the root
+%% group, then remove the group.
 remove_group(Root, Dir) ->
-    case file:read_file(filename:join(Dir, "cgroup.procs")) of
-        {ok, Procs} ->
-            lists:foreach(fun(P) -> _ = write(filename:join(Root, "cgroup.procs"), P) end,
-                          string:lexemes(Procs, "\n")),
+    case file:list_dir(Dir) of
+        {ok, Entries} ->
+            lists:foreach(fun(Child) -> remove_group(Root, Child) end,
+                          [filename:join(Dir, E) || E <- lists:sort(Entries), filelib:is_dir(filename:join(Dir, E))]),
+            move_to_root(Root, Dir),
             case file:del_dir(Dir) of
                 ok -> ok;
                 {error, Why} -> logger:warning("terrain_lab: cannot remove cgroup ~ts: ~0p", [Dir, Why])
             end;
         {error, _} ->
             ok
+    end.
+
+%% v1 lists every thread in `tasks'; v2 (no thread groups here) the processes in
+%% `cgroup.procs'.
+move_to_root(Root, Dir) ->
+    File = case filelib:is_regular(filename:join(Dir, "tasks")) of
+               true -> "tasks";
+               false -> "cgroup.procs"
+           end,
+    case file:read_file(filename:join(Dir, File)) of
+        {ok, Ids} -> lists:foreach(fun(Id) -> _ = write(filename:join(Root, File), Id) end, string:lexemes(Ids, "\n"));
+        {error, _} -> ok
     end.
 
 write(File, Data) ->

@@ -25,7 +25,7 @@
          stop/1]).
 
 %% Internal exports
--export([setup_node/3, lab_vm_args/0]).
+-export([setup_node/3, lab_vm_args/1]).
 
 %% gen_server callbacks
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
@@ -48,7 +48,9 @@
           path := [atom()],            % its group path in the spec
           schedulers := pos_integer(), % schedulers online
           os_pid := string(),          % the OS process id of its VM
-          cpu_quota => float()}.       % its CPU quota in cores, when the spec gives one
+          cpu_quota => float(),        % its CPU quota in cores, when the spec gives one
+          cpu_quota_per_scheduler => float()}. % each scheduler thread's quota in cores
+                                               % (spec option cpu_per_scheduler)
 
 -record(state, {caller :: pid(),
                 spec :: terrain_lab_spec:spec(),
@@ -60,6 +62,7 @@
 %% node would report (and act on) the others going down. A node's own `args' come
 %% later on the command line and can turn it back on.
 -define(LAB_VM_ARGS, ["-kernel", "prevent_overlapping_partitions", "false"]).
+-define(NO_SPIN, ["+sbwt", "none", "+sbwtdcpu", "none", "+sbwtdio", "none"]).
 -define(STOP_TIMEOUT, 5000).
 
 %%--------------------------------------------------------------------
@@ -198,12 +201,8 @@ boot(Spec, Options) ->
     end.
 
 start_peer(#{name := Name} = NodeSpec, Prefix, CodeArgs, Options) ->
-    Schedulers = case NodeSpec of
-                     #{schedulers := S} -> ["+S", integer_to_list(S) ++ ":" ++ integer_to_list(S)];
-                     #{} -> []
-                 end,
     PeerOptions = #{name => Prefix ++ atom_to_list(Name),
-                    args => cookie_args() ++ ?LAB_VM_ARGS ++ Schedulers ++ CodeArgs ++ maps:get(args, NodeSpec, []),
+                    args => cookie_args() ++ lab_vm_args(NodeSpec) ++ CodeArgs ++ maps:get(args, NodeSpec, []),
                     env => maps:get(env, Options, []),
                     wait_boot => {self(), {boot, Name}}},
     try peer:start_link(PeerOptions) of
@@ -294,17 +293,29 @@ await_setup(Worker, Ref) ->
             {error, {setup_crashed, Reason}}
     end.
 
-%% @doc VM arguments every lab node gets before its own.
--spec lab_vm_args() -> [string()].
-lab_vm_args() ->
-    ?LAB_VM_ARGS.
+%% @doc VM arguments a lab node gets before the code path and its own `args': the
+%% lab's, its schedulers (`+S N:N'), and for a node with a CPU quota no busy-waiting
+%% of idle schedulers (`+sbwt none +sbwtdcpu none +sbwtdio none'), which would spend
+%% the quota spinning.
+-spec lab_vm_args(NodeSpec) -> [string()] when
+      NodeSpec :: #{schedulers => pos_integer(), cpu => number(), cpu_per_scheduler => number(), _ => _}.
+lab_vm_args(NodeSpec) ->
+    Schedulers = case NodeSpec of
+                     #{schedulers := S} -> ["+S", integer_to_list(S) ++ ":" ++ integer_to_list(S)];
+                     #{} -> []
+                 end,
+    NoSpin = case maps:is_key(cpu, NodeSpec) orelse maps:is_key(cpu_per_scheduler, NodeSpec) of
+                 true -> ?NO_SPIN;
+                 false -> []
+             end,
+    ?LAB_VM_ARGS ++ Schedulers ++ NoSpin.
 
 %% @doc Prepares a booted node (started with `terrain_lab_code:vm_args()'): sets the
 %% attributes of its spec and the cluster's topology (the node spec's `topology' key,
 %% see {@link terrain_lab_spec:topology/2}) and starts the `terrain' application, all
 %% before `Deadline' (monotonic ms).
-%% A node spec with `cpu' and `cluster' (the cluster's name) has its VM put in a CPU
-%% cgroup (terrain_lab_cgroup) first.
+%% A node spec with `cpu' or `cpu_per_scheduler' and `cluster' (the cluster's name)
+%% has its VM put in CPU cgroups (terrain_lab_cgroup) first.
 -spec setup_node(terrain_lab_spec:node_spec() | #{topology => terrain:topology_tree(), cluster => atom()},
                  node(), integer()) ->
           {ok, node_info()} | {error, term()}.
@@ -325,10 +336,15 @@ setup_node(#{name := Name, path := Path} = NodeSpec, Node, Deadline) ->
         Class:Reason -> {error, {Class, Reason}}
     end.
 
-limit_cpu(#{cpu := Cores, cluster := Cluster}, Node, OsPid) ->
-    case terrain_lab_cgroup:attach(Cluster, short_name(Node), OsPid, Cores) of
-        ok -> #{cpu_quota => terrain_lab_cgroup:quota(Cluster, short_name(Node))};
-        {error, Why} -> error(Why)
+limit_cpu(#{cluster := Cluster} = NodeSpec, Node, OsPid) ->
+    case maps:with([cpu, cpu_per_scheduler], NodeSpec) of
+        Limits when map_size(Limits) =:= 0 ->
+            #{};
+        Limits ->
+            case terrain_lab_cgroup:attach(Cluster, short_name(Node), OsPid, Limits) of
+                {ok, Quotas} -> maps:with([cpu_quota, cpu_quota_per_scheduler], Quotas);
+                {error, Why} -> error(Why)
+            end
     end;
 limit_cpu(_NodeSpec, _Node, _OsPid) ->
     #{}.

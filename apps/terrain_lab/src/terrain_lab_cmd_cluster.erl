@@ -186,13 +186,16 @@ print_status_table(#{<<"nodes">> := Nodes} = State, Io) ->
     terrain_lab_io:out(Io, "cluster ~ts (~ts), started ~ts~n",
                        [text(maps:get(<<"cluster">>, State, null)), text(maps:get(<<"spec">>, State, null)),
                         text(maps:get(<<"started_at">>, State, null))]),
-    terrain_lab_io:out(Io, "~-28s ~-24s ~10s ~8s ~8s ~s~n", ["NODE", "GROUP PATH", "SCHEDULERS", "OS PID", "CPU", "STATE"]),
+    terrain_lab_io:out(Io, "~-28s ~-24s ~10s ~8s ~8s ~9s ~s~n",
+                       ["NODE", "GROUP PATH", "SCHEDULERS", "OS PID", "CPU", "CPU/SCHED", "STATE"]),
     lists:foreach(fun(N) ->
-                          terrain_lab_io:out(Io, "~-28ts ~-24ts ~10ts ~8ts ~8ts ~s~n",
+                          terrain_lab_io:out(Io, "~-28ts ~-24ts ~10ts ~8ts ~8ts ~9ts ~s~n",
                                              [maps:get(<<"node">>, N), path_text(maps:get(<<"group_path">>, N, [])),
                                               text(maps:get(<<"schedulers">>, N, null)),
                                               text(maps:get(<<"os_pid">>, N, null)),
-                                              cpu_text(maps:get(<<"cpu_quota">>, N, null)), maps:get(<<"state">>, N)])
+                                              cpu_text(maps:get(<<"cpu_quota">>, N, null)),
+                                              cpu_text(maps:get(<<"cpu_quota_per_scheduler">>, N, null)),
+                                              maps:get(<<"state">>, N)])
                   end, Nodes),
     Up = length([x || #{<<"state">> := up} <- Nodes]),
     terrain_lab_io:out(Io, "~b of ~b nodes reachable~n", [Up, length(Nodes)]),

@@ -17,7 +17,8 @@ commands() ->
     [#{name => "experiment",
        summary => "Run a placement experiment (attributes or distances) with ML-ACO",
        usage => "attributes|distances",
-       description => "attributes: an emulated cluster of 2 big (0.8 cores) and 10 small (0.05 cores) VMs; "
+       description => "attributes: an emulated cluster of 4 big VMs (8 schedulers) and 3 small ones (1 scheduler), "
+                      "every scheduler capped at 0.05 cores (cpu_per_scheduler: 8 or 1 emulated cores of one speed); "
                       "ML-ACO with attribute placement against random, for growing numbers of ants "
                       "(RELEASE D3.5 section 3.4). Writes attributes.csv and summary.json (terrain.experiment/1) "
                       "into DIR; draw them with 'terrain-analysis experiment DIR'. "

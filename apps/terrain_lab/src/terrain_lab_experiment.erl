@@ -3,7 +3,8 @@
 %% workload (terrain_workloads):
 %% <ul>
 %% <li>{@link attributes/3} — §3.4, Figures 2–3: an emulated heterogeneous cluster whose
-%%     VMs differ in CPU capacity (CPU quotas, terrain_lab_cgroup); ML-ACO with the
+%%     VMs differ in their number of emulated cores (scheduler threads capped at one
+%%     core's speed, terrain_lab_cgroup); ML-ACO with the
 %%     `attributes' placement (colonies on the big VMs) against `random' (the VMs in a
 %%     shuffled order), for growing numbers of ants.</li>
 %% <li>{@link distances/3} — §4.6, Figures 27–28: an emulated 3-level network (netem);
@@ -27,45 +28,56 @@
 -type progress() :: fun((iodata()) -> ok).
 
 -define(FORMAT, <<"terrain.experiment/1">>).
--define(BIG_CORES, 0.8).
--define(SMALL_CORES, 0.05).
+%% The attribute experiment's emulated cluster (see attributes_spec/1).
+-define(CORE_SPEED, 0.05).      % cores: the CPU of one emulated core (cpu_per_scheduler)
+-define(BIG_VMS, 4).            % one per colony
+-define(BIG_SCHEDULERS, 8).     % emulated cores of a big VM
+-define(SMALL_VMS, 3).          % the master and the 2 submasters
+-define(DEGREE, 2).
 
 %%--------------------------------------------------------------------
 %% Experiment 1: attributes
 
-%% @doc The emulated cluster of the attribute experiment: 2 big VMs (0.8 cores, 2
-%% schedulers) and 10 small ones (0.05 cores, 1 scheduler). The quotas add up to about
-%% the machine's 2 cores, so each VM can get its quota when the machine is otherwise
-%% idle; per colony the attributes placement gets 0.8 / 4 = 0.2 cores (8 colonies on 2
-%% big VMs) and a colony on a small VM 0.05: the expected ratio is about 4.
+%% @doc The emulated cluster of the attribute experiment: 4 big VMs of 8 schedulers
+%% and 3 small VMs of 1, every scheduler thread capped at 0.05 cores
+%% (`cpu_per_scheduler', terrain_lab_cgroup): a big VM is 8 emulated cores of speed
+%% 0.05 (0.4 cores in all), a small one 1 core of the same speed. One ant runs at the
+%% same speed on either; only several ants at once use a big VM's cores, so the ratio
+%% of the placements grows with the ants towards 8, as in RELEASE D3.5 Fig. 3 (24-core
+%% VMs there). The quotas add up to 1.75 cores, within the machine's 2; a colony has
+%% a big VM to itself, as in the seed's runs (the tree of degree 2 on 7 VMs has 4
+%% colonies).
 -spec attributes_spec(atom()) -> terrain_lab_spec:spec().
 attributes_spec(Name) ->
-    Big = [{node, list_to_atom("vm" ++ integer_to_list(I)), #{schedulers => 2, cpu => ?BIG_CORES}} || I <- [1, 2]],
-    Small = [{node, list_to_atom("vm" ++ integer_to_list(I)), #{schedulers => 1, cpu => ?SMALL_CORES}}
-             || I <- lists:seq(3, 12)],
+    Big = [{node, list_to_atom("big" ++ integer_to_list(I)),
+            #{schedulers => ?BIG_SCHEDULERS, cpu_per_scheduler => ?CORE_SPEED}} || I <- lists:seq(1, ?BIG_VMS)],
+    Small = [{node, list_to_atom("small" ++ integer_to_list(I)), #{schedulers => 1, cpu_per_scheduler => ?CORE_SPEED}}
+             || I <- lists:seq(1, ?SMALL_VMS)],
     {ok, Spec} = terrain_lab_spec:from_terms([{cluster, Name, #{}} | Big ++ Small], undefined),
     Spec.
 
 %% @doc Runs experiment 1 into `Dir' and returns the summary. The workload is a
-%% generated 100-job instance unless `instance' is given. Quick: ants 1, 4, 16, 3 runs
-%% each, 3 global × 3 local iterations; full: ants 1 to 64 (doubling), 5 runs each,
-%% 4 × 3 iterations. The tree has degree 2: 8 colonies on 12 VMs.
+%% generated 100-job instance unless `instance' is given. Quick: ants 1, 4, 16, 64,
+%% 3 runs each, 3 global × 3 local iterations; full: ants 1 to 64 (doubling), 5 runs
+%% each, 4 × 3 iterations. The tree has degree 2: 4 colonies (and 2 submasters) on 7 VMs.
 -spec attributes(file:filename(), options(), progress()) -> {ok, map()} | {error, term()}.
 attributes(Dir, Options, Progress) ->
     Quick = maps:get(quick, Options),
     {AntCounts, Runs, Global, Local} = case Quick of
-                                           true -> {[1, 4, 16], 3, 3, 3};
+                                           true -> {[1, 4, 16, 64], 3, 3, 3};
                                            false -> {[1, 2, 4, 8, 16, 32, 64], 5, 4, 3}
                                        end,
     %% 100 jobs: an ant's work (O(n^2)) dominates the messages, as in the seed's runs.
     Instance = maps:get(instance, Options, terrain_workloads:aco_generate_instance(100, 1)),
     Spec = attributes_spec(exp_attributes),
-    Progress(io_lib:format("starting 12 VMs (2 x ~.2f cores, 10 x ~.2f cores)~n", [?BIG_CORES, ?SMALL_CORES])),
+    Progress(io_lib:format("starting ~b VMs: ~b big (~b schedulers) and ~b small (1 scheduler), "
+                           "each scheduler capped at ~.2f cores~n",
+                           [?BIG_VMS + ?SMALL_VMS, ?BIG_VMS, ?BIG_SCHEDULERS, ?SMALL_VMS, ?CORE_SPEED])),
     case terrain_lab:start_cluster(Spec, #{prefix => "xa" ++ os:getpid() ++ "_", boot_timeout => 180000}) of
         {ok, Cluster} ->
             try
                 Nodes = [N || #{node := N} <- terrain_lab:cluster_nodes(Cluster)],
-                Tree = terrain_workloads:aco_tree(length(Nodes), 2),
+                Tree = terrain_workloads:aco_tree(length(Nodes), ?DEGREE),
                 Rows = lists:append(
                          [begin
                               {Shuffled, _} = shuffle(Nodes, rand:seed_s(exsss, {Run, Ants, 16#0dd})),
@@ -80,7 +92,12 @@ attributes(Dir, Options, Progress) ->
                                end || Placement <- [attributes, random]]
                           end || Ants <- AntCounts, Run <- lists:seq(1, Runs)]),
                 write_attributes(Dir, Rows, #{quick => Quick, runs => Runs, ants => AntCounts, global => Global,
-                                              local => Local, big_cores => ?BIG_CORES, small_cores => ?SMALL_CORES,
+                                              local => Local, degree => ?DEGREE,
+                                              cpu_per_scheduler => ?CORE_SPEED,
+                                              big_vms => ?BIG_VMS, big_schedulers => ?BIG_SCHEDULERS,
+                                              big_cores => ?BIG_SCHEDULERS * ?CORE_SPEED,
+                                              small_vms => ?SMALL_VMS, small_schedulers => 1,
+                                              small_cores => ?CORE_SPEED,
                                               nodes => length(Nodes), colonies => colonies(Tree)})
             after
                 terrain_lab:stop_cluster(Cluster)

@@ -61,7 +61,8 @@
 %% A started node as recorded in cluster.json.
 -type node_record() :: #{name := atom(), node := node(), group_path := [atom()],
                          os_pid := binary() | null, schedulers := pos_integer() | null,
-                         cpu_quota := float() | null}.
+                         cpu_quota := float() | null,
+                         cpu_quota_per_scheduler := float() | null}.
 
 %% What became of each recorded node: "stopped", "was not running", "killed (OS pid
 %% P)" or "still running (...)".
@@ -398,11 +399,7 @@ spawn_vm(#{name := Name} = NodeSpec, Node, Dir, NetemArgs) ->
              "true = erlang:set_cookie(binary_to_atom(string:trim(C))) "
              "catch _:_ -> erlang:halt(3) end.",
              [PidFile, " " ++ atom_to_list(Node), filename:join(Dir, "cookie"), list_to_atom(Short)])),
-    Schedulers = case NodeSpec of
-                     #{schedulers := S} -> ["+S", integer_to_list(S) ++ ":" ++ integer_to_list(S)];
-                     #{} -> []
-                 end,
-    Args = ["-detached", "-noinput"] ++ terrain_lab_cluster:lab_vm_args() ++ Schedulers ++ terrain_lab_code:vm_args() ++ NetemArgs
+    Args = ["-detached", "-noinput"] ++ terrain_lab_cluster:lab_vm_args(NodeSpec) ++ terrain_lab_code:vm_args() ++ NetemArgs
         ++ maps:get(args, NodeSpec, []) ++ ["-eval", Boot],
     Erl = erl_executable(),
     Port = open_port({spawn_executable, Erl}, [{args, Args}, exit_status, stderr_to_stdout]),
@@ -492,7 +489,8 @@ node_record(#{name := Name, path := Path} = NodeSpec, Node, Dir, Result, Ssh) ->
             end,
     Record = #{name => Name, node => Node, group_path => Path, os_pid => OsPid,
                schedulers => case Result of {ok, #{schedulers := S}} -> S; _ -> null end,
-               cpu_quota => case Result of {ok, #{cpu_quota := C}} -> C; _ -> null end},
+               cpu_quota => case Result of {ok, #{cpu_quota := C}} -> C; _ -> null end,
+               cpu_quota_per_scheduler => case Result of {ok, #{cpu_quota_per_scheduler := C}} -> C; _ -> null end},
     case NodeSpec of
         #{host := Host} -> terrain_lab_hosts:remote_record(Record, Host, Ssh);
         #{} -> Record

@@ -14,6 +14,8 @@
 %% `bandwidth' in bytes/s) apply between two nodes whose lowest common group is the
 %% group that carries them; the cluster's own options join the top-level groups.
 %% Node options: `schedulers', `cpu' (a CPU quota in cores, see terrain_lab_cgroup),
+%% `cpu_per_scheduler' (each scheduler thread capped at that many cores: an emulated
+%% core's speed; `cpu' then defaults to it × the schedulers and may not be below it),
 %% `attrs', `args', `host' (the host the node runs on: a host name or address; see
 %% terrain_lab_hosts). The cluster term alone may also carry `tls => true': the nodes
 %% talk distribution over TLS with certificates of the cluster's own CA
@@ -44,7 +46,9 @@
         #{name := atom(),                 % the node's short name, as written in the spec
           path := [atom()],               % the groups from the top down to the node's own group
           schedulers => pos_integer(),    % scheduler threads (+S N:N)
-          cpu => number(),                % CPU quota in cores (> 0), see terrain_lab_cgroup
+          cpu => number(),                % CPU quota of the VM in cores (> 0), see terrain_lab_cgroup
+          cpu_per_scheduler => number(),  % CPU quota of each scheduler thread in cores (> 0;
+                                          % =< cpu): an emulated core's speed, see terrain_lab_cgroup
           attrs => [{atom(), term()}],    % attribute list, as in an attribute config file
           args => [string()],             % extra VM arguments
           host => string()}.              % host name or address the node runs on
@@ -62,7 +66,7 @@
 -type error_reason() :: {spec, file:filename() | undefined, where(), term()}.
 
 -define(LINK_KEYS, [latency, jitter, bandwidth]).
--define(NODE_KEYS, [schedulers, cpu, attrs, args, host]).
+-define(NODE_KEYS, [schedulers, cpu, cpu_per_scheduler, attrs, args, host]).
 -define(MAX_SCHEDULERS, 1024).
 
 %%--------------------------------------------------------------------
@@ -264,10 +268,17 @@ check_link(Key, V, Where) ->
     end.
 
 node_options(Options, Where, Node) ->
-    maps:fold(fun(Key, Value, Acc) -> check_node(Key, Value, Where), Acc#{Key => Value} end, Node, Options).
+    Checked = maps:fold(fun(Key, Value, Acc) -> check_node(Key, Value, Where), Acc#{Key => Value} end, Node, Options),
+    case Checked of
+        #{cpu := Cpu, cpu_per_scheduler := PerScheduler} when Cpu < PerScheduler ->
+            throw({spec_error, Where, {cpu_below_cpu_per_scheduler, Cpu, PerScheduler}});
+        #{} ->
+            Checked
+    end.
 
 check_node(schedulers, V, _) when is_integer(V), V >= 1, V =< ?MAX_SCHEDULERS -> ok;
 check_node(cpu, V, _) when is_number(V), V > 0 -> ok;
+check_node(cpu_per_scheduler, V, _) when is_number(V), V > 0 -> ok;
 check_node(attrs, V, Where) when is_list(V) ->
     lists:foreach(fun({Name, _}) when is_atom(Name) -> ok;
                      (Bad) -> throw({spec_error, Where, {bad_attr, Bad}})
@@ -352,6 +363,10 @@ why({unknown_term, Term}) ->
                   [Term, 8]);
 why({unknown_key, Key, Known}) ->
     io_lib:format("unknown option ~0tp (known: ~ts)", [Key, lists:join(", ", [atom_to_list(K) || K <- Known])]);
+why({cpu_below_cpu_per_scheduler, Cpu, PerScheduler}) ->
+    io_lib:format("cpu (~0tp cores for the VM) is below cpu_per_scheduler (~0tp cores for one scheduler); "
+                  "give cpu >= cpu_per_scheduler, or leave cpu out for cpu_per_scheduler x the schedulers",
+                  [Cpu, PerScheduler]);
 why({bad_value, Key, Value}) ->
     io_lib:format("bad value for ~0tp: ~0tP (~ts)", [Key, Value, 8, expected(Key)]).
 
@@ -360,6 +375,7 @@ expected(jitter) -> "expected a non-negative integer of microseconds";
 expected(bandwidth) -> "expected a positive integer of bytes per second";
 expected(schedulers) -> io_lib:format("expected an integer from 1 to ~b", [?MAX_SCHEDULERS]);
 expected(cpu) -> "expected a number of cores greater than 0, e.g. 0.5";
+expected(cpu_per_scheduler) -> "expected a number of cores greater than 0 for each scheduler, e.g. 0.1";
 expected(attrs) -> "expected a list of {Name, Value}";
 expected(args) -> "expected a list of non-empty strings";
 expected(host) -> "expected a host name or address as a string";

@@ -133,13 +133,9 @@ vm_command(#{name := Name, host := Host} = NodeSpec, Node, #{dir := Dir, code_ar
              "true = erlang:set_cookie(binary_to_atom(string:trim(C))) "
              "catch _:_ -> erlang:halt(3) end.",
              [PidFile, filename:join(RDir, "cookie"), Node])),
-    Schedulers = case NodeSpec of
-                     #{schedulers := S} -> ["+S", integer_to_list(S) ++ ":" ++ integer_to_list(S)];
-                     #{} -> []
-                 end,
     {TlsArgs, TlsCommand} = tls_command(maps:get(tls, Context, false), RDir, Name),
     Detached = case Mode of detached -> ["-detached"]; foreground -> [] end,
-    Args = Detached ++ ["-noinput"] ++ terrain_lab_cluster:lab_vm_args() ++ Schedulers ++ CodeArgs ++ TlsArgs
+    Args = Detached ++ ["-noinput"] ++ terrain_lab_cluster:lab_vm_args(NodeSpec) ++ CodeArgs ++ TlsArgs
         ++ maps:get(args, NodeSpec, []) ++ ["-eval", Boot],
     ["cd && umask 077 && mkdir -p ", quote(RDir ++ "/nodes"),
      " && IFS= read -r c && printf '%s' \"$c\" > ", quote(RDir ++ "/cookie"), TlsCommand,

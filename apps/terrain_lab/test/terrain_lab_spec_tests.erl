@@ -69,7 +69,7 @@ node_name_with_host_test() -> rejects([?CLUSTER, {node, 'a@host', #{}}], "must b
 node_name_not_atom_test() -> rejects([?CLUSTER, {node, "a", #{}}], "node name \"a\" must be an atom").
 node_options_not_map_test() -> rejects([?CLUSTER, {node, a, [{schedulers, 2}]}], "in node a: options must be a map").
 unknown_node_option_test() ->
-    rejects([?CLUSTER, {node, a, #{cores => 2}}], "in node a: unknown option cores (known: schedulers, cpu, attrs, args, host)").
+    rejects([?CLUSTER, {node, a, #{cores => 2}}], "in node a: unknown option cores (known: schedulers, cpu, cpu_per_scheduler, attrs, args, host)").
 unknown_link_option_test() ->
     rejects([?CLUSTER, {group, g, #{delay => 3}, [{node, a, #{}}]}],
             "in group g: unknown option delay (known: latency, jitter, bandwidth)").
@@ -119,3 +119,13 @@ tls_only_on_the_cluster_test() ->
 
 unknown_cluster_option_lists_tls_test() ->
     rejects([{cluster, c, #{tsl => true}}, {node, a, #{}}], "unknown option tsl (known: latency, jitter, bandwidth, tls)").
+
+cpu_per_scheduler_is_a_positive_number_not_above_cpu_test() ->
+    {ok, Spec} = terrain_lab_spec:from_terms([?CLUSTER, {node, a, #{schedulers => 4, cpu_per_scheduler => 0.1}},
+                                              {node, b, #{cpu_per_scheduler => 0.1, cpu => 0.1}}], undefined),
+    ?assertEqual([0.1, 0.1], [C || #{cpu_per_scheduler := C} <- terrain_lab_spec:nodes(Spec)]),
+    rejects([?CLUSTER, {node, a, #{cpu_per_scheduler => 0}}],
+            "bad value for cpu_per_scheduler: 0 (expected a number of cores greater than 0 for each scheduler"),
+    rejects([?CLUSTER, {node, a, #{cpu_per_scheduler => fast}}], "bad value for cpu_per_scheduler: fast"),
+    rejects([?CLUSTER, {node, a, #{cpu_per_scheduler => 0.5, cpu => 0.2}}],
+            "in node a: cpu (0.2 cores for the VM) is below cpu_per_scheduler (0.5 cores for one scheduler)").

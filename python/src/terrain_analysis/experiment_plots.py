@@ -120,10 +120,7 @@ def _attributes_figures(summary: dict, rows: list[dict[str, str]]) -> list[tuple
     ratios = summary["ratios"]
     ants = [r["ants"] for r in ratios]
     parameters = summary.get("parameters", {})
-    shape = (
-        f"{parameters.get('nodes', '?')} VMs: 2 x {parameters.get('big_cores', '?')} cores, "
-        f"10 x {parameters.get('small_cores', '?')} cores; {parameters.get('colonies', '?')} colonies"
-    )
+    shape = _attributes_shape(parameters)
     times = Figure(figsize=(7, 4.5))
     axes = times.add_subplot()
     for placement, label, colour in (("attributes", "with attributes", "tab:blue"), ("random", "without (random)", "tab:red")):
@@ -143,6 +140,11 @@ def _attributes_figures(summary: dict, rows: list[dict[str, str]]) -> list[tuple
     axes = ratio.add_subplot()
     axes.plot(ants, [r["ratio"] for r in ratios], marker="o", color="black")
     axes.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
+    big_schedulers = parameters.get("big_schedulers")
+    if isinstance(big_schedulers, int) and big_schedulers > 1:
+        axes.axhline(big_schedulers, color="tab:green", linewidth=0.8, linestyle="--",
+                     label=f"limit: {big_schedulers} emulated cores per big VM")
+        axes.legend(loc="upper left")
     axes.set_xscale("log", base=2)
     axes.set_xlabel("ants per colony")
     axes.set_ylabel("time without / time with attributes")
@@ -150,6 +152,33 @@ def _attributes_figures(summary: dict, rows: list[dict[str, str]]) -> list[tuple
     ratio.text(0.01, 0.01, NOISE_NOTE, fontsize=7, color="grey")
     ratio.tight_layout(rect=(0, 0.03, 1, 1))
     return [("attributes_times", times), ("attributes_ratio", ratio)]
+
+
+def _attributes_shape(parameters: dict) -> str:
+    """Describe the emulated cluster of an attributes run from its ``parameters``.
+
+    Parameters
+    ----------
+    parameters : dict
+        The ``parameters`` of ``summary.json``; runs written before the per-scheduler
+        emulation have ``big_cores`` and ``small_cores`` only.
+
+    Returns
+    -------
+    str
+        One line for a figure title.
+    """
+    colonies = parameters.get("colonies", "?")
+    if "cpu_per_scheduler" in parameters:
+        return (
+            f"{parameters.get('big_vms', '?')} big VMs x {parameters.get('big_schedulers', '?')} cores, "
+            f"{parameters.get('small_vms', '?')} small x {parameters.get('small_schedulers', 1)}, "
+            f"each core {parameters['cpu_per_scheduler']} CPU; {colonies} colonies"
+        )
+    return (
+        f"{parameters.get('nodes', '?')} VMs: big {parameters.get('big_cores', '?')} cores, "
+        f"small {parameters.get('small_cores', '?')} cores (VM-wide quotas); {colonies} colonies"
+    )
 
 
 def _distances_figures(summary: dict) -> list[tuple[str, Figure]]:

@@ -6,7 +6,7 @@
 -define(NAMES, [os_type, os_version, otp_release, vm_num_processors, mem_total, cpu_speed, mem_free,
                 loadavg1, loadavg5, loadavg15, kernel_entities, num_erlang_processes,
                 cpu_model_name, hostname, vm_schedulers_online, run_queue, scheduler_utilisation,
-                vm_memory_total, cpu_quota]).
+                vm_memory_total, cpu_quota, cpu_quota_per_scheduler]).
 
 every_builtin_is_defined_test() ->
     ?assertEqual(lists:sort(?NAMES), lists:sort([N || {N, _} <- terrain_attr_builtin:definitions()])).
@@ -89,3 +89,32 @@ cpu_quota_reads_v2_cpu_max_test() ->
     ?assertEqual(1.5, terrain_attr_builtin:cpu_quota(Proc, Limited)),
     Unlimited = fake_cgroup([{"unified/terrain/c/n2/cpu.max", "max 100000\n"}]),
     ?assertEqual(undefined, terrain_attr_builtin:cpu_quota(Proc, Unlimited)).
+
+cpu_quota_per_scheduler_reads_the_scheduler_threads_group_test() ->
+    %% The VM's group has 0.4 cores; the thread 1_scheduler sits in a child group of 0.1.
+    Proc = fake_cgroup([{"self/cgroup", "1:cpu,cpuacct:/terrain/c/n1\n"},
+                        {"self/task/100/comm", "beam.smp\n"},
+                        {"self/task/100/cgroup", "1:cpu,cpuacct:/terrain/c/n1\n"},
+                        {"self/task/103/comm", "1_scheduler\n"},
+                        {"self/task/103/cgroup", "1:cpu,cpuacct:/terrain/c/n1/s1\n"},
+                        {"self/task/104/comm", "1_dirty_cpu_sch\n"},
+                        {"self/task/104/cgroup", "1:cpu,cpuacct:/terrain/c/n1\n"}]),
+    Cgroup = fake_cgroup([{"cpu,cpuacct/terrain/c/n1/cpu.cfs_quota_us", "40000\n"},
+                          {"cpu,cpuacct/terrain/c/n1/cpu.cfs_period_us", "100000\n"},
+                          {"cpu,cpuacct/terrain/c/n1/s1/cpu.cfs_quota_us", "10000\n"},
+                          {"cpu,cpuacct/terrain/c/n1/s1/cpu.cfs_period_us", "100000\n"}]),
+    ?assertEqual(0.4, terrain_attr_builtin:cpu_quota(Proc, Cgroup)),
+    ?assertEqual(0.1, terrain_attr_builtin:cpu_quota_per_scheduler(Proc, Cgroup)).
+
+cpu_quota_per_scheduler_is_the_vms_quota_without_a_group_of_its_own_test() ->
+    Proc = fake_cgroup([{"self/cgroup", "1:cpu:/terrain/c/n1\n"},
+                        {"self/task/7/comm", "1_scheduler\n"},
+                        {"self/task/7/cgroup", "1:cpu:/terrain/c/n1\n"}]),
+    Cgroup = fake_cgroup([{"cpu/terrain/c/n1/cpu.cfs_quota_us", "50000\n"},
+                          {"cpu/terrain/c/n1/cpu.cfs_period_us", "100000\n"}]),
+    ?assertEqual(0.5, terrain_attr_builtin:cpu_quota_per_scheduler(Proc, Cgroup)),
+    %% no limit anywhere, or no /proc: undefined
+    Unlimited = fake_cgroup([{"cpu/terrain/c/n1/cpu.cfs_quota_us", "-1\n"},
+                             {"cpu/terrain/c/n1/cpu.cfs_period_us", "100000\n"}]),
+    ?assertEqual(undefined, terrain_attr_builtin:cpu_quota_per_scheduler(Proc, Unlimited)),
+    ?assertEqual(undefined, terrain_attr_builtin:cpu_quota_per_scheduler("/nonexistent/proc", Cgroup)).
