@@ -36,8 +36,8 @@ hierarchy_of_three_levels_test() ->
     Topology = {network, top, [{network, s1, [{network, r1, [{node, a}, {node, b}]}, {network, r2, [{node, c}, {node, d}]}]},
                                {network, s2, [{network, r3, [{node, e}, {node, f}]}, {network, r4, [{node, g}, {node, h}]}]}]},
     H = terrain_paths_plan:hierarchy(#{nodes => list_to_tuple(Nodes), root => 0, topology => Topology,
-                                       schedulers => #{d => 4}, eligible => all}),
-    #{exchange := Exchange, tree := Tree, forest := Forest, local_leader := Local} = H,
+                                       schedulers => #{d => 4}, eligible => all, exchange => levels}),
+    #{exchange := Exchange, tree := Tree, forest := Forest, local_leader := Local, exchange_shape := levels} = H,
     %% racks are the lowest groups: their leaders are 0 (the root), 3 (most
     %% schedulers), 4 and 6 (lowest rank); the others hand their value to them
     ?assertEqual([0, 0, 3, 3, 4, 4, 6, 6], [maps:get(R, Local) || R <- lists:seq(0, 7)]),
@@ -51,6 +51,29 @@ hierarchy_of_three_levels_test() ->
     ?assertEqual(0, terrain_paths_plan:parent(Tree, 3)),
     ?assertEqual(3, terrain_paths_plan:parent(Tree, 2)),
     ?assertEqual(lists:seq(0, 7), lists:sort(terrain_paths_plan:subtree(Tree, 0))).
+
+%% The same cluster by default (4 racks, at most 8): every rack leader sends its
+%% partial to the 3 others at once, and receives theirs
+hierarchy_with_direct_exchange_test() ->
+    Nodes = [a, b, c, d, e, f, g, h],
+    Topology = {network, top, [{network, s1, [{network, r1, [{node, a}, {node, b}]}, {network, r2, [{node, c}, {node, d}]}]},
+                               {network, s2, [{network, r3, [{node, e}, {node, f}]}, {network, r4, [{node, g}, {node, h}]}]}]},
+    Input = #{nodes => list_to_tuple(Nodes), root => 0, topology => Topology, schedulers => #{d => 4}, eligible => all},
+    #{exchange := Exchange, exchange_shape := direct, local_leader := Local} = terrain_paths_plan:hierarchy(Input),
+    ?assertEqual([0, 0, 3, 3, 4, 4, 6, 6], [maps:get(R, Local) || R <- lists:seq(0, 7)]),
+    ?assertEqual(#{0 => [{1, [3, 4, 6], [3, 4, 6]}], 3 => [{1, [0, 4, 6], [0, 4, 6]}],
+                   4 => [{1, [0, 3, 6], [0, 3, 6]}], 6 => [{1, [0, 3, 4], [0, 3, 4]}]}, Exchange),
+    ?assertEqual(Exchange, maps:get(exchange, terrain_paths_plan:hierarchy(Input#{exchange => direct}))),
+    %% more than 8 lowest groups: level by level again (18 nodes in 9 racks of 2)
+    Racks = [{network, list_to_atom("r" ++ integer_to_list(I)), [{node, {I, 1}}, {node, {I, 2}}]} || I <- lists:seq(1, 9)],
+    Many = [{I, J} || I <- lists:seq(1, 9), J <- [1, 2]],
+    ?assertMatch(#{exchange_shape := levels},
+                 terrain_paths_plan:hierarchy(#{nodes => list_to_tuple(Many), root => 0, eligible => all,
+                                                topology => {network, top, Racks}, schedulers => #{}})),
+    %% one group: nothing to exchange
+    ?assertMatch(#{exchange := #{0 := []}},
+                 terrain_paths_plan:hierarchy(#{nodes => {a, b}, root => 0, schedulers => #{}, eligible => all,
+                                                topology => {network, top, [{network, r, [{node, a}, {node, b}]}]}})).
 
 hierarchy_of_unequal_groups_test() ->
     %% 3 nodes in one network, 1 in another: every leader gets each sibling
@@ -74,6 +97,42 @@ merge_combines_only_consecutive_ranks_when_not_commutative_test() ->
     ?assertEqual([{0, 3, 10}], terrain_paths_op:merge(sum, [[{3, 3, 4}], [{0, 0, 1}, {2, 2, 3}], [{1, 1, 2}]])),
     ?assertEqual([5, 7], terrain_paths_op:combine(sum, [1, 2], [4, 5])),
     ?assertError(badarg, terrain_paths_op:combine(sum, [1, 2], [4])).
+
+%% Packed vectors (lists of at least 64 floats under a built-in operation) combine
+%% bit for bit as the lists do, with each other and with lists
+packed_vectors_combine_as_lists_test() ->
+    A = [float(I) / 3 || I <- lists:seq(1, 100)],
+    B = [math:sqrt(I) * 1.0e10 || I <- lists:seq(1, 100)],
+    Ints = lists:seq(1, 100),
+    [begin
+         PA = terrain_paths_op:pack(Op, A),
+         PB = terrain_paths_op:pack(Op, B),
+         ?assertNotEqual(A, PA),
+         ?assertEqual(A, terrain_paths_op:unpack(Op, PA)),
+         Expected = terrain_paths_op:combine(Op, A, B),
+         ?assertEqual(Expected, terrain_paths_op:unpack(Op, terrain_paths_op:combine(Op, PA, PB))),
+         %% a packed vector meets a list of integers: combined as lists
+         ?assertEqual(terrain_paths_op:combine(Op, A, Ints), terrain_paths_op:combine(Op, PA, Ints)),
+         ?assertEqual(terrain_paths_op:combine(Op, Ints, B), terrain_paths_op:combine(Op, Ints, PB)),
+         %% runs of packed vectors merge as runs of lists
+         ?assertEqual(terrain_paths_op:result(Op, terrain_paths_op:merge(Op, [[{0, 0, A}], [{1, 1, B}]])),
+                      terrain_paths_op:unpack(Op, terrain_paths_op:result(Op, terrain_paths_op:merge(
+                                                                                 Op, [[{1, 1, PB}], [{0, 0, PA}]]))))
+     end || Op <- [sum, min, max]],
+    %% 101 elements: the 8-at-a-time sum and its tail
+    Odd = [1.5 * I || I <- lists:seq(1, 101)],
+    ?assertEqual([2 * X || X <- Odd], terrain_paths_op:unpack(sum, terrain_paths_op:combine(
+                                                                     sum, terrain_paths_op:pack(sum, Odd),
+                                                                     terrain_paths_op:pack(sum, Odd)))),
+    %% what stays a list: short lists, lists with an integer, user operations, non-lists
+    Short = lists:duplicate(63, 1.0),
+    ?assertEqual(Short, terrain_paths_op:pack(sum, Short)),
+    ?assertEqual(Ints, terrain_paths_op:pack(sum, Ints)),
+    ?assertEqual(A, terrain_paths_op:pack(fun erlang:'++'/2, A)),
+    ?assertEqual(1.5, terrain_paths_op:pack(sum, 1.5)),
+    %% vectors of different lengths are a programmer's error, packed or not
+    ?assertError(badarg, terrain_paths_op:combine(sum, terrain_paths_op:pack(sum, A),
+                                                  terrain_paths_op:pack(sum, lists:duplicate(64, 1.0)))).
 
 rules_choose_by_operation_and_size_test() ->
     Json = #{<<"format">> => <<"terrain.collective_rules/1">>,
