@@ -45,6 +45,7 @@
           rank_orders := [rank_order()],
           seeds := pos_integer(),               % random orders (median over them)
           rules => file:filename(),             % for auto
+          exchange => terrain_paths_plan:exchange_shape(), % hierarchical's (default: the communicator's auto)
           prefix => string(),
           timeout => pos_integer()}.            % ms per operation
 
@@ -218,7 +219,7 @@ measure_algorithm(Options, Algorithm, MembersPerNode, Sync, Topology, Progress) 
 
 run_rounds(Options, Algorithm, Size, Members, Sync, Topology) ->
     Opts = maps:merge(#{algorithm => Algorithm, topology => Topology, timeout => maps:get(timeout, Options, 60000)},
-                      maps:with([rules], Options)),
+                      maps:with([rules, exchange], Options)),
     Comm = case terrain_paths:communicator(Members, Opts) of
                {ok, C} -> C;
                {error, Reason} -> throw({collective_error, {communicator, Reason}})

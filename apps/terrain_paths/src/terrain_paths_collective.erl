@@ -386,24 +386,20 @@ slice(Segs, {Lo, Hi}) ->
 %% `exchange': level by level with one leader of every sibling group, or directly
 %% with every other leader) and fold what they receive in rank order, so every
 %% leader computes the same value; each leader broadcasts it down its tree.
-%% Vectors of floats travel packed (terrain_paths_op:pack/2): one block per message
-%% instead of a term of list cells, at every hop.
 hierarchical(#{rank := Rank} = Ctx, #{forest := Forest, exchange := Exchange}, Value, Op) ->
-    Own = terrain_paths_op:run(Rank, terrain_paths_op:pack(Op, Value)),
+    Own = terrain_paths_op:run(Rank, Value),
     Partial = fold_arrivals(Ctx, Op, terrain_paths_plan:children(Forest, Rank), Own),
-    Result = case terrain_paths_plan:parent(Forest, Rank) of
-                 none ->
-                     Runs = lists:foldl(fun({Depth, SendTo, RecvFrom}, Runs1) ->
-                                                [send(Ctx, To, {level, Depth}, Runs1) || To <- SendTo],
-                                                terrain_paths_op:merge(Op, [Runs1 | collect(Ctx, {level, Depth},
-                                                                                            RecvFrom)])
-                                        end, Partial, maps:get(Rank, Exchange)),
-                     tree_broadcast(Ctx, Forest, terrain_paths_op:result(Op, Runs));
-                 Parent ->
-                     send(Ctx, Parent, up, {plain, Partial}),
-                     tree_broadcast(Ctx, Forest, undefined)
-             end,
-    terrain_paths_op:unpack(Op, Result).
+    case terrain_paths_plan:parent(Forest, Rank) of
+        none ->
+            Runs = lists:foldl(fun({Depth, SendTo, RecvFrom}, Runs1) ->
+                                       [send(Ctx, To, {level, Depth}, Runs1) || To <- SendTo],
+                                       terrain_paths_op:merge(Op, [Runs1 | collect(Ctx, {level, Depth}, RecvFrom)])
+                               end, Partial, maps:get(Rank, Exchange)),
+            tree_broadcast(Ctx, Forest, terrain_paths_op:result(Op, Runs));
+        Parent ->
+            send(Ctx, Parent, up, {plain, Partial}),
+            tree_broadcast(Ctx, Forest, undefined)
+    end.
 
 %% Receives one `up' partial from each of `From' in any order and merges each into
 %% `Acc' when it arrives (merging runs keeps a non-commutative operation in rank

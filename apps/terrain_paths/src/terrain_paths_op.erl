@@ -6,14 +6,6 @@
 %% two neighbours when the operation is commutative or when the second run starts
 %% right after the first (Hi + 1 = Lo); so a non-commutative operation is only ever
 %% applied to consecutive rank ranges, left to right, whatever the tree's shape.
-%%
-%% Packed vectors: a list of at least ?PACK_MIN floats under a built-in operation may
-%% travel as `{?PACKED, Binary}' (64-bit IEEE doubles, {@link pack/2}). Erlang floats
-%% are such doubles, so combining packed vectors gives bit for bit what combining
-%% the lists gives; but a binary crosses distribution as one block (no term to
-%% encode and decode element by element) and its arithmetic makes no list cells. A
-%% packed vector meeting a list (a member whose vector holds an integer) is unpacked
-%% and combined as a list. {@link unpack/2} gives the list back.
 -module(terrain_paths_op).
 
 %% API
@@ -23,19 +15,12 @@
          run/2,
          merge/2,
          merge_unreduced/1,
-         result/2,
-         pack/2,
-         unpack/2]).
+         result/2]).
 
 -export_type([op/0, runs/0]).
 
 -type op() :: sum | min | max | fun((term(), term()) -> term()) | {commutative, fun((term(), term()) -> term())}.
 -type runs() :: [{non_neg_integer(), non_neg_integer(), term()}].
-
--define(PACKED, '$terrain_paths_f64').
-%% Shorter lists stay lists: packing pays for itself only once decoding a list
-%% costs more than a pass over it.
--define(PACK_MIN, 64).
 
 %%--------------------------------------------------------------------
 %% API
@@ -56,12 +41,6 @@ commutative(Op) -> is_atom(Op).
 %% @doc `A Op B'. Built-in operations take numbers, or lists of numbers of the same
 %% length (element by element, as MPI's reductions on arrays).
 -spec combine(op(), term(), term()) -> term().
-combine(Op, {?PACKED, A}, {?PACKED, B}) when is_atom(Op), byte_size(A) =:= byte_size(B) ->
-    {?PACKED, packed(Op, A, B, <<>>)};
-combine(Op, {?PACKED, _} = A, B) when is_atom(Op) ->
-    combine(Op, unpack(Op, A), unpack(Op, B));
-combine(Op, A, {?PACKED, _} = B) when is_atom(Op) ->
-    combine(Op, A, unpack(Op, B));
 combine(sum, A, B) when is_number(A), is_number(B) -> A + B;
 combine(min, A, B) when is_number(A), is_number(B) -> min(A, B);
 combine(max, A, B) when is_number(A), is_number(B) -> max(A, B);
@@ -102,36 +81,8 @@ result(Op, Runs) ->
     [{_, _, Value}] = merge(Op, [Runs]),
     Value.
 
-%% @doc `Value' as the algorithms may carry it: a list of at least ?PACK_MIN floats
-%% under a built-in operation becomes a packed vector; anything else is unchanged.
--spec pack(op(), term()) -> term().
-pack(Op, [_ | _] = Value) when is_atom(Op) ->
-    case length(Value) >= ?PACK_MIN andalso lists:all(fun erlang:is_float/1, Value) of
-        true -> {?PACKED, << <<X/float>> || X <- Value >>};
-        false -> Value
-    end;
-pack(_Op, Value) ->
-    Value.
-
-%% @doc The list of a packed vector; anything else is unchanged. Only built-in
-%% operations pack, so only under them is a `{?PACKED, _}' tuple taken for one.
--spec unpack(op(), term()) -> term().
-unpack(Op, {?PACKED, Binary}) when is_atom(Op) -> [X || <<X/float>> <= Binary];
-unpack(_Op, Value) -> Value.
-
 %%--------------------------------------------------------------------
 %% Internal functions
-
-%% Element by element over two packed vectors of one length, into Acc (appending
-%% to a binary in a loop reuses its buffer); sums eight elements per step.
-packed(sum, <<X1/float, X2/float, X3/float, X4/float, X5/float, X6/float, X7/float, X8/float, A/binary>>,
-       <<Y1/float, Y2/float, Y3/float, Y4/float, Y5/float, Y6/float, Y7/float, Y8/float, B/binary>>, Acc) ->
-    packed(sum, A, B, <<Acc/binary, (X1 + Y1)/float, (X2 + Y2)/float, (X3 + Y3)/float, (X4 + Y4)/float,
-                        (X5 + Y5)/float, (X6 + Y6)/float, (X7 + Y7)/float, (X8 + Y8)/float>>);
-packed(Op, <<X/float, A/binary>>, <<Y/float, B/binary>>, Acc) ->
-    packed(Op, A, B, <<Acc/binary, (combine(Op, X, Y))/float>>);
-packed(_Op, <<>>, <<>>, Acc) ->
-    Acc.
 
 %% One pass, arithmetic inline for numbers (the vectors of the benchmarks).
 elementwise(sum, [X | A], [Y | B]) when is_number(X), is_number(Y) -> [X + Y | elementwise(sum, A, B)];

@@ -80,8 +80,8 @@ prop_floats_within_rounding_of_the_fold() ->
                             andalso (Algorithm =/= flat orelse lists:all(fun(X) -> X =:= {ok, Expected} end, Results)))
               end)).
 
-%% Vectors long enough to travel packed (64 floats and more), of floats, integers or
-%% both, under the built-in operations, over three levels (a rack of this node and a
+%% Vectors (60 to 140 elements) of floats, integers or both, under the built-in
+%% operations, over three levels (a rack of this node and a
 %% node beside it, in a site beside a node: 3 lowest groups, 2 levels above), with
 %% the leaders exchanging directly or level by level: every member gets the same
 %% vector; integers and min/max give the fold exactly, float sums within rounding.
@@ -130,7 +130,7 @@ prop_killed_member_gives_member_down() ->
                           {ok, Comm} = terrain_paths:communicator(Members, #{algorithm => Algorithm,
                                                                              timeout => 30000,
                                                                              topology => topology()}),
-                          %% a vector of 100 floats travels packed in hierarchical
+                          %% a vector of 100 floats, or the rank
                           Value = fun(R) when Vector -> lists:duplicate(100, float(R)); (R) -> R end,
                           Loop = fun Loop(C, R, Count) ->
                                          case terrain_paths:allreduce(C, Value(R), sum) of

@@ -98,42 +98,6 @@ merge_combines_only_consecutive_ranks_when_not_commutative_test() ->
     ?assertEqual([5, 7], terrain_paths_op:combine(sum, [1, 2], [4, 5])),
     ?assertError(badarg, terrain_paths_op:combine(sum, [1, 2], [4])).
 
-%% Packed vectors (lists of at least 64 floats under a built-in operation) combine
-%% bit for bit as the lists do, with each other and with lists
-packed_vectors_combine_as_lists_test() ->
-    A = [float(I) / 3 || I <- lists:seq(1, 100)],
-    B = [math:sqrt(I) * 1.0e10 || I <- lists:seq(1, 100)],
-    Ints = lists:seq(1, 100),
-    [begin
-         PA = terrain_paths_op:pack(Op, A),
-         PB = terrain_paths_op:pack(Op, B),
-         ?assertNotEqual(A, PA),
-         ?assertEqual(A, terrain_paths_op:unpack(Op, PA)),
-         Expected = terrain_paths_op:combine(Op, A, B),
-         ?assertEqual(Expected, terrain_paths_op:unpack(Op, terrain_paths_op:combine(Op, PA, PB))),
-         %% a packed vector meets a list of integers: combined as lists
-         ?assertEqual(terrain_paths_op:combine(Op, A, Ints), terrain_paths_op:combine(Op, PA, Ints)),
-         ?assertEqual(terrain_paths_op:combine(Op, Ints, B), terrain_paths_op:combine(Op, Ints, PB)),
-         %% runs of packed vectors merge as runs of lists
-         ?assertEqual(terrain_paths_op:result(Op, terrain_paths_op:merge(Op, [[{0, 0, A}], [{1, 1, B}]])),
-                      terrain_paths_op:unpack(Op, terrain_paths_op:result(Op, terrain_paths_op:merge(
-                                                                                 Op, [[{1, 1, PB}], [{0, 0, PA}]]))))
-     end || Op <- [sum, min, max]],
-    %% 101 elements: the 8-at-a-time sum and its tail
-    Odd = [1.5 * I || I <- lists:seq(1, 101)],
-    ?assertEqual([2 * X || X <- Odd], terrain_paths_op:unpack(sum, terrain_paths_op:combine(
-                                                                     sum, terrain_paths_op:pack(sum, Odd),
-                                                                     terrain_paths_op:pack(sum, Odd)))),
-    %% what stays a list: short lists, lists with an integer, user operations, non-lists
-    Short = lists:duplicate(63, 1.0),
-    ?assertEqual(Short, terrain_paths_op:pack(sum, Short)),
-    ?assertEqual(Ints, terrain_paths_op:pack(sum, Ints)),
-    ?assertEqual(A, terrain_paths_op:pack(fun erlang:'++'/2, A)),
-    ?assertEqual(1.5, terrain_paths_op:pack(sum, 1.5)),
-    %% vectors of different lengths are a programmer's error, packed or not
-    ?assertError(badarg, terrain_paths_op:combine(sum, terrain_paths_op:pack(sum, A),
-                                                  terrain_paths_op:pack(sum, lists:duplicate(64, 1.0)))).
-
 rules_choose_by_operation_and_size_test() ->
     Json = #{<<"format">> => <<"terrain.collective_rules/1">>,
              <<"rules">> => [#{<<"operation">> => <<"allreduce">>, <<"min_bytes">> => 0, <<"max_bytes">> => 2048,
