@@ -94,7 +94,9 @@ prop_hierarchical_vectors_are_the_fold() ->
                       begin
                           Expected = fold(Op, Values),
                           Results = on_members(Values, hierarchical, #{exchange => Shape, topology => three_levels()},
-                                               fun(C, R) -> terrain_paths:allreduce(C, lists:nth(R + 1, Values), Op) end),
+                                               fun(C, R) ->
+                                                       terrain_paths:allreduce(C, lists:nth(R + 1, Values), Op)
+                                               end),
                           Scale = 1.0e-12 * N * lists:max([abs(X) || V <- Values, X <- V]) + 1.0e-300,
                           %% min and max of an integer and an equal float may give either
                           Close = case {Kind, Op} of

@@ -65,7 +65,8 @@ hierarchy_with_direct_exchange_test() ->
                    4 => [{1, [0, 3, 6], [0, 3, 6]}], 6 => [{1, [0, 3, 4], [0, 3, 4]}]}, Exchange),
     ?assertEqual(Exchange, maps:get(exchange, terrain_paths_plan:hierarchy(Input#{exchange => direct}))),
     %% more than 8 lowest groups: level by level again (18 nodes in 9 racks of 2)
-    Racks = [{network, list_to_atom("r" ++ integer_to_list(I)), [{node, {I, 1}}, {node, {I, 2}}]} || I <- lists:seq(1, 9)],
+    Racks = [{network, list_to_atom("r" ++ integer_to_list(I)), [{node, {I, 1}}, {node, {I, 2}}]}
+             || I <- lists:seq(1, 9)],
     Many = [{I, J} || I <- lists:seq(1, 9), J <- [1, 2]],
     ?assertMatch(#{exchange_shape := levels},
                  terrain_paths_plan:hierarchy(#{nodes => list_to_tuple(Many), root => 0, eligible => all,
