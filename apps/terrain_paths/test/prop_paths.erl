@@ -93,7 +93,8 @@ prop_hierarchical_vectors_are_the_fold() ->
               ?FORALL(Values, vector(N, vector(Length, entry(Kind))),
                       begin
                           Expected = fold(Op, Values),
-                          Results = on_members(Values, hierarchical, #{exchange => Shape, topology => three_levels()},
+                          Results = on_members(Values, hierarchical, nodes_used(3),
+                                               #{exchange => Shape, topology => three_levels()},
                                                fun(C, R) ->
                                                        terrain_paths:allreduce(C, lists:nth(R + 1, Values), Op)
                                                end),
@@ -177,10 +178,10 @@ fold(Op, [First | Rest]) ->
     lists:foldl(fun(V, Acc) -> terrain_paths_op:combine(Op, Acc, V) end, First, Rest).
 
 on_members(Values, Algorithm, Script) ->
-    on_members(Values, Algorithm, #{topology => topology()}, Script).
+    on_members(Values, Algorithm, nodes_used(), #{topology => topology()}, Script).
 
-on_members(Values, Algorithm, Opts, Script) ->
-    Members = terrain_paths_test_members:start(length(Values), nodes_used()),
+on_members(Values, Algorithm, Nodes, Opts, Script) ->
+    Members = terrain_paths_test_members:start(length(Values), Nodes),
     try
         {ok, Comm} = terrain_paths:communicator(Members, Opts#{algorithm => Algorithm}),
         terrain_paths_test_members:run(Members, Comm, Script)
@@ -189,18 +190,26 @@ on_members(Values, Algorithm, Opts, Script) ->
     end.
 
 nodes_used() ->
-    [node() | [N || {_, N} <- persistent_term:get({?MODULE, peers}, [])]].
+    nodes_used(2).
+
+nodes_used(Count) ->
+    [node() | [N || {_, N} <- persistent_term:get({?MODULE, peers, Count}, [])]].
 
 %% This node in one network, the peers in another.
 topology() ->
     {network, top, [{network, here, [{node, node()}]},
-                    {network, there, [{node, N} || {_, N} <- persistent_term:get({?MODULE, peers}, [])]}]}.
+                    {network, there, [{node, N} || {_, N} <- persistent_term:get({?MODULE, peers, 2}, [])]}]}.
 
-%% With three peers: site s1 holds a rack of this node and the first peer, and the
-%% second peer beside it; the third peer is beside s1.
+%% With three peers (their own setup and key): site s1 holds a rack of this node and
+%% the first peer, and the second peer beside it; the third peer is beside s1. When
+%% the setup has not run (PropEr 1.2's proper:module/2, as in `make proper', does not
+%% run ?SETUP), this node alone, as the other properties fall back to.
 three_levels() ->
-    [P1, P2, P3] = [N || {_, N} <- persistent_term:get({?MODULE, peers})],
-    {network, top, [{network, s1, [{network, r1, [{node, node()}, {node, P1}]}, {node, P2}]}, {node, P3}]}.
+    case tl(nodes_used(3)) of
+        [P1, P2, P3] -> {network, top, [{network, s1, [{network, r1, [{node, node()}, {node, P1}]}, {node, P2}]},
+                                        {node, P3}]};
+        [] -> {network, top, [{node, node()}]}
+    end.
 
 with_nodes(Property) ->
     with_nodes(2, Property).
@@ -208,13 +217,13 @@ with_nodes(Property) ->
 with_nodes(Count, Property) ->
     ?SETUP(fun() ->
                    terrain_test_peers:ensure_distributed(),
-                   Prefix = terrain_test_peers:unique_prefix(prop_paths),
+                   Prefix = terrain_test_peers:unique_prefix({prop_paths, Count}),
                    Peers = terrain_test_peers:start([list_to_atom(Prefix ++ integer_to_list(I))
                                                      || I <- lists:seq(1, Count)], []),
-                   persistent_term:put({?MODULE, peers}, Peers),
+                   persistent_term:put({?MODULE, peers, Count}, Peers),
                    fun() ->
                            terrain_test_peers:stop(Peers),
-                           persistent_term:erase({?MODULE, peers}),
+                           persistent_term:erase({?MODULE, peers, Count}),
                            ok
                    end
            end, Property).
