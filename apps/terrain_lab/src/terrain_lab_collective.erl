@@ -45,6 +45,7 @@
           rank_orders := [rank_order()],
           seeds := pos_integer(),               % random orders (median over them)
           rules => file:filename(),             % for auto
+          exchange => terrain_paths_plan:exchange_shape(), % hierarchical's (default: the communicator's auto)
           prefix => string(),
           timeout => pos_integer()}.            % ms per operation
 
@@ -115,13 +116,16 @@ rank_order(random, PerNode, Seed) ->
     [P || {_, P} <- lists:sort(Keyed)].
 
 %% @doc Lower bounds of hierarchical allreduce on a spec, µs, for a value of
-%% `Bytes': `{Hierarchical, Tree}'. Each level costs its one-way latency, plus
-%% Bytes/bandwidth where a bandwidth is set. Hierarchical: terrain's algorithm
-%% crosses the lowest level twice (up to the group's leader, and back down) and
-%% every higher level once (the leaders exchange). Tree: every level twice, the
-%% bound of a reduce up a tree then a broadcast down (the issue's formula).
--spec lower_bounds(terrain_lab_spec:spec(), pos_integer(), pos_integer()) -> {number(), number()}.
-lower_bounds(#{options := ClusterOptions, groups := Groups, nodes := Nodes}, Bytes, _MembersPerNode) ->
+%% `Bytes' whose group leaders exchange in `Shape': `{Hierarchical, Tree}'. Each
+%% level costs its one-way latency, plus Bytes/bandwidth where a bandwidth is set.
+%% Hierarchical crosses the lowest level twice (up to the group's leader, and back
+%% down) and, between, the levels above it: each once when the leaders exchange
+%% level by level (`levels'), only the costliest of them when every leader sends to
+%% every other directly (`direct': the messages to the other groups travel at once,
+%% each over one path). Tree: every level twice, the bound of a reduce up a tree
+%% then a broadcast down (the issue's formula).
+-spec lower_bounds(terrain_lab_spec:spec(), pos_integer(), terrain_paths_plan:exchange_shape()) -> {number(), number()}.
+lower_bounds(#{options := ClusterOptions, groups := Groups, nodes := Nodes}, Bytes, Shape) ->
     Levels = [{[], ClusterOptions} | Groups],
     Children = fun(Path) ->
                        length([P || {P, _} <- Groups, length(P) =:= length(Path) + 1, lists:prefix(Path, P)])
@@ -130,9 +134,11 @@ lower_bounds(#{options := ClusterOptions, groups := Groups, nodes := Nodes}, Byt
     Depths = lists:usort([length(P) || {P, _} <- Levels, Children(P) >= 2]),
     PerDepth = [lists:max([level_cost(O, Bytes) || {P, O} <- Levels, length(P) =:= D, Children(P) >= 2])
                 || D <- Depths],
-    case PerDepth of
-        [] -> {0, 0};
-        _ -> {lists:sum(PerDepth) + lists:last(PerDepth), 2 * lists:sum(PerDepth)}
+    case {PerDepth, Shape} of
+        {[], _} -> {0, 0};
+        {[Lowest], _} -> {2 * Lowest, 2 * Lowest};
+        {_, levels} -> {lists:sum(PerDepth) + lists:last(PerDepth), 2 * lists:sum(PerDepth)};
+        {_, direct} -> {lists:max(lists:droplast(PerDepth)) + 2 * lists:last(PerDepth), 2 * lists:sum(PerDepth)}
     end.
 
 %% @doc The results as a table (one line per algorithm, size and order).
@@ -195,14 +201,15 @@ measure_algorithm(Options, Algorithm, MembersPerNode, Sync, Topology, Progress) 
     [begin
          Runs = [run_rounds(Options, Algorithm, Size, rank_order(Order, MembersPerNode, Seed), Sync, Topology)
                  || Seed <- case Order of random -> lists:seq(1, Seeds); _ -> [1] end],
-         Median = median([M || {M, _} <- Runs]),
-         P95 = median([P || {_, P} <- Runs]),
+         Median = median([M || {M, _, _} <- Runs]),
+         P95 = median([P || {_, P, _} <- Runs]),
          Progress(io_lib:format("~-20s ~8b B ~-12s median ~10.1f ms  p95 ~10.1f ms~n",
                                 [Algorithm, Size, Order, Median / 1000, P95 / 1000])),
          Bounds = case Algorithm of
                       hierarchical ->
-                          {Exchange, Tree} = lower_bounds(Spec, Size, maps:get(members_per_node, Options)),
-                          #{lower_bound_us => Exchange, tree_lower_bound_us => Tree};
+                          [Shape | _] = [S || {_, _, S} <- Runs],
+                          {Exchange, Tree} = lower_bounds(Spec, Size, Shape),
+                          #{lower_bound_us => Exchange, tree_lower_bound_us => Tree, exchange => Shape};
                       _ -> #{}
                   end,
          Bounds#{algorithm => Algorithm, size_bytes => Size, rank_order => Order,
@@ -212,7 +219,7 @@ measure_algorithm(Options, Algorithm, MembersPerNode, Sync, Topology, Progress) 
 
 run_rounds(Options, Algorithm, Size, Members, Sync, Topology) ->
     Opts = maps:merge(#{algorithm => Algorithm, topology => Topology, timeout => maps:get(timeout, Options, 60000)},
-                      maps:with([rules], Options)),
+                      maps:with([rules, exchange], Options)),
     Comm = case terrain_paths:communicator(Members, Opts) of
                {ok, C} -> C;
                {error, Reason} -> throw({collective_error, {communicator, Reason}})
@@ -227,7 +234,7 @@ run_rounds(Options, Algorithm, Size, Members, Sync, Topology) ->
              end || M <- Members],
     %% per round: the members' median interval between completions; the first is a warm-up
     PerRound = tl([median(Round) || Round <- transpose(Times)]),
-    {median(PerRound), percentile(PerRound, 0.95)}.
+    {median(PerRound), percentile(PerRound, 0.95), maps:get(exchange_shape, terrain_paths:hierarchy(Comm))}.
 
 %% A member: on each measure request, a barrier, then Rounds allreduces back to
 %% back; it reports the interval before each completion.

@@ -21,12 +21,13 @@
 -module(bench_collective).
 -export([run/0]).
 %% The parts, to run one on its own: erl ... -eval 'bench_collective:wan(), halt().'
--export([goals/0, flat_against_hierarchical/0, wan/0, wan/3]).
+-export([goals/0, exchange_shapes/0, flat_against_hierarchical/0, wan/0, wan/3]).
 
 -define(BLIND, [flat, binomial, recursive_doubling, ring, rabenseifner]).
 
 run() ->
     goals(),
+    exchange_shapes(),
     flat_against_hierarchical(),
     wan().
 
@@ -58,6 +59,35 @@ goals() ->
               io:format("  ~b B: flat(block)/H = ~.2f, flat(random)/H = ~.2f~n",
                         [Size, Median(flat, Size, block) / H, Median(flat, Size, random) / H])
       end, [8, 65536]).
+
+%% hierarchical with its leaders exchanging directly (one 20 ms crossing) and level by
+%% level (2 ms, then 20 ms), alternating 3 times in one cluster, with
+%% recursive_doubling under one random order beside them: docs/COLLECTIVES.md.
+exchange_shapes() ->
+    load(),
+    {ok, Spec} = terrain_lab:read_spec("examples/paths.cluster"),
+    Sizes = [8, 65536],
+    Runs = terrain_lab_collective:with_cluster(
+             Spec, "xs_",
+             fun(Nodes) ->
+                     [begin
+                          Base = #{spec => Spec, sizes => Sizes, members_per_node => 1, rounds => 8, seeds => 1},
+                          {ok, #{results := H}} =
+                              terrain_lab_collective:measure(Base#{algorithms => [hierarchical], rank_orders => [block],
+                                                                   exchange => Shape}, Nodes, fun quiet/1),
+                          {ok, #{results := B}} =
+                              terrain_lab_collective:measure(Base#{algorithms => [recursive_doubling],
+                                                                   rank_orders => [random]}, Nodes, fun quiet/1),
+                          {Shape, H ++ B}
+                      end || _ <- [1, 2, 3], Shape <- [direct, levels]]
+             end),
+    io:format("~nhierarchical by exchange shape, 3 alternations in one cluster (median ms; RD = recursive_doubling, "
+              "one random order):~n~8s ~8s ~10s ~10s ~10s ~10s~n", ["shape", "bytes", "H", "bound", "RD", "RD/H"]),
+    [io:format("~8s ~8b ~10.1f ~10.1f ~10.1f ~10.2f~n", [Shape, S, H / 1000, Bound / 1000, RD / 1000, RD / H])
+     || {Shape, R} <- Runs, S <- Sizes,
+        #{algorithm := hierarchical, size_bytes := S1, median_us := H, lower_bound_us := Bound} <- R, S1 =:= S,
+        #{algorithm := recursive_doubling, size_bytes := S2, median_us := RD} <- R, S2 =:= S],
+    ok.
 
 flat_against_hierarchical() ->
     load(),

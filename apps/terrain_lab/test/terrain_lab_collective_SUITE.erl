@@ -47,7 +47,8 @@ bench_writes_json_table_and_manifest(Config) ->
     Results = maps:get(<<"results">>, Doc),
     [H8] = [R || #{<<"algorithm">> := <<"hierarchical">>, <<"size_bytes">> := 8} = R <- Results],
     %% up and down inside a rack (2 x 100 us) and once across (1000 us); a tree pays each twice
-    ?assertMatch(#{<<"lower_bound_us">> := 1200, <<"tree_lower_bound_us">> := 2200}, H8),
+    ?assertMatch(#{<<"lower_bound_us">> := 1200, <<"tree_lower_bound_us">> := 2200,
+                   <<"exchange">> := <<"direct">>}, H8),
     ?assert(lists:all(fun(#{<<"median_us">> := M, <<"p95_us">> := P}) -> M > 0 andalso P >= M end, Results)),
     %% no time below what the emulated links allow: the 1 ms link is crossed there and
     %% back by a tree (flat, binomial), once by hierarchical's exchange

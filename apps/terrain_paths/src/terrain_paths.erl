@@ -120,6 +120,9 @@
           leader => terrain:predicate() | [terrain:predicate()],
                                              % group leaders of the hierarchical tree come from the
                                              % nodes these predicates select when a group has any
+          exchange => direct | levels | auto,% how hierarchical's group leaders exchange
+                                             % (docs/COLLECTIVES.md); default auto: direct
+                                             % up to 8 lowest groups, else level by level
           rules => file:filename() | [map()],% rules for auto: a terrain.collective_rules/1 file
                                              % or parsed rules; default: built-in choice
           attr_timeout => pos_integer()}.    % ms for asking the nodes' schedulers (default 2000)
@@ -326,6 +329,7 @@ check_options(Opts, Size) ->
                root => fun(R) -> is_integer(R) andalso R >= 0 andalso R < Size end,
                topology => fun(_) -> true end,
                leader => fun(P) -> is_list(P) orelse is_tuple(P) end,
+               exchange => fun(E) -> lists:member(E, [direct, levels, auto]) end,
                rules => fun(R) -> is_list(R) end,
                attr_timeout => fun(T) -> is_integer(T) andalso T > 0 end},
     case [{K, V} || {K, V} <- maps:to_list(Opts), not (maps:is_key(K, Checks) andalso (maps:get(K, Checks))(V))] of
@@ -371,7 +375,8 @@ build_hierarchy(Nodes, Root, Opts) ->
             _ -> {schedulers(Unique, AttrTimeout), eligible(Unique, Opts, AttrTimeout)}
         end,
     terrain_paths_plan:hierarchy(#{nodes => Nodes, root => Root, topology => Topology,
-                                   schedulers => Schedulers, eligible => Eligible}).
+                                   schedulers => Schedulers, eligible => Eligible,
+                                   exchange => maps:get(exchange, Opts, auto)}).
 
 schedulers(Nodes, Timeout) ->
     case terrain:attrs(Nodes, [vm_schedulers_online], #{timeout => Timeout}) of

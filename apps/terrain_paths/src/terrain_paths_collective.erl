@@ -381,17 +381,40 @@ slice(Segs, {Lo, Hi}) ->
 %% Hierarchical allreduce
 
 %% Inside each lowest group (the nodes of one network), values go up a tree to the
-%% group's leader (through the node leaders); the group leaders exchange partials
-%% level by level, lowest first, with one leader of every sibling group (one
-%% one-way latency per level); each leader broadcasts the result down its tree.
+%% group's leader (through the node leaders), each vertex folding its children's
+%% partials in as they arrive; the group leaders exchange partials (the hierarchy's
+%% `exchange': level by level with one leader of every sibling group, or directly
+%% with every other leader) and fold what they receive in rank order, so every
+%% leader computes the same value; each leader broadcasts it down its tree.
 hierarchical(#{rank := Rank} = Ctx, #{forest := Forest, exchange := Exchange}, Value, Op) ->
-    case tree_reduce(Ctx, Forest, terrain_paths_op:run(Rank, Value), Op) of
-        {root, Runs0} ->
+    Own = terrain_paths_op:run(Rank, Value),
+    Partial = fold_arrivals(Ctx, Op, terrain_paths_plan:children(Forest, Rank), Own),
+    case terrain_paths_plan:parent(Forest, Rank) of
+        none ->
             Runs = lists:foldl(fun({Depth, SendTo, RecvFrom}, Runs1) ->
                                        [send(Ctx, To, {level, Depth}, Runs1) || To <- SendTo],
                                        terrain_paths_op:merge(Op, [Runs1 | collect(Ctx, {level, Depth}, RecvFrom)])
-                               end, Runs0, maps:get(Rank, Exchange)),
+                               end, Partial, maps:get(Rank, Exchange)),
             tree_broadcast(Ctx, Forest, terrain_paths_op:result(Op, Runs));
-        sent ->
+        Parent ->
+            send(Ctx, Parent, up, {plain, Partial}),
             tree_broadcast(Ctx, Forest, undefined)
+    end.
+
+%% Receives one `up' partial from each of `From' in any order and merges each into
+%% `Acc' when it arrives (merging runs keeps a non-commutative operation in rank
+%% order, whatever the order of arrival): the work overlaps the wait for the last.
+fold_arrivals(Ctx, Op, From, Own) ->
+    fold_arrivals(Ctx, Op, maps:from_list([{R, true} || R <- From]), Own, length(From)).
+
+fold_arrivals(_Ctx, _Op, _Pending, Acc, 0) ->
+    Acc;
+fold_arrivals(#{id := Id, seq := Seq, refs := Refs, deadline := Deadline} = Ctx, Op, Pending, Acc, Left) ->
+    receive
+        {?TAG, Id, Seq, up, Child, {plain, Runs}} when is_map_key(Child, Pending) ->
+            fold_arrivals(Ctx, Op, maps:remove(Child, Pending), terrain_paths_op:merge(Op, [Acc, Runs]), Left - 1);
+        {'DOWN', Ref, process, Pid, _} when is_map_key(Ref, Refs) ->
+            down(Ref, Pid, Refs)
+    after remaining(Deadline) ->
+            throw({?MODULE, timeout})
     end.

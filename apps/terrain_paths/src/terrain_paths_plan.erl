@@ -36,14 +36,28 @@
           local_leader := #{non_neg_integer() => non_neg_integer()}, % rank => the leader of its lowest group
           forest := tree(),                                  % inside each lowest group, towards its leader
           exchange := #{non_neg_integer() => [level()]},     % lowest-group leader => its levels, lowest first
+          exchange_shape := exchange_shape(),                % how the leaders exchange (below)
           tree := tree()}.                                   % reduce/broadcast tree for the root
+
+%% How the leaders of the lowest groups exchange their partials:
+%% `levels' — once per level above them, with one leader of each sibling group
+%% (one message per leader per level; the latencies of the levels add up);
+%% `direct' — every leader sends its group's partial to every other leader in one
+%% step (k − 1 messages per leader for k groups; one latency: the largest).
+-type exchange_shape() :: levels | direct.
+-export_type([exchange_shape/0]).
 
 -type hierarchy_input() ::
         #{nodes := tuple(),                      % node of each rank (element Rank + 1)
           root := non_neg_integer(),
           topology := term() | undefined,        % a topology term (terrain_topology:tree())
           schedulers := #{node() => non_neg_integer()},
-          eligible := [node()] | all}.           % leader candidates first
+          eligible := [node()] | all,            % leader candidates first
+          exchange => exchange_shape() | auto}.  % default auto: direct up to ?DIRECT_MAX lowest groups
+
+%% Up to this many lowest groups, `auto' exchanges directly: k(k − 1) messages
+%% (56 at 8 groups) buy one top-level latency instead of the sum over levels.
+-define(DIRECT_MAX, 8).
 
 %%--------------------------------------------------------------------
 %% API
@@ -94,10 +108,20 @@ hierarchy(#{nodes := Nodes, root := Root, topology := Topology} = Input) ->
     ForestEdges = lists:append([lists:reverse(lead(G, L, Input1, Leader, [])) || {G, L} <- Locals]),
     Forest = vertices_of(ranks(Groups), ForestEdges),
     Leaves = replace_locals(Groups, maps:from_list([{G, L} || {G, L} <- Locals])),
-    Exchange = exchange(Leaves, 1),
+    LocalLeaders = [L || {_, L} <- Locals],
+    Shape = case maps:get(exchange, Input, auto) of
+                auto when length(LocalLeaders) =< ?DIRECT_MAX -> direct;
+                auto -> levels;
+                Chosen -> Chosen
+            end,
+    Exchange = case Shape of
+                   direct -> direct_exchange(LocalLeaders);
+                   levels -> exchange(Leaves, 1)
+               end,
     #{groups => Groups, local_leader => LocalLeader,
       forest => {map, Root, Forest},
-      exchange => maps:merge(maps:from_list([{L, []} || {_, L} <- Locals]), Exchange),
+      exchange => maps:merge(maps:from_list([{L, []} || L <- LocalLeaders]), Exchange),
+      exchange_shape => Shape,
       tree => {map, Root, tree(Groups, Root, Input1, Leader)}}.
 
 %% @doc The reduce/broadcast tree of a hierarchy.
@@ -260,6 +284,12 @@ exchange({group, Children}, Depth) ->
               || {I, Set} <- Indexed, {Index, M} <- enumerate(Set)],
     lists:foldl(fun({M, Level}, Acc) -> maps:update_with(M, fun(L) -> L ++ [Level] end, [Level], Acc) end,
                 Below, Levels).
+
+%% Every leader sends to and receives from every other leader, in one step (depth 1).
+direct_exchange([_]) ->
+    #{};
+direct_exchange(Leaders) ->
+    maps:from_list([{L, [{1, Others, Others}]} || L <- Leaders, Others <- [lists:delete(L, Leaders)]]).
 
 node_leaders({node, _, Ranks}, Leader) -> [Leader(Ranks)];
 node_leaders({group, Children}, Leader) -> lists:sort(lists:append([node_leaders(C, Leader) || C <- Children])).

@@ -36,8 +36,8 @@ hierarchy_of_three_levels_test() ->
     Topology = {network, top, [{network, s1, [{network, r1, [{node, a}, {node, b}]}, {network, r2, [{node, c}, {node, d}]}]},
                                {network, s2, [{network, r3, [{node, e}, {node, f}]}, {network, r4, [{node, g}, {node, h}]}]}]},
     H = terrain_paths_plan:hierarchy(#{nodes => list_to_tuple(Nodes), root => 0, topology => Topology,
-                                       schedulers => #{d => 4}, eligible => all}),
-    #{exchange := Exchange, tree := Tree, forest := Forest, local_leader := Local} = H,
+                                       schedulers => #{d => 4}, eligible => all, exchange => levels}),
+    #{exchange := Exchange, tree := Tree, forest := Forest, local_leader := Local, exchange_shape := levels} = H,
     %% racks are the lowest groups: their leaders are 0 (the root), 3 (most
     %% schedulers), 4 and 6 (lowest rank); the others hand their value to them
     ?assertEqual([0, 0, 3, 3, 4, 4, 6, 6], [maps:get(R, Local) || R <- lists:seq(0, 7)]),
@@ -51,6 +51,30 @@ hierarchy_of_three_levels_test() ->
     ?assertEqual(0, terrain_paths_plan:parent(Tree, 3)),
     ?assertEqual(3, terrain_paths_plan:parent(Tree, 2)),
     ?assertEqual(lists:seq(0, 7), lists:sort(terrain_paths_plan:subtree(Tree, 0))).
+
+%% The same cluster by default (4 racks, at most 8): every rack leader sends its
+%% partial to the 3 others at once, and receives theirs
+hierarchy_with_direct_exchange_test() ->
+    Nodes = [a, b, c, d, e, f, g, h],
+    Topology = {network, top, [{network, s1, [{network, r1, [{node, a}, {node, b}]}, {network, r2, [{node, c}, {node, d}]}]},
+                               {network, s2, [{network, r3, [{node, e}, {node, f}]}, {network, r4, [{node, g}, {node, h}]}]}]},
+    Input = #{nodes => list_to_tuple(Nodes), root => 0, topology => Topology, schedulers => #{d => 4}, eligible => all},
+    #{exchange := Exchange, exchange_shape := direct, local_leader := Local} = terrain_paths_plan:hierarchy(Input),
+    ?assertEqual([0, 0, 3, 3, 4, 4, 6, 6], [maps:get(R, Local) || R <- lists:seq(0, 7)]),
+    ?assertEqual(#{0 => [{1, [3, 4, 6], [3, 4, 6]}], 3 => [{1, [0, 4, 6], [0, 4, 6]}],
+                   4 => [{1, [0, 3, 6], [0, 3, 6]}], 6 => [{1, [0, 3, 4], [0, 3, 4]}]}, Exchange),
+    ?assertEqual(Exchange, maps:get(exchange, terrain_paths_plan:hierarchy(Input#{exchange => direct}))),
+    %% more than 8 lowest groups: level by level again (18 nodes in 9 racks of 2)
+    Racks = [{network, list_to_atom("r" ++ integer_to_list(I)), [{node, {I, 1}}, {node, {I, 2}}]}
+             || I <- lists:seq(1, 9)],
+    Many = [{I, J} || I <- lists:seq(1, 9), J <- [1, 2]],
+    ?assertMatch(#{exchange_shape := levels},
+                 terrain_paths_plan:hierarchy(#{nodes => list_to_tuple(Many), root => 0, eligible => all,
+                                                topology => {network, top, Racks}, schedulers => #{}})),
+    %% one group: nothing to exchange
+    ?assertMatch(#{exchange := #{0 := []}},
+                 terrain_paths_plan:hierarchy(#{nodes => {a, b}, root => 0, schedulers => #{}, eligible => all,
+                                                topology => {network, top, [{network, r, [{node, a}, {node, b}]}]}})).
 
 hierarchy_of_unequal_groups_test() ->
     %% 3 nodes in one network, 1 in another: every leader gets each sibling
