@@ -108,8 +108,12 @@ choose_at_a_node_orders_by_distance_across_hosts() ->
     [{doc, "terrain choose --at a node of host 1 --order-by distance: its host's two nodes come first, "
            "then the other hosts' nodes; all 8 are chosen."}].
 choose_at_a_node_orders_by_distance_across_hosts(Config) ->
-    [First, Second | Others] = expected_nodes(Config),
-    {Code, Out, Err} = terrain(Config, ["choose", "--state-dir", ?config(state_dir, Config), "--at", atom_to_list(First),
+    choose_orders_by_host(Config, ?config(state_dir, Config), expected_nodes(Config)).
+
+%% terrain choose --at the first node --order-by distance chooses all `Nodes', the
+%% first two (the first host's) first.
+choose_orders_by_host(Config, State, [First, Second | Others]) ->
+    {Code, Out, Err} = terrain(Config, ["choose", "--state-dir", State, "--at", atom_to_list(First),
                                         "--order-by", "distance", "{vm_num_processors, ge, 1}"]),
     ct:pal("choose: ~ts~ts", [Out, Err]),
     ?assertEqual(0, Code),
@@ -216,14 +220,7 @@ a_query_across_the_hosts_runs_through_the_cli_over_tls(Config) ->
     {0, Status, _} = terrain(Config, ["status", "--json", "--state-dir", State]),
     {ok, #{<<"nodes">> := Nodes, <<"tls">> := true}} = terrain_json:decode(list_to_binary(Status)),
     ?assertEqual(lists:duplicate(?HOSTS * ?PER_HOST, <<"up">>), [S || #{<<"state">> := S} <- Nodes]),
-    [First, Second | Others] = tls_nodes(Config),
-    {Code, Out, Err} = terrain(Config, ["choose", "--state-dir", State, "--at", atom_to_list(First),
-                                        "--order-by", "distance", "{vm_num_processors, ge, 1}"]),
-    ct:pal("choose over TLS: ~ts~ts", [Out, Err]),
-    ?assertEqual(0, Code),
-    Chosen = [list_to_atom(L) || L <- string:lexemes(Out, "\n")],
-    ?assertEqual(lists:sort([First, Second | Others]), lists:sort(Chosen)),
-    ?assertEqual(lists:sort([First, Second]), lists:sort(lists:sublist(Chosen, 2))).
+    choose_orders_by_host(Config, State, tls_nodes(Config)).
 
 every_vm_of_the_tls_cluster_runs_inet_tls() ->
     [{doc, "A VM started with the CLI's certificate reaches every node; each was started with -proto_dist "
