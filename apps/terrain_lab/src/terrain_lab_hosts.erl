@@ -51,6 +51,7 @@
       | {hosts, {mixed, Local :: [atom()], Remote :: [atom()]}}
       | {hosts, {unroutable, string(), term()}}
       | {hosts, netem_on_other_hosts}
+      | {hosts, {cpu_on_other_hosts, [atom()]}}
       | {hosts, {usage, string()}}.                  % CLI: --hosts used the wrong way
 
 %%--------------------------------------------------------------------
@@ -97,9 +98,13 @@ check_placement(Spec) ->
         {_, []} -> {ok, Spec};
         {[], [_ | _]} ->
             Host = first_host(Spec),
-            case terrain_lab_ssh:cli_host(Host) of
-                {ok, _} -> {ok, Spec};
-                {error, Why} -> {error, {hosts, {unroutable, Host, Why}}}
+            %% CPU emulation (terrain_lab_cgroup) puts a VM's OS pid in a cgroup of this
+            %% machine: for a VM on another host that would be some other process here.
+            case {[N || #{name := N} = Node <- Nodes, is_map_key(cpu, Node) orelse is_map_key(cpu_per_scheduler, Node)],
+                  terrain_lab_ssh:cli_host(Host)} of
+                {[_ | _] = Capped, _} -> {error, {hosts, {cpu_on_other_hosts, Capped}}};
+                {[], {ok, _}} -> {ok, Spec};
+                {[], {error, Why}} -> {error, {hosts, {unroutable, Host, Why}}}
             end;
         {Local, _} -> {error, {hosts, {mixed, Local, Remote}}}
     end.
@@ -228,6 +233,10 @@ format_error({hosts, {mixed, Local, Remote}}) ->
                   [lists:join(", ", [atom_to_list(N) || N <- Local]), lists:join(", ", [atom_to_list(N) || N <- Remote])]);
 format_error({hosts, netem_on_other_hosts}) ->
     "--netem on: network emulation is for clusters on this machine; on other hosts the links are real";
+format_error({hosts, {cpu_on_other_hosts, Names}}) ->
+    io_lib:format("cpu and cpu_per_scheduler emulate CPU capacity with cgroups of this machine; nodes on other hosts "
+                  "cannot have them (~ts): their capacity is the host's own",
+                  [lists:join(", ", [atom_to_list(N) || N <- Names])]);
 format_error({hosts, {unroutable, Host, Why}}) ->
     io_lib:format("cannot find this machine's address towards ~ts: ~0tp", [Host, Why]).
 

@@ -116,6 +116,17 @@ a_spec_runs_here_or_on_other_hosts_never_both_test() ->
     {ok, Mixed} = terrain_lab_spec:from_terms(terrain_lab_hosts:spec_terms(["localhost", "10.0.0.7"], 1), undefined),
     ?assertEqual({error, {hosts, {mixed, [localhost_1], ['10_0_0_7_1']}}}, terrain_lab_hosts:check_placement(Mixed)).
 
+cpu_emulation_is_refused_on_other_hosts_test() ->
+    {ok, Capped} = terrain_lab_spec:from_terms([{cluster, c, #{}}, {node, a, #{host => "10.0.0.6"}},
+                                                {node, b, #{host => "10.0.0.7", cpu_per_scheduler => 0.1}},
+                                                {node, d, #{host => "10.0.0.8", cpu => 0.5}}], undefined),
+    ?assertEqual({error, {hosts, {cpu_on_other_hosts, [b, d]}}}, terrain_lab_hosts:check_placement(Capped)),
+    ?assertMatch({match, _}, re:run(terrain_lab:format_error({hosts, {cpu_on_other_hosts, [b, d]}}),
+                                    "nodes on other hosts cannot have them \\(b, d\\)")),
+    {ok, Local} = terrain_lab_spec:from_terms([{cluster, c, #{}}, {node, a, #{host => "localhost", cpu => 0.5}}],
+                                              undefined),
+    ?assertEqual({ok, Local}, terrain_lab_hosts:check_placement(Local)).
+
 network_emulation_is_off_on_other_hosts_test() ->
     {ok, Local} = terrain_lab_spec:from_terms(terrain_lab_hosts:spec_terms(["localhost"], 1), undefined),
     {ok, Remote} = terrain_lab_spec:from_terms(terrain_lab_hosts:spec_terms(["10.0.0.6"], 1), undefined),
