@@ -202,8 +202,9 @@ topology() ->
 
 %% With three peers (their own setup and key): site s1 holds a rack of this node and
 %% the first peer, and the second peer beside it; the third peer is beside s1. When
-%% the setup has not run (PropEr 1.2's proper:module/2, as in `make proper', does not
-%% run ?SETUP), this node alone, as the other properties fall back to.
+%% the setup has not run (PropEr 1.2's proper:module/2 does not run ?SETUP; `make
+%% proper' uses proper:quickcheck/2, which does), this node alone, as the other
+%% properties fall back to.
 three_levels() ->
     case tl(nodes_used(3)) of
         [P1, P2, P3] -> {network, top, [{network, s1, [{network, r1, [{node, node()}, {node, P1}]}, {node, P2}]},

@@ -22,11 +22,13 @@ proper() ->
         _ -> io:format("PropEr: FAILED ~p~n", [Failed]), halt(1)
     end.
 
+%% Each exported prop_*/0 through proper:quickcheck/2, not proper:module/2: PropEr
+%% 1.2's module/2 does not run a property's ?SETUP (so a property that starts peer
+%% nodes there would run without them), quickcheck/2 does.
 failed(Module) ->
-    case proper:module(Module, [{numtests, ?NUMTESTS}, {to_file, user}]) of
-        [] -> [];
-        Failures -> [{Module, F} || F <- Failures]
-    end.
+    [{Module, {Module, F, 0}}
+     || {F, 0} <- Module:module_info(exports), lists:prefix("prop_", atom_to_list(F)),
+        proper:quickcheck(Module:F(), [{numtests, ?NUMTESTS}, {to_file, user}]) =/= true].
 
 %% @doc Runs every bench_* module's run/0; halts with 1 if one raises.
 bench() ->
