@@ -142,7 +142,12 @@ down_stops_every_vm_on_every_host() ->
     [{doc, "terrain down stops all 8 VMs by name; afterwards only the test's sshd and epmd run in each namespace, "
            "and the cluster's files on the hosts are gone."}].
 down_stops_every_vm_on_every_host(Config) ->
-    {Code, Out, Err} = terrain(Config, ["down", "--state-dir", ?config(state_dir, Config)]),
+    down_leaves_the_hosts_clean(Config, ?config(state_dir, Config)).
+
+%% terrain down of the cluster recorded in `State' stops all 8 VMs; only the hosts'
+%% sshd and epmd remain in each namespace; the cluster's files on the hosts are gone.
+down_leaves_the_hosts_clean(Config, State) ->
+    {Code, Out, Err} = terrain(Config, ["down", "--state-dir", State]),
     ct:pal("down: ~ts~ts", [Out, Err]),
     ?assertEqual(0, Code),
     ?assertEqual(lists:duplicate(?HOSTS * ?PER_HOST, "stopped"),
@@ -150,7 +155,7 @@ down_stops_every_vm_on_every_host(Config) ->
     [?assertEqual(["epmd", "sshd"], lists:sort([C || {_, C} <- terrain_lab_test_hosts:pids(NS)]))
      || NS <- terrain_lab_test_hosts:namespaces(?config(hosts, Config))],
     ?assertEqual([], [H || H <- terrain_lab_test_hosts:addresses(?config(hosts, Config)),
-                           filelib:is_dir(remote_dir(Config, H))]).
+                           filelib:is_dir(remote_dir(Config, State, H))]).
 
 a_failed_up_stops_what_it_started_everywhere() ->
     [{doc, "A spec with one node on a host nobody answers for: up fails with exit 1 naming that node, and no VM "
@@ -292,15 +297,7 @@ down_of_the_tls_cluster_leaves_nothing_behind() ->
            "directory with its tls/ are gone."}].
 down_of_the_tls_cluster_leaves_nothing_behind(Config) ->
     State = tls_state_dir(Config),
-    {Code, Out, Err} = terrain(Config, ["down", "--state-dir", State]),
-    ct:pal("down: ~ts~ts", [Out, Err]),
-    ?assertEqual(0, Code),
-    ?assertEqual(lists:duplicate(?HOSTS * ?PER_HOST, "stopped"),
-                 [lists:last(string:lexemes(L, " ")) || L <- string:lexemes(Out, "\n")]),
-    [?assertEqual(["epmd", "sshd"], lists:sort([C || {_, C} <- terrain_lab_test_hosts:pids(NS)]))
-     || NS <- terrain_lab_test_hosts:namespaces(?config(hosts, Config))],
-    ?assertEqual([], [H || H <- terrain_lab_test_hosts:addresses(?config(hosts, Config)),
-                           filelib:is_dir(remote_dir(Config, State, H))]),
+    down_leaves_the_hosts_clean(Config, State),
     ?assertNot(filelib:is_dir(State)).
 
 %% Node's distribution arguments and, after it pinged every node, each of its
@@ -395,9 +392,6 @@ expected_nodes(Config) ->
      || {I, A} <- lists:zip(lists:seq(1, length(Addresses)), Addresses), J <- lists:seq(1, ?PER_HOST)].
 
 %% The cluster's directory on host H (the hosts share this machine's file system).
-remote_dir(Config, Host) ->
-    remote_dir(Config, ?config(state_dir, Config), Host).
-
 remote_dir(_Config, State, Host) ->
     filename:join(os:getenv("HOME"), terrain_lab_ssh:remote_dir(State, Host)).
 
