@@ -114,7 +114,7 @@ await_child(Port) ->
 %% The parent's pid was recorded before it started the child; when the parent is gone
 %% (Ctrl-C, SIGKILL) the child halts too.
 watch(Parent) ->
-    case filelib:is_dir("/proc/" ++ Parent) of
+    case terrain_lab_os:alive(Parent) of
         true ->
             receive after ?WATCH_MS -> watch(Parent) end;
         false ->

@@ -99,22 +99,12 @@ stop(Cluster) ->
 init({Spec, Options, Caller}) ->
     process_flag(trap_exit, true),
     link(Caller),
-    Result = case dist_args(Spec) of
-                 {ok, DistArgs} ->
-                     case terrain_lab_dist:ensure_started(#{}) of
-                         ok ->
-                             case terrain_lab_cgroup:check(Spec) of
-                                 ok -> boot(Spec, Options#{dist_args => DistArgs});
-                                 {error, _} = Error -> Error
-                             end;
-                         {error, _} = Error ->
-                             Error
-                     end;
-                 {error, _} = Error ->
-                     Error
-             end,
+    Result = terrain_lab_steps:run([fun(_) -> dist_args(Spec) end,
+                                    fun(_) -> terrain_lab_dist:ensure_started(#{}) end,
+                                    fun(_) -> terrain_lab_cgroup:check(Spec) end,
+                                    fun(DistArgs) -> boot(Spec, Options#{dist_args => DistArgs}) end], Spec),
     case Result of
-        {ok, Nodes, Peers} ->
+        {ok, {Nodes, Peers}} ->
             {ok, #state{caller = Caller, spec = Spec, nodes = Nodes, peers = Peers}};
         {error, Why} ->
             unlink(Caller),
@@ -189,7 +179,7 @@ boot(Spec, Options) ->
             Topology = terrain_lab_spec:topology(Spec, fun(Name) -> maps:get(Name, Names) end),
             case setup_all([S#{topology => Topology, cluster => maps:get(name, Spec)} || S <- Specs], Booted, Deadline) of
                 {ok, Nodes} ->
-                    {ok, Nodes, Peers};
+                    {ok, {Nodes, Peers}};
                 {error, Why, OsPids} ->
                     stop_peers(maps:values(Pids), OsPids),
                     remove_cgroups(Spec, maps:keys(Peers)),

@@ -297,12 +297,7 @@ stop_srun(#{<<"srun_pid">> := Pid, <<"name">> := Name}, Timeout, Dir) when is_bi
                                              binary:match(Cmdline, <<"terrain-", Name/binary>>) =/= nomatch;
                         {error, _} -> false
                     end end,
-    _ = terrain_lab_os:await_exit([OsPid], Timeout) =:= [] orelse
-        (Ours() andalso begin
-                            _ = os:cmd("kill -TERM " ++ OsPid),
-                            terrain_lab_os:await_exit([OsPid], 5000) =:= [] orelse
-                                (Ours() andalso os:cmd("kill -KILL " ++ OsPid) =:= "")
-                        end),
+    _ = terrain_lab_os:await_exit([OsPid], Timeout) =:= [] orelse terrain_lab_os:terminate(OsPid, 5000, Ours),
     File = srun_file(Dir, binary_to_atom(Name)),
     _ = file:delete(File),
     _ = file:delete(File ++ ".log"),

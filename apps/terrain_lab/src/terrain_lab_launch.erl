@@ -95,7 +95,12 @@ up(SpecFile, #{netem := NetemOption} = Options, Dir, Io) ->
              fun(SpecNetem) -> refuse_if_running(Dir, SpecNetem) end,
              fun(SpecNetem) -> refuse_clashes(SpecNetem, Options) end,
              fun(SpecNetem) -> check_tls(SpecNetem, Options) end,
-             fun({Spec, Netem}) -> start_detached(Spec, Netem, filename:absname(SpecFile), Dir, Options, Io) end],
+             fun({Spec, Netem}) ->
+                     %% a step that fails before any VM starts leaves no state behind
+                     try start_detached(Spec, Netem, filename:absname(SpecFile), Dir, Options, Io)
+                     catch throw:{not_started, Error} -> terrain_lab_cluster_state:remove(Dir), Error
+                     end
+             end],
     terrain_lab_steps:run(Steps, SpecFile).
 
 %% @doc The default deadline for `N' nodes to come up: 30 s plus 1 s per node, at
@@ -272,10 +277,7 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
                             false -> terrain_lab_dist:node_name(Prefix, Name)
                         end} || #{name := Name} = NodeSpec <- terrain_lab_spec:nodes(Spec)],
     %% TLS: the certificates exist before this VM goes distributed (it reads cli.conf then).
-    ok = case Tls of
-             true -> make_certificates(Nodes, Dir, Io);
-             false -> ok
-         end,
+    _ = Tls andalso make_certificates(Nodes, Dir, Io),
     ok = terrain_lab_cluster_state:connect_cli(Dir),
     terrain_lab_io:progress(Io, "starting ~b nodes of ~ts (deadline ~b s)~n", [length(Nodes), SpecPath, Timeout div 1000]),
     _ = Netem andalso terrain_lab_io:progress(Io, "network emulation on: ~ts~n", [netem_summary(Spec)]),
@@ -325,16 +327,21 @@ check_tls({Spec, _} = SpecNetem, Options) ->
     end.
 
 %% The cluster's CA, a certificate for every node and one for the CLI (terrain_lab_tls);
-%% each certificate names the host part of its node's name.
+%% each certificate names the host part of its node's name. When they cannot be made
+%% (no VM has started yet), `up' returns the error and removes the state.
 make_certificates(Nodes, Dir, Io) ->
     CliHost = case file:read_file(filename:join(Dir, "cli_host")) of
                   {ok, Address} -> binary_to_list(Address);
                   {error, _} -> terrain_lab_dist_host()
               end,
     Certified = [{Name, lists:last(string:split(atom_to_list(Node), "@"))} || {#{name := Name}, Node} <- Nodes],
-    ok = terrain_lab_tls:create(Dir, #{nodes => Certified, cli_host => CliHost}),
-    terrain_lab_io:progress(Io, "distribution over TLS: a CA and ~b node certificates in ~ts~n",
-                            [length(Nodes), terrain_lab_tls:dir(Dir)]).
+    case terrain_lab_tls:create(Dir, #{nodes => Certified, cli_host => CliHost}) of
+        ok ->
+            terrain_lab_io:progress(Io, "distribution over TLS: a CA and ~b node certificates in ~ts~n",
+                                    [length(Nodes), terrain_lab_tls:dir(Dir)]);
+        {error, _} = Error ->
+            throw({not_started, Error})
+    end.
 
 tls_args(true, Dir, Name) -> terrain_lab_tls:vm_args(terrain_lab_tls:optfile(Dir, Name));
 tls_args(false, _Dir, _Name) -> [].

@@ -1,14 +1,17 @@
 %% @private
 %% @doc OS processes of the VMs the lab starts: is one alive, wait for some to exit,
-%% and kill one as a last resort. Linux /proc based; only BEAM processes are killed.
+%% and kill one as a last resort. Linux /proc based; only BEAM processes are killed,
+%% or, with {@link terminate/3}, a process the caller recognises as its own.
 -module(terrain_lab_os).
 
 %% API
 -export([alive/1,
          await_exit/2,
-         kill/1]).
+         kill/1,
+         terminate/3]).
 
 -define(POLL_MS, 20).
+-define(KILL_WAIT_MS, 1000).     % how long a SIGKILLed process may take to disappear
 
 %% @doc Is there a process with this OS pid?
 -spec alive(string()) -> boolean().
@@ -30,6 +33,20 @@ kill(OsPid) ->
         false -> false
     end.
 
+%% @doc Stops `OsPid' while `Ours()' says it is still the caller's process: SIGTERM,
+%% then SIGKILL if it has not exited within `GraceMs'. Returns whether it is gone.
+-spec terminate(string(), non_neg_integer(), fun(() -> boolean())) -> boolean().
+terminate(OsPid, GraceMs, Ours) ->
+    Signal = fun(Name) ->
+                     is_pid_text(OsPid) andalso Ours() andalso begin _ = os:cmd("kill -" ++ Name ++ " " ++ OsPid), true end
+             end,
+    _ = Signal("TERM"),
+    _ = await_exit([OsPid], GraceMs) =:= [] orelse Signal("KILL"),
+    await_exit([OsPid], ?KILL_WAIT_MS) =:= [].
+
+is_pid_text(OsPid) ->
+    OsPid =/= [] andalso lists:all(fun(C) -> C >= $0 andalso C =< $9 end, OsPid).
+
 await(OsPids, Deadline) ->
     case [P || P <- OsPids, alive(P)] of
         [] ->
@@ -44,7 +61,7 @@ await(OsPids, Deadline) ->
     end.
 
 is_beam(OsPid) ->
-    lists:all(fun(C) -> C >= $0 andalso C =< $9 end, OsPid) andalso OsPid =/= [] andalso
+    is_pid_text(OsPid) andalso
         case file:read_file("/proc/" ++ OsPid ++ "/comm") of
             {ok, <<"beam", _/binary>>} -> true;
             _ -> false

@@ -445,8 +445,7 @@ await_vm(Node, OsPid, Host, Log, Deadline) ->
                                                               {error, _} -> ""
                                                           end}}}};
                 {true, true} ->
-                    _ = os:cmd("kill -TERM " ++ OsPid),
-                    _ = terrain_lab_os:await_exit([OsPid], 5000) =:= [] orelse os:cmd("kill -KILL " ++ OsPid),
+                    _ = terrain_lab_os:terminate(OsPid, 5000, fun() -> true end),
                     {error, {slurm, {srun, Host, timeout}}};
                 {true, false} ->
                     receive after ?POLL_MS -> await_vm(Node, OsPid, Host, Log, Deadline) end
