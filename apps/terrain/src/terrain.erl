@@ -134,7 +134,8 @@
 -export([read_latency/1,
          discover/2,
          compare_topologies/2,
-         insert_node/4]).
+         insert_node/4,
+         remove_node/2]).
 
 %% API: variability of durations
 -export([load_duration_model/1,
@@ -150,7 +151,7 @@
               {unsubscribe, 1}, {stats, 0}, {choose_nodes, 2}, {choose_nodes, 3}, {choose_node, 3},
               {format_explanation, 1}, {load_topology, 1}, {check_topology, 1}, {topology, 0},
               {render_topology, 2}, {distance, 2}, {level, 2}, {disc, 2}, {spawn_on, 3},
-              {place_tree, 2}, {read_latency, 1}, {discover, 2}, {compare_topologies, 2}, {insert_node, 4},
+              {place_tree, 2}, {read_latency, 1}, {discover, 2}, {compare_topologies, 2}, {insert_node, 4}, {remove_node, 2},
               {load_duration_model, 1}, {load_duration_model, 2}, {check_duration, 1},
               {check_duration, 2}, {duration_model, 1}, {unload_duration_model, 1}]).
 
@@ -339,8 +340,8 @@
 %% <li>`confirm' — confirmation pairs after the placement, one per ancestor network
 %%     from the lowest up (default 2);</li>
 %% <li>`gap' — the smallest ratio between the round trips of two adjacent levels
-%%     (default 4): a round trip below height/√gap lies inside a child, one above
-%%     height·√gap outside the network;</li>
+%%     (default 10, an order of magnitude): a round trip below height/√gap lies
+%%     inside a child, one above height·√gap outside the network;</li>
 %% <li>`retries' — new descents, each with one more representative, after a
 %%     confirmation contradicts the placement (default 2);</li>
 %% <li>`attempts' — members tried per child when measurements fail (default 3);</li>
@@ -672,6 +673,13 @@ compare_topologies(Found, Truth) ->
           {ok, NewTree :: topology_tree(), Pairs :: [measured_pair()]} | {error, term()}.
 insert_node(Node, Tree, Measure, Opts) ->
     terrain_insert:insert(Node, Tree, Measure, Opts).
+
+%% @doc Takes a node out of a topology tree: a network left with one child is replaced
+%% by that child, an empty one goes; heights stay. The inverse of {@link insert_node/4}
+%% for a node that leaves or must be placed again.
+-spec remove_node(Node :: node(), Tree :: topology_tree()) -> {ok, topology_tree()} | {error, term()}.
+remove_node(Node, Tree) ->
+    terrain_insert:remove(Node, Tree).
 
 %%====================================================================
 %% API: variability of durations

@@ -34,9 +34,17 @@
 %% child, every round trip measured so far taking part (so a member that measured
 %% close pulls the node to it). At most `retries' times; the last placement stands.
 %%
-%% Heights: a network's height grows to the largest round trip measured across it
-%% during the insertion, except round trips above height·S (outliers); a new
-%% network's height is the round trip that created it.
+%% Heights: a network's height is the round trip that created it (a node joining
+%% another: their round trip; a network wrapped: the smallest round trip from the
+%% node to it), a typical round trip across the network rather than its diameter, so
+%% that the thresholds do not drift upwards with the largest of many noisy values.
+%% When the node measures near every child of a network (below height/S), the
+%% height was overestimated (made from one inflated round trip) and is lowered to
+%% the largest of those round trips. When it measures near two or more children but
+%% not all, those children are near each other too (ultrametric inequality) and are
+%% merged into one new network, which the node then enters. Finally, along the
+%% node's path, a child network at least height/S high is the same level as its
+%% parent and is dissolved into it.
 -module(terrain_insert).
 
 %% API
@@ -50,7 +58,7 @@
 -type options() ::
         #{representatives => pos_integer(),  % members measured per child at each level (default 1)
           confirm => non_neg_integer(),      % confirmation pairs after the placement (default 2)
-          gap => number(),                   % > 1: smallest ratio of two adjacent levels' round trips (default 4)
+          gap => number(),                   % > 1: smallest ratio of two adjacent levels' round trips (default 10)
           retries => non_neg_integer(),      % re-descents after a contradicted confirmation (default 2)
           attempts => pos_integer(),         % members tried per child when measurements fail (default 3)
           name => term(),                    % name of a network the insertion creates (default: the node)
@@ -60,7 +68,7 @@
 -type pair() :: {node(), node(), number()}.
 -type error_reason() :: {insert, term()}.
 
--define(DEFAULTS, #{representatives => 1, confirm => 2, gap => 4, retries => 2, attempts => 3}).
+-define(DEFAULTS, #{representatives => 1, confirm => 2, gap => 10, retries => 2, attempts => 3}).
 
 %% The state of one insertion: the options, the random state, and every round trip
 %% measured so far (the node against Other), newest first.
@@ -241,15 +249,30 @@ attempt(Tree, Confirm, Retries, Known, Ctx0) ->
         {NewTree, Path, Ctx1} ->
             case confirm(NewTree, Path, Confirm, Ctx1) of
                 {true, Ctx2} ->
-                    {ok, NewTree, lists:reverse(Ctx2#ctx.pairs)};
+                    {ok, normalise(NewTree, Path, Ctx2#ctx.s), lists:reverse(Ctx2#ctx.pairs)};
                 {false, Ctx2} when Retries =:= 0 ->
-                    {ok, NewTree, lists:reverse(Ctx2#ctx.pairs)};
+                    {ok, normalise(NewTree, Path, Ctx2#ctx.s), lists:reverse(Ctx2#ctx.pairs)};
                 {false, Ctx2} ->
                     Measured = [{X, D} || {X, D} <- maps:to_list(Ctx2#ctx.cache), is_number(D)],
                     Located = locate(Tree, Measured),
                     attempt(Tree, Confirm, Retries - 1, Located, Ctx2#ctx{reps = Ctx2#ctx.reps + 1})
             end
     end.
+
+%% Along the node's path, a child network at least height/S high is the same level
+%% as its parent (levels are S² apart): its children move up into the parent. Such
+%% pairs arise when a height made from an inflated round trip was lowered.
+normalise({network, Name, #{height := H} = Opts, Children}, [I | Rest], S) ->
+    Kids = lists:append([case {J, C} of
+                             {I, _} -> splice(normalise(C, Rest, S), H, S);
+                             _ -> splice(C, H, S)
+                         end || {J, C} <- lists:zip(lists:seq(1, length(Children)), Children)]),
+    {network, Name, Opts, Kids};
+normalise(Leaf, [], _S) ->
+    Leaf.
+
+splice({network, _, #{height := Hc}, Sub}, H, S) when Hc >= H / S -> Sub;
+splice(C, _H, _S) -> [C].
 
 %% The descent from the root. Known: measurements `{PathInTree, RoundTrip}' to reuse.
 %% Returns the new tree and the path of child positions from its root to the node.
@@ -297,21 +320,57 @@ decide(PerChild, H, #ctx{s = S}) ->
             throw({no_measurement, nothing_measured});
         _ ->
             {DStar, IStar} = lists:min(Mins),
+            Near = lists:sort([{I, D} || {D, I} <- Mins, D < H / S]),
+            Largest = lists:max([D || {D, _} <- Mins]),
             if
-                DStar > H * S -> {structural, {outside, DStar}};
-                DStar =< H / S -> {into, IStar, DStar};
-                true -> {structural, {direct, DStar}}
+                DStar > H * S ->
+                    {structural, {outside, DStar}};
+                length(Near) >= 2, length(Near) =:= map_size(PerChild) ->
+                    %% near every child: the height was overestimated (a network made
+                    %% from one inflated round trip); lower it to what was measured
+                    {lower, Largest, decide(PerChild, Largest, #ctx{s = S})};
+                length(Near) >= 2 ->
+                    {merge, [I || {I, _} <- Near], lists:max([D || {_, D} <- Near])};
+                DStar < H / S ->
+                    {into, IStar, DStar};
+                true ->
+                    {structural, {direct, DStar}}
             end
     end.
 
+apply_decision({lower, H, Decision}, Name, Opts, Indexed, PerChild, Ctx) ->
+    apply_decision(Decision, Name, Opts#{height => H}, Indexed, PerChild, Ctx);
 apply_decision({structural, {outside, D}}, _Name, _Opts, _Indexed, _PerChild, Ctx) ->
     {outside, D, Ctx};
-apply_decision({structural, {direct, _}}, Name, Opts, Indexed, PerChild, #ctx{node = Node} = Ctx) ->
+apply_decision({structural, {direct, _}}, Name, Opts, Indexed, _PerChild, #ctx{node = Node} = Ctx) ->
     Children = [C || {_, C} <- Indexed],
-    {inside, {network, Name, grow(Opts, PerChild, none, Ctx), Children ++ [{node, Node}]},
+    {inside, {network, Name, Opts, Children ++ [{node, Node}]},
      [length(Children) + 1], Ctx};
-apply_decision({into, I, D}, Name, Opts, Indexed, PerChild, #ctx{node = Node, name = NewName} = Ctx) ->
-    Opts1 = grow(Opts, PerChild, I, Ctx),
+apply_decision({merge, Is, D}, Name, Opts, Indexed, PerChild, #ctx{name = NewName, s = S} = Ctx) ->
+    %% two children both near the node are near each other (d(A, B) =< max(d(x, A),
+    %% d(x, B)) in an ultrametric): they belong in one network, which the node then
+    %% enters. A near network as high as that network (within S) is the same level:
+    %% its children join the new network instead of nesting one level too many.
+    {Merged, Known, Names, _} =
+        lists:foldl(fun(I, {Kids, Ks, Ns, Next}) ->
+                            Ms = maps:get(I, PerChild),
+                            case lists:nth(I, [C || {_, C} <- Indexed]) of
+                                {network, N, #{height := H}, Sub} when H >= D / S ->
+                                    {Kids ++ Sub, Ks ++ [{[Next + J - 1 | Rest], X} || {[J | Rest], X} <- Ms],
+                                     [N | Ns], Next + length(Sub)};
+                                C ->
+                                    {Kids ++ [C], Ks ++ [{[Next | Rest], X} || {Rest, X} <- Ms], Ns, Next + 1}
+                            end
+                    end, {[], [], [], 1}, Is),
+    MName = case Names of
+                [One] -> One;
+                _ -> NewName
+            end,
+    {inside, NewM, Path, Ctx1} = level({network, MName, #{height => D}, Merged}, Known, Ctx),
+    [First | _] = Is,
+    Children = [case J of First -> NewM; _ -> C end || {J, C} <- Indexed, J =:= First orelse not lists:member(J, Is)],
+    {inside, {network, Name, Opts, Children}, [First | Path], Ctx1};
+apply_decision({into, I, D}, Name, Opts1, Indexed, PerChild, #ctx{node = Node, name = NewName} = Ctx) ->
     {Child, Path, Ctx1} =
         case lists:nth(I, [C || {_, C} <- Indexed]) of
             {node, _} = Leaf ->
@@ -325,12 +384,6 @@ apply_decision({into, I, D}, Name, Opts, Indexed, PerChild, #ctx{node = Node, na
         end,
     Children = [case J of I -> Child; _ -> C end || {J, C} <- Indexed],
     {inside, {network, Name, Opts1, Children}, [I | Path], Ctx1}.
-
-%% The height grows to the largest round trip measured across the network (to the
-%% children other than the one the node goes into), outliers above height·S aside.
-grow(#{height := H} = Opts, PerChild, Into, #ctx{s = S}) ->
-    Across = [D || {I, Ms} <- maps:to_list(PerChild), I =/= Into, {_, D} <- Ms, D =< H * S],
-    Opts#{height => lists:max([H | Across])}.
 
 %% Known measurements grouped by the child they fall in: #{I => [{RestPath, D}]}.
 group_known(Known) ->
