@@ -46,7 +46,8 @@
                     unplaced := non_neg_integer(),
                     reinserted := non_neg_integer(),
                     waves := non_neg_integer(),
-                    seconds := float(),
+                    seconds := float(),          % wall clock of the probe and its scoring
+                    cpu_seconds := float(),      % CPU time of this VM meanwhile
                     peak_memory_mb := number() | null,
                     model := binary(),
                     noise := number(),
@@ -103,11 +104,13 @@ run(#{model := #{nodes := Nodes, truth := Truth, description := Description} = M
     Seed = maps:get(seed, Opts, 1),
     Measure = measure(Model, Noise, Outliers, Seed),
     T0 = erlang:monotonic_time(microsecond),
+    {Cpu0, _} = erlang:statistics(runtime),
     Order = shuffle(Nodes, Seed),
     Result = terrain_lab_tree_probe:build(Order, Measure, #{insert => maps:get(insert, Opts, #{}),
                                                             progress => maps:get(progress, Opts, none)}),
     #{tree := Found, pairs := Pairs, unplaced := Unplaced, reinserted := Reinserted, waves := Waves} = Result,
     Seconds = (erlang:monotonic_time(microsecond) - T0) / 1.0e6,
+    {Cpu1, _} = erlang:statistics(runtime),
     N = length(Nodes),
     Score = case Unplaced of
                 [] -> terrain:compare_topologies(Found, Truth);
@@ -118,7 +121,7 @@ run(#{model := #{nodes := Nodes, truth := Truth, description := Description} = M
            fraction_measured => map_size(Pairs) / max(1, N * (N - 1)),
            clade_recall => Recall, clade_precision => Precision, levels => Levels,
            unplaced => length(Unplaced), reinserted => Reinserted, waves => Waves,
-           seconds => Seconds, peak_memory_mb => peak_memory_mb(), model => Description, noise => Noise,
+           seconds => Seconds, cpu_seconds => (Cpu1 - Cpu0) / 1000, peak_memory_mb => peak_memory_mb(), model => Description, noise => Noise,
            outliers => Outliers, seed => Seed}}.
 
 %% @doc A sentence for an error of this module.
