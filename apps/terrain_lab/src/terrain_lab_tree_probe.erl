@@ -24,8 +24,8 @@
 %% `repair_rounds' times.
 %%
 %% == Budget ==
-%% No wave starts after `deadline' (monotonic ms of this node); the nodes not placed
-%% by then are returned as `unplaced'. The measuring callback keeps its own deadline.
+%% No wave (and no repair) starts once `stop' says so; the nodes not placed by then are
+%% returned as `unplaced'. The measuring callback keeps its own deadline.
 -module(terrain_lab_tree_probe).
 
 %% API
@@ -40,7 +40,8 @@
         #{insert => terrain:insert_options(),  % options of every insertion (gap, confirm, representatives …)
           wave => pos_integer(),                % most nodes placed at once (default 32)
           map => fun((fun((node()) -> term()), [node()]) -> [term()]), % runs a wave's first pass (default lists:map)
-          deadline => integer() | infinity,     % erlang:monotonic_time(millisecond) after which no wave starts
+          stop => fun(() -> boolean()),         % asked before every wave and repair: true ends the build
+                                                % (the budget is spent, or the user interrupted)
           repair_rounds => non_neg_integer(),   % passes of the repair (default 2)
           progress => fun((progress()) -> any()) | none}. % after every wave
 
@@ -53,7 +54,7 @@
                     pairs := #{{node(), node()} => number()}, % every round trip measured, {A, B} as measured
                     waves := non_neg_integer(),
                     reinserted := non_neg_integer(),       % nodes the repair placed again
-                    ended_by := complete | budget}.
+                    ended_by := complete | stopped}.
 
 -define(DEFAULT_WAVE, 32).
 
@@ -69,27 +70,29 @@ build([First | Rest] = Nodes, Measure, Opts) ->
     {State1, EndedBy} = waves(Rest, Measure, Opts, State0),
     State2 = case EndedBy of
                  complete -> repair(Measure, Opts, maps:get(repair_rounds, Opts, 2), State1#{reinserted => 0});
-                 budget -> State1#{reinserted => 0}
+                 stopped -> State1#{reinserted => 0}
              end,
     #{tree := Tree, placed := Placed, unplaced := Unplaced, pairs := Pairs, waves := Waves,
       reinserted := Reinserted} = State2,
     #{tree => canonical(Tree), placed => lists:reverse(Placed), unplaced => Unplaced, pairs => Pairs,
       waves => Waves, reinserted => Reinserted, ended_by => EndedBy}.
 
-%% @doc The tree with its networks named by position as `terrain topology' names them:
-%% `c' the root, `c1', `c1_2', …
+%% @doc The tree with its networks named by position as `terrain topology' names them
+%% (`c' the root, `c1', `c1_2', …) and every height at least its children's.
 -spec canonical(terrain:topology_tree()) -> terrain:topology_tree().
 canonical(Tree) ->
     canonical(Tree, "c").
 
 canonical({node, _} = Leaf, _Name) ->
     Leaf;
-canonical({network, _, Opts, Children}, Name) ->
+canonical({network, _, #{height := H} = Opts, Children}, Name) ->
     Prefix = case Name of "c" -> "c"; _ -> Name ++ "_" end,
     {Kids, _} = lists:mapfoldl(fun({node, _} = L, I) -> {L, I};
                                   (Net, I) -> {canonical(Net, Prefix ++ integer_to_list(I)), I + 1}
                                end, 1, Children),
-    {network, list_to_atom(Name), Opts, Kids}.
+    %% never below a child (a lowered height can leave one a little higher)
+    Top = lists:max([H | [Hc || {network, _, #{height := Hc}, _} <- Kids]]),
+    {network, list_to_atom(Name), Opts#{height => Top}, Kids}.
 
 %%--------------------------------------------------------------------
 %% Waves
@@ -99,7 +102,7 @@ waves([], _Measure, _Opts, State) ->
 waves(Left, Measure, Opts, #{placed := Placed, waves := W} = State) ->
     case past(Opts) of
         true ->
-            {State#{unplaced => maps:get(unplaced, State) ++ Left}, budget};
+            {State#{unplaced => maps:get(unplaced, State) ++ Left}, stopped};
         false ->
             Size = min(maps:get(wave, Opts, ?DEFAULT_WAVE), length(Placed)),
             {Wave, Rest} = lists:split(min(Size, length(Left)), Left),
@@ -109,9 +112,9 @@ waves(Left, Measure, Opts, #{placed := Placed, waves := W} = State) ->
     end.
 
 past(Opts) ->
-    case maps:get(deadline, Opts, infinity) of
-        infinity -> false;
-        Deadline -> erlang:monotonic_time(millisecond) >= Deadline
+    case maps:get(stop, Opts, none) of
+        none -> false;
+        Stop -> Stop()
     end.
 
 %% The first pass places every node of the wave into the same tree (through `map');
