@@ -883,23 +883,18 @@ write_csv(File, Nodes, Pairs) ->
 write_csv_part(File, Nodes, Pairs) ->
     case terrain_lab_csv:create(File, ?CSV_COLUMNS) of
         {ok, Csv} ->
-            try
-                lists:foldl(fun({A, B}, ok) ->
-                                    Row = case maps:get({A, B}, Pairs) of
-                                              {ok, #{exchanges := X} = S} ->
-                                                  #{from => A, to => B, exchanges => X, min_us => maps:get(min, S),
-                                                    median_us => maps:get(median, S), mean_us => maps:get(mean, S),
-                                                    p95_us => maps:get(p95, S), stddev_us => maps:get(stddev, S),
-                                                    status => ok};
-                                              {error, _} ->
-                                                  #{from => A, to => B, exchanges => 0, status => failed}
-                                          end,
-                                    terrain_lab_csv:write_row(Csv, Row);
-                               (_, Error) ->
-                                    Error
-                            end, ok, [{A, B} || A <- Nodes, B <- Nodes, A =/= B])
-            after
-                terrain_lab_csv:close(Csv)
+            Rows = [case maps:get({A, B}, Pairs) of
+                        {ok, #{exchanges := X} = S} ->
+                            #{from => A, to => B, exchanges => X, min_us => maps:get(min, S),
+                              median_us => maps:get(median, S), mean_us => maps:get(mean, S),
+                              p95_us => maps:get(p95, S), stddev_us => maps:get(stddev, S), status => ok};
+                        {error, not_measured} ->
+                            #{from => A, to => B, exchanges => 0, status => not_measured};
+                        {error, _} ->
+                            #{from => A, to => B, exchanges => 0, status => failed}
+                    end || A <- Nodes, B <- Nodes, A =/= B],
+            try terrain_lab_csv:write_rows(Csv, Rows)
+            after terrain_lab_csv:close(Csv)
             end;
         {error, _} = Error ->
             Error
