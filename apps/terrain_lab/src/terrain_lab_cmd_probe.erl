@@ -58,6 +58,8 @@ commands() ->
                      choices => ["sequential", "concurrent", "tree"], metavar => "sequential|concurrent|tree",
                      help => "one source at a time, all pairs at once, or tree-guided: place each node by "
                              "measuring it against a few representatives of the tree built so far"},
+                   #{name => wave, long => "wave", type => integer, range => {1, inf}, metavar => "N",
+                     help => "tree: most nodes placed at once (default 8)"},
                    #{name => warmup, long => "warmup", type => integer, range => {0, inf}, metavar => "N",
                      help => "unrecorded exchanges per pair first (default: MESSAGES)"},
                    #{name => timeout, long => "timeout", type => integer, default => 5000, range => {1, inf}, metavar => "MS",
@@ -135,10 +137,14 @@ probe_options(Options, Io) ->
                      precision => case Adaptive of true -> 0.05; false -> none end,
                      payload => maps:get(payload, Options), strategy => Strategy,
                      timeout => maps:get(timeout, Options), progress => progress_printer(Io)},
+    WithWave = case maps:get(wave, Options, undefined) of
+                   undefined -> ProbeOptions;
+                   Wave -> ProbeOptions#{wave => Wave}
+               end,
     case {maps:get(warmup, Options, undefined), Strategy} of
-        {undefined, tree} -> ProbeOptions#{warmup => ?TREE_WARMUP};
-        {undefined, _} -> ProbeOptions;
-        {W, _} -> ProbeOptions#{warmup => W}
+        {undefined, tree} -> WithWave#{warmup => ?TREE_WARMUP};
+        {undefined, _} -> WithWave;
+        {W, _} -> WithWave#{warmup => W}
     end.
 
 announce(Nodes, #{batches := B, messages := M, strategy := tree, budget_ms := Budget}, Io) ->
@@ -200,9 +206,11 @@ save(#{pairs := Pairs, nodes := Nodes} = Result, Dir, Io) ->
              end],
     terrain_lab_steps:run(Steps, Dir).
 
-tree_summary(#{topology := _, unplaced := Unplaced}, Measured, Total, Io) ->
-    terrain_lab_io:progress(Io, "probe: tree-guided: ~b of ~b ordered pairs measured (~.1f%)~ts~n",
-                            [Measured, Total, 100 * Measured / max(1, Total),
+tree_summary(#{topology := _, unplaced := Unplaced} = Result, Measured, Total, Io) ->
+    terrain_lab_io:progress(Io, "probe: tree-guided: ~b of ~b ordered pairs measured (~.1f%), ~b waves, "
+                            "~b nodes placed again by the repair~ts~n",
+                            [Measured, Total, 100 * Measured / max(1, Total), maps:get(waves, Result, 0),
+                             maps:get(reinserted, Result, 0),
                              case Unplaced of
                                  [] -> "";
                                  _ -> io_lib:format("; not placed: ~ts", [lists:join(", ", [atom_to_list(N) || N <- Unplaced])])

@@ -76,7 +76,10 @@
 -define(CSV_COLUMNS, [from, to, exchanges, min_us, median_us, mean_us, p95_us, stddev_us, status]).
 -define(STATS, [min, median, mean, p95, stddev]).
 -define(CALL_TIMEOUT, 10000).
--define(GRACE_MS, 2000).        % after the deadline: clients report what they have
+-define(GRACE_MS, 2000).
+%% The tree strategy places at most this many nodes at once: more measure at once
+%% and, on a loaded machine, inflate each other's round trips (docs/BENCHMARKS.md).
+-define(TREE_WAVE, 8).        % after the deadline: clients report what they have
 -define(CHECKPOINT_MS, 5000).   % at most one checkpoint file set per 5 s
 
 -type options() ::
@@ -85,6 +88,7 @@
           payload => non_neg_integer(),        % payload bytes per message (default 0)
           strategy => sequential | concurrent | tree, % default sequential
           insert => terrain:insert_options(),  % tree: options of every insertion (default #{})
+          wave => pos_integer(),               % tree: most nodes placed at once (default 8)
           warmup => non_neg_integer(),         % unrecorded exchanges first (default: messages)
           timeout => pos_integer(),            % ms deadline of one exchange (default 5000)
           progress => fun((progress()) -> any()) | none, % called at most once a second
@@ -132,6 +136,7 @@ check(messages, V) when is_integer(V), V > 0 -> ok;
 check(payload, V) when is_integer(V), V >= 0 -> ok;
 check(strategy, V) when V =:= sequential; V =:= concurrent; V =:= tree -> ok;
 check(insert, V) when is_map(V) -> ok;
+check(wave, V) when is_integer(V), V > 0 -> ok;
 check(warmup, V) when is_integer(V), V >= 0 -> ok;
 check(timeout, V) when is_integer(V), V > 0 -> ok;
 check(progress, V) when V =:= none; is_function(V, 1) -> ok;
@@ -169,7 +174,9 @@ write(#{nodes := Nodes, options := Opts, pairs := Pairs} = Result, Dir, Extra) -
                 {[Topology],
                  [#{kind => topology, file => <<"topology.json">>,
                     parameters => #{source => probe, strategy => tree,
-                                    unplaced => maps:get(unplaced, Result, [])}}],
+                                    unplaced => maps:get(unplaced, Result, []),
+                                    waves => maps:get(waves, Result, 0),
+                                    reinserted => maps:get(reinserted, Result, 0)}}],
                  fun(_) -> write_topology(Topology, Tree) end};
             #{} ->
                 {[], [], fun(_) -> ok end}
@@ -358,9 +365,10 @@ measure_tree(Nodes, #{progress := Progress} = Opts) ->
     put({?MODULE, eta}, {T0, 0}),
     Build = terrain_lab_tree_probe:build(Nodes, Measure,
                                          #{map => fun(F, Xs) -> pmap(F, Xs, Deadline) end, stop => Stop,
+                                           wave => maps:get(wave, Opts, ?TREE_WAVE),
                                            insert => maps:get(insert, Opts, #{}),
                                            progress => tree_progress(Progress, Deadline)}),
-    #{tree := Tree, unplaced := Unplaced, ended_by := Ended} = Build,
+    #{tree := Tree, unplaced := Unplaced, ended_by := Ended, reinserted := Reinserted, waves := Waves} = Build,
     Measured = maps:from_list([{Pair, Result} || {Pair, Result} <- ets:tab2list(Table)]),
     ets:delete(Table),
     EndedBy = case Ended of
@@ -372,7 +380,8 @@ measure_tree(Nodes, #{progress := Progress} = Opts) ->
                        Measured),
     #{nodes => Nodes, options => Opts, started_at => Started, finished_at => terrain_lab_run:timestamp(),
       duration_ms => erlang:monotonic_time(millisecond) - T0, partial => EndedBy =/= complete,
-      ended_by => EndedBy, pairs => Pairs, topology => Tree, unplaced => Unplaced}.
+      ended_by => EndedBy, pairs => Pairs, topology => Tree, unplaced => Unplaced, reinserted => Reinserted,
+      waves => Waves}.
 
 record(Table, A, B, {ok, Stats}) ->
     true = ets:insert(Table, {{A, B}, {ok, Stats}}),
