@@ -17,10 +17,10 @@
 %% what it has measured, the files are written marked partial, and the command exits 1.
 -module(terrain_lab_cmd_probe).
 
-%% The tree strategy's pairs: a short warm-up and two batches (the minimum of 20
+%% The tree strategy's pairs: a short warm-up and one batch (the minimum of 10
 %% exchanges is what insertion uses) unless --batches, --messages, --warmup say otherwise.
--define(TREE_BATCHES, 2).
--define(TREE_WARMUP, 3).
+-define(TREE_BATCHES, 1).
+-define(TREE_WARMUP, 2).
 
 %% API (command table and CLI handler)
 -export([commands/0,
@@ -59,7 +59,7 @@ commands() ->
                      help => "one source at a time, all pairs at once, or tree-guided: place each node by "
                              "measuring it against a few representatives of the tree built so far"},
                    #{name => wave, long => "wave", type => integer, range => {1, inf}, metavar => "N",
-                     help => "tree: most nodes placed at once (default 8)"},
+                     help => "tree: most nodes placed at once (default 4)"},
                    #{name => warmup, long => "warmup", type => integer, range => {0, inf}, metavar => "N",
                      help => "unrecorded exchanges per pair first (default: MESSAGES)"},
                    #{name => timeout, long => "timeout", type => integer, default => 5000, range => {1, inf}, metavar => "MS",

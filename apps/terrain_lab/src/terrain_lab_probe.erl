@@ -79,7 +79,7 @@
 -define(GRACE_MS, 2000).
 %% The tree strategy places at most this many nodes at once: more measure at once
 %% and, on a loaded machine, inflate each other's round trips (docs/BENCHMARKS.md).
--define(TREE_WAVE, 8).        % after the deadline: clients report what they have
+-define(TREE_WAVE, 4).        % after the deadline: clients report what they have
 -define(CHECKPOINT_MS, 5000).   % at most one checkpoint file set per 5 s
 
 -type options() ::
@@ -88,7 +88,7 @@
           payload => non_neg_integer(),        % payload bytes per message (default 0)
           strategy => sequential | concurrent | tree, % default sequential
           insert => terrain:insert_options(),  % tree: options of every insertion (default #{})
-          wave => pos_integer(),               % tree: most nodes placed at once (default 8)
+          wave => pos_integer(),               % tree: most nodes placed at once (default 4)
           warmup => non_neg_integer(),         % unrecorded exchanges first (default: messages)
           timeout => pos_integer(),            % ms deadline of one exchange (default 5000)
           progress => fun((progress()) -> any()) | none, % called at most once a second
