@@ -228,6 +228,18 @@ describe(#{linkage := L, alpha := A, statistic := S, symmetrise := Sym, outliers
                   [S, Sym, O, L, case A of auto -> "auto"; _ -> io_lib:format("~p", [A]) end]).
 
 report(#{repaired := Repaired, pairs := Pairs} = Result, Io) ->
+    case maps:get(missing, Result, 0) of
+        0 -> ok;
+        Missing -> terrain_lab_io:progress(Io, "topology: ~b of ~b pairs were measured in neither direction; "
+                                           "estimated from the measured ones (minimax path)~n", [Missing, Pairs])
+    end,
+    case maps:get(undetermined, Result, []) of
+        [] -> ok;
+        Undetermined -> terrain_lab_io:progress(Io, "topology: ~b node~s undetermined (no measured round trip "
+                                                "supports their place): ~ts~n",
+                                                [length(Undetermined), case Undetermined of [_] -> ""; _ -> "s" end,
+                                                 lists:join(", ", [atom_to_list(U) || U <- Undetermined])])
+    end,
     _ = Repaired > 0 andalso
         terrain_lab_io:progress(Io, "topology: repaired ~b of ~b round trips (outliers of their level)~n",
                                 [Repaired, Pairs]),
