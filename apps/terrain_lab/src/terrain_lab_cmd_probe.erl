@@ -11,7 +11,9 @@
 %% Without `--batches' the probe is adaptive: batches of 10 exchanges per pair until
 %% the median's 95% confidence interval is within ±5% (at most 100 batches), within a
 %% `--budget' of 60 s for the whole probe; `--batches 100 --messages 100' is RELEASE D3.5's
-%% fixed method. The files are written after every round, marked `"partial": true'
+%% fixed method. `--strategy tree' builds the topology while it measures
+%% (terrain_lab_tree_probe) and also writes `topology.json'. A probe its budget ended
+%% exits 0 (marked partial, said on stderr). The files are written after every round, marked `"partial": true'
 %% until the probe has finished, so Ctrl-C (which OTP 25 lets no escript handle) leaves
 %% the finished rounds on disk; SIGTERM stops the probe cleanly: every client reports
 %% what it has measured, the files are written marked partial, and the command exits 1.
@@ -40,7 +42,11 @@ commands() ->
                       "of MESSAGES timed exchanges. Without --batches, each pair stops when the 95% "
                       "confidence interval of its median is within +-5% (at most 100 batches), and the whole "
                       "probe within --budget; --batches 100 --messages 100 is RELEASE D3.5's fixed method. "
-                      "--strategy sequential runs one source node at a time, concurrent all pairs at once. "
+                      "--strategy sequential runs one source node at a time, concurrent all pairs at once, tree "
+                      "places the nodes one by one into the tree built so far, measuring each against a "
+                      "representative of every subtree level by level (far fewer pairs; also writes "
+                      "topology.json). Every strategy ends within --budget; when the budget ends it, the files "
+                      "are marked partial and the command exits 0. "
                       "Writes RUNS_DIR/<UTC stamp>/latency.json (min, median, mean, p95, stddev in us per "
                       "pair), latency.csv and manifest.json, after every round (marked partial until the "
                       "end); progress and an ETA go to stderr. SIGTERM stops it, keeping what was measured. "
