@@ -50,7 +50,6 @@
 %% API
 -export([insert/4,
          remove/2,
-         validate_options/1,
          format_error/1]).
 
 -export_type([options/0, measure/0, pair/0, error_reason/0]).
@@ -114,7 +113,7 @@ remove(Node, Tree) ->
         NewTree -> {ok, NewTree}
     end.
 
-%% @doc Validates options and fills in the defaults (except `seed' and `name', which
+%% Validates options and fills in the defaults (except `seed' and `name', which
 %% default to values derived from the node).
 -spec validate_options(term()) -> {ok, options()} | {error, error_reason()}.
 validate_options(Options) when is_map(Options) ->

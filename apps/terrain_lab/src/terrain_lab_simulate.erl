@@ -16,7 +16,7 @@
 -module(terrain_lab_simulate).
 
 %% API
--export([run/1, measure/4,
+-export([run/1,
          shape_model/2,
          spec_model/1,
          format_error/1]).
@@ -152,7 +152,7 @@ shape_truth([K | Shape], [L | OneWay], Nodes, Name) ->
                                       Nodes, lists:seq(1, K)),
     {{network, list_to_atom(Name), #{height => 2 * L}, Children}, Rest}.
 
-%% @doc The measuring callback of a model: noise σ, fraction of outlier pairs, seed.
+%% The measuring callback of a model: noise σ, fraction of outlier pairs, seed.
 -spec measure(model(), number(), number(), integer()) -> terrain_lab_tree_probe:measure().
 measure(#{paths := Paths, latency := Latency}, Noise, Outliers, Seed) ->
     fun(A, B) ->

@@ -29,8 +29,7 @@
 -module(terrain_lab_tree_probe).
 
 %% API
--export([build/3,
-         canonical/1]).
+-export([build/3]).
 
 -export_type([options/0, result/0, measure/0]).
 
@@ -77,7 +76,7 @@ build([First | Rest] = Nodes, Measure, Opts) ->
     #{tree => canonical(Tree), placed => lists:reverse(Placed), unplaced => Unplaced, pairs => Pairs,
       waves => Waves, reinserted => Reinserted, ended_by => EndedBy}.
 
-%% @doc The tree with its networks named by position as `terrain topology' names them
+%% The tree with its networks named by position as `terrain topology' names them
 %% (`c' the root, `c1', `c1_2', …) and every height at least its children's.
 -spec canonical(terrain:topology_tree()) -> terrain:topology_tree().
 canonical(Tree) ->
