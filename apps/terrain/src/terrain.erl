@@ -124,6 +124,7 @@
          render_topology/2,
          distance/2,
          level/2,
+         levels/0,
          disc/2,
          spawn_on/3,
          place_tree/2]).
@@ -549,6 +550,13 @@ distance(A, B) ->
 -spec level(A :: node(), B :: node()) -> level().
 level(A, B) ->
     terrain_choose:topology_level(terrain_topology_server:current(), A, B).
+
+%% @doc The levels, nearest first: `[same_node, very_near, near, far, very_far,
+%% anywhere]'. The predicate `{level, Op, Level}' compares levels in this order; a
+%% program that ranks levels itself takes the order from here.
+-spec levels() -> [level(), ...].
+levels() ->
+    terrain_topology:levels().
 
 %% @doc The closed disc D(Node, R): the nodes of the topology at distance at most R
 %% from Node (Node itself included).
