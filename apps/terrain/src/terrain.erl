@@ -7,6 +7,22 @@
 %% cluster's communication hierarchy instead of naming hosts. See the README for the
 %% concepts and docs/INTERNALS.md for the processes behind this API.
 %%
+%% Every node a program runs on starts the `terrain' application (it holds the
+%% node's attributes and its topology); here, one node on its own:
+%% ```
+%% {ok, _} = application:ensure_all_started(terrain),
+%% ok = terrain:set_attr(gpu, true),
+%% true = terrain:attr(gpu),
+%% ok = terrain:load_topology({network, dc, [{network, rack1, [{node, node()}, {node, 'b@host1'}]},
+%%                                          {network, rack2, [{node, 'c@host2'}]}]}),
+%% very_near = terrain:level(node(), 'b@host1'),
+%% very_far = terrain:level(node(), 'c@host2'),
+%% %% nodes with a GPU and at least one scheduler, nearest first (here: this one)
+%% [Here] = terrain:choose_nodes(all, [{gpu, true}, {vm_schedulers_online, ge, 1}],
+%%                               #{order_by => distance}),
+%% {ok, _Pid, Here} = terrain:spawn_on([{gpu, true}], fun() -> ok end, #{}).
+%% '''
+%%
 %% == Attributes ==
 %%
 %% An <em>attribute</em> is a named property of a node: `vm_num_processors',

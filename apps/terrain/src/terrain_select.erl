@@ -20,8 +20,8 @@
 %% so `and' stays an intersection). With n such values:
 %% <ul>
 %% <li>`{A, low}' holds for value v when at least as many candidates have a greater
-%%     value as have a smaller one: #{w > v} >= #{w < v}. `{A, high}' is the mirror:
-%%     #{w < v} >= #{w > v}. Every defined node is low, high or both; the median is
+%%     value as have a smaller one: `#{w > v} >= #{w < v}'. `{A, high}' is the mirror:
+%%     `#{w < v} >= #{w > v}'. Every defined node is low, high or both; the median is
 %%     both; when all values are equal every node is both.</li>
 %% <li>`{A, top, K}' holds for the K candidates with the greatest values and
 %%     `{A, bottom, K}' for the K with the smallest; ties are broken by candidate order,

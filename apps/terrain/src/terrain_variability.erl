@@ -15,7 +15,7 @@
 %% end.
 %% '''
 %% Convention (as Henwood et al., R's ismev and evd): location μ, scale σ > 0, shape ξ with
-%% ξ > 0 heavy-tailed (Fréchet type), ξ < 0 bounded above (Weibull type), ξ = 0 the
+%% ξ > 0 heavy-tailed (Fréchet type), ξ &lt; 0 bounded above (Weibull type), ξ = 0 the
 %% Gumbel limit. With z = (x − μ)/σ, F(x) = exp(−(1 + ξz)^(−1/ξ)), and
 %% exp(−exp(−z)) at ξ = 0 (used for |ξ| below 1e-7, where the two agree to the
 %% precision of a double).

@@ -1,6 +1,18 @@
 %% @doc DE-Bench on terrain: a peer-to-peer benchmark of distributed Erlang whose
 %% cluster percentiles are right.
 %%
+%% Every benchmarked node starts `terrain_bench' (and with it `terrain'); a run on
+%% this node alone, for one second:
+%% ```
+%% {ok, _} = application:ensure_all_started(terrain_bench),
+%% {ok, Config} = terrain_bench:validate_config(#{duration => 1, concurrent => 2,
+%%                                                operations => [{rpc, 1}, {spawn, 1}]}),
+%% {ok, #{operations := #{rpc := #{count := Calls, latency_us := #{p99 := _P99}}}}} =
+%%     terrain_bench:run([node()], Config, "bench_out", #{}),
+%% true = Calls > 0,
+%% true = filelib:is_regular("bench_out/summary.json").
+%% '''
+%%
 %% After Ghaffari, "Investigating the Scalability Limits of Distributed Erlang"
 %% (Erlang Workshop 2014): one benchmark instance runs on every node of a cluster,
 %% with `concurrent' workers that pick operations by weight (spawn, rpc, gen_server

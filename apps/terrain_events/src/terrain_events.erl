@@ -1,5 +1,14 @@
 %% @doc EventSpace for Erlang: low-perturbation event collection across a cluster.
 %%
+%% Every node whose events are collected starts the `terrain_events' application:
+%% ```
+%% {ok, _} = application:ensure_all_started(terrain_events),
+%% ok = terrain_events:emit([step, compute], #{duration_us => 812}, #{worker => 3}),
+%% ok = terrain_events:emit([step, send], #{bytes => 4096}, #{worker => 3}),
+%% {ok, #{events := [#{name := [step, compute], measurements := #{duration_us := 812}}]}} =
+%%     terrain_events:read([node()], #{select => #{names => [[step, compute]]}}).
+%% '''
+%%
 %% After Bjørndalen, Anshus and Bongo (PATHS and EventSpace, §4): instrumentation,
 %% collection, storage and observation are separate. <em>Collectors</em> record
 %% timestamped events into the <em>event space</em>: on every node, one bounded ring
@@ -120,6 +129,8 @@ collect(Collector, Value, Metadata) when is_atom(Collector), is_map(Metadata) ->
 new_collector(Collector, Capacity) ->
     terrain_events_space:new_collector(Collector, Capacity).
 
+%% @doc Deletes a collector of this node and the events it kept; `ok' also when there
+%% is no such collector. Emitting to it afterwards records nothing.
 -spec delete_collector(atom()) -> ok.
 delete_collector(Collector) ->
     terrain_events_space:delete_collector(Collector).
@@ -189,10 +200,14 @@ start_scope(Options) ->
 stop_scope(Scope) ->
     terrain_events_scope:stop(Scope).
 
+%% @doc The current report of each of the scope's monitors, in the order of its
+%% `monitors', while the scope keeps running.
 -spec scope_reports(pid()) -> [term()].
 scope_reports(Scope) ->
     terrain_events_scope:reports(Scope).
 
+%% @doc The scope's statistics so far (reads, events observed and lost, failed
+%% reads), while it keeps running.
 -spec scope_stats(pid()) -> scope_stats().
 scope_stats(Scope) ->
     terrain_events_scope:stats(Scope).
@@ -209,6 +224,9 @@ configure_scope(Scope, Changes) ->
 clock_offset(Node, Samples) ->
     terrain_events_clock:estimate(Node, Samples, 5000).
 
+%% @doc The events a selection keeps, in their order: name prefixes (`names'),
+%% `nodes', `pids' and a time window (`from', `to', microseconds); keys absent select
+%% everything. Raises `badarg' for a key or value that is not a selection's.
 -spec select(selection(), [event()]) -> [event()].
 select(Selection, Events) ->
     terrain_events_view:select(terrain_events_view:validate_selection(Selection), Events).

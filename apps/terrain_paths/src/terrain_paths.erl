@@ -3,6 +3,21 @@
 %%
 %% This is the one public module of `terrain_paths'; the `terrain_paths_*' modules
 %% are internal.
+%% ```
+%% {ok, _} = application:ensure_all_started(terrain_paths),
+%% Parent = self(),
+%% %% a member stays until every member is done: one that exits is `member_down' to the others
+%% Member = fun() -> receive {go, Comm, V} -> Parent ! {self(), terrain_paths:allreduce(Comm, V, sum)} end,
+%%                   receive stop -> ok end
+%%          end,
+%% Pids = [spawn(Member) || _ <- lists:seq(1, 4)],
+%% {ok, Comm} = terrain_paths:communicator(Pids, #{algorithm => binomial}),
+%% [Pid ! {go, Comm, Rank + 1} || {Rank, Pid} <- lists:enumerate(0, Pids)],
+%% Sums = [receive {Pid, Sum} -> Sum after 5000 -> timeout end || Pid <- Pids],
+%% [Pid ! stop || Pid <- Pids],
+%% %% every member got 1 + 2 + 3 + 4
+%% [{ok, 10}, {ok, 10}, {ok, 10}, {ok, 10}] = Sums.
+%% '''
 %%
 %% == Communicators and collectives ==
 %%

@@ -1,5 +1,5 @@
 %% @private
-%% @doc EMAS, the evolutionary multi-agent system (Anielski & Stypka, "Boosting
+%% @doc EMAS, the evolutionary multi-agent system (Anielski &amp; Stypka, "Boosting
 %% Evolution: Scaling Erlang up to 64 cores"): parameters, the agent and its
 %% operators, one step of an island, migration destinations. Pure functions: every
 %% random choice takes a `rand' state and returns the next one, so a run is

@@ -4,10 +4,19 @@
 %% This is the one public module of the `terrain_workloads' application; every other
 %% module (`terrain_emas*', `terrain_aco*', `terrain_windtunnel*') is internal. Each workload has its own block of
 %% functions below.
+%% ```
+%% {ok, _} = application:ensure_all_started(terrain_workloads),
+%% %% EMAS, exactly 200 steps of the sequential model on two islands: reproducible
+%% Options = #{model => sequential, islands => 2, population => 20, dimensions => 10,
+%%             steps => 200, seed => 42},
+%% {ok, #{summary := #{best_fitness := Best}}} = terrain_workloads:emas(Options),
+%% {ok, #{summary := #{best_fitness := Best}}} = terrain_workloads:emas(Options),
+%% true = Best =< 0.
+%% '''
 %%
 %% == EMAS ==
 %%
-%% The evolutionary multi-agent system of Anielski & Stypka ("Boosting Evolution:
+%% The evolutionary multi-agent system of Anielski &amp; Stypka ("Boosting Evolution:
 %% Scaling Erlang up to 64 cores", AGH Kraków): agents — a solution of Rastrigin's
 %% function, its fitness and an energy — live on islands. Agents without energy die,
 %% rich ones reproduce (recombination, then Cauchy mutation; children take energy
@@ -156,7 +165,7 @@ emas_validate(Options) ->
     terrain_emas:validate(Options).
 
 %% @doc The cost of sending one EMAS solution back and forth between two processes
-%% (Anielski & Stypka's lists-vs-binaries lesson): `#{solution => list | binary, messages =>
+%% (Anielski &amp; Stypka's lists-vs-binaries lesson): `#{solution => list | binary, messages =>
 %% N, dimensions => D (100), node => Node (this node)}'. Returns the mean round trip
 %% in µs and the bytes one send copies.
 -spec emas_message_cost(#{solution := binary | list, messages := pos_integer(), dimensions => pos_integer(),
