@@ -1,4 +1,5 @@
-%% The docs are checked against the code:
+%% Project-wide checks, run by EUnit with the lab's public module (the lab depends on every
+%% other application). They keep the docs and the build metadata true to the code.
 %% - each public module (one per library application, named after it) opens with a
 %%   usage example, the first ``` block of its module documentation, and that example
 %%   runs: it is evaluated, as a user would type it in a shell, in a fresh VM (a
@@ -7,7 +8,7 @@
 %% - the version is written once (VERSION) and every application and `terrain --version'
 %%   agree with it;
 %% - every application declares in its .app.src each application whose modules it calls.
--module(terrain_docs_tests).
+-module(terrain_lab_tests).
 -include_lib("eunit/include/eunit.hrl").
 
 %%--------------------------------------------------------------------
