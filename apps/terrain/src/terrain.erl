@@ -68,9 +68,9 @@
 %% Predicates: `{Attr, eq|ne|lt|le|gt|ge, Const}' (`==' semantics for numbers),
 %% `{Attr, true|false|yes|no}', `{Attr, in, List}', `{Attr, exists}', `{Attr, low|high}',
 %% `{Attr, top|bottom, K}', `{dist, Op, R}', `{dist, From, Op, R}', `{level, Op, Level}',
-%% `{group, Scope, Group}', `{'not', P}', `{'or', Ps}', `{'and', Ps}'; a list means
+%% `{group, Scope, Group}', ``{'not', P}'', ``{'or', Ps}'', ``{'and', Ps}''; a list means
 %% `and'. A predicate on an `undefined' value is neither true nor false, and `not'
-%% keeps it so: `{'not', {load, lt, 1}}' does not select nodes without a `load'.
+%% keeps it so: ``{'not', {load, lt, 1}}'' does not select nodes without a `load'.
 %% docs/ATTRIBUTES.md defines `low', `high', `top' and `bottom' precisely.
 %%
 %% == Topology, distances and placement ==

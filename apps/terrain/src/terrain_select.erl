@@ -12,7 +12,7 @@
 %% any part is unknown; `or' is true if any part is true, otherwise unknown if any part
 %% is unknown. A node is selected only when the whole predicate is `true'. So `or' is
 %% the union of the parts' selections, `and' their intersection, and `not' the
-%% complement among the nodes where the value is defined: `{'not', {load, lt, 1}}'
+%% complement among the nodes where the value is defined: ``{'not', {load, lt, 1}}''
 %% never selects a node without a `load'. `{A, exists}' is never unknown.
 %%
 %% <b>Relative predicates</b> are judged against all the distinct candidates that have
