@@ -65,8 +65,9 @@ temp_root() ->
 module_map_names_every_module_and_no_other_test() ->
     Mapped = mapped_modules(),
     Code = [list_to_atom(filename:basename(F, ".erl")) || F <- filelib:wildcard(filename:join(root(), "apps/*/src/*.erl"))],
-    ?assertEqual({missing_from_the_map, []}, {missing_from_the_map, lists:usort(Code) -- Mapped}),
-    ?assertEqual({in_the_map_but_not_in_the_code, []}, {in_the_map_but_not_in_the_code, Mapped -- Code}).
+    ?assertEqual(#{missing_from_the_map => [], in_the_map_but_not_in_the_code => []},
+                 #{missing_from_the_map => lists:usort(Code) -- Mapped,
+                   in_the_map_but_not_in_the_code => Mapped -- Code}).
 
 mapped_modules() ->
     {ok, Text} = file:read_file(filename:join(root(), "docs/INTERNALS.md")),
