@@ -54,11 +54,7 @@
 %% `distance', `level' and `subtree' (the nodes under a named network) come from the
 %% topology.
 
--type explanation() :: #{candidates := non_neg_integer(),
-                         unreachable := #{node() => term()},
-                         steps := [{terrain:predicate(), non_neg_integer()}],
-                         removed_by := terrain:predicate() | none,
-                         last := #{node() => #{term() => term()}}}.
+-type explanation() :: terrain:explanation().
 %% Why a selection came out empty: how many distinct candidates there were, which of
 %% them could not be asked (and why), how many remained after each predicate of the
 %% top-level `and' in turn, the predicate that removed the last ones (`none' when there

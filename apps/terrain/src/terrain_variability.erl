@@ -49,13 +49,9 @@
                     scale := number(),      % σ > 0
                     shape := number()}.     % ξ, Henwood et al.'s sign convention
 
--type load_options() ::
-        #{name => atom(),                   % model name (default `default')
-          tail => float(),                  % unlikely when P < tail; 0 < tail < 0.5 (default 0.001)
-          side => upper | lower | both}.    % which tail counts as unlikely (default upper)
+-type load_options() :: terrain:duration_model_options().
 
--type model() :: #{location := float(), scale := float(), shape := float(),
-                   tail := float(), side := upper | lower | both}.
+-type model() :: terrain:duration_model().
 
 -type error_reason() :: {variability, term()}.
 

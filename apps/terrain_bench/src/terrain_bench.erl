@@ -69,10 +69,40 @@
 
 -export_type([config/0, operation/0, run_options/0]).
 
--type config() :: terrain_bench_config:config().
--type operation() :: terrain_bench_config:operation().
+-type config() ::
+        #{duration := pos_integer(),
+          concurrent := pos_integer(),
+          report_interval := pos_integer(),
+          operations := [{operation(), pos_integer()}],
+          argument_size := non_neg_integer(),
+          compute_us := non_neg_integer(),
+          target := terrain_bench_config:target(),
+          mode := terrain_bench_config:mode(),
+          warmup := non_neg_integer(),
+          timeout := pos_integer()}.
+%% A validated configuration ({@link read_config/1}, {@link validate_config/1}); the keys are those of
+%% the configuration file (docs/BENCH.md).
+%% <ul>
+%% <li>`duration' — measured seconds</li>
+%% <li>`concurrent' — workers per node</li>
+%% <li>`report_interval' — seconds between rows</li>
+%% <li>`operations' — operation and its weight</li>
+%% <li>`argument_size' — payload bytes of P2P operations</li>
+%% <li>`compute_us' — computation on the target, µs</li>
+%% <li>`target' — which nodes P2P operations go to</li>
+%% <li>`mode' — closed loop, or open loop at a rate per worker</li>
+%% <li>`warmup' — seconds run before measuring, discarded</li>
+%% <li>`timeout' — deadline of one operation, ms</li>
+%% </ul>
+
+-type operation() :: spawn | rpc | erpc | gen_server_call | fsm_server_call
+                   | global_register | global_unregister | global_whereis
+                   | local_register | local_unregister | local_whereis
+                   | pg_join | pg_leave | pg_get_members | terrain_choose | noop.
+%% An operation of the benchmark, by the name the configuration's `operations' uses.
 -type run_options() ::
-        #{progress => fun((iodata()) -> ok)}.   % progress lines (default: none)
+        #{progress => fun((iodata()) -> ok)}.
+%% Options of {@link run/4}: `progress', a function given each progress line (default: none).
 
 %%--------------------------------------------------------------------
 %% API

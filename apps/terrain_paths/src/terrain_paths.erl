@@ -128,19 +128,28 @@
 -type op() :: sum | min | max | fun((term(), term()) -> term()) | {commutative, fun((term(), term()) -> term())}.
 
 -type options() ::
-        #{algorithm => algorithm(),          % default auto
-          timeout => pos_integer(),          % ms for each call, default 5000
-          root => non_neg_integer(),         % root of reduce, broadcast, gather, scatter (default 0)
-          topology => term() | undefined,    % a topology term; default: this node's (terrain:topology())
+        #{algorithm => algorithm(),
+          timeout => pos_integer(),
+          root => non_neg_integer(),
+          topology => term() | undefined,
           leader => terrain:predicate() | [terrain:predicate()],
-                                             % group leaders of the hierarchical tree come from the
-                                             % nodes these predicates select when a group has any
-          exchange => direct | levels | auto,% how hierarchical's group leaders exchange
-                                             % (docs/COLLECTIVES.md); default auto: direct
-                                             % up to 8 lowest groups, else level by level
-          rules => file:filename() | [map()],% rules for auto: a terrain.collective_rules/1 file
-                                             % or parsed rules; default: built-in choice
-          attr_timeout => pos_integer()}.    % ms for asking the nodes' schedulers (default 2000)
+          exchange => direct | levels | auto,
+          rules => file:filename() | [map()],
+          attr_timeout => pos_integer()}.
+%% Options of {@link communicator/2}:
+%% <ul>
+%% <li>`algorithm' — default auto</li>
+%% <li>`timeout' — ms for each call, default 5000</li>
+%% <li>`root' — root of reduce, broadcast, gather, scatter (default 0)</li>
+%% <li>`topology' — a topology term; default: this node's (terrain:topology())</li>
+%% <li>`leader' — group leaders of the hierarchical tree come from the nodes these predicates
+%%     select when a group has any</li>
+%% <li>`exchange' — how hierarchical's group leaders exchange (docs/COLLECTIVES.md); default auto:
+%%     direct up to 8 lowest groups, else level by level</li>
+%% <li>`rules' — rules for auto: a terrain.collective_rules/1 file or parsed rules; default:
+%%     built-in choice</li>
+%% <li>`attr_timeout' — ms for asking the nodes' schedulers (default 2000)</li>
+%% </ul>
 
 %% A communicator: treat it as opaque (its fields may change).
 -type comm() :: #{id := reference(),
