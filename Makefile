@@ -51,7 +51,7 @@ dialyzer: apt
 	$(REBAR) dialyzer
 
 ## docs: API documentation (edoc) of the library's public modules in _build/docs/index.html;
-## fails on any edoc error in any module, or an export of a public module without @doc
+## fails on any edoc error in any module, or an exported function or type of a public module without documentation
 docs: apt
 	escript tools/edoc.escript
 

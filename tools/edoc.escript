@@ -5,7 +5,8 @@
 %% 1. Every module of every application goes through edoc's parser: an edoc error
 %%    anywhere (an unescaped `&' or `<', a bad tag, a broken link) fails the build,
 %%    internal modules included, since they become `-moduledoc' when OTP 27 arrives.
-%% 2. Every exported function of a public module has a @doc.
+%% 2. Every exported function and every exported type of a public module is documented
+%%    (a function by @doc or @equiv, a type by the comment that follows it).
 %% 3. HTML for the public modules (one per library application) and their types,
 %%    in _build/docs, with docs/overview.edoc as the index page.
 %%
@@ -23,7 +24,7 @@ main(_) ->
                                                        filename:basename(App) =/= "terrain_lab"],
     Parse = [F || F <- Files, not parses(F)],
     Undocumented = lists:append([undocumented(F) || F <- Public, not lists:member(F, Parse)]),
-    [io:format(standard_error, "~s: export ~s has no @doc~n", [F, FA]) || {F, FA} <- Undocumented],
+    [io:format(standard_error, "~s: ~s has no documentation~n", [F, FA]) || {F, FA} <- Undocumented],
     Html = case Parse of [] -> html(Public); _ -> not_written end,
     case {Parse, Undocumented, Html} of
         {[], [], ok} ->
@@ -54,7 +55,14 @@ undocumented(File) ->
     [{File, name(F)} || #xmlElement{name = functions, content = Fs} <- Module,
                         #xmlElement{name = function} = F <- Fs,
                         attribute(exported, F) =:= "yes",
-                        not has_description(F)].
+                        not has_description(F)]
+    ++ [{File, "type " ++ type_name(T)} || #xmlElement{name = typedecls, content = Ts} <- Module,
+                                           #xmlElement{name = typedecl} = T <- Ts,
+                                           not has_description(T)].
+
+type_name(#xmlElement{content = C}) ->
+    hd([attribute(name, E) || #xmlElement{name = typedef, content = D} <- C,
+                              #xmlElement{name = erlangName} = E <- D] ++ ["?"]).
 
 name(F) ->
     attribute(name, F) ++ "/" ++ attribute(arity, F).

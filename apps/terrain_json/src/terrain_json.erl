@@ -38,6 +38,8 @@
 
 -type json() :: #{binary() | atom() => json()} | [json()] | binary() | number() | boolean()
               | null | atom().
+%% A JSON value: objects are maps (binary keys when decoded), arrays lists, strings
+%% binaries; `true', `false' and `null' are atoms.
 
 %% @doc Decodes one JSON document. Errors name the byte offset of the problem.
 -spec decode(iodata()) -> {ok, json()} | {error, {json, non_neg_integer(), string()}}.

@@ -100,6 +100,7 @@
 %% Types
 
 -type named_algorithm() :: flat | binomial | recursive_doubling | ring | rabenseifner | hierarchical.
+%% The algorithms by name: MPI's, and `hierarchical', built from the topology (docs/COLLECTIVES.md).
 
 -type vertex() :: {Rank :: non_neg_integer(), Children :: [vertex()]}
                 | {Rank :: non_neg_integer(), Wrappers :: [wrapper()], Children :: [vertex()]}.
@@ -124,8 +125,11 @@
 %% </ul>
 
 -type algorithm() :: named_algorithm() | auto | {tree, vertex()}.
+%% A named algorithm, `auto' (chosen by the rules, per operation and value size) or a tree drawn by hand.
 
 -type op() :: sum | min | max | fun((term(), term()) -> term()) | {commutative, fun((term(), term()) -> term())}.
+%% A reduction: built-in (numbers, or lists of numbers element by element), or an associative fun,
+%% taken to be non-commutative unless given as `{commutative, Fun}'.
 
 -type options() ::
         #{algorithm => algorithm(),
@@ -161,6 +165,8 @@
                     rules := terrain_paths_rules:rules(),
                     hierarchy := terrain_paths_plan:hierarchy(),
                     explicit => terrain_paths_plan:tree()}.
+%% A communicator: its members in rank order and how its operations run. Made by
+%% {@link communicator/2}; pass it as it is (its keys may change).
 
 -define(DEFAULT_TIMEOUT, 5000).
 -define(DEFAULT_ATTR_TIMEOUT, 2000).
