@@ -42,7 +42,7 @@ run_example(Module) ->
     Exprs = example_exprs(Module),
     Dir = filename:join(temp_root(), atom_to_list(Module)),
     ok = filelib:ensure_path(Dir),
-    {ok, Peer, _} = peer:start_link(#{connection => standard_io,
+    {ok, Peer, _} = peer:start_link(#{connection => standard_io, wait_boot => 60000,
                                       args => lists:append([["-pa", D] || D <- code:get_path(),
                                                                           lists:prefix(root(), D)])}),
     try

@@ -16,7 +16,7 @@ defmodule NearbyExTest do
       for _ <- 1..3 do
         # controlled over stdin/stdout, then connected as an ordinary (visible) node
         {:ok, peer, node} =
-          :peer.start(%{name: :peer.random_name(:nearby_ex), connection: :standard_io,
+          :peer.start(%{name: :peer.random_name(:nearby_ex), connection: :standard_io, wait_boot: 60_000,
                         args: [~c"-setcookie", cookie | code_path]})
 
         true = :net_kernel.connect_node(node)

@@ -28,8 +28,9 @@ init_per_suite(Config) ->
                  %% not linked: the process that runs init_per_suite exits after it; controlled over
                  %% stdin/stdout, then connected as an ordinary (visible) node
                  {ok, Peer, Node} = peer:start(#{name => peer:random_name(nearby), connection => standard_io,
-                                                      args => ["-setcookie", atom_to_list(erlang:get_cookie())
-                                                               | CodePath]}),
+                                                 wait_boot => 60000,
+                                                 args => ["-setcookie", atom_to_list(erlang:get_cookie())
+                                                          | CodePath]}),
                  true = net_kernel:connect_node(Node),
                  {ok, _} = erpc:call(Node, application, ensure_all_started, [terrain], 10000),
                  {Peer, Node}
