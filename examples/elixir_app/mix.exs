@@ -3,7 +3,9 @@
 # terrain's applications are path dependencies built by rebar3 (`manager: :rebar3`).
 # Mix never needs hex for them: run mix with MIX_REBAR3 set to Debian's rebar3
 # (`MIX_REBAR3=/usr/bin/rebar3 mix test`) so that it does not ask to install its own
-# (`mix local.rebar` downloads). From a git tag of terrain, the same two lines with
+# (`mix local.rebar` downloads); `make examples` also sets REBAR_BASE_DIR=_build/rebar3
+# so that rebar3 keeps its state here, not in terrain's source tree. From a git tag of
+# terrain, the same two lines with
 # `git: "https://<where you got terrain>.git", tag: "v0.1.0", sparse: "apps/terrain"`
 # instead of `path:`.
 defmodule NearbyEx.MixProject do
