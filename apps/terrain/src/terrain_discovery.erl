@@ -70,35 +70,11 @@
 -define(LATENCY_FORMAT, <<"terrain.latency/1">>).
 -define(SAMPLE, 50000).
 
--type options() ::
-        #{statistic => min | median | mean | p95,  % matrix of latency.json to cluster (default min)
-          symmetrise => min | mean | max,          % combine a→b with b→a (default min)
-          linkage => terrain_linkage:method(),     % average (default), complete or single
-          alpha => auto | number(),                % auto (default, per level) or a fixed α ≥ 1
-          outliers => repair | keep,               % repair outliers first (default) or not
-          outlier_factor => number(),              % > 1: a round trip above this many times its
-                                                   % level's median is an outlier (default 3)
-          alpha_range => {number(), number()},     % α grid of auto (default {1, 4})
-          alpha_steps => pos_integer(),            % grid values of auto, ≥ 2 (default 31)
-          alpha_min_plateau => number()}.          % > 1: auto keeps a level only if its partition
-                                                   % holds while α grows this much (default 1.2)
+-type options() :: terrain:discovery_options().
 
-%% A latency matrix: the node names and, per statistic, n rows of n round trips in µs
-%% (`null' where there is no measurement; the diagonal is ignored).
--type latency() :: #{nodes := [node()],
-                     stats := #{atom() => [[number() | null]]},
-                     atom() => term()}.
+-type latency() :: terrain:latency().
 
--type result() :: #{topology := terrain_topology:tree(),
-                    nodes := [node()],
-                    options := options(),
-                    levels => [terrain_alpha:level()],
-                    single_alpha => {float(), float()} | none,
-                    alpha_tree => terrain_alpha:tree(),
-                    missing => non_neg_integer(),       % pairs measured in neither direction
-                    undetermined => [node()],           % placed on estimates only (see below)
-                    repaired := non_neg_integer(),
-                    pairs := non_neg_integer()}.
+-type result() :: terrain:discovery().
 
 -type error_reason() :: {discovery, term()}.
 
@@ -128,9 +104,11 @@ discover(#{nodes := Nodes} = Latency, Options) ->
 %% The last step of discover/2: cluster the matrix, if there is one; say how many
 %% pairs were missing and which nodes the measured pairs leave undetermined.
 clustered(Nodes, {ok, Matrix, #{missing := 0}}, Opts) ->
-    {ok, (cluster(Nodes, Matrix, Opts))#{missing => 0, undetermined => []}};
+    {AlphaTree, Result} = cluster(Nodes, Matrix, Opts),
+    _ = AlphaTree,
+    {ok, Result#{missing => 0, undetermined => []}};
 clustered(Nodes, {ok, Matrix, #{missing := Missing, measured := Measured}}, Opts) ->
-    #{alpha_tree := AlphaTree} = Result = cluster(Nodes, Matrix, Opts),
+    {AlphaTree, Result} = cluster(Nodes, Matrix, Opts),
     {ok, Result#{missing => Missing, undetermined => undetermined(AlphaTree, Measured, Nodes)}};
 clustered(_Nodes, {error, _} = Error, _Opts) -> Error.
 
@@ -411,11 +389,11 @@ cluster(Nodes, Matrix, #{linkage := Linkage, alpha := Alpha, outliers := Outlier
     case Alpha of
         auto ->
             {Tree, Levels} = terrain_alpha:auto(Clean, Linkage, Auto),
-            Base#{topology => to_topology(diameters(Tree, Clean), Nodes), levels => Levels,
-                  single_alpha => single_alpha(Levels), alpha_tree => Tree};
+            {Tree, Base#{topology => to_topology(diameters(Tree, Clean), Nodes), levels => Levels,
+                         single_alpha => single_alpha(Levels)}};
         _ ->
             Tree = terrain_alpha:run(Clean, Linkage, Alpha),
-            Base#{topology => to_topology(diameters(Tree, Clean), Nodes), alpha_tree => Tree}
+            {Tree, Base#{topology => to_topology(diameters(Tree, Clean), Nodes)}}
     end.
 
 float_range({Lo, Hi}) -> {float(Lo), float(Hi)}.

@@ -54,17 +54,10 @@
 
 -export_type([options/0, measure/0, pair/0, error_reason/0]).
 
--type options() ::
-        #{representatives => pos_integer(),  % members measured per child at each level (default 1)
-          confirm => non_neg_integer(),      % confirmation pairs after the placement (default 2)
-          gap => number(),                   % > 1: smallest ratio of two adjacent levels' round trips (default 10)
-          retries => non_neg_integer(),      % re-descents after a contradicted confirmation (default 2)
-          attempts => pos_integer(),         % members tried per child when measurements fail (default 3)
-          name => term(),                    % name of a network the insertion creates (default: the node)
-          seed => integer()}.                % seed of the random choices (default: from the node's name)
-
--type measure() :: fun((node(), node()) -> {ok, number()} | {error, term()}).
--type pair() :: {node(), node(), number()}.
+%% The options, documented with the type in the public module.
+-type options() :: terrain:insert_options().
+-type measure() :: terrain:measure().
+-type pair() :: terrain:measured_pair().
 -type error_reason() :: {insert, term()}.
 
 -define(DEFAULTS, #{representatives => 1, confirm => 2, gap => 10, retries => 2, attempts => 3}).
