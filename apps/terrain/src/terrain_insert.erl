@@ -305,7 +305,7 @@ level({network, Name, #{height := H} = Opts, Children}, Known, Ctx0) ->
     end.
 
 %% The decision at a network of height H from the children's measurements.
-decide(PerChild, H, #ctx{s = S}) ->
+decide(PerChild, H, #ctx{s = S} = Ctx) ->
     Mins = [{lists:min([D || {_, D} <- Ms]), I} || {I, [_ | _] = Ms} <- maps:to_list(PerChild)],
     case Mins of
         [] ->
@@ -320,7 +320,7 @@ decide(PerChild, H, #ctx{s = S}) ->
                 length(Near) >= 2, length(Near) =:= map_size(PerChild) ->
                     %% near every child: the height was overestimated (a network made
                     %% from one inflated round trip); lower it to what was measured
-                    {lower, Largest, decide(PerChild, Largest, #ctx{s = S})};
+                    {lower, Largest, decide(PerChild, Largest, Ctx)};
                 length(Near) >= 2 ->
                     {merge, [I || {I, _} <- Near], lists:max([D || {_, D} <- Near])};
                 DStar < H / S ->

@@ -109,8 +109,14 @@
                     started_at := binary(),
                     finished_at := binary(),
                     duration_ms := non_neg_integer(),
-                    partial := boolean(),      % interrupted, or a checkpoint: not every pair was measured
-                    pairs := #{{node(), node()} => {ok, stats()} | {error, term()}}}.
+                    partial := boolean(),      % not every pair was measured (budget, interrupt, checkpoint)
+                    ended_by => complete | budget | interrupt | running,
+                    pairs := #{{node(), node()} => {ok, stats()} | {error, term()}},
+                    %% the tree strategy only:
+                    topology => terrain:topology_tree(),
+                    unplaced => [node()],
+                    reinserted => non_neg_integer(),
+                    waves => non_neg_integer()}.
 
 -define(DEFAULTS, #{batches => 100, messages => 100, payload => 0, strategy => sequential, timeout => 5000,
                     progress => none, precision => none, budget_ms => infinity, checkpoint => none}).
@@ -451,13 +457,15 @@ pair_done(Ref, Pid, MRef, Wait) ->
 %% The first pass of a wave: every insertion in its own process; one that has not
 %% returned by the deadline (plus grace) counts as not placed.
 pmap(F, Xs, Deadline) ->
-    Workers = [spawn_monitor(fun() -> exit({result, F(X)}) end) || X <- Xs],
+    Self = self(),
+    Workers = [spawn_monitor(fun() -> Self ! {self(), result, F(X)} end) || X <- Xs],
     Until = case Deadline of infinity -> infinity; _ -> Deadline + 2 * ?GRACE_MS end,
     [pmap_result(Pid, MRef, Until) || {Pid, MRef} <- Workers].
 
 pmap_result(Pid, MRef, Until) ->
     receive
-        {'DOWN', MRef, process, Pid, {result, R}} ->
+        {Pid, result, R} ->
+            erlang:demonitor(MRef, [flush]),
             R;
         {'DOWN', MRef, process, Pid, Why} ->
             {error, Why};

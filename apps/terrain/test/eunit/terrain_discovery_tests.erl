@@ -364,7 +364,10 @@ synthetic_1000_outliers_break_plain_complete_linkage_test_() ->
 %% counts the missing pairs, names undetermined exactly the nodes left without a
 %% measured pair to any of their rack mates (with half the pairs gone, one node in
 %% 2^7: here n0119, whose rack nothing measured supports), and is exact on the others.
-partial_matrix_256_half_missing_test() ->
+partial_matrix_256_half_missing_test_() ->
+    {timeout, 120, fun partial_matrix_256_half_missing/0}.
+
+partial_matrix_256_half_missing() ->
     Options = #{shape => [4, 8, 8], heights => [8000, 1000, 100], jitter => 0.02},
     {#{nodes := Nodes, stats := #{min := Rows}}, Truth} = terrain_synthetic:hierarchy(Options),
     N = length(Nodes),
