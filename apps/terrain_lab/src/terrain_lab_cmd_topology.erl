@@ -100,7 +100,7 @@ command() ->
                   #{name => noise, long => "noise", type => float, default => 0.1, metavar => "F",
                     check => {fun(F) -> F >= 0 end, "a number >= 0"},
                     help => "simulate: sigma of the multiplicative (lognormal) jitter per measurement"},
-                  #{name => seed, long => "seed", type => integer, default => 1, metavar => "N",
+                  #{name => seed, long => "seed", type => integer, default => 1, range => {0, inf}, metavar => "N",
                     help => "simulate: seed of every random draw"},
                   #{name => json, long => "json", type => flag, help => "simulate: print one JSON object"}],
       run => {?MODULE, run}}.
