@@ -507,12 +507,16 @@ write_client_files(Dir, Hosts) ->
 %% Internal functions: SLURM
 
 start_slurm(Dir, Prefix, Hosts, Switches, Net, Progress) ->
-    [ok = filelib:ensure_dir(filename:join([Dir, D, "x"])) || D <- ["munge", "state", "spool", "log"]],
+    [ok = filelib:ensure_dir(filename:join([Dir, D, "x"])) || D <- ["munge", "state", "log"]],
     ok = file:change_mode(filename:join(Dir, "munge"), 8#700),
     MungeKey = filename:join([Dir, "munge", "munge.key"]),
     ok = file:write_file(MungeKey, crypto:strong_rand_bytes(1024)),
     ok = file:change_mode(MungeKey, 8#600),
     Munge = fun(F) -> filename:join([Dir, "munge", F]) end,
+    %% sockets (munged's, slurmstepd's in the spool) need a short path: < 108 bytes
+    Run = run_dir(Prefix),
+    ok = filelib:ensure_dir(filename:join([Run, "spool", "x"])),
+    ok = file:change_mode(Run, 8#700),
     %% each daemon is recorded as soon as it runs: if a later step fails, down stops it
     Start = fun(Key, Line, PidFile) ->
                     sh(Line),
@@ -520,7 +524,7 @@ start_slurm(Dir, Prefix, Hosts, Switches, Net, Progress) ->
                     {ok, Record} = read(Dir),
                     ok = write_record(Dir, Record#{<<"daemons">> => (maps:get(<<"daemons">>, Record))#{Key => Pid}})
             end,
-    Start(<<"munged">>, ["munged --force --socket=", quote(Munge("munge.socket")), " --key-file=", quote(MungeKey),
+    Start(<<"munged">>, ["munged --force --socket=", quote(filename:join(Run, "munge.socket")), " --key-file=", quote(MungeKey),
                          " --log-file=", quote(Munge("munged.log")), " --pid-file=", quote(Munge("munged.pid")),
                          " --seed-file=", quote(Munge("munged.seed"))], Munge("munged.pid")),
     Port = free_port(),
@@ -529,7 +533,7 @@ start_slurm(Dir, Prefix, Hosts, Switches, Net, Progress) ->
     Conf = quote(filename:join(Dir, "slurm.conf")),
     Start(<<"slurmctld">>, ["slurmctld -i -f ", Conf], filename:join(Dir, "slurmctld.pid")),
     [Start(<<"slurmd ", N/binary>>, ["nsenter --net=/var/run/netns/", N, " slurmd -f ", Conf, " -N ", N],
-           filename:join([Dir, "spool", "slurmd." ++ binary_to_list(N) ++ ".pid"])) || #{name := N} <- Hosts],
+           filename:join([Run, "spool", "slurmd." ++ binary_to_list(N) ++ ".pid"])) || #{name := N} <- Hosts],
     {ok, #{<<"daemons">> := All}} = read(Dir),
     await_idle(Dir, length(Hosts), erlang:monotonic_time(millisecond) + ?READY_MS),
     Progress(io_lib:format("SLURM up: slurmctld on ~ts:~b, ~b slurmd idle, partition ~ts; munged with its own key "
@@ -544,11 +548,11 @@ slurm_conf(Dir, Prefix, Hosts, Net, Port) ->
      "ClusterName=terrain", Prefix, "\n",
      "SlurmctldHost=", Hostname, "(", Net, ".1)\n",
      "SlurmctldPort=", integer_to_list(Port), "\nSlurmdPort=6818\n",
-     "AuthType=auth/munge\nCredType=cred/munge\nAuthInfo=socket=", J("munge/munge.socket"), "\n",
+     "AuthType=auth/munge\nCredType=cred/munge\nAuthInfo=socket=", filename:join(run_dir(Prefix), "munge.socket"), "\n",
      "SlurmUser=root\nSlurmdUser=root\n",
      "StateSaveLocation=", J("state"), "\n",
-     "SlurmdSpoolDir=", J("spool/%n"), "\n",
-     "SlurmctldPidFile=", J("slurmctld.pid"), "\nSlurmdPidFile=", J("spool/slurmd.%n.pid"), "\n",
+     "SlurmdSpoolDir=", filename:join(run_dir(Prefix), "spool/%n"), "\n",
+     "SlurmctldPidFile=", J("slurmctld.pid"), "\nSlurmdPidFile=", filename:join(run_dir(Prefix), "spool/slurmd.%n.pid"), "\n",
      "SlurmctldLogFile=", J("log/slurmctld.log"), "\nSlurmdLogFile=", J("log/slurmd.%n.log"), "\n",
      "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nSwitchType=switch/none\nMpiDefault=none\n",
      "ReturnToService=2\nSchedulerType=sched/backfill\nSelectType=select/cons_tres\nSelectTypeParameters=CR_Core\n",
@@ -631,8 +635,18 @@ remove(Dir, Record, _Progress) ->
                       {ok, _} -> ["bridge " ++ Bridge ++ " deleted"];
                       _ -> []
                   end,
+    Run = run_dir(binary_to_list(maps:get(<<"prefix">>, Record))),
+    RunLines = case filelib:is_dir(Run) of
+                   true -> _ = os:cmd("rm -rf " ++ lists:flatten(quote(Run))), ["directory " ++ Run ++ " removed"];
+                   false -> []
+               end,
     _ = os:cmd("rm -rf " ++ lists:flatten(quote(Dir))),
-    Stopped ++ Removed ++ BridgeLines ++ ["directory " ++ Dir ++ " removed"].
+    Stopped ++ Removed ++ BridgeLines ++ RunLines ++ ["directory " ++ Dir ++ " removed"].
+
+%% Sockets and the slurmd spool: a short path of this testbed's own (one testbed per
+%% prefix runs at a time, since its hosts are namespaces of those names).
+run_dir(Prefix) ->
+    "/run/terrain-testbed-" ++ Prefix.
 
 %% TERM to every daemon that is still the program it was, KILL to those left after
 %% the grace time.
