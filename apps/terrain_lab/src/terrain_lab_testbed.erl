@@ -124,7 +124,7 @@ up(#{prefix := Prefix, dir := Dir0, slurm := Slurm, progress := Progress} = Opti
                      end
              end,
              fun(Switches) ->
-                     case free_subnet() of
+                     case free_subnet(Prefix) of
                          {ok, Net} -> {ok, {Switches, Net}};
                          {error, _} = Error -> Error
                      end
@@ -327,10 +327,12 @@ spec_switches(Spec, Prefix) ->
                 [N] = Ints([One]),
                 {ok, [Switch("s1", 0, [Host(I) || I <- lists:seq(1, N)], [])]};
             {[_, _ | _] = Parts, _} ->
-                Sizes = Ints(Parts),
-                Firsts = lists:droplast(lists:foldl(fun(S, [F | _] = Acc) -> [F + S | Acc] end, [1], Sizes)),
-                Leaves = [Switch("s" ++ integer_to_list(K), 0, [Host(I) || I <- lists:seq(F, F + S - 1)], [])
-                          || {K, {F, S}} <- lists:enumerate(lists:zip(lists:reverse(Firsts), Sizes))],
+                {Leaves, _} = lists:foldl(
+                                fun({K, Size}, {Acc, First}) ->
+                                        {Acc ++ [Switch("s" ++ integer_to_list(K), 0,
+                                                        [Host(I) || I <- lists:seq(First, First + Size - 1)], [])],
+                                         First + Size}
+                                end, {[], 1}, lists:enumerate(Ints(Parts))),
                 {ok, Leaves ++ [Switch("root", 1, [], [N || #{name := N} <- Leaves])]};
             {_, [_, _ | _] = Parts} ->
                 Fanouts = Ints(Parts),
@@ -703,9 +705,14 @@ json_roundtrip(Record) ->
     {ok, Decoded} = terrain_json:decode(iolist_to_binary(terrain_json:encode(Record))),
     Decoded.
 
-free_subnet() ->
+%% The first /24 of 10.214.0.0/16 that no interface here uses, searched from a
+%% place that depends on the prefix, so that two testbeds made at once (the test
+%% suites of two checkouts) are unlikely to race for the same one.
+free_subnet(Prefix) ->
     Used = os:cmd("ip -o -4 addr show"),
-    case [X || X <- lists:seq(1, 250), string:find(Used, " " ++ ?NET ++ "." ++ integer_to_list(X) ++ ".") =:= nomatch] of
+    Start = erlang:phash2(Prefix, 250),
+    case [X || I <- lists:seq(0, 249), X <- [1 + (Start + I) rem 250],
+               string:find(Used, " " ++ ?NET ++ "." ++ integer_to_list(X) ++ ".") =:= nomatch] of
         [X | _] -> {ok, ?NET ++ "." ++ integer_to_list(X)};
         [] -> {error, {testbed, no_subnet}}
     end.

@@ -17,7 +17,7 @@
 %%   set it hangs instead.
 %%
 %% The allocation is given as SLURM gives it: SLURM_JOB_NODELIST (the hosts'
-%% addresses as a hostlist expression, `10.213.X.[2-5]': addresses need no name
+%% addresses as a hostlist expression, `10.214.X.[2-5]': addresses need no name
 %% resolution, which would take /etc/hosts entries on this machine) and
 %% SLURM_TASKS_PER_NODE. The escript runs as its own OS process under `env'.
 -module(terrain_lab_slurm_SUITE).
@@ -408,7 +408,7 @@ host_of(Node) ->
 safe(Address) ->
     lists:flatten(string:replace(Address, ".", "_", all)).
 
-%% 10.213.X.[2-5]
+%% 10.214.X.[2-5]
 nodelist(Addresses) ->
     [First | _] = Addresses,
     Net = string:join(lists:droplast(string:split(First, ".", all)), "."),
