@@ -24,13 +24,15 @@
 %% namespace as `SlurmctldHost=HOSTNAME(BRIDGE ADDRESS)' on a free port, one slurmd
 %% per host (`slurmd -N P1' started in the host's namespace with `nsenter --net',
 %% which keeps /sys and so the cgroup mount that slurmd reads), slurm.conf and
-%% topology.conf (`topology/tree') written from the switches. `up' returns when
-%% `sinfo' shows every node idle.
+%% topology.conf (`topology/tree') written from the switches. Unix socket paths are
+%% limited to 108 bytes, so munged's socket and the slurmd spool (slurmstepd's
+%% sockets) go to /run/terrain-testbed-P. `up' returns when `sinfo' shows every
+%% node idle.
 %%
 %% `down' stops the recorded daemons (only while each pid is still the program it
 %% was), ends every process left in the hosts' namespaces (a VM a user left there),
-%% deletes the namespaces and the bridge, and removes the directory: exactly what
-%% `up' made. A failed `up' does the same before it returns its error.
+%% deletes the namespaces and the bridge, and removes the two directories: exactly
+%% what `up' made. A failed `up' does the same before it returns its error.
 -module(terrain_lab_testbed).
 
 %% API
@@ -424,10 +426,12 @@ make(Dir, Prefix, Switches, Net, Rates, Slurm, Progress) ->
             erlang:raise(Class, Reason, Stack)
     end.
 
-recorded(Dir, Record0) ->
+%% What the record says was made; when even the record could not be written,
+%% nothing was made but the directory.
+recorded(Dir, #{prefix := Prefix}) ->
     case read(Dir) of
         {ok, Record} -> Record;
-        {error, _} -> json_roundtrip(Record0)
+        {error, _} -> #{<<"prefix">> => Prefix}
     end.
 
 host_number(Host, Prefix) ->
@@ -700,10 +704,6 @@ write_record(Dir, Record) ->
         ok -> ok;
         {error, Why} -> throw({testbed, {command, "write " ++ record_file(Dir), 1, io_lib:format("~0tp", [Why])}})
     end.
-
-json_roundtrip(Record) ->
-    {ok, Decoded} = terrain_json:decode(iolist_to_binary(terrain_json:encode(Record))),
-    Decoded.
 
 %% The first /24 of 10.214.0.0/16 that no interface here uses, searched from a
 %% place that depends on the prefix, so that two testbeds made at once (the test
