@@ -79,6 +79,7 @@ up(Options, Dir, Progress, Io) ->
                     ok;
                 {error, {testbed, {usage, _}} = Reason} -> {error, {usage, Reason}};
                 {error, {testbed, {topology, _, {bad_spec, _}}} = Reason} -> {error, {usage, Reason}};
+                {error, {testbed, {topology_hosts, _, _}} = Reason} -> {error, {usage, Reason}};
                 {error, _} = Error -> Error
             end;
         {error, _} = Error ->

@@ -110,14 +110,20 @@ available(Slurm) ->
 -spec up(options()) -> {ok, testbed()} | {error, error_reason()}.
 up(#{prefix := Prefix, dir := Dir0, slurm := Slurm, progress := Progress} = Options) ->
     Dir = filename:absname(Dir0),
+    %% usage first (a bad option is reported before the machine is looked at)
     Steps = [fun(_) -> check_prefix(Prefix) end,
-             fun(_) -> available(Slurm) end,
+             fun(_) -> host_count(Options) end,
+             fun(Count) -> topology(Options, Prefix, Count) end,
+             fun(Switches) ->
+                     case available(Slurm) of
+                         ok -> {ok, Switches};
+                         {error, _} = Error -> Error
+                     end
+             end,
              fun(_) -> case filelib:is_regular(record_file(Dir)) of
                            true -> {error, {testbed, {exists, Dir}}};
                            false -> ok
                        end end,
-             fun(_) -> host_count(Options) end,
-             fun(Count) -> topology(Options, Prefix, Count) end,
              fun(Switches) ->
                      Hosts = lists:usort([H || #{nodes := Ns} <- Switches, H <- Ns]),
                      case [H || H <- Hosts, lists:member(H, existing_namespaces())] of
