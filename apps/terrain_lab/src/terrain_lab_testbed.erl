@@ -664,9 +664,9 @@ run_dir(Prefix) ->
 %% the grace time.
 stop_daemons(Daemons) ->
     Ours = [D || {_, Pid, Comm} = D <- Daemons, ours(Pid, Comm)],
-    [_ = os:cmd("kill -TERM " ++ Pid) || {_, Pid, _} <- Ours],
+    _ = [terrain_lab_os:signal(Pid, "TERM") || {_, Pid, _} <- Ours],
     Left = terrain_lab_os:await_exit([Pid || {_, Pid, _} <- Ours], ?STOP_MS),
-    [_ = os:cmd("kill -KILL " ++ Pid) || {_, Pid, Comm} <- Ours, lists:member(Pid, Left), ours(Pid, Comm)],
+    _ = [terrain_lab_os:signal(Pid, "KILL") || {_, Pid, Comm} <- Ours, lists:member(Pid, Left), ours(Pid, Comm)],
     _ = terrain_lab_os:await_exit(Left, 1000),
     [What ++ case lists:member(Pid, Left) of
                  true -> " killed (pid " ++ Pid ++ ")";
@@ -687,10 +687,10 @@ ours(Pid, Comm) ->
 remove_namespaces(Namespaces) ->
     Left = [{NS, host_pids(NS)} || NS <- Namespaces],
     All = [P || {_, Ps} <- Left, {P, _} <- Ps],
-    [_ = os:cmd("kill -TERM " ++ P) || P <- All],
+    _ = [terrain_lab_os:signal(P, "TERM") || P <- All],
     _ = terrain_lab_os:await_exit(All, 2000),
     Stubborn = lists:append([netns_pids(NS) || NS <- Namespaces]),
-    [_ = os:cmd("kill -KILL " ++ P) || P <- Stubborn],
+    _ = [terrain_lab_os:signal(P, "KILL") || P <- Stubborn],
     _ = terrain_lab_os:await_exit(Stubborn, 2000),
     [begin
          _ = command(["ip netns del ", NS], ?COMMAND_MS),
@@ -771,7 +771,7 @@ collect(Port, Command, Deadline, Acc) ->
             {error, {testbed, {command, Command, Code, unicode:characters_to_list(lists:reverse(Acc))}}}
     after max(0, Deadline - erlang:monotonic_time(millisecond)) ->
         _ = case erlang:port_info(Port, os_pid) of
-                {os_pid, OsPid} -> os:cmd("kill -9 " ++ integer_to_list(OsPid));
+                {os_pid, OsPid} -> terrain_lab_os:signal(integer_to_list(OsPid), "KILL");
                 undefined -> ok
             end,
         catch port_close(Port),
