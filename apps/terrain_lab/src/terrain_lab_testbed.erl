@@ -539,7 +539,7 @@ start_slurm(Dir, Prefix, Hosts, Switches, Net, Progress) ->
     Start(<<"munged">>, ["munged --force --socket=", quote(filename:join(Run, "munge.socket")), " --key-file=", quote(MungeKey),
                          " --log-file=", quote(Munge("munged.log")), " --pid-file=", quote(Munge("munged.pid")),
                          " --seed-file=", quote(Munge("munged.seed"))], Munge("munged.pid")),
-    Port = free_port(),
+    Port = free_port(Prefix),
     ok = file:write_file(filename:join(Dir, "slurm.conf"), slurm_conf(Dir, Prefix, Hosts, Net, Port)),
     ok = file:write_file(filename:join(Dir, "topology.conf"), topology_conf(Switches)),
     Conf = quote(filename:join(Dir, "slurm.conf")),
@@ -605,9 +605,12 @@ sinfo(Dir, Format) ->
         {error, {testbed, {command, _, _, Out}}} -> {error, string:trim(Out)}
     end.
 
-free_port() ->
+%% slurmctld's port: the first free one of ?PORTS, searched from a place that depends
+%% on the prefix (as the subnet), so that two testbeds made at once rarely race.
+free_port(Prefix) ->
     Used = os:cmd("ss -Htln 2>/dev/null"),
-    case [P || P <- ?PORTS, string:find(Used, ":" ++ integer_to_list(P) ++ " ") =:= nomatch,
+    {Before, After} = lists:split(erlang:phash2(Prefix, length(?PORTS)), ?PORTS),
+    case [P || P <- After ++ Before, string:find(Used, ":" ++ integer_to_list(P) ++ " ") =:= nomatch,
                string:find(Used, ":" ++ integer_to_list(P + 1) ++ " ") =:= nomatch] of
         [P | _] -> P;
         [] -> throw({testbed, {command, "choose slurmctld's port", 1, "16817..16899 all in use"}})
