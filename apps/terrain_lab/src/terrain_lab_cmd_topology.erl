@@ -276,54 +276,44 @@ show(Options, File, Io) ->
 
 %% The topology of FILE (term or JSON) on every node of the running cluster.
 load(Options, File, Io) ->
-    case read_tree(File) of
-        {ok, Tree} ->
-            case terrain_lab_cluster_state:connect(Options) of
-                {ok, Nodes} ->
-                    Results = [{N, catch erpc:call(N, terrain, load_topology, [Tree], 10000)} || N <- Nodes],
-                    case [{N, R} || {N, R} <- Results, R =/= ok] of
-                        [] ->
-                            terrain_lab_io:out(Io, "loaded ~ts on ~b nodes~n", [File, length(Nodes)]);
-                        [{N, Why} | _] ->
-                            {error, {topology_cmd, {load, N, Why}}}
-                    end;
-                {error, _} = Error ->
-                    Error
-            end;
-        {error, _} = Error ->
-            Error
-    end.
+    terrain_lab_steps:with(
+      [fun() -> read_tree(File) end,
+       fun() -> terrain_lab_cluster_state:connect(Options) end],
+      fun([Tree, Nodes]) ->
+              Results = [{N, catch erpc:call(N, terrain, load_topology, [Tree], 10000)} || N <- Nodes],
+              case [{N, R} || {N, R} <- Results, R =/= ok] of
+                  [] -> terrain_lab_io:out(Io, "loaded ~ts on ~b nodes~n", [File, length(Nodes)]);
+                  [{N, Why} | _] -> {error, {topology_cmd, {load, N, Why}}}
+              end
+      end).
 
 %%--------------------------------------------------------------------
 %% Import
 
 %% SLURM's switches as a topology: a topology.conf file or `scontrol show topology'.
 import(Options, Source, Io) ->
-    case output_format(Options) of
-        {ok, Format} ->
-            {Name, Read} = case Source of
-                               {file, File} ->
-                                   {File, case file:read_file(File) of
-                                              {ok, Bin} -> terrain_lab_slurm:parse_topology(unicode:characters_to_list(Bin));
-                                              {error, Why} -> {error, {file, File, Why}}
-                                          end};
-                               scontrol ->
-                                   {"'scontrol show topology'", terrain_lab_slurm:scontrol_topology(10000)}
-                           end,
-            case Read of
-                {ok, []} ->
-                    {error, {slurm, {topology_empty, Name}}};
-                {ok, Switches} ->
-                    Tree = terrain_lab_slurm:topology_tree(Switches),
-                    terrain_lab_io:progress(Io, "topology: ~b switches, ~b nodes from ~ts~n",
-                                            [length(Switches), length(terrain_tree_compare:nodes(Tree)), Name]),
-                    {ok, Text} = terrain:render_topology(Tree, Format),
-                    emit(Text, Options, Io);
-                {error, _} = Error ->
-                    Error
-            end;
-        {error, _} = Error ->
-            Error
+    {Name, Read} = case Source of
+                       {file, File} -> {File, fun() -> switches_of_file(File) end};
+                       scontrol -> {"'scontrol show topology'", fun() -> terrain_lab_slurm:scontrol_topology(10000) end}
+                   end,
+    terrain_lab_steps:with(
+      [fun() -> output_format(Options) end,
+       fun() -> case Read() of
+                    {ok, []} -> {error, {slurm, {topology_empty, Name}}};
+                    Other -> Other
+                end end],
+      fun([Format, Switches]) ->
+              Tree = terrain_lab_slurm:topology_tree(Switches),
+              terrain_lab_io:progress(Io, "topology: ~b switches, ~b nodes from ~ts~n",
+                                      [length(Switches), length(terrain_tree_compare:nodes(Tree)), Name]),
+              {ok, Text} = terrain:render_topology(Tree, Format),
+              emit(Text, Options, Io)
+      end).
+
+switches_of_file(File) ->
+    case file:read_file(File) of
+        {ok, Bin} -> terrain_lab_slurm:parse_topology(unicode:characters_to_list(Bin));
+        {error, Why} -> {error, {file, File, Why}}
     end.
 
 %%--------------------------------------------------------------------
