@@ -30,7 +30,6 @@
 %% API
 -export([context/3,
          node_name/3,
-         dist_host/1,
          cli_host/1,
          spawn_vm/3,
          vm_command/4,
@@ -85,7 +84,7 @@ context(Dir, SshOptions, CodePath) ->
 node_name(Prefix, Name, Host) ->
     list_to_atom(Prefix ++ atom_to_list(Name) ++ "@" ++ dist_host(Host)).
 
-%% @doc The host part of the long node names of VMs on `Host' (see node_name/3).
+%% The host part of the long node names of VMs on `Host' (see node_name/3).
 -spec dist_host(string()) -> string().
 dist_host(Host) ->
     case {lists:member($., Host) orelse lists:member($:, Host), inet:getaddr(Host, inet)} of
