@@ -17,9 +17,9 @@
 %% longer than an atom can be; a node name that epmd already has registered (a VM of
 %% another cluster, another state directory or anything else), naming the clashes and
 %% suggesting `--prefix'; and a spec whose VMs would not fit in memory: each VM is
-%% estimated at ?VM_MB MB (the resident size measured of a terrain node with network
+%% estimated at 40 MB (the resident size measured of a terrain node with network
 %% emulation, 38-40 MB, docs/CLI.md), and `up' refuses when the nodes would take more
-%% than ?MEM_SHARE% of `MemAvailable' in /proc/meminfo, unless `force'. Its default
+%% than 80% of `MemAvailable' in /proc/meminfo, unless `force' (the resource guard, terrain_lab_guard). Its default
 %% deadline grows with the node count ({@link default_timeout/1}); it prints "k of N
 %% nodes up" with an ETA on the `Io''s `err' device as the nodes come up.
 %%
@@ -68,8 +68,6 @@
 %% P)" or "still running (...)".
 -type stop_result() :: {NodeName :: binary(), How :: string()}.
 
--define(VM_MB, 40).         % estimated resident memory of one node's VM, MB
--define(MEM_SHARE, 80).     % % of MemAvailable the nodes may take
 
 %%--------------------------------------------------------------------
 %% API
@@ -112,7 +110,7 @@ default_timeout(N) ->
 %% @doc The memory one node's VM is estimated to take, in MB.
 -spec vm_memory_mb() -> pos_integer().
 vm_memory_mb() ->
-    ?VM_MB.
+    terrain_lab_guard:vm_memory_mb().
 
 %% @doc The recorded state of the cluster in `Dir' with every node checked at once
 %% under one deadline: each entry of `<<"nodes">>' gets `<<"state">>' `up' (it
@@ -174,10 +172,6 @@ format_error({launch, {name_clash, Clashes}}) ->
     io_lib:format("node name~s ~ts ~s already registered with epmd (a running VM: another cluster or "
                   "--state-dir); nothing was started; choose other names with --prefix, e.g. --prefix ~s_",
                   [Plural, lists:join(", ", Clashes), Verb, os:getenv("USER", "my")]);
-format_error({launch, {too_big, Count, NeedMb, AvailableMb}}) ->
-    io_lib:format("~b nodes need about ~b MB (~b MB per VM) but only ~b MB are available (~b% of MemAvailable); "
-                  "nothing was started; use a smaller spec, or --force to start anyway",
-                  [Count, NeedMb, ?VM_MB, AvailableMb * ?MEM_SHARE div 100, ?MEM_SHARE]);
 format_error({launch, {bad_netem, Value}}) ->
     io_lib:format("--netem expects auto, on or off, got '~ts'", [Value]).
 
@@ -206,25 +200,11 @@ terrain_lab_dist_host() ->
         false -> lists:takewhile(fun(C) -> C =/= $. end, net_adm:localhost())
     end.
 
-%% Refuses a spec whose VMs would not fit in memory (unless forced).
+%% Refuses a spec whose VMs would not fit in memory (unless forced): the resource guard.
 check_memory({Spec, _} = SpecNetem, Options) ->
-    Count = length(terrain_lab_spec:nodes(Spec)),
-    case {maps:get(force, Options, false), mem_available_mb()} of
-        {false, {ok, Available}} when Count * ?VM_MB > Available * ?MEM_SHARE div 100 ->
-            {error, {launch, {too_big, Count, Count * ?VM_MB, Available}}};
-        _ ->
-            {ok, SpecNetem}
-    end.
-
-mem_available_mb() ->
-    case file:read_file("/proc/meminfo") of
-        {ok, Text} ->
-            case re:run(Text, "MemAvailable:\\s+(\\d+) kB", [{capture, all_but_first, list}]) of
-                {match, [Kb]} -> {ok, list_to_integer(Kb) div 1024};
-                nomatch -> unknown
-            end;
-        {error, _} ->
-            unknown
+    case terrain_lab_guard:vms(length(terrain_lab_spec:nodes(Spec)), #{force => maps:get(force, Options, false)}) of
+        ok -> {ok, SpecNetem};
+        {error, _} = Error -> Error
     end.
 
 %% Refuses node names that epmd already has: a VM of another cluster (or state
