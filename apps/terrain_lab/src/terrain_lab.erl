@@ -112,7 +112,9 @@ format_error({cgroup, _} = Reason) ->
     terrain_lab_cgroup:format_error(Reason);
 format_error({guard, _} = Reason) ->
     terrain_lab_guard:format_error(Reason);
-format_error({files, _} = Reason) ->
+format_error({write, _, _} = Reason) ->
+    terrain_lab_files:format_error(Reason);
+format_error({Output, _} = Reason) when Output =:= output_exists; Output =:= output_is_input ->
     terrain_lab_files:format_error(Reason);
 format_error({launch, _} = Reason) ->
     terrain_lab_launch:format_error(Reason);

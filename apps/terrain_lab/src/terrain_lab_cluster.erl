@@ -99,7 +99,8 @@ stop(Cluster) ->
 init({Spec, Options, Caller}) ->
     process_flag(trap_exit, true),
     link(Caller),
-    Result = terrain_lab_steps:run([fun(_) -> dist_args(Spec) end,
+    Result = terrain_lab_steps:run([fun(_) -> terrain_lab_guard:vms(length(terrain_lab_spec:nodes(Spec)), #{}) end,
+                                    fun(_) -> dist_args(Spec) end,
                                     fun(_) -> terrain_lab_dist:ensure_started(#{}) end,
                                     fun(_) -> terrain_lab_cgroup:check(Spec) end,
                                     fun(DistArgs) -> boot(Spec, Options#{dist_args => DistArgs}) end], Spec),
