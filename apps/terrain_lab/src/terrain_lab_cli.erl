@@ -76,9 +76,14 @@ main(Args) ->
     ok = terrain_lab_cli_signals:install(),
     ok = terrain_lab_cli_tls:child_init(),
     %% A command on a TLS cluster runs in a child VM with TLS distribution (terrain_lab_cli_tls).
+    ok = crash_dump(),
+    %% stdout and stderr carry UTF-8: non-ASCII input is echoed as typed (the
+    %% escript's devices default to Latin-1 bytes)
+    ok = io:setopts(standard_io, [{encoding, unicode}]),
+    ok = io:setopts(standard_error, [{encoding, unicode}]),
     Code = case tls_optfile(Args) of
                {ok, OptFile} -> terrain_lab_cli_tls:relaunch(Args, OptFile);
-               none -> run(Args, terrain_lab_io:standard())
+               none -> run(unicode_args(Args), terrain_lab_io:standard())
            end,
     terrain_lab_cli_log:finish(),
     erlang:halt(Code).
@@ -162,6 +167,35 @@ format_error(Reason) ->
 
 %%--------------------------------------------------------------------
 %% Internal functions
+
+%% Command-line arguments as characters. Under a Latin-1 file name encoding (a C or
+%% POSIX locale) the VM hands over UTF-8 arguments as their bytes; an argument that is
+%% valid UTF-8 is decoded, so non-ASCII input is echoed as typed.
+unicode_args(Args) ->
+    case file:native_name_encoding() of
+        utf8 -> Args;
+        latin1 -> [unicode_arg(A) || A <- Args]
+    end.
+
+unicode_arg(Arg) ->
+    case lists:all(fun(C) -> C < 256 end, Arg) andalso unicode:characters_to_list(list_to_binary(Arg), utf8) of
+        Chars when is_list(Chars) -> Chars;
+        _ -> Arg
+    end.
+
+%% No command writes erl_crash.dump into the working directory: should the VM
+%% crash (a bug), the dump goes to the CLI's log directory, at most 100 MB of it; the
+%% nodes the CLI starts inherit the same (they start in its environment).
+crash_dump() ->
+    case os:getenv("ERL_CRASH_DUMP") of
+        false -> os:putenv("ERL_CRASH_DUMP", filename:join(filename:dirname(terrain_lab_cli_log:file()), "erl_crash.dump"));
+        _ -> true
+    end,
+    case os:getenv("ERL_CRASH_DUMP_BYTES") of
+        false -> os:putenv("ERL_CRASH_DUMP_BYTES", integer_to_list(100 * 1024 * 1024));
+        _ -> true
+    end,
+    ok.
 
 %% The TLS option file the command line `Args' needs this CLI to run with, or none;
 %% a command line that does not parse runs as it is (and reports its usage error).

@@ -46,6 +46,7 @@
         {hosts, {file, file:filename(), file:posix()}}
       | {hosts, {line, file:filename(), pos_integer(), terrain_lab_hostlist:error_reason()}}
       | {hosts, {empty, file:filename()}}
+      | {hosts, {not_text, file:filename()}}
       | {hosts, {duplicate, file:filename(), string()}}
       | {hosts, {write, file:filename(), file:posix()}}
       | {hosts, {mixed, Local :: [atom()], Remote :: [atom()]}}
@@ -61,7 +62,11 @@
 -spec read_file(file:filename()) -> {ok, [string()]} | {error, error_reason()}.
 read_file(File) ->
     case file:read_file(File) of
-        {ok, Binary} -> parse(File, string:split(unicode:characters_to_list(Binary), "\n", all));
+        {ok, Binary} ->
+            case unicode:characters_to_list(Binary) of
+                Text when is_list(Text) -> parse(File, string:split(Text, "\n", all));
+                _ -> {error, {hosts, {not_text, File}}}    % not UTF-8: a binary file
+            end;
         {error, Why} -> {error, {hosts, {file, File, Why}}}
     end.
 
@@ -216,6 +221,8 @@ is_local(Host) ->
 -spec format_error(error_reason()) -> iolist().
 format_error({hosts, {file, File, Why}}) ->
     io_lib:format("cannot read the hosts file ~ts: ~ts", [File, file:format_error(Why)]);
+format_error({hosts, {not_text, File}}) ->
+    io_lib:format("the hosts file ~ts is not text (UTF-8): one host or hostlist expression a line", [File]);
 format_error({hosts, {line, File, Line, Reason}}) ->
     io_lib:format("hosts file ~ts, line ~b: ~ts", [File, Line, terrain_lab_hostlist:format_error(Reason)]);
 format_error({hosts, {empty, File}}) ->

@@ -172,6 +172,9 @@ format_error({launch, {name_clash, Clashes}}) ->
     io_lib:format("node name~s ~ts ~s already registered with epmd (a running VM: another cluster or "
                   "--state-dir); nothing was started; choose other names with --prefix, e.g. --prefix ~s_",
                   [Plural, lists:join(", ", Clashes), Verb, os:getenv("USER", "my")]);
+format_error({launch, {bad_prefix, Prefix, Char}}) ->
+    io_lib:format("--prefix '~ts' cannot start a node name: '~tc' is not an ASCII letter, digit, '_' or '-'; "
+                  "nothing was started", [Prefix, Char]);
 format_error({launch, {bad_netem, Value}}) ->
     io_lib:format("--netem expects auto, on or off, got '~ts'", [Value]).
 
@@ -183,8 +186,19 @@ with_netem(Spec, "on") -> {ok, {Spec, true}};
 with_netem(Spec, "off") -> {ok, {Spec, false}};
 with_netem(_Spec, Other) -> {error, {launch, {bad_netem, Other}}}.
 
-%% Every full node name must fit in an atom.
-check_names({Spec, _Netem} = SpecNetem, #{prefix := Prefix}) ->
+%% The prefix must make node names epmd and other hosts accept (ASCII letters, digits,
+%% `_' and `-'); every full node name must fit in an atom.
+check_names(SpecNetem, #{prefix := Prefix}) ->
+    case [C || C <- Prefix, not name_char(C)] of
+        [] -> check_name_lengths(SpecNetem, Prefix);
+        [Bad | _] -> {error, {launch, {bad_prefix, Prefix, Bad}}}
+    end.
+
+name_char(C) ->
+    (C >= $a andalso C =< $z) orelse (C >= $A andalso C =< $Z) orelse (C >= $0 andalso C =< $9)
+        orelse C =:= $_ orelse C =:= $-.
+
+check_name_lengths({Spec, _Netem} = SpecNetem, Prefix) ->
     Host = terrain_lab_dist_host(),
     Steps = [fun(_) -> terrain_lab_cluster_state:check_node_name(Prefix ++ atom_to_list(Name) ++ "@" ++ Host) end
              || Name <- terrain_lab_spec:node_names(Spec)],
