@@ -385,9 +385,20 @@ convert(list, Text) -> {ok, [T || T <- string:split(Text, ",", all), T =/= ""]};
 convert(integer, Text) ->
     try {ok, list_to_integer(Text)} catch error:badarg -> error end;
 convert(float, Text) ->
-    try {ok, list_to_float(Text)}
-    catch error:badarg ->
-            try {ok, float(list_to_integer(Text))} catch error:badarg -> error end
+    %% 2.5, 10, 1e300 and 1.5e-3: Erlang's own syntax wants a fraction before the exponent
+    Normal = case string:split(string:lowercase(Text), "e") of
+                 [Mantissa, Exponent] when Mantissa =/= "" -> with_fraction(Mantissa) ++ "e" ++ Exponent;
+                 [Mantissa] -> with_fraction(Mantissa);
+                 _ -> Text
+             end,
+    try {ok, list_to_float(Normal)}
+    catch error:badarg -> error
+    end.
+
+with_fraction(Mantissa) ->
+    case lists:member($., Mantissa) of
+        true -> Mantissa;
+        false -> Mantissa ++ ".0"
     end.
 
 type_name(integer) -> "an integer";

@@ -48,7 +48,7 @@ commands() ->
        args => {0, 1},
        options => [#{name => model, long => "model", type => string, default => "hybrid",
                      metavar => "sequential|hybrid|concurrent|skel", help => "how the islands run"},
-                   #{name => time_ms, long => "time-ms", type => integer, range => {1, inf}, default => 5000, metavar => "T",
+                   #{name => time_ms, long => "time-ms", type => integer, range => {1, 4294967295}, default => 5000, metavar => "T",
                      help => "run time in ms"},
                    #{name => steps, long => "steps", type => integer, range => {1, inf}, metavar => "N",
                      help => "sequential, skel: run exactly N steps instead (reproducible)"},
@@ -133,13 +133,35 @@ emas_options(Options) ->
                           end,
             %% bad values are usage errors: the same checks the library makes
             case terrain_workloads:emas_validate(EmasOptions) of
-                {ok, _} -> {ok, EmasOptions};
+                {ok, _} ->
+                    case guard(EmasOptions) of
+                        ok -> {ok, EmasOptions};
+                        {error, _} = Error -> Error
+                    end;
                 {error, {emas, {bad_option, K, _}} = Reason} ->
                     {error, {usage, io_lib:format("--~ts: ~ts", [flag(K), terrain_workloads:format_error(Reason)])}};
                 {error, Reason} ->
                     {error, {usage, terrain_workloads:format_error(Reason)}}
             end
     end.
+
+%% The resource guard: every agent holds its solution (8 bytes a dimension as a
+%% binary, 32 as a list of floats), twice while it reproduces, and about 300 bytes
+%% more; in the concurrent model each agent is a process as well.
+guard(#{islands := Islands, population := Population, dimensions := Dimensions, solution := Solution,
+        model := Model}) ->
+    Agents = Islands * Population,
+    PerDimension = case Solution of binary -> 8; list -> 32 end,
+    Processes = case Model of concurrent -> Agents; _ -> Islands end,
+    terrain_lab_steps:run([fun(_) -> terrain_lab_guard:processes(process_option(Model), Processes) end,
+                           fun(_) -> terrain_lab_guard:memory([{"--population", Agents,
+                                                                2 * PerDimension * Dimensions + 300},
+                                                               {process_option(Model), Processes,
+                                                                terrain_lab_guard:process_bytes()}])
+                           end], none).
+
+process_option(concurrent) -> "--population";
+process_option(_) -> "--islands".
 
 value(K, V) when K =:= model; K =:= topology; K =:= solution; K =:= arena_call -> list_to_atom(V);
 value(_, V) -> V.

@@ -42,10 +42,12 @@ commands() ->
 -spec run(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
 run(Options, [Name], Io) ->
     Progress = fun(Text) -> terrain_lab_io:progress(Io, "~ts", [Text]) end,
-    Steps = [fun(_) -> check(Name, Options) end,
-             fun(Dir) ->
-                     case instance(Options) of
-                         {ok, I} -> {ok, {Dir, I}};
+    %% the instance is read before the output directory is made: a failed start
+    %% leaves no empty directory behind
+    Steps = [fun(_) -> instance(Options) end,
+             fun(I) ->
+                     case check(Name, Options) of
+                         {ok, Dir} -> {ok, {Dir, I}};
                          Error -> Error
                      end
              end,

@@ -207,26 +207,33 @@ views(Out, Highlight, Worker, true, Progress) ->
 -spec export(file:filename(), perfetto | jsonl, file:filename() | undefined) ->
           {ok, file:filename(), non_neg_integer()} | {error, term()}.
 export(Dir, Format, Out) ->
-    case terrain_events:read_events(filename:join(Dir, "events.jsonl")) of
-        {ok, Header, Json} ->
-            case Format of
-                perfetto ->
-                    File = default(Out, filename:join(Dir, "trace.json")),
-                    case terrain_events:write_perfetto(File, Json) of
-                        ok -> {ok, File, length(Json)};
-                        {error, _} = Error -> Error
-                    end;
-                jsonl ->
-                    File = default(Out, filename:join(Dir, "events.jsonl")),
-                    Lines = [terrain_json:encode(Header), $\n | [[terrain_json:encode(E), $\n] || E <- Json]],
-                    case file:write_file(File, Lines) of
-                        ok -> {ok, File, length(Json)};
-                        {error, Why} -> {error, {file, File, Why}}
-                    end
-            end;
-        {error, _} = Error ->
-            Error
+    Input = filename:join(Dir, "events.jsonl"),
+    File = default(Out, filename:join(Dir, case Format of perfetto -> "trace.json"; jsonl -> "events.jsonl" end)),
+    %% the one output rule: never the input; a given --out never an existing file
+    %% (the default trace.json is derived from the input and replaced)
+    Check = case Out of
+                undefined -> terrain_lab_files:new_output(file, filename:join(Dir, "none"), [Input]);
+                _ -> terrain_lab_files:new_output(file, Out, [Input])
+            end,
+    case {Check, filename:absname(File) =:= filename:absname(Input)} of
+        {{error, _} = Error, _} -> Error;
+        {ok, true} -> {error, {output_is_input, File}};
+        {ok, false} -> export(Input, Format, File, terrain_events:read_events(Input))
     end.
+
+export(_Input, perfetto, File, {ok, _Header, Json}) ->
+    case terrain_events:write_perfetto(File, Json) of
+        ok -> {ok, File, length(Json)};
+        {error, _} = Error -> Error
+    end;
+export(_Input, jsonl, File, {ok, Header, Json}) ->
+    Lines = [terrain_json:encode(Header), $\n | [[terrain_json:encode(E), $\n] || E <- Json]],
+    case terrain_lab_files:write(File, Lines) of
+        ok -> {ok, File, length(Json)};
+        {error, _} = Error -> Error
+    end;
+export(_Input, _Format, _File, {error, _} = Error) ->
+    Error.
 
 default(undefined, File) -> File;
 default(Out, _File) -> Out.
