@@ -103,7 +103,10 @@ connect(Options) ->
     Dir = state_dir(Options),
     Nodes = case maps:get(nodes, Options, undefined) of
                 Names when is_list(Names), Names =/= [] ->
-                    resolve(string:lexemes(Names, ","), Dir);
+                    case string:lexemes(Names, ", ") of
+                        [] -> {error, {cluster_state, {no_nodes_given, Names}}};   % --nodes ',,,'
+                        Given -> resolve(Given, Dir)
+                    end;
                 _ ->
                     case read(Dir) of
                         {ok, #{<<"nodes">> := Recorded}} -> {ok, [binary_to_atom(N) || #{<<"node">> := N} <- Recorded]};
@@ -227,6 +230,8 @@ remove(Dir) ->
 
 %% @doc A sentence for the errors of this module.
 -spec format_error({cluster_state, term()}) -> iolist().
+format_error({cluster_state, {no_nodes_given, Text}}) ->
+    io_lib:format("--nodes '~ts' names no node: give node names separated by commas", [Text]);
 format_error({cluster_state, {no_cluster, Dir}}) ->
     io_lib:format("no cluster is recorded in ~ts; start one with 'terrain up SPEC'", [Dir]);
 format_error({cluster_state, {unknown_format, File, Format}}) ->

@@ -54,16 +54,35 @@ commands() ->
 
 %% @doc Runs `terrain bench'.
 -spec run(#{atom() => term()}, [string()], terrain_lab_cli:io()) -> ok | {error, term()}.
-run(Options, ["sweep", ConfigFile], Io) ->
+run(Options, Args, Io) ->
+    case bench(Options, Args, Io) of
+        {error, {bench_cmd, {Usage, _, _}} = Reason} when Usage =:= bad_list ->
+            {error, {usage, Reason}};     % exit 2 (docs/CLI.md, Conventions)
+        {error, {bench_cmd, {Usage, _}} = Reason} when Usage =:= missing_option; Usage =:= bad_arguments ->
+            {error, {usage, Reason}};
+        {error, {bench_cmd, sweep_needs_config} = Reason} ->
+            {error, {usage, Reason}};
+        Result ->
+            Result
+    end.
+
+bench(Options, ["sweep", ConfigFile], Io) ->
     maybe_all([fun() -> terrain_bench:read_config(ConfigFile) end,
-               fun(_) -> sweep_options(Options, Io) end],
-              fun([Config, {SpecFile, SweepOptions}]) -> sweep(Config, SpecFile, SweepOptions, Io) end);
-run(_Options, ["sweep"], _Io) ->
+               fun(_) -> sweep_options(Options, Io) end,
+               fun([{SpecFile, SweepOptions}, Config]) ->
+                       Sizes = maps:get(argument_size, SweepOptions, [maps:get(argument_size, Config)]),
+                       case guard(Config#{argument_size := lists:max(Sizes)}, lists:max(maps:get(nodes, SweepOptions))) of
+                           ok -> {ok, SpecFile};
+                           {error, _} = Error -> Error
+                       end
+               end],
+              fun([Config, {SpecFile, SweepOptions}, _]) -> sweep(Config, SpecFile, SweepOptions, Io) end);
+bench(_Options, ["sweep"], _Io) ->
     {error, {bench_cmd, sweep_needs_config}};
-run(Options, [ConfigFile], Io) ->
+bench(Options, [ConfigFile], Io) ->
     case terrain_bench:read_config(ConfigFile) of
         {ok, Config} ->
-            case where(Options) of
+            case where_guarded(Config, Options) of
                 {ok, Where} ->
                     RunOptions = maps:merge(#{nodes => Where, runs_dir => maps:get(runs_dir, Options),
                                               progress => progress(Io)},
@@ -80,7 +99,7 @@ run(Options, [ConfigFile], Io) ->
         {error, _} = Error ->
             Error
     end;
-run(_Options, Args, _Io) ->
+bench(_Options, Args, _Io) ->
     {error, {bench_cmd, {bad_arguments, Args}}}.
 
 %% @doc A sentence for the errors of this command.
@@ -118,6 +137,34 @@ maybe_all([Step | Rest], Then, Acc) ->
         {ok, Value} -> maybe_all(Rest, Then, [Value | Acc]);
         {error, _} = Error -> Error
     end.
+
+%% Where the run goes, once the resource guard let it: the nodes of the spec or the
+%% running cluster (or --nodes).
+where_guarded(Config, Options) ->
+    case where(Options) of
+        {ok, {spec, File} = Where} ->
+            case terrain_lab:read_spec(File) of
+                {ok, Spec} -> guarded(guard(Config, length(terrain_lab_spec:nodes(Spec))), Where);
+                {error, _} = Error -> Error
+            end;
+        {ok, Nodes} ->
+            guarded(guard(Config, length(Nodes)), Nodes);
+        {error, _} = Error ->
+            Error
+    end.
+
+guarded(ok, Where) -> {ok, Where};
+guarded({error, _} = Error, _Where) -> Error.
+
+%% The resource guard: every worker sends its argument (random bytes) to a target,
+%% which holds a copy while it answers; with the copies in flight and the CRC, about
+%% four times the argument per worker, `concurrent' workers on every node.
+guard(#{argument_size := Bytes, concurrent := Concurrent}, Nodes) ->
+    Workers = Concurrent * max(1, Nodes),
+    terrain_lab_steps:run([fun(_) -> terrain_lab_guard:processes("concurrent (the configuration)", Concurrent) end,
+                           fun(_) -> terrain_lab_guard:memory([{"argument_size (the configuration or --argument-size)",
+                                                                Workers, 4 * Bytes + terrain_lab_guard:process_bytes()}])
+                           end], none).
 
 where(#{spec := Spec}) when is_list(Spec) ->
     {ok, {spec, Spec}};
