@@ -65,6 +65,7 @@
 -define(EXIT_USAGE, 2).
 -define(EXIT_INTERNAL, 70).
 -define(EXIT_PIPE, 141).         % 128 + SIGPIPE: stdout was closed under us
+-define(STDOUT_GRACE_MS, 50).    % how long a failed write takes to close stdout's port (1-7 ms measured)
 
 %%--------------------------------------------------------------------
 %% API
@@ -83,8 +84,9 @@ main(Args) ->
     ok = io:setopts(standard_error, [{encoding, unicode}]),
     Code = case tls_optfile(Args) of
                {ok, OptFile} -> terrain_lab_cli_tls:relaunch(Args, OptFile);
-               none -> run(unicode_args(Args), terrain_lab_io:standard())
+               none -> stdout_kept(run(unicode_args(Args), terrain_lab_io:standard()))
            end,
+    _ = terrain_lab_cleanup:run(),       % whatever a failed command left (the one exit path)
     terrain_lab_cli_log:finish(),
     erlang:halt(Code).
 
@@ -167,6 +169,38 @@ format_error(Reason) ->
 
 %%--------------------------------------------------------------------
 %% Internal functions
+
+%% A command that succeeded but whose results did not reach stdout (a reader such as
+%% `head' or `true' closed the pipe, or /dev/full) ends with 141 as the others do. The
+%% escript's stdout process writes through a port that closes when a write fails, a
+%% few milliseconds after the write was handed over; so after a round trip to that
+%% process (every result handed over), the exit waits up to ?STDOUT_GRACE_MS for the
+%% port to close. (A descriptor closed before the start, `>&-', cannot be told from a
+%% working one.)
+stdout_kept(?EXIT_OK) ->
+    case whereis(user) of
+        undefined ->
+            ?EXIT_OK;
+        User ->
+            Ports = case process_info(User, links) of
+                        {links, Links} -> [P || P <- Links, is_port(P)];
+                        undefined -> []
+                    end,
+            Monitors = [erlang:monitor(port, P) || P <- Ports] ++ [erlang:monitor(process, User)],
+            _ = io:getopts(standard_io),
+            Deadline = erlang:monotonic_time(millisecond) + ?STDOUT_GRACE_MS,
+            Down = lists:any(fun(M) ->
+                                     Left = max(0, Deadline - erlang:monotonic_time(millisecond)),
+                                     receive {'DOWN', M, _, _, _} -> true after Left -> false end
+                             end, Monitors),
+            [erlang:demonitor(M, [flush]) || M <- Monitors],
+            case Down of
+                true -> ?EXIT_PIPE;
+                false -> ?EXIT_OK
+            end
+    end;
+stdout_kept(Code) ->
+    Code.
 
 %% Command-line arguments as characters. Under a Latin-1 file name encoding (a C or
 %% POSIX locale) the VM hands over UTF-8 arguments as their bytes; an argument that is

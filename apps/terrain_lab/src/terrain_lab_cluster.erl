@@ -106,6 +106,9 @@ init({Spec, Options, Caller}) ->
                                     fun(DistArgs) -> boot(Spec, Options#{dist_args => DistArgs}) end], Spec),
     case Result of
         {ok, {Nodes, Peers}} ->
+            %% stopped (VMs, cgroups) by the CLI's exit path too, should it halt first
+            Self = self(),
+            ok = terrain_lab_cleanup:add({cluster, Self}, fun() -> stop(Self) end),
             {ok, #state{caller = Caller, spec = Spec, nodes = Nodes, peers = Peers}};
         {error, Why} ->
             unlink(Caller),
@@ -139,6 +142,7 @@ handle_info(_Info, State) ->
 
 -spec terminate(term(), #state{}) -> ok.
 terminate(_Reason, #state{peers = Peers, nodes = Nodes, spec = Spec}) ->
+    ok = terrain_lab_cleanup:remove({cluster, self()}),
     stop_peers(maps:values(Peers), [OsPid || #{os_pid := OsPid} <- Nodes]),
     remove_cgroups(Spec, [Node || #{node := Node} <- Nodes]).
 

@@ -39,16 +39,19 @@
 -spec write(file:filename(), iodata()) -> ok | {error, {write, file:filename(), term()}}.
 write(File, Data) ->
     Tmp = tmp_name(File),
-    case file:write_file(Tmp, Data) of
-        ok ->
-            case file:rename(Tmp, File) of
-                ok -> ok;
-                {error, Why} -> _ = file:delete(Tmp), {error, {write, File, Why}}
-            end;
-        {error, Why} ->
-            _ = file:delete(Tmp),
-            {error, {write, File, Why}}
-    end.
+    ok = terrain_lab_cleanup:add({tmp, Tmp}, fun() -> file:delete(Tmp) end),   % also on SIGTERM
+    Result = case file:write_file(Tmp, Data) of
+                 ok ->
+                     case file:rename(Tmp, File) of
+                         ok -> ok;
+                         {error, Why} -> _ = file:delete(Tmp), {error, {write, File, Why}}
+                     end;
+                 {error, Why} ->
+                     _ = file:delete(Tmp),
+                     {error, {write, File, Why}}
+             end,
+    ok = terrain_lab_cleanup:remove({tmp, Tmp}),
+    Result.
 
 %% @doc Appends `Data' to `File' (created when missing).
 -spec append(file:filename(), iodata()) -> ok | {error, {write, file:filename(), term()}}.
