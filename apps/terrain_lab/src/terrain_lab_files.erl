@@ -124,7 +124,7 @@ writable_dir(Dir) ->
 %% @doc A sentence for an error of this module.
 -spec format_error(reason()) -> iolist().
 format_error({write, File, Why}) ->
-    io_lib:format("cannot write ~ts: ~ts~ts", [File, file:format_error(Why), hint(Why)]);
+    io_lib:format("cannot write ~ts: ~ts", [File, file:format_error(Why)]);
 format_error({output_exists, Out}) ->
     io_lib:format("~ts exists already; terrain never overwrites an output: remove it or choose another name",
                   [Out]);
@@ -146,9 +146,6 @@ canonical(Path) ->
                                               (Part, Acc) -> [Part | Acc]
                                            end, [], filename:split(filename:absname(Path))))).
 
-hint(enospc) -> " (the disk is full; what was measured before is kept)";
-hint(erofs) -> " (read-only file system)";
-hint(_) -> "".
 
 %%--------------------------------------------------------------------
 %% Tests

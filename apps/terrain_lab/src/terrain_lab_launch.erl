@@ -90,7 +90,7 @@ up(SpecFile, #{netem := NetemOption} = Options, Dir, Io) ->
              end,
              fun(SpecNetem) -> check_names(SpecNetem, Options) end,
              fun(SpecNetem) -> check_memory(SpecNetem, Options) end,
-             fun(SpecNetem) -> refuse_if_running(Dir, SpecNetem) end,
+             fun(SpecNetem) -> locked(Dir, fun() -> refuse_if_running(Dir, SpecNetem) end) end,
              fun(SpecNetem) -> refuse_clashes(SpecNetem, Options) end,
              fun(SpecNetem) -> check_tls(SpecNetem, Options) end,
              fun({Spec, Netem}) ->
@@ -99,7 +99,27 @@ up(SpecFile, #{netem := NetemOption} = Options, Dir, Io) ->
                      catch throw:{not_started, Error} -> terrain_lab_cluster_state:remove(Dir), Error
                      end
              end],
-    terrain_lab_steps:run(Steps, SpecFile).
+    %% the lock is taken by the step that looks for a running cluster and held to the end
+    try terrain_lab_steps:run(Steps, SpecFile)
+    after unlock(Dir)
+    end.
+
+%% Runs Fun holding the state directory's lock (kept until up ends: unlock/1).
+locked(Dir, Fun) ->
+    case terrain_lab_cluster_state:lock(Dir) of
+        ok ->
+            ok = terrain_lab_cleanup:add({up_lock, Dir}, fun() -> terrain_lab_cluster_state:unlock(Dir) end),
+            put({?MODULE, locked}, Dir),
+            Fun();
+        {error, _} = Error ->
+            Error
+    end.
+
+unlock(Dir) ->
+    case erase({?MODULE, locked}) of
+        Dir -> terrain_lab_cluster_state:unlock(Dir), terrain_lab_cleanup:remove({up_lock, Dir});
+        _ -> ok
+    end.
 
 %% @doc The default deadline for `N' nodes to come up: 30 s plus 1 s per node, at
 %% least 60 s (nodes start in parallel, but on a small machine they share its cores).
@@ -254,8 +274,13 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
                   T -> T
               end,
     Deadline = erlang:monotonic_time(millisecond) + Timeout,
-    ok = filelib:ensure_dir(filename:join([Dir, "nodes", "x"])),
-    CookieFile = terrain_lab_cluster_state:create_cookie(Dir),
+    %% a state directory that refuses a write (read-only, full) fails here, before any
+    %% VM starts, and leaves nothing
+    CookieFile = case terrain_lab_steps:run([fun(_) -> terrain_lab_files:make_dir(filename:join(Dir, "nodes")) end,
+                                             fun(_) -> terrain_lab_cluster_state:create_cookie(Dir) end], none) of
+                     {ok, Cookie} -> Cookie;
+                     {error, _} = NoState -> throw({not_started, NoState})
+                 end,
     %% Nodes on other hosts: long names, started over ssh (terrain_lab_ssh).
     Remote = terrain_lab_hosts:remote(Spec),
     SshOptions = maps:get(ssh_options, Options, []),
@@ -290,7 +315,7 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
                || {NodeSpec, Node} <- Nodes],
     Results = collect(Workers, "up", Io),
     Records = [node_record(NodeSpec, Node, Dir, Result, Ssh) || {{NodeSpec, Node}, Result} <- lists:zip(Nodes, Results)],
-    ok = terrain_lab_cluster_state:write(Dir, #{cluster => maps:get(name, Spec),
+    Written = terrain_lab_cluster_state:write(Dir, #{cluster => maps:get(name, Spec),
                                                 spec => list_to_binary(SpecPath),
                                                 cookie_file => list_to_binary(CookieFile),
                                                 started_at => terrain_lab_run:timestamp(),
@@ -298,17 +323,36 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
                                                 tls => Tls,
                                                 levels => terrain_lab_netem:level_records(Spec),
                                                 nodes => Records}),
-    case [{atom_to_list(Node), format_reason(Why)} || {{_, Node}, {error, Why}} <- lists:zip(Nodes, Results)] of
-        [] ->
+    case {[{atom_to_list(Node), format_reason(Why)} || {{_, Node}, {error, Why}} <- lists:zip(Nodes, Results)],
+          Written} of
+        {[], ok} ->
             terrain_lab_io:progress(Io, "cluster ~ts is up; state in ~ts~n", [maps:get(name, Spec), Dir]),
             {ok, Records};
-        Failed ->
-            {ok, Recorded} = terrain_lab_cluster_state:read(Dir),
+        {Failed, _} ->
+            %% nodes that did not come up, or a state that could not be recorded (a full
+            %% disk): every node is stopped again, by the records in hand
+            Recorded = #{<<"nodes">> => [json_record(R) || R <- Records]},
             _ = stop_nodes(Recorded, 5000, Dir, Io),
             ok = remove_cgroups(Recorded),
             terrain_lab_cluster_state:remove(Dir),
-            {error, {launch, {not_started, Failed}}}
+            case {Failed, Written} of
+                {[], {error, _} = WriteError} -> WriteError;
+                _ -> {error, {launch, {not_started, Failed}}}
+            end
     end.
+
+%% A node record as cluster.json holds it (binary keys, atoms as text), for stop_nodes/4.
+json_record(Record) when is_map(Record) ->
+    maps:from_list([{json_key(K), json_record(V)} || {K, V} <- maps:to_list(Record)]);
+json_record(List) when is_list(List) ->
+    [json_record(V) || V <- List];
+json_record(Atom) when is_atom(Atom), Atom =/= null, not is_boolean(Atom) ->
+    atom_to_binary(Atom);
+json_record(Value) ->
+    Value.
+
+json_key(K) when is_atom(K) -> atom_to_binary(K);
+json_key(K) -> K.
 
 %% A TLS cluster needs this VM to run TLS distribution (the escript re-executes itself
 %% for that, terrain_lab_cli_tls); it must not be distributed yet, or it cannot read the
