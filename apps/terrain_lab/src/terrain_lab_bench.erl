@@ -83,6 +83,8 @@ sweep(Config, SpecFile, #{nodes := Sizes} = Options) ->
 -spec format_error(term()) -> iolist().
 format_error({bench_lab, {too_many_nodes, N, Have, Spec}}) ->
     io_lib:format("cannot sweep to ~b nodes: ~ts has ~b", [N, Spec, Have]);
+format_error({bench_lab, {point_failed, Point, {Tag, _} = Why}}) when Tag =:= bench; Tag =:= bench_config ->
+    io_lib:format("sweep point ~ts failed: ~ts", [point_label(Point), terrain_bench:format_error(Why)]);
 format_error({bench_lab, {point_failed, Point, Why}}) ->
     io_lib:format("sweep point ~ts failed: ~ts", [point_label(Point), terrain_lab:format_error(Why)]).
 
@@ -91,8 +93,13 @@ format_error({bench_lab, {point_failed, Point, Why}}) ->
 
 out_dir(#{out := Out}) ->
     case filelib:is_dir(Out) andalso element(2, file:list_dir(Out)) =/= [] of
-        true -> {error, {file, Out, eexist}};
-        false -> {ok, Out, Out}
+        true -> {error, {output_exists, Out}};
+        false ->
+            %% made here, so that a directory that refuses it says why (read-only: erofs)
+            case terrain_lab_files:make_dir(Out) of
+                ok -> {ok, Out, Out};
+                {error, _} = Error -> Error
+            end
     end;
 out_dir(Options) ->
     case terrain_lab_run:create(maps:get(runs_dir, Options, "runs")) of

@@ -111,7 +111,8 @@ format_error({bench_cmd, {bad_arguments, Args}}) ->
 format_error({bench_cmd, {missing_option, Option}}) ->
     io_lib:format("bench sweep: ~ts is required", [Option]);
 format_error({bench_cmd, {bad_list, Option, Text}}) ->
-    io_lib:format("bench: ~ts must be a comma-separated list of non-negative integers, got '~ts'", [Option, Text]);
+    io_lib:format("bench: ~ts must be a comma-separated list of different non-negative integers, got '~ts'",
+                  [Option, Text]);
 format_error({bench_cmd, {failed_instances, Failed}}) ->
     io_lib:format("bench: the instance on ~ts failed; what it measured before is in the figures",
                   [lists:join(", ", [N || #{node := N} <- Failed])]);
@@ -192,7 +193,8 @@ int_list(Key, Option, Options, Need) ->
         {Text, _} ->
             try [list_to_integer(string:trim(T)) || T <- string:lexemes(Text, ",")] of
                 [_ | _] = Ints ->
-                    case lists:all(fun(I) -> I >= 0 end, Ints) of
+                    %% each value once: a sweep point twice would start its cluster twice
+                    case lists:all(fun(I) -> I >= 0 end, Ints) andalso length(lists:usort(Ints)) =:= length(Ints) of
                         true -> {ok, Ints};
                         false -> {error, {bench_cmd, {bad_list, Option, Text}}}
                     end;
