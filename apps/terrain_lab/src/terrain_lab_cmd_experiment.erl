@@ -54,7 +54,13 @@ run(Options, [Name], Io) ->
              fun({Dir, Instance}) ->
                      ExpOptions = maps:merge(#{quick => maps:get(quick, Options)}, Instance),
                      case Name of
-                         "attributes" -> terrain_lab_experiment:attributes(Dir, ExpOptions, Progress);
+                         "attributes" ->
+                             %% SIGTERM stops it after the current run, keeping the runs done
+                             %% (marked partial); its cluster and cgroups go with the cluster
+                             ok = terrain_lab_cli_signals:on_interrupt(self(), {terrain_lab_experiment, interrupt}),
+                             try terrain_lab_experiment:attributes(Dir, ExpOptions, Progress)
+                             after ok = terrain_lab_cli_signals:clear()
+                             end;
                          "distances" -> terrain_lab_experiment:distances(Dir, ExpOptions, Progress)
                      end
              end,
