@@ -102,10 +102,13 @@ new_output(Kind, Out, Inputs) ->
 -spec writable_dir(file:filename()) -> ok | {error, {write, file:filename(), term()}}.
 writable_dir(Dir) ->
     case file:read_file_info(Dir) of
-        {ok, #file_info{type = directory, access = Access}} when Access =:= read_write; Access =:= write ->
-            ok;
         {ok, #file_info{type = directory}} ->
-            {error, {write, Dir, eacces}};
+            %% the real test (mode bits say nothing of a read-only mount): create a file
+            Probe = filename:join(Dir, ".terrain-probe-" ++ os:getpid()),
+            case file:open(Probe, [write, exclusive, raw]) of
+                {ok, Fd} -> _ = file:close(Fd), _ = file:delete(Probe), ok;
+                {error, Why} -> {error, {write, Dir, Why}}
+            end;
         {ok, _} ->
             {error, {write, Dir, enotdir}};
         {error, enoent} ->
