@@ -96,7 +96,7 @@ format_error({aco_instance, {file, File, Why}}) ->
 format_error({aco_instance, {not_a_number, File, Token}}) ->
     case unicode:characters_to_list(Token) of
         Text when is_list(Text) ->
-            io_lib:format("~ts is not an OR-Library SMTWTP file: '~ts' is not a non-negative integer", [File, Text]);
+            io_lib:format("~ts is not an OR-Library SMTWTP file: \"~ts\" is not a non-negative integer", [File, Text]);
         _ ->
             io_lib:format("~ts is not an OR-Library SMTWTP file: it is not text", [File])
     end;
