@@ -158,7 +158,12 @@ sweep_points(Config, Spec, SpecFile, Options, RunDir, Progress) ->
     Computes = maps:get(compute_us, Options, [maps:get(compute_us, Config)]),
     Points = [#{nodes => N, argument_size => A, compute_us => C} || A <- ArgSizes, C <- Computes, N <- Sizes],
     CsvFile = filename:join(RunDir, "sweep.csv"),
-    ok = file:write_file(CsvFile, [?SWEEP_COLUMNS, $\n]),
+    case terrain_lab_files:write(CsvFile, [?SWEEP_COLUMNS, $\n]) of
+        ok -> sweep_points(Config, Options, RunDir, CsvFile, {Spec, SpecFile, Sizes, ArgSizes, Computes, Points}, Progress);
+        {error, _} = Error -> Error
+    end.
+
+sweep_points(Config, Options, RunDir, CsvFile, {Spec, SpecFile, Sizes, ArgSizes, Computes, Points}, Progress) ->
     T0 = erlang:monotonic_time(millisecond),
     Progress(io_lib:format("sweep: ~b points (nodes ~w, argument_size ~w, compute_us ~w) into ~ts~n",
                            [length(Points), Sizes, ArgSizes, Computes, RunDir])),
@@ -173,8 +178,10 @@ sweep_points(Config, Spec, SpecFile, Options, RunDir, Progress) ->
                       parameters => P} || P <- Points]
                 ++ [#{kind => plot, file => list_to_binary(relative(F, RunDir)),
                       parameters => #{source => <<"sweep.csv">>}} || F <- Plots],
-            ok = terrain_lab_run:write_manifest(RunDir, bench_sweep, Outputs),
-            {ok, RunDir, Rows};
+            case terrain_lab_run:write_manifest(RunDir, bench_sweep, Outputs) of
+                ok -> {ok, RunDir, Rows};
+                {error, _} = Error -> Error
+            end;
         {error, _} = Error ->
             _ = terrain_lab_run:write_manifest(RunDir, bench_sweep,
                                                [#{kind => bench_sweep, file => <<"sweep.csv">>,
@@ -195,15 +202,20 @@ run_points([Point | Rest], I, Total, Config, Spec, RunDir, Csv, T0, Progress, Ac
     case Result of
         {ok, Summary} ->
             Rows = sweep_rows(Point, Summary),
-            ok = file:write_file(Csv, [csv_line(R) || R <- Rows], [append]),
-            Elapsed = erlang:monotonic_time(millisecond) - T0,
-            Eta = Elapsed * (Total - I) div I,
-            Progress(io_lib:format("sweep: ~b/~b points done, ~ts elapsed, ETA ~ts~n",
-                                   [I, Total, duration(Elapsed), duration(Eta)])),
-            run_points(Rest, I + 1, Total, Config, Spec, RunDir, Csv, T0, Progress, lists:reverse(Rows, Acc));
+            case terrain_lab_files:append(Csv, [csv_line(R) || R <- Rows]) of
+                ok -> next_point(Rest, I, Total, Config, Spec, RunDir, Csv, T0, Progress, lists:reverse(Rows, Acc));
+                {error, _} = Error -> Error
+            end;
         {error, Why} ->
             {error, {bench_lab, {point_failed, Point, Why}}}
     end.
+
+next_point(Rest, I, Total, Config, Spec, RunDir, Csv, T0, Progress, Acc) ->
+    Elapsed = erlang:monotonic_time(millisecond) - T0,
+    Eta = Elapsed * (Total - I) div I,
+    Progress(io_lib:format("sweep: ~b/~b points done, ~ts elapsed, ETA ~ts~n",
+                           [I, Total, duration(Elapsed), duration(Eta)])),
+    run_points(Rest, I + 1, Total, Config, Spec, RunDir, Csv, T0, Progress, Acc).
 
 %% The spec's first N nodes, and the groups that still hold one of them (an empty
 %% group is not a valid topology).

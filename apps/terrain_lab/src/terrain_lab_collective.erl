@@ -315,9 +315,18 @@ best(Results, Size, Order) ->
 
 check_auto(Options, Rules, Results, Nodes, Progress) ->
     Dir = filename:join(filename:basedir(user_cache, "terrain"), "tune"),
-    ok = filelib:ensure_dir(filename:join(Dir, "x")),
     File = filename:join(Dir, "rules-" ++ os:getpid() ++ ".json"),
-    ok = terrain_json:write_file(File, terrain_paths:rules_json(Rules, #{})),
+    Written = terrain_lab_steps:run([fun(_) -> terrain_lab_files:make_dir(Dir) end,
+                                     fun(_) -> terrain_lab_files:write(File, terrain_json:encode(
+                                                                                 terrain_paths:rules_json(Rules, #{}),
+                                                                                 #{pretty => true}))
+                                     end], none),
+    case Written of
+        ok -> check_auto(Options, Rules, Results, Nodes, Progress, File);
+        {error, _} = Error -> Error
+    end.
+
+check_auto(Options, Rules, Results, Nodes, Progress, File) ->
     try
         case measure_all(Options#{rules => File}, Nodes, Progress) of
             {ok, #{results := Auto}} ->
