@@ -159,11 +159,11 @@ sweep_points(Config, Spec, SpecFile, Options, RunDir, Progress) ->
     Points = [#{nodes => N, argument_size => A, compute_us => C} || A <- ArgSizes, C <- Computes, N <- Sizes],
     CsvFile = filename:join(RunDir, "sweep.csv"),
     case terrain_lab_files:write(CsvFile, [?SWEEP_COLUMNS, $\n]) of
-        ok -> sweep_points(Config, Options, RunDir, CsvFile, {Spec, SpecFile, Sizes, ArgSizes, Computes, Points}, Progress);
+        ok -> sweep_all(Config, Options, RunDir, CsvFile, {Spec, SpecFile, Sizes, ArgSizes, Computes, Points}, Progress);
         {error, _} = Error -> Error
     end.
 
-sweep_points(Config, Options, RunDir, CsvFile, {Spec, SpecFile, Sizes, ArgSizes, Computes, Points}, Progress) ->
+sweep_all(Config, Options, RunDir, CsvFile, {Spec, SpecFile, Sizes, ArgSizes, Computes, Points}, Progress) ->
     T0 = erlang:monotonic_time(millisecond),
     Progress(io_lib:format("sweep: ~b points (nodes ~w, argument_size ~w, compute_us ~w) into ~ts~n",
                            [length(Points), Sizes, ArgSizes, Computes, RunDir])),
