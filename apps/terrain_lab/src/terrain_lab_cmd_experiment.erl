@@ -65,7 +65,14 @@ run(Options, [Name], Io) ->
                      end
              end,
              fun(Summary) -> print(Name, Summary, Options, Io) end],
-    terrain_lab_steps:run(Steps, Options).
+    case terrain_lab_steps:run(Steps, Options) of
+        {error, _} = Error ->
+            %% a run that failed before writing anything leaves no empty --out behind
+            _ = is_list(maps:get(out, Options, undefined)) andalso file:del_dir(maps:get(out, Options)),
+            Error;
+        Result ->
+            Result
+    end.
 
 %% @doc A sentence for an error of this command.
 -spec format_error({experiment_cmd, term()}) -> iolist().

@@ -17,7 +17,9 @@
          collective_bench_keeps_partial_results_on_sigterm/0, collective_bench_keeps_partial_results_on_sigterm/1,
          concurrent_up_on_one_state_dir/0, concurrent_up_on_one_state_dir/1,
          closed_stdout_exits_141/0, closed_stdout_exits_141/1,
-         non_ascii_input_is_echoed_as_utf8/0, non_ascii_input_is_echoed_as_utf8/1]).
+         non_ascii_input_is_echoed_as_utf8/0, non_ascii_input_is_echoed_as_utf8/1,
+         sigterm_stops_the_report_child/0, sigterm_stops_the_report_child/1,
+         sigterm_removes_the_cgroups_of_a_started_cluster/0, sigterm_removes_the_cgroups_of_a_started_cluster/1]).
 
 suite() ->
     [{timetrap, {minutes, 4}}].
@@ -26,7 +28,7 @@ all() ->
     [usage_errors_exit_2, resource_guard_refuses_before_anything_starts, bad_input_is_a_sentence_not_exit_70,
      outputs_and_inputs_are_never_overwritten, read_only_and_full_file_systems,
      collective_bench_keeps_partial_results_on_sigterm, concurrent_up_on_one_state_dir, closed_stdout_exits_141,
-     non_ascii_input_is_echoed_as_utf8].
+     non_ascii_input_is_echoed_as_utf8, sigterm_stops_the_report_child, sigterm_removes_the_cgroups_of_a_started_cluster].
 
 init_per_suite(Config) ->
     Dir = ?config(priv_dir, Config),
@@ -337,3 +339,45 @@ non_ascii_input_is_echoed_as_utf8(Config) ->
                                      filename:join(?config(priv_dir, Config), "u1"), ?config(two, Config)]),
     ?assert(erlang:monotonic_time(millisecond) - T0 < 10000),
     ?assert(found(Err2, "got 'ünï_'")).
+
+sigterm_stops_the_report_child() ->
+    [{doc, "SIGTERM during report stops its terrain-analysis child with it (it used to write the page 8 s "
+           "later): a stand-in terrain-analysis in the working directory's .venv sleeps 3 s, then writes."}].
+sigterm_stops_the_report_child(Config) ->
+    Dir = filename:join(?config(priv_dir, Config), "report_child"),
+    Fake = filename:join([Dir, ".venv", "bin", "terrain-analysis"]),
+    Mark = filename:join(Dir, "written"),
+    ok = filelib:ensure_dir(Fake),
+    ok = file:write_file(Fake, ["#!/bin/sh\nsleep 3\necho late > ", Mark, "\n"]),
+    ok = file:change_mode(Fake, 8#755),
+    Run = filename:join(Dir, "run"),
+    ok = filelib:ensure_dir(filename:join(Run, "x")),
+    Line = lists:flatten(["cd ", Dir, " && { \"$T\" report ", Run, " & P=$!; sleep 1.5; kill -TERM $P; wait $P; ",
+                          "echo $?; sleep 3; }"]),
+    {0, Status, Err} = shell(Dir, Line),
+    ?assertEqual("143\n", Status),
+    ?assert(found(Err, "terminated (SIGTERM)")),
+    ?assertNot(filelib:is_regular(Mark)).
+
+sigterm_removes_the_cgroups_of_a_started_cluster() ->
+    [{doc, "SIGTERM to a command that started a cluster with CPU emulation (emas --spec, as experiment "
+           "attributes does) removes the cluster's cgroups with its VMs (they were left behind)."}].
+sigterm_removes_the_cgroups_of_a_started_cluster(Config) ->
+    Dir = ?config(priv_dir, Config),
+    Cluster = "hcg" ++ os:getpid(),
+    Group = filename:join(["/sys/fs/cgroup/cpu/terrain", Cluster]),
+    case filelib:is_dir("/sys/fs/cgroup/cpu") andalso os:cmd("id -u") =:= "0\n" of
+        false ->
+            {skip, "needs root and the cgroup v1 cpu controller"};
+        true ->
+            Spec = filename:join(Dir, "cg.cluster"),
+            ok = file:write_file(Spec, ["{cluster, ", Cluster, ", #{}}.\n",
+                                        "{node, a, #{schedulers => 1, cpu_per_scheduler => 0.5}}.\n",
+                                        "{node, b, #{schedulers => 1, cpu_per_scheduler => 0.5}}.\n"]),
+            Line = lists:flatten(["\"$T\" emas --spec ", Spec, " --time-ms 60000 --out ", filename:join(Dir, "cg_out"),
+                                  " & P=$!; for i in $(seq 1 600); do [ -d ", Group, " ] && break; sleep 0.1; done; ",
+                                  "sleep 1; [ -d ", Group, " ] && echo had_group; kill -TERM $P; wait $P; echo $?"]),
+            {0, Out, _Err} = shell(Dir, Line),
+            ?assertEqual("had_group\n143\n", Out),
+            ?assertNot(filelib:is_dir(Group))
+    end.
