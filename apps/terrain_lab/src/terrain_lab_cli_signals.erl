@@ -14,8 +14,7 @@
 %% API
 -export([install/0,
          on_interrupt/2,
-         clear/0,
-         terminated/0]).
+         clear/0]).
 
 %% gen_event callbacks
 -export([init/1, handle_event/2, handle_call/2, handle_info/2, terminate/2]).
@@ -35,7 +34,7 @@ install() ->
         false -> gen_event:swap_handler(erl_signal_server, {erl_signal_handler, swapped}, {?MODULE, none})
     end.
 
-%% @doc Ends the CLI as SIGTERM does: the one exit path's cleanups (temporary files,
+%% Ends the CLI as SIGTERM does: the one exit path's cleanups (temporary files,
 %% child processes, clusters and their cgroups: terrain_lab_cleanup), then exit 143.
 -spec terminated() -> no_return().
 terminated() ->

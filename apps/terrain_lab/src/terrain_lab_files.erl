@@ -21,7 +21,6 @@
          make_dir/1,
          ensure_dir/1,
          new_output/3,
-         writable_dir/1,
          format_error/1]).
 
 -include_lib("kernel/include/file.hrl").
@@ -97,7 +96,7 @@ new_output(Kind, Out, Inputs) ->
             end
     end.
 
-%% @doc `Dir', or its nearest existing ancestor, is a writable directory (so that an
+%% `Dir', or its nearest existing ancestor, is a writable directory (so that an
 %% output there can be created; `tune --out /nonexist/x.json' fails before measuring).
 -spec writable_dir(file:filename()) -> ok | {error, {write, file:filename(), term()}}.
 writable_dir(Dir) ->
