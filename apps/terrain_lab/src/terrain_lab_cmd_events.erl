@@ -240,7 +240,12 @@ record_guarded(Nodes, Record, Io) ->
                   (_) ->
                        ok
                end,
-    case terrain_lab_events:record(Record#{nodes => Nodes}, Progress, OnReport) of
+    %% SIGTERM stops the wind tunnel and keeps the events recorded so far (partial)
+    ok = terrain_lab_cli_signals:on_interrupt(self(), {terrain_lab_events, interrupt}),
+    Recorded = try terrain_lab_events:record(Record#{nodes => Nodes}, Progress, OnReport)
+               after ok = terrain_lab_cli_signals:clear()
+               end,
+    case Recorded of
         {ok, Result} -> print(Result, Record, Io);
         {error, {windtunnel, _} = Reason} -> {error, {events_cmd, Reason}};
         {error, {events_record, _} = Reason} -> {error, {events_cmd, Reason}};
