@@ -158,6 +158,11 @@ format_error({collective, {communicator, Why}}) ->
     terrain_paths:format_error(Why);
 format_error({collective, {members_lost, Why}}) ->
     io_lib:format("lost the members: ~0tp", [Why]);
+format_error({collective, {member_down, Node, Why}}) ->
+    io_lib:format("a member on ~ts went down (~ts)", [Node, case Why of
+                                                             noconnection -> "its node was killed or cut off";
+                                                             _ -> io_lib:format("~0tP", [Why, 10])
+                                                         end]);
 format_error({collective, interrupted}) ->
     "interrupted (SIGTERM)";
 format_error({collective, Other}) ->
@@ -244,12 +249,20 @@ run_rounds(Options, Algorithm, Size, Members, Sync, Topology) ->
            end,
     Rounds = maps:get(rounds, Options),
     Ref = make_ref(),
+    %% a member whose node is killed is noticed at once, not at the deadline
+    Monitors = maps:from_list([{erlang:monitor(process, M), M} || M <- Members]),
     _ = [M ! {measure, self(), Ref, Sync, Comm, Size, Rounds + 1} || M <- Members],
-    Times = [receive
-                 {Ref, M, {ok, T}} -> T;
-                 {Ref, M, {error, Why}} -> throw({collective_error, {member_failed, Algorithm, Why}})
-             after ?SYNC_TIMEOUT * 2 -> throw({collective_error, {members_lost, timeout}})
-             end || M <- Members],
+    Times = try [receive
+                     {Ref, M, {ok, T}} -> T;
+                     {Ref, M, {error, Why}} -> throw({collective_error, {member_failed, Algorithm, Why}});
+                     {'DOWN', MRef, process, Dead, Why} when is_map_key(MRef, Monitors) ->
+                         throw({collective_error, {member_down, node(Dead), Why}});
+                     {?MODULE, interrupt} ->      % SIGTERM in a long measurement: it is dropped
+                         throw({collective_error, interrupted})
+                 after ?SYNC_TIMEOUT * 2 -> throw({collective_error, {members_lost, timeout}})
+                 end || M <- Members]
+            after [erlang:demonitor(MRef, [flush]) || MRef <- maps:keys(Monitors)]
+            end,
     %% per round: the members' median interval between completions; the first is a warm-up
     PerRound = tl([median(Round) || Round <- transpose(Times)]),
     {median(PerRound), percentile(PerRound, 0.95), maps:get(exchange_shape, terrain_paths:hierarchy(Comm))}.

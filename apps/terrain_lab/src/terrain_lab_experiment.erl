@@ -214,7 +214,7 @@ distances(Dir, Options, Progress) ->
                 SpecResults = [Case(spec, P) || P <- [distance, random]],
                 Progress("probing round trips (concurrent) and discovering the topology\n"),
                 Discovered = must(discover(Dir, Nodes, Batches)),
-                [must(load_topology(N, Discovered)) || N <- Nodes],
+                _ = [must(load_topology(N, Discovered)) || N <- Nodes],
                 DiscResults = [Case(discovered, P) || P <- [distance, random]],
                 Results = SpecResults ++ DiscResults,
                 Ratio = fun(T) ->
