@@ -104,6 +104,9 @@ attributes(Dir, Options, Progress) ->
             Error
     end.
 
+mean_or_null([]) -> null;
+mean_or_null(Values) -> mean(Values).
+
 attribute_runs([], _Nodes, _Tree, _Instance, _Iterations, _Progress, Rows) ->
     {lists:reverse(Rows), none};
 attribute_runs([{Ants, Run, Placement} | Rest], Nodes, Tree, Instance, {Global, Local} = Iterations, Progress, Rows) ->
@@ -130,10 +133,14 @@ attribute_runs([{Ants, Run, Placement} | Rest], Nodes, Tree, Instance, {Global, 
 write_attributes(Dir, Rows, Parameters, Partial) ->
     Csv = filename:join(Dir, "attributes.csv"),
     Ratios = [begin
-                  With = mean([S || {A, _, attributes, S} <- Rows, A =:= Ants]),
-                  Without = mean([S || {A, _, random, S} <- Rows, A =:= Ants]),
+                  %% a partial run may have one placement of an ant count and not the other
+                  With = mean_or_null([S || {A, _, attributes, S} <- Rows, A =:= Ants]),
+                  Without = mean_or_null([S || {A, _, random, S} <- Rows, A =:= Ants]),
                   #{ants => Ants, with_s => With, without_s => Without,
-                    ratio => case With > 0 andalso Without =/= 0 of true -> Without / With; false -> null end}
+                    ratio => case is_number(With) andalso is_number(Without) andalso With > 0 of
+                                 true -> Without / With;
+                                 false -> null
+                             end}
               end || Ants <- lists:usort([A || {A, _, _, _} <- Rows])],
     Summary = #{format => ?FORMAT, experiment => attributes, parameters => Parameters, ratios => Ratios,
                 partial => Partial, machine => machine()},
