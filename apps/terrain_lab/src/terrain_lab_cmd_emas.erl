@@ -108,6 +108,9 @@ format_error({emas_cmd, {peer, Config, Why}}) ->
     io_lib:format("the VM for ~ts failed: ~0tp", [Config, Why]);
 format_error({emas_cmd, {bad_predicate, Text, Why}}) ->
     io_lib:format("cannot read the predicate ~ts: ~ts", [Text, Why]);
+format_error({emas_cmd, {scaling_interrupted, Done, All, File}}) ->
+    io_lib:format("interrupted (SIGTERM); the ~b of ~b runs finished before are kept in ~ts (marked partial)",
+                  [Done, All, File]);
 format_error({emas_cmd, Other}) ->
     io_lib:format("~0tp", [Other]).
 
@@ -307,13 +310,53 @@ scaling(#{out := Dir, quick := Quick}, Io) ->
     %% per model: 1 and 2 schedulers alternately, Rounds times each (the median counts), then 4 and 8
     Plan = lists:append([lists:append(lists:duplicate(Rounds, [{M, 1}, {M, 2}])) ++ [{M, 4}, {M, 8}]
                          || M <- ?MODELS]),
-    Measured = [measure(Base#{model => M}, S, Io) || {M, S} <- Plan],
-    Rows = [scaling_row(M, S, [R || {{M1, S1}, R} <- lists:zip(Plan, Measured), M1 =:= M, S1 =:= S], Cores)
-            || {M, S} <- Configs],
+    %% SIGTERM stops after the current run: the configurations measured so far are
+    %% written, marked partial (no lessons, no ratios)
+    ok = terrain_lab_cli_signals:on_interrupt(self(), {?MODULE, interrupt}),
+    Measured = try measure_plan(Plan, Base, Io, [])
+               after ok = terrain_lab_cli_signals:clear()
+               end,
+    Done = lists:sublist(Plan, length(Measured)),
+    Rows = [scaling_row(M, S, Runs, Cores)
+            || {M, S} <- Configs,
+               Runs <- [[R || {{M1, S1}, R} <- lists:zip(Done, Measured), M1 =:= M, S1 =:= S]], Runs =/= []],
+    case length(Done) =:= length(Plan) of
+        true -> scaling_done(Dir, Quick, {Cores, Idle, TimeMs, Rounds, Started, Base}, Rows, Io);
+        false -> scaling_partial(Dir, Quick, {Cores, Idle, TimeMs, Rounds, Started}, Rows, {length(Done), length(Plan)})
+    end.
+
+%% The plan's runs one after another, until a SIGTERM (the caller's message).
+measure_plan([], _Base, _Io, Acc) ->
+    lists:reverse(Acc);
+measure_plan([{M, S} | Rest], Base, Io, Acc) ->
+    receive
+        {?MODULE, interrupt} -> lists:reverse(Acc)
+    after 0 ->
+            measure_plan(Rest, Base, Io, [measure(Base#{model => M}, S, Io) | Acc])
+    end.
+
+scaling_partial(Dir, Quick, {Cores, Idle, TimeMs, Rounds, Started}, Rows, {Done, All}) ->
+    Document = #{format => ?SCALING_FORMAT, created_at => terrain_lab_run:timestamp(), partial => true,
+                 cores => Cores, idle_cpu_before => Idle, idle_cpu_after => null, quick => Quick,
+                 time_ms => TimeMs, rounds => Rounds,
+                 otp_release => list_to_binary(erlang:system_info(otp_release)),
+                 lcnt => lcnt_available(), duration_s => (erlang:monotonic_time(millisecond) - Started) / 1000,
+                 rows => Rows, ratios => [], lessons => []},
+    File = filename:join(Dir, "scaling.json"),
+    case steps([fun() -> terrain_lab_files:ensure_dir(File) end,
+                fun() -> terrain_lab_files:write(File, [terrain_json:encode(Document, #{pretty => true}), $\n]) end,
+                fun() -> manifest(Dir, [#{kind => emas_scaling, file => <<"scaling.json">>,
+                                          parameters => #{quick => Quick, time_ms => TimeMs, partial => true}}])
+                end]) of
+        ok -> {error, {emas_cmd, {scaling_interrupted, Done, All, File}}};
+        {error, _} = Error -> Error
+    end.
+
+scaling_done(Dir, Quick, {Cores, Idle, TimeMs, Rounds, Started, Base}, Rows, Io) ->
     Lessons = lessons(Base, Io),
     Elapsed = (erlang:monotonic_time(millisecond) - Started) / 1000,
     IdleAfter = idle_cpu(),
-    Document = #{format => ?SCALING_FORMAT, created_at => terrain_lab_run:timestamp(),
+    Document = #{format => ?SCALING_FORMAT, created_at => terrain_lab_run:timestamp(), partial => false,
                  cores => Cores, idle_cpu_before => Idle, idle_cpu_after => IdleAfter, quick => Quick,
                  time_ms => TimeMs, rounds => Rounds,
                  otp_release => list_to_binary(erlang:system_info(otp_release)),

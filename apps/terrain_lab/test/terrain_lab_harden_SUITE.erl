@@ -19,7 +19,8 @@
          closed_stdout_exits_141/0, closed_stdout_exits_141/1,
          non_ascii_input_is_echoed_as_utf8/0, non_ascii_input_is_echoed_as_utf8/1,
          sigterm_stops_the_report_child/0, sigterm_stops_the_report_child/1,
-         sigterm_removes_the_cgroups_of_a_started_cluster/0, sigterm_removes_the_cgroups_of_a_started_cluster/1]).
+         sigterm_removes_the_cgroups_of_a_started_cluster/0, sigterm_removes_the_cgroups_of_a_started_cluster/1,
+         emas_scaling_keeps_partial_results_on_sigterm/0, emas_scaling_keeps_partial_results_on_sigterm/1]).
 
 suite() ->
     [{timetrap, {minutes, 4}}].
@@ -28,7 +29,8 @@ all() ->
     [usage_errors_exit_2, resource_guard_refuses_before_anything_starts, bad_input_is_a_sentence_not_exit_70,
      outputs_and_inputs_are_never_overwritten, read_only_and_full_file_systems,
      collective_bench_keeps_partial_results_on_sigterm, concurrent_up_on_one_state_dir, closed_stdout_exits_141,
-     non_ascii_input_is_echoed_as_utf8, sigterm_stops_the_report_child, sigterm_removes_the_cgroups_of_a_started_cluster].
+     non_ascii_input_is_echoed_as_utf8, sigterm_stops_the_report_child, sigterm_removes_the_cgroups_of_a_started_cluster,
+     emas_scaling_keeps_partial_results_on_sigterm].
 
 init_per_suite(Config) ->
     Dir = ?config(priv_dir, Config),
@@ -381,3 +383,22 @@ sigterm_removes_the_cgroups_of_a_started_cluster(Config) ->
             ?assertEqual("had_group\n143\n", Out),
             ?assertNot(filelib:is_dir(Group))
     end.
+
+emas_scaling_keeps_partial_results_on_sigterm() ->
+    [{doc, "SIGTERM during emas scaling (after two runs): exit 1 naming the runs kept, scaling.json with "
+           "\"partial\": true and the configurations measured, manifest.json (nothing was kept before)."}].
+emas_scaling_keeps_partial_results_on_sigterm(Config) ->
+    Dir = ?config(priv_dir, Config),
+    Out = filename:join(Dir, "scaling_partial"),
+    Err = filename:join(Dir, "scaling.err"),
+    Line = lists:flatten(["\"$T\" emas scaling --quick --out ", Out, " 2>", Err, " & P=$!; ",
+                          "for i in $(seq 1 600); do [ \"$(grep -c '+S' ", Err, ")\" -ge 2 ] && break; sleep 0.1; done; ",
+                          "kill -TERM $P; wait $P; echo $?"]),
+    {0, Status, _} = shell(Dir, Line),
+    ?assertEqual("1\n", Status),
+    {ok, ErrText} = file:read_file(Err),
+    ?assert(found(binary_to_list(ErrText), "interrupted (SIGTERM); the ")),
+    {ok, Doc} = terrain_json:read_file(filename:join(Out, "scaling.json")),
+    ?assertEqual(true, maps:get(<<"partial">>, Doc)),
+    ?assert(length(maps:get(<<"rows">>, Doc)) >= 1),
+    ?assert(filelib:is_regular(filename:join(Out, "manifest.json"))).
