@@ -135,10 +135,10 @@ netem_option(Spec, Option) ->
 %% @doc Records the CLI's address for a cluster on other hosts in `Dir/cli_host', so
 %% that every command joins it with a long name
 %% (`terrain_lab_cluster_state:connect_cli/1').
--spec prepare_cli(terrain_lab_spec:spec(), file:filename()) -> ok.
+-spec prepare_cli(terrain_lab_spec:spec(), file:filename()) -> ok | {error, term()}.
 prepare_cli(Spec, Dir) ->
-    {ok, Address} = terrain_lab_ssh:cli_host(first_host(Spec)),
-    ok = file:write_file(filename:join(Dir, "cli_host"), Address).
+    {ok, Address} = terrain_lab_ssh:cli_host(first_host(Spec)),   % routable: check_placement/1 made sure
+    terrain_lab_files:write(filename:join(Dir, "cli_host"), Address).
 
 %% @doc A node record of the state for a node on `Host': the host and the ssh options
 %% that reach it are recorded with it, for status and stop; for a VM started in a

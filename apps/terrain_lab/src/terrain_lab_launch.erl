@@ -287,10 +287,10 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
     Tls = maps:get(tls, Options, false) orelse terrain_lab_spec:tls(Spec),
     Ssh = (terrain_lab_ssh:context(Dir, SshOptions, maps:get(code_path, Options, undefined)))#{launcher => maps:get(launcher, Options, ssh),
                                                                                               tls => Tls},
-    ok = case Remote of
-             true -> terrain_lab_hosts:prepare_cli(Spec, Dir);
-             false -> ok
-         end,
+    case Remote andalso terrain_lab_hosts:prepare_cli(Spec, Dir) of
+        {error, _} = NoCliHost -> throw({not_started, NoCliHost});   % a full state directory
+        _ -> ok
+    end,
     Nodes = [{NodeSpec, case Remote of
                             true -> terrain_lab_ssh:node_name(Prefix, Name, maps:get(host, NodeSpec));
                             false -> terrain_lab_dist:node_name(Prefix, Name)
