@@ -133,7 +133,7 @@ guard(#{jobs := Jobs}, Options) ->
                    false -> 1
                end,
     Ants = maps:get(ants, Options),
-    Option = case maps:get(local_run, Options) of true -> "--nodes-count"; false -> "--ants" end,
+    Option = case maps:get(local_run, Options) of true -> "--nodes-count x --ants"; false -> "--ants" end,
     terrain_lab_steps:run([fun(_) -> terrain_lab_guard:processes("--ants", Ants) end,
                            fun(_) -> terrain_lab_guard:processes(Option, Colonies * Ants) end,
                            fun(_) -> terrain_lab_guard:memory([{"--ants", Colonies * Ants,

@@ -331,7 +331,10 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
         {Failed, _} ->
             %% nodes that did not come up, or a state that could not be recorded (a full
             %% disk): every node is stopped again, by the records in hand
-            Recorded = #{<<"nodes">> => [json_record(R) || R <- Records]},
+            Recorded = case terrain_lab_cluster_state:read(Dir) of
+                           {ok, Read} -> Read;                      % as every later command reads it
+                           {error, _} -> #{<<"nodes">> => [json_record(R) || R <- Records]}   % not written
+                       end,
             _ = stop_nodes(Recorded, 5000, Dir, Io),
             ok = remove_cgroups(Recorded),
             terrain_lab_cluster_state:remove(Dir),
@@ -344,8 +347,11 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
 %% A node record as cluster.json holds it (binary keys, atoms as text), for stop_nodes/4.
 json_record(Record) when is_map(Record) ->
     maps:from_list([{json_key(K), json_record(V)} || {K, V} <- maps:to_list(Record)]);
-json_record(List) when is_list(List) ->
-    [json_record(V) || V <- List];
+json_record([_ | _] = List) ->
+    case io_lib:printable_unicode_list(List) of
+        true -> unicode:characters_to_binary(List);     % a string, as JSON holds it
+        false -> [json_record(V) || V <- List]
+    end;
 json_record(Atom) when is_atom(Atom), Atom =/= null, not is_boolean(Atom) ->
     atom_to_binary(Atom);
 json_record(Value) ->
