@@ -20,7 +20,8 @@
          non_ascii_input_is_echoed_as_utf8/0, non_ascii_input_is_echoed_as_utf8/1,
          sigterm_stops_the_report_child/0, sigterm_stops_the_report_child/1,
          sigterm_removes_the_cgroups_of_a_started_cluster/0, sigterm_removes_the_cgroups_of_a_started_cluster/1,
-         emas_scaling_keeps_partial_results_on_sigterm/0, emas_scaling_keeps_partial_results_on_sigterm/1]).
+         emas_scaling_keeps_partial_results_on_sigterm/0, emas_scaling_keeps_partial_results_on_sigterm/1,
+         events_record_keeps_partial_results_on_sigterm/0, events_record_keeps_partial_results_on_sigterm/1]).
 
 suite() ->
     [{timetrap, {minutes, 4}}].
@@ -30,7 +31,7 @@ all() ->
      outputs_and_inputs_are_never_overwritten, read_only_and_full_file_systems,
      collective_bench_keeps_partial_results_on_sigterm, concurrent_up_on_one_state_dir, closed_stdout_exits_141,
      non_ascii_input_is_echoed_as_utf8, sigterm_stops_the_report_child, sigterm_removes_the_cgroups_of_a_started_cluster,
-     emas_scaling_keeps_partial_results_on_sigterm].
+     emas_scaling_keeps_partial_results_on_sigterm, events_record_keeps_partial_results_on_sigterm].
 
 init_per_suite(Config) ->
     Dir = ?config(priv_dir, Config),
@@ -401,4 +402,27 @@ emas_scaling_keeps_partial_results_on_sigterm(Config) ->
     {ok, Doc} = terrain_json:read_file(filename:join(Out, "scaling.json")),
     ?assertEqual(true, maps:get(<<"partial">>, Doc)),
     ?assert(length(maps:get(<<"rows">>, Doc)) >= 1),
+    ?assert(filelib:is_regular(filename:join(Out, "manifest.json"))).
+
+events_record_keeps_partial_results_on_sigterm() ->
+    [{doc, "SIGTERM while the wind tunnel runs: exit 1 naming the events kept; events.jsonl (header "
+           "\"partial\": true), findings.json (\"partial\": true) and manifest.json are written (the directory "
+           "stayed empty)."}].
+events_record_keeps_partial_results_on_sigterm(Config) ->
+    Dir = ?config(priv_dir, Config),
+    Out = filename:join(Dir, "events_partial"),
+    Err = filename:join(Dir, "events.err"),
+    Line = lists:flatten(["\"$T\" events record --workload windtunnel --spec ", ?config(two, Config),
+                          " --workers 2 --columns 8 --slice-rows 1 --work-per-cell 20000 --steps 1000000 --no-views",
+                          " --out ", Out, " >/dev/null 2>", Err, " & P=$!; ",
+                          "for i in $(seq 1 600); do grep -q 'wind tunnel on' ", Err, " && break; sleep 0.1; done; ",
+                          "sleep 2; kill -TERM $P; wait $P; echo $?"]),
+    {0, Status, _} = shell(Dir, Line),
+    ?assertEqual("1\n", Status),
+    {ok, ErrText} = file:read_file(Err),
+    ?assert(found(binary_to_list(ErrText), "events recorded before are kept in " ++ Out ++ " (marked partial)")),
+    {ok, Events} = file:read_file(filename:join(Out, "events.jsonl")),
+    [Header | _] = binary:split(Events, <<"\n">>),
+    ?assertMatch({ok, #{<<"partial">> := true}}, terrain_json:decode(Header)),
+    ?assertMatch({ok, #{<<"partial">> := true}}, terrain_json:read_file(filename:join(Out, "findings.json"))),
     ?assert(filelib:is_regular(filename:join(Out, "manifest.json"))).
