@@ -136,6 +136,8 @@ format_error({hosts, _} = Reason) ->
     terrain_lab_hosts:format_error(Reason);
 format_error({slurm, _} = Reason) ->
     terrain_lab_slurm:format_error(Reason);
+format_error({testbed, _} = Reason) ->
+    terrain_lab_testbed:format_error(Reason);
 format_error({tls, _} = Reason) ->
     terrain_lab_tls:format_error(Reason);
 format_error({terrain_netem, bad_links, Text}) ->

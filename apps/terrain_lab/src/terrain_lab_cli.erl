@@ -136,7 +136,8 @@ command_modules() ->
      terrain_lab_cmd_aco,
      terrain_lab_cmd_experiment,
      terrain_lab_cmd_report,
-     terrain_lab_cmd_hostlist].
+     terrain_lab_cmd_hostlist,
+     terrain_lab_cmd_testbed].
 
 %% @doc Every subcommand, in the order `terrain --help' lists them: the commands of
 %% {@link command_modules/0}, module by module.

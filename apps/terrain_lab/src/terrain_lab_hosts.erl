@@ -194,6 +194,13 @@ stop_remote(#{<<"node">> := NodeBin, <<"host">> := HostBin} = Record, Timeout, D
     How = case {Gone, os_pid(Record)} of
               {true, _} -> "stopped";
               {false, undefined} -> "was not running (no OS pid recorded)";
+              {false, _} when is_map_key(<<"srun_pid">>, Record) ->
+                  %% In a job step: srun (on this machine) is the step's handle; stop_srun
+                  %% below ends it, and SLURM ends the VM with it. No ssh is needed.
+                  case remote_alive(Record, Timeout, Dir) of
+                      true -> "stopped with its job step";
+                      false -> "was not running (its job step had ended)"
+                  end;
               {false, OsPid} ->
                   case terrain_lab_ssh:kill(Host, OsPid, 10000, Ssh) of
                       true -> "killed (OS pid " ++ OsPid ++ " on " ++ Host ++ ")";
@@ -321,6 +328,11 @@ ssh(Record, Dir) ->
 os_pid(#{<<"os_pid">> := P}) when is_binary(P) -> binary_to_list(P);
 os_pid(_) -> undefined.
 
+%% A VM in a job step lives as long as its step, whose handle is the srun recorded
+%% on this machine: once srun has exited (terrain down, scancel, the job's end),
+%% SLURM has ended the step's processes.
+remote_alive(#{<<"srun_pid">> := SrunPid}, _Timeout, _Dir) when is_binary(SrunPid) ->
+    terrain_lab_os:alive(binary_to_list(SrunPid));
 remote_alive(#{<<"host">> := Host} = Record, Timeout, Dir) ->
     case os_pid(Record) of
         undefined -> false;
@@ -334,7 +346,25 @@ await_nodedown(Node, Timeout) ->
     end.
 
 %% The node's pid file and log on its host; the cookie and the directory after the
-%% host's last node.
+%% host's last node. A VM of a job step (terrain up --slurm) kept them in the home
+%% it shares with this machine (as its code, written under the home's cache): they
+%% are removed here, without ssh, which a SLURM cluster need not allow.
+clean_remote(_Host, #{<<"srun_pid">> := P, <<"name">> := Name, <<"host">> := Host}, #{dir := Dir})
+  when is_binary(P) ->
+    RDir = filename:join(os:getenv("HOME", "/"), terrain_lab_ssh:remote_dir(Dir, binary_to_list(Host))),
+    N = binary_to_list(Name),
+    _ = [file:delete(filename:join(RDir, F)) || F <- ["nodes/" ++ N ++ ".pid", "nodes/" ++ N ++ ".log",
+                                                       "tls/" ++ N ++ ".pem", "tls/" ++ N ++ ".ca.pem",
+                                                       "tls/" ++ N ++ ".conf"]],
+    case filelib:wildcard(filename:join([RDir, "nodes", "*.pid"])) of
+        [] ->
+            _ = [file:delete(F) || F <- [filename:join(RDir, "cookie") | filelib:wildcard(filename:join([RDir, "nodes", "*.log"]))]],
+            _ = [file:del_dir(D) || D <- [filename:join(RDir, "nodes"), filename:join(RDir, "tls"), RDir,
+                                          filename:dirname(RDir)]],
+            ok;
+        _ ->
+            ok
+    end;
 clean_remote(Host, #{<<"name">> := Name}, #{dir := Dir} = Ssh) ->
     RDir = terrain_lab_ssh:remote_dir(Dir, Host),
     N = binary_to_list(Name),
