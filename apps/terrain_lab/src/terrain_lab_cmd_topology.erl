@@ -239,15 +239,9 @@ emit(Text, Options, Io) ->
         undefined ->
             terrain_lab_io:out(Io, "~ts", [Text]);
         Out ->
-            Tmp = Out ++ ".tmp",
-            case file:write_file(Tmp, Text) of
-                ok ->
-                    case file:rename(Tmp, Out) of
-                        ok -> terrain_lab_io:progress(Io, "topology: wrote ~ts~n", [Out]);
-                        {error, Why} -> _ = file:delete(Tmp), {error, {file, Out, Why}}
-                    end;
-                {error, Why} ->
-                    {error, {file, Out, Why}}
+            case terrain_lab_files:write(Out, Text) of   % temporary file and rename; none left on failure
+                ok -> terrain_lab_io:progress(Io, "topology: wrote ~ts~n", [Out]);
+                {error, _} = Error -> Error
             end
     end.
 

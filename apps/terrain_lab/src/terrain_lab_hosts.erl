@@ -46,6 +46,7 @@
         {hosts, {file, file:filename(), file:posix()}}
       | {hosts, {line, file:filename(), pos_integer(), terrain_lab_hostlist:error_reason()}}
       | {hosts, {empty, file:filename()}}
+      | {hosts, {not_text, file:filename()}}
       | {hosts, {duplicate, file:filename(), string()}}
       | {hosts, {write, file:filename(), file:posix()}}
       | {hosts, {mixed, Local :: [atom()], Remote :: [atom()]}}
@@ -61,7 +62,11 @@
 -spec read_file(file:filename()) -> {ok, [string()]} | {error, error_reason()}.
 read_file(File) ->
     case file:read_file(File) of
-        {ok, Binary} -> parse(File, string:split(unicode:characters_to_list(Binary), "\n", all));
+        {ok, Binary} ->
+            case unicode:characters_to_list(Binary) of
+                Text when is_list(Text) -> parse(File, string:split(Text, "\n", all));
+                _ -> {error, {hosts, {not_text, File}}}    % not UTF-8: a binary file
+            end;
         {error, Why} -> {error, {hosts, {file, File, Why}}}
     end.
 
@@ -130,10 +135,10 @@ netem_option(Spec, Option) ->
 %% @doc Records the CLI's address for a cluster on other hosts in `Dir/cli_host', so
 %% that every command joins it with a long name
 %% (`terrain_lab_cluster_state:connect_cli/1').
--spec prepare_cli(terrain_lab_spec:spec(), file:filename()) -> ok.
+-spec prepare_cli(terrain_lab_spec:spec(), file:filename()) -> ok | {error, term()}.
 prepare_cli(Spec, Dir) ->
-    {ok, Address} = terrain_lab_ssh:cli_host(first_host(Spec)),
-    ok = file:write_file(filename:join(Dir, "cli_host"), Address).
+    {ok, Address} = terrain_lab_ssh:cli_host(first_host(Spec)),   % routable: check_placement/1 made sure
+    terrain_lab_files:write(filename:join(Dir, "cli_host"), Address).
 
 %% @doc A node record of the state for a node on `Host': the host and the ssh options
 %% that reach it are recorded with it, for status and stop; for a VM started in a
@@ -223,6 +228,8 @@ is_local(Host) ->
 -spec format_error(error_reason()) -> iolist().
 format_error({hosts, {file, File, Why}}) ->
     io_lib:format("cannot read the hosts file ~ts: ~ts", [File, file:format_error(Why)]);
+format_error({hosts, {not_text, File}}) ->
+    io_lib:format("the hosts file ~ts is not text (UTF-8): one host or hostlist expression a line", [File]);
 format_error({hosts, {line, File, Line, Reason}}) ->
     io_lib:format("hosts file ~ts, line ~b: ~ts", [File, Line, terrain_lab_hostlist:format_error(Reason)]);
 format_error({hosts, {empty, File}}) ->

@@ -257,7 +257,9 @@ format_error({slurm, {variable, Name, missing}}) ->
     io_lib:format("~ts is not set; SLURM sets it in every allocation", [Name]);
 format_error({slurm, {variable, Name, empty}}) ->
     io_lib:format("~ts is empty", [Name]);
-format_error({slurm, {variable, "SLURM_JOB_NODELIST", {bad, Value, Why}}}) ->
+format_error({slurm, {variable, "SLURM_JOB_NODELIST", {bad, Value, {duplicate, Host}}}}) ->
+    io_lib:format("SLURM_JOB_NODELIST='~ts' lists ~ts twice", [Value, Host]);
+format_error({slurm, {variable, "SLURM_JOB_NODELIST", {bad, Value, {hostlist, _} = Why}}}) ->
     io_lib:format("SLURM_JOB_NODELIST='~ts' is not a hostlist: ~ts", [Value, terrain_lab_hostlist:format_error(Why)]);
 format_error({slurm, {variable, Name, {bad, Value, Why}}}) ->
     io_lib:format("~ts='~ts' cannot be read: ~ts (expected counts such as 2(x3),1)", [Name, Value, why(Why)]);
