@@ -130,6 +130,8 @@ format_error({netem, _} = Reason) ->
     terrain_lab_netem:format_error(Reason);
 format_error({probe, _} = Reason) ->
     terrain_lab_probe:format_error(Reason);
+format_error({simulate, _} = Reason) ->
+    terrain_lab_simulate:format_error(Reason);
 format_error({hostlist, _} = Reason) ->
     terrain_lab_hostlist:format_error(Reason);
 format_error({hosts, _} = Reason) ->
