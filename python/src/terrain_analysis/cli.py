@@ -36,8 +36,8 @@ from typing import TextIO
 
 from terrain_analysis import __version__
 from terrain_analysis.analysis import DEFAULT_RETURN_PERIODS, GEVAnalysis, analyse_gev
-from terrain_analysis.collective import read_collective, write_collective_plot
 from terrain_analysis.bench import merged_log_percentiles, read_summary, write_bench_plots
+from terrain_analysis.collective import read_collective, write_collective_plot
 from terrain_analysis.durations import DEFAULT_COLUMN, read_durations
 from terrain_analysis.emas import read_run, read_scaling, write_emas_plots
 from terrain_analysis.events import read_events, write_event_views
@@ -45,7 +45,7 @@ from terrain_analysis.experiment_plots import write_experiment_plots
 from terrain_analysis.fit_json import write_fit_json
 from terrain_analysis.plots import write_plots
 from terrain_analysis.report import write_report
-from terrain_analysis.topology import Discovery, discover, read_latency, read_topology, topology_document
+from terrain_analysis.topology import Discovery, Latency, discover, read_latency, read_topology, topology_document
 from terrain_analysis.topology_plots import write_topology_plots
 
 __all__ = ["PROGRAM", "SUBCOMMANDS", "CommandError", "Subcommand", "build_parser", "main"]
@@ -237,7 +237,10 @@ def _run_collective(arguments: argparse.Namespace, out: TextIO) -> int:
     except ValueError as error:
         raise CommandError(f"{source}: {error}") from None
     directory: Path = arguments.out
-    title = f"allreduce on {header.get('spec', '?')}: {header.get('nodes', '?')} nodes, {header.get('members', '?')} members"
+    title = (
+        f"allreduce on {header.get('spec', '?')}: {header.get('nodes', '?')} nodes, "
+        f"{header.get('members', '?')} members"
+    )
     try:
         directory.mkdir(parents=True, exist_ok=True)
         written = write_collective_plot(results, directory, title)
@@ -286,6 +289,7 @@ def _run_topology(arguments: argparse.Namespace, out: TextIO) -> int:
                 [],
                 found.repaired,
                 {**found.options, "alpha": "from " + str(arguments.topology)},
+                found.missing,
             )
     except OSError as error:
         raise CommandError(f"cannot read {str(arguments.topology)!r}: {error.strerror or error}") from None
@@ -312,9 +316,27 @@ def _run_topology(arguments: argparse.Namespace, out: TextIO) -> int:
         print(f"  level: {level.points} points -> {level.clusters} clusters ({alpha})", file=out)
     if found.repaired:
         print(f"  {found.repaired} outlying round trips repaired", file=out)
+    _print_pairs(latency, found, out)
     for path in written:
         print(f"wrote {path}", file=out)
     return 0
+
+
+def _print_pairs(latency: Latency, found: Discovery, out: TextIO) -> None:
+    """How much of the matrix was measured, and where that leaves the tree undetermined."""
+    n = len(found.nodes)
+    print(
+        f"  pairs: {latency.pairs_measured} of {latency.pairs_total} ordered pairs measured; "
+        f"{found.missing} of {n * (n - 1) // 2} node pairs missing (no round trip in either direction)",
+        file=out,
+    )
+    for place in found.undetermined():
+        names = " ".join(found.nodes[i] for i in place.nodes)
+        print(
+            f"  undetermined: {len(place.nodes)} nodes below cluster {place.cluster} "
+            f"({place.height:.1f} us): no measured pair tells whether they belong with a sibling: {names}",
+            file=out,
+        )
 
 
 def _experiment_arguments(parser: argparse.ArgumentParser) -> None:

@@ -115,7 +115,9 @@ def collective_figure(results: list[CollectiveResult], title: str = "") -> Figur
     colours = {a: f"C{i}" for i, a in enumerate(algorithms)}
     for algorithm in algorithms:
         for order in sorted({r.rank_order for r in results if r.algorithm == algorithm}):
-            points = sorted((r.size_bytes, r.median_us) for r in results if r.algorithm == algorithm and r.rank_order == order)
+            points = sorted(
+                (r.size_bytes, r.median_us) for r in results if r.algorithm == algorithm and r.rank_order == order
+            )
             axes.plot(
                 [p[0] for p in points],
                 [p[1] / 1000 for p in points],

@@ -123,7 +123,8 @@ def _attributes_figures(summary: dict, rows: list[dict[str, str]]) -> list[tuple
     shape = _attributes_shape(parameters)
     times = Figure(figsize=(7, 4.5))
     axes = times.add_subplot()
-    for placement, label, colour in (("attributes", "with attributes", "tab:blue"), ("random", "without (random)", "tab:red")):
+    lines = (("attributes", "with attributes", "tab:blue"), ("random", "without (random)", "tab:red"))
+    for placement, label, colour in lines:
         xs = [int(r["ants"]) for r in rows if r["placement"] == placement]
         ys = [float(r["seconds"]) for r in rows if r["placement"] == placement]
         axes.scatter(xs, ys, s=12, alpha=0.4, color=colour)

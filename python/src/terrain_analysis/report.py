@@ -534,7 +534,7 @@ def render_attributes(entry: Entry, run: Run) -> Section:
             Table(
                 ["node"] + names,
                 rows,
-                f"Asked of all nodes at once with terrain:attrs/3"
+                "Asked of all nodes at once with terrain:attrs/3"
                 + (f" under one deadline of {timeout} ms" if timeout is not None else "")
                 + f" by {run.command(entry)}; 'undefined' where a node has no value.",
             )
@@ -568,7 +568,9 @@ def render_latency(entry: Entry, run: Run) -> Section:
     if topology is not None:
         try:
             tree = read_topology(run.path(topology), found.nodes)
-            found = Discovery(tree, found.nodes, found.distances, found.levels, found.repaired, found.options)
+            found = Discovery(
+                tree, found.nodes, found.distances, found.levels, found.repaired, found.options, found.missing
+            )
             ordered_by = f"the topology the run discovered ({topology.file})"
         except (OSError, ValueError):
             pass  # the topology section reports it; order by the tree found here
@@ -586,6 +588,12 @@ def render_latency(entry: Entry, run: Run) -> Section:
         ["fastest pair, min round trip (µs)", float(off_diagonal.min()) if off_diagonal.size else None],
         ["slowest pair, min round trip (µs)", float(off_diagonal.max()) if off_diagonal.size else None],
         ["failed pairs", len(failed)],
+        ["ordered pairs measured", f"{latency.pairs_measured} of {latency.pairs_total}"],
+        ["node pairs missing (no round trip either way)", found.missing],
+    ]
+    rows += [
+        [f"undetermined below {place.cluster}", " ".join(found.nodes[i] for i in place.nodes)]
+        for place in found.undetermined()
     ]
     command = run.command(entry)
     made = f"{_report_command(run)} (from {entry.file}, measured by {command})"
@@ -602,7 +610,8 @@ def render_latency(entry: Entry, run: Run) -> Section:
                     "the "
                     f"two directions combined by {found.options.get('symmetrise', 'min')}, rows and columns in the "
                     f"leaf order of {ordered_by}; red is fast, white slow; blue squares outline the lowest clusters "
-                    "(as RELEASE D3.5's Figure 16 of the Athos cluster)."
+                    "(as RELEASE D3.5's Figure 16 of the Athos cluster); green cells are pairs not measured in "
+                    "either direction."
                 ),
                 command=made,
             ),
@@ -665,7 +674,9 @@ def render_topology(entry: Entry, run: Run) -> Section:
         blocks.append(Text(f"Not drawn: the run's latency matrix ({latency.file}) could not be read."))
     if latency is not None and found is not None:
         tree = read_topology(run.path(entry), found.nodes)
-        drawn = Discovery(tree, found.nodes, found.distances, [], found.repaired, {"alpha": "as found by the run"})
+        drawn = Discovery(
+            tree, found.nodes, found.distances, [], found.repaired, {"alpha": "as found by the run"}, found.missing
+        )
         figure = tree_figure(drawn)
         figure.axes[0].set_xlabel("node (tree order)")
         figure.axes[0].set_title(
