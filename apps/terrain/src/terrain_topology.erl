@@ -101,7 +101,8 @@
 -type json_error() :: {json, non_neg_integer(), string()} | {format, term()} | {bad_height, term()}
                     | {bad_entry, term()}.
 
--define(JSON_FORMAT, <<"terrain.topology/1">>).
+-include_lib("terrain/include/terrain_formats.hrl").
+-define(JSON_FORMAT, ?TERRAIN_FORMAT_TOPOLOGY).
 
 %%--------------------------------------------------------------------
 %% API

@@ -51,16 +51,16 @@ Examples
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+
+from terrain_analysis.formats import read_document, tag
 
 __all__ = [
     "LATENCY_FORMAT",
@@ -86,10 +86,10 @@ __all__ = [
     "undetermined",
 ]
 
-LATENCY_FORMAT = "terrain.latency/1"
+LATENCY_FORMAT = tag("latency")
 """The ``format`` of ``latency.json``."""
 
-TOPOLOGY_FORMAT = "terrain.topology/1"
+TOPOLOGY_FORMAT = tag("topology")
 """The ``format`` of a topology JSON file."""
 
 Linkage = Literal["complete", "average", "single"]
@@ -273,10 +273,7 @@ def read_latency(path: str | os.PathLike[str]) -> Latency:
     OSError
         If it cannot be read.
     """
-    document = json.loads(Path(path).read_text())
-    if not isinstance(document, dict) or document.get("format") != LATENCY_FORMAT:
-        found = document.get("format") if isinstance(document, dict) else None
-        raise ValueError(f"'path' {str(path)!r} is not a latency matrix: format {found!r}, expected {LATENCY_FORMAT!r}")
+    document = read_document(path, LATENCY_FORMAT)
     nodes = document.get("nodes")
     stats = document.get("stats")
     if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes) or not isinstance(stats, dict):
@@ -1011,10 +1008,7 @@ def read_topology(path: str | os.PathLike[str], nodes: Sequence[str]) -> Cluster
     ValueError
         If the file is not a topology or its nodes differ from ``nodes``.
     """
-    document = json.loads(Path(path).read_text())
-    if not isinstance(document, dict) or document.get("format") != TOPOLOGY_FORMAT:
-        found = document.get("format") if isinstance(document, dict) else None
-        raise ValueError(f"'path' {str(path)!r} is not a topology: format {found!r}, expected {TOPOLOGY_FORMAT!r}")
+    document = read_document(path, TOPOLOGY_FORMAT)
     index = {name: i for i, name in enumerate(nodes)}
 
     def build(entry: dict[str, Any]) -> Cluster | int:

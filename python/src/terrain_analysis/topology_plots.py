@@ -36,6 +36,7 @@ from matplotlib.patches import Patch, Rectangle
 from scipy.cluster.hierarchy import dendrogram, linkage
 from scipy.spatial.distance import squareform
 
+from terrain_analysis.output import save_figure
 from terrain_analysis.topology import Cluster, Discovery, binary_linkage
 
 __all__ = [
@@ -280,6 +281,6 @@ def write_topology_plots(discovery: Discovery, directory: str | os.PathLike[str]
             for extension in FORMATS:
                 path = directory / f"{stem}.{extension}"
                 metadata = {"Date": None} if extension == "svg" else {}
-                figure.savefig(path, format=extension, dpi=150, metadata=metadata)
+                save_figure(figure, path, format=extension, dpi=150, metadata=metadata)
                 written.append(path)
     return written
