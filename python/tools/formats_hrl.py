@@ -1,4 +1,4 @@
-"""Write apps/terrain/include/terrain_formats.hrl from spec/formats.json (the registry of format tags).
+"""Write apps/terrain_json/include/terrain_formats.hrl from spec/formats.json (the registry of format tags).
 
 Run from anywhere: ``python python/tools/formats_hrl.py`` (``make formats``). ``--check`` exits 1 when the
 file is not what the registry gives (python/tests/test_formats.py runs the same comparison).
@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 REGISTRY = ROOT / "spec" / "formats.json"
-HRL = ROOT / "apps" / "terrain" / "include" / "terrain_formats.hrl"
+HRL = ROOT / "apps" / "terrain_json" / "include" / "terrain_formats.hrl"
 
 
 def macro(tag: str) -> str:

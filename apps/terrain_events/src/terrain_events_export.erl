@@ -21,7 +21,7 @@
          read_jsonl/1,
          write_perfetto/2]).
 
--include_lib("terrain/include/terrain_formats.hrl").
+-include_lib("terrain_json/include/terrain_formats.hrl").
 -define(EVENTS_FORMAT, ?TERRAIN_FORMAT_EVENTS).
 -define(TRACE_FORMAT, ?TERRAIN_FORMAT_TRACE).
 

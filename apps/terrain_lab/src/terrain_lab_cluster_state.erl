@@ -47,7 +47,7 @@
 
 -export_type([error_reason/0]).
 
--include_lib("terrain/include/terrain_formats.hrl").
+-include_lib("terrain_json/include/terrain_formats.hrl").
 -define(FORMAT, ?TERRAIN_FORMAT_STATE).
 -define(DEFAULT_DIR, ".terrain").
 -define(MAX_NAME, 255).          % characters in an atom, so in a node name

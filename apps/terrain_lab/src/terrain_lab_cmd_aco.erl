@@ -13,7 +13,7 @@
 %% exports_not_used: commands/0 and the handlers are called through the command table.
 -ignore_xref([{commands, 0}, {run, 3}]).
 
--include_lib("terrain/include/terrain_formats.hrl").
+-include_lib("terrain_json/include/terrain_formats.hrl").
 -define(FORMAT, ?TERRAIN_FORMAT_ACO).
 
 %% @doc The commands of this module, as `terrain_lab_cli:commands/0' lists them.

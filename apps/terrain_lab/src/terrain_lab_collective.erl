@@ -32,7 +32,7 @@
 
 -export_type([options/0]).
 
--include_lib("terrain/include/terrain_formats.hrl").
+-include_lib("terrain_json/include/terrain_formats.hrl").
 -define(FORMAT, ?TERRAIN_FORMAT_COLLECTIVE).
 -define(SYNC_TIMEOUT, 120000).
 

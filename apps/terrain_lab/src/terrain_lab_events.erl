@@ -19,7 +19,7 @@
 
 -export_type([record_options/0, record_result/0]).
 
--include_lib("terrain/include/terrain_formats.hrl").
+-include_lib("terrain_json/include/terrain_formats.hrl").
 -define(FINDINGS_FORMAT, ?TERRAIN_FORMAT_EVENT_FINDINGS).
 
 -type record_options() ::

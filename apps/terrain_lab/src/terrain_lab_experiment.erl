@@ -27,7 +27,7 @@
 
 -type progress() :: fun((iodata()) -> ok).
 
--include_lib("terrain/include/terrain_formats.hrl").
+-include_lib("terrain_json/include/terrain_formats.hrl").
 -define(FORMAT, ?TERRAIN_FORMAT_EXPERIMENT).
 %% The attribute experiment's emulated cluster (see attributes_spec/1).
 -define(CORE_SPEED, 0.05).      % cores: the CPU of one emulated core (cpu_per_scheduler)

@@ -72,7 +72,7 @@
 
 -export_type([options/0, result/0]).
 
--include_lib("terrain/include/terrain_formats.hrl").
+-include_lib("terrain_json/include/terrain_formats.hrl").
 -define(FORMAT, ?TERRAIN_FORMAT_LATENCY).
 -define(CSV_COLUMNS, [from, to, exchanges, min_us, median_us, mean_us, p95_us, stddev_us, status]).
 -define(STATS, [min, median, mean, p95, stddev]).

@@ -10,7 +10,7 @@
          include/2,
          add_outputs/2]).
 
--include_lib("terrain/include/terrain_formats.hrl").
+-include_lib("terrain_json/include/terrain_formats.hrl").
 -define(MANIFEST_FORMAT, ?TERRAIN_FORMAT_MANIFEST).
 
 -type output() :: #{kind := binary() | atom(),     % what the file holds, e.g. cluster, latency

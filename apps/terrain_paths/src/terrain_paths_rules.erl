@@ -9,7 +9,7 @@
 %%  "rules": [{"operation": "allreduce", "min_bytes": 0, "max_bytes": 4096,
 %%             "algorithm": "hierarchical"}, ...]}
 %% '''
-%% A rule applies to values of `min_bytes' ≤ size < `max_bytes' (`max_bytes' null: no
+%% A rule applies to values of `min_bytes' ≤ size &lt; `max_bytes' (`max_bytes' null: no
 %% upper end); the first rule that applies wins. The size is the value's external
 %% size (`erlang:external_size/1').
 -module(terrain_paths_rules).
@@ -26,7 +26,7 @@
 
 -export_type([rules/0, rule/0]).
 
--include_lib("terrain/include/terrain_formats.hrl").
+-include_lib("terrain_json/include/terrain_formats.hrl").
 -define(FORMAT, ?TERRAIN_FORMAT_COLLECTIVE_RULES).
 
 -type rule() :: #{operation := terrain_paths_collective:operation(),

@@ -3,7 +3,7 @@
 Every ``format`` tag a writer puts in a file (``terrain.latency/1``, ...) and every
 ``kind`` a run's ``manifest.json`` lists is named once, in ``spec/formats.json`` at
 the top of the repository (installed with the package as ``formats.json``). The
-Erlang side includes ``apps/terrain/include/terrain_formats.hrl``, generated from the
+Erlang side includes ``apps/terrain_json/include/terrain_formats.hrl``, generated from the
 same file by ``python/tools/formats_hrl.py``; ``python/tests/test_formats.py`` checks
 that the two agree, that no Erlang or Python source uses a tag or a manifest kind the
 registry lacks, and that the report renders or explicitly lists every kind.
