@@ -466,6 +466,8 @@ def test_heatmap_draws_missing_pairs_in_their_own_colour_with_a_legend():
     legend = ax.get_legend()
     assert legend is not None
     assert legend.get_texts()[0].get_text() == f"not measured: {found.missing} of 120 node pairs"
+    extent = legend.get_window_extent(figure.canvas.get_renderer())
+    assert extent.y0 >= 0 and extent.x0 >= 0, "the legend must lie inside the figure"
     # the full matrix has no legend and no masked cell
     complete = heatmap_figure(discover(full))
     assert complete.axes[0].get_legend() is None

@@ -137,6 +137,8 @@ def heatmap_figure(discovery: Discovery, statistic_label: str = "round trip") ->
         _legend_missing(ax, f"not measured: {discovery.missing} of {pairs} node pairs")
     ax.set_title(f"Round trips of {n} nodes, ordered by the topology{_undetermined_note(discovery, len(undetermined))}")
     figure.tight_layout()
+    if discovery.missing:
+        figure.tight_layout()  # the legend hangs below the axes and moves with them: a second pass keeps it in
     return figure
 
 
