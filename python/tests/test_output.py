@@ -152,7 +152,7 @@ def _command(run_directory: Path, out: Path) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("command", ["collective", "events", "experiment", "report"])
-@pytest.mark.parametrize("closed", ["reader gone (| head -0)", "closed (>&-)"])
+@pytest.mark.parametrize("closed", ["reader gone (| head -0)", "closed (>&-)", "full (>/dev/full)"])
 def test_a_closed_stdout_exits_141_without_a_traceback(run_directory, tmp_path, command, closed):
     argv = [sys.executable, "-m", "terrain_analysis", *_command(run_directory, tmp_path)[command]]
     if closed.startswith("reader"):
@@ -160,8 +160,11 @@ def test_a_closed_stdout_exits_141_without_a_traceback(run_directory, tmp_path, 
         os.close(read)
         done = subprocess.run(argv, stdout=write, stderr=subprocess.PIPE, timeout=300)
         os.close(write)
-    else:
+    elif closed.startswith("closed"):
         done = subprocess.run(argv, stderr=subprocess.PIPE, timeout=300, preexec_fn=lambda: os.close(1))
+    else:
+        with open("/dev/full", "w") as full:
+            done = subprocess.run(argv, stdout=full, stderr=subprocess.PIPE, timeout=300)
     assert done.returncode == CLOSED_STDOUT, done.stderr.decode()
     assert done.stderr == b""
 

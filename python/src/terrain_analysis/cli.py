@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
 import io
 import json
 import os
@@ -755,12 +754,7 @@ def _deliver(text: str, status: int) -> int:
     try:
         stdout.write(text)
         stdout.flush()
-    except (BrokenPipeError, ValueError):  # | head -0; ValueError: the stream object was closed
-        _silence_stdout()
-        return CLOSED_STDOUT
-    except OSError as error:
-        if error.errno != errno.EBADF:
-            raise
+    except (OSError, ValueError):  # | head -0 (EPIPE), >&- (EBADF), /dev/full (ENOSPC); ValueError: stream closed
         _silence_stdout()
         return CLOSED_STDOUT
     return status
