@@ -98,7 +98,8 @@
 -type json_error() :: {json, non_neg_integer(), string()} | {format, term()} | {bad_height, term()}
                     | {bad_entry, term()}.
 
--define(JSON_FORMAT, <<"terrain.topology/1">>).
+-include_lib("terrain_json/include/terrain_formats.hrl").
+-define(JSON_FORMAT, ?TERRAIN_FORMAT_TOPOLOGY).
 
 %%--------------------------------------------------------------------
 %% API

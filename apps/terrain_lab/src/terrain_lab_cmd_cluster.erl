@@ -18,7 +18,8 @@
 %% exports_not_used: commands/0 and the handlers are called through the command table.
 -ignore_xref([{commands, 0}, {up, 3}, {status, 3}, {down, 3}]).
 
--define(STATUS_FORMAT, <<"terrain.status/1">>).
+-include_lib("terrain_json/include/terrain_formats.hrl").
+-define(STATUS_FORMAT, ?TERRAIN_FORMAT_STATUS).
 
 %% @doc The commands of this module, as `terrain_lab_cli:commands/0' lists them.
 -spec commands() -> [terrain_lab_cli:command()].

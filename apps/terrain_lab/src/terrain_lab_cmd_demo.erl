@@ -31,9 +31,10 @@
 -ignore_xref([{commands, 0}, {run, 3}]).
 
 
--define(CLUSTER_FORMAT, <<"terrain.cluster/1">>).
--define(ATTRIBUTES_FORMAT, <<"terrain.attributes/1">>).
--define(COMPARISON_FORMAT, <<"terrain.topology_comparison/1">>).
+-include_lib("terrain_json/include/terrain_formats.hrl").
+-define(CLUSTER_FORMAT, ?TERRAIN_FORMAT_CLUSTER).
+-define(ATTRIBUTES_FORMAT, ?TERRAIN_FORMAT_ATTRIBUTES).
+-define(COMPARISON_FORMAT, ?TERRAIN_FORMAT_TOPOLOGY_COMPARISON).
 %% Attributes recorded in attributes.json (the first three are also printed).
 -define(SHOWN_ATTRIBUTES, [vm_schedulers_online, gpu, num_erlang_processes]).
 -define(RECORDED_ATTRIBUTES, ?SHOWN_ATTRIBUTES ++ [hostname, vm_num_processors, cpu_model_name, mem_total,

@@ -27,7 +27,8 @@
 
 -type progress() :: fun((iodata()) -> ok).
 
--define(FORMAT, <<"terrain.experiment/1">>).
+-include_lib("terrain_json/include/terrain_formats.hrl").
+-define(FORMAT, ?TERRAIN_FORMAT_EXPERIMENT).
 %% The attribute experiment's emulated cluster (see attributes_spec/1).
 -define(CORE_SPEED, 0.05).      % cores: the CPU of one emulated core (cpu_per_scheduler)
 -define(BIG_VMS, 4).            % one per colony
