@@ -161,6 +161,7 @@
               choose_options/0,
               choose_node_options/0,
               explanation/0,
+              spread/0,
               spawn_options/0,
               process_tree/0,
               place_options/0,
@@ -228,7 +229,10 @@
                             max_age => non_neg_integer() | infinity,
                             order_by => {attr_name(), asc | desc} | distance,
                             explain => boolean(),
-                            relax => boolean()}.
+                            relax => boolean(),
+                            count => pos_integer(),
+                            spread => spread(),
+                            occupied => [node()]}.
 %% Options of {@link choose_nodes/3}:
 %% <ul>
 %% <li>`timeout', `max_age' — as in {@link query_options()}.</li>
@@ -238,6 +242,16 @@
 %% <li>`explain' — when nothing matches, return `{[], Explanation}' instead of `[]'.</li>
 %% <li>`relax' — drop predicates from the end of the list until a node matches; the
 %%     result becomes `{Nodes, Dropped}'.</li>
+%% <li>`count' — return at most K of the matches (nearest first unless `order_by').</li>
+%% <li>`spread' — take them from as many distinct failure domains as the matches
+%%     allow, evenly (the counts of two domains differ by at most one unless one ran
+%%     out of matches), nearest first within that: a level name (`near': nodes at
+%%     most `near' apart share a domain) or `{depth, D}' (the subtrees D levels below
+%%     the root; `{depth, 2}' is the racks of a sites/racks/nodes tree). With `explain',
+%%     a result that falls short (fewer than K, or two in one domain) is
+%%     `{Nodes, Shortfall}'; {@link format_explanation/1} says why.</li>
+%% <li>`occupied' — nodes already in use (with multiplicity), counted in their
+%%     domains before the spread picks, so that new picks go where there are fewest.</li>
 %% </ul>
 
 -type choose_node_options() :: #{timeout => non_neg_integer(),
@@ -245,7 +259,9 @@
                                  order_by => {attr_name(), asc | desc} | distance,
                                  relax => boolean(),
                                  pick => random | first | least_loaded | round_robin,
-                                 load_attr => attr_name()}.
+                                 load_attr => attr_name(),
+                                 spread => spread(),
+                                 occupied => [node()]}.
 %% Options of {@link choose_node/3}: those of {@link choose_options()} except
 %% `explain', and:
 %% <ul>
@@ -254,10 +270,18 @@
 %%     at random) or `round_robin' (a node-wide rotation over the matches).</li>
 %% <li>`load_attr' — the attribute `least_loaded' compares (default
 %%     `scheduler_utilisation', a 10-second moving average).</li>
+%% <li>`spread', `occupied' — as in {@link choose_options()}: `pick' chooses among
+%%     the matches in the domain with the fewest occupied nodes (then the least
+%%     occupied nodes in it).</li>
 %% </ul>
 
--type explanation() :: terrain_select:explanation().
-%% Why nothing matched; render it with {@link format_explanation/1}.
+-type explanation() :: terrain_select:explanation() | terrain_spread:shortfall().
+%% Why nothing matched, or why a spread fell short; render it with
+%% {@link format_explanation/1}.
+
+-type spread() :: terrain_topology:spread().
+%% Failure domains to spread over: a level name, or `{depth, D}' (see
+%% {@link choose_options()}).
 
 -type spawn_options() :: #{candidates => candidates(),
                            pick => random | first | least_loaded | round_robin,
@@ -471,7 +495,7 @@ choose_nodes(Candidates, Preds) ->
 %% `relax => true' the result is `{Nodes, DroppedPredicates}'.
 -spec choose_nodes(Candidates :: candidates(), Preds :: predicate() | [predicate()],
                    Opts :: choose_options()) ->
-          [node()] | {[], explanation()} | {[node()], [predicate()]} | {error, term()}.
+          [node()] | {[node()], explanation()} | {[node()], [predicate()]} | {error, term()}.
 choose_nodes(Candidates, Preds, Opts) ->
     maybe_run([fun() -> terrain_select:validate(Preds) end,
                fun() -> check_options(Opts, choose_checks()) end],
@@ -483,7 +507,7 @@ choose_nodes(Candidates, Preds, Opts) ->
                   Opts :: choose_node_options()) -> {ok, node()} | {error, term()}.
 choose_node(Candidates, Preds, Opts) ->
     maybe_run([fun() -> terrain_select:validate(Preds) end,
-               fun() -> check_options(Opts, maps:merge(maps:remove(explain, choose_checks()),
+               fun() -> check_options(Opts, maps:merge(maps:without([explain, count], choose_checks()),
                                                        #{pick => fun(P) -> lists:member(P, [random, first, least_loaded, round_robin]) end,
                                                          load_attr => fun is_atom/1})) end],
               fun() -> terrain_choose:node(Candidates, Preds, Opts) end).
@@ -491,6 +515,8 @@ choose_node(Candidates, Preds, Opts) ->
 %% @doc Renders the explanation that `choose_nodes(..., #{explain => true})' returns
 %% for an empty result.
 -spec format_explanation(Explanation :: explanation()) -> iolist().
+format_explanation(#{shared := _} = Shortfall) ->
+    terrain_spread:format_shortfall(Shortfall);
 format_explanation(Explanation) ->
     terrain_select:format_explanation(Explanation).
 
@@ -782,7 +808,10 @@ choose_checks() ->
                                      (_) -> false
                                   end,
                       explain => fun is_boolean/1,
-                      relax => fun is_boolean/1}.
+                      relax => fun is_boolean/1,
+                      count => fun(K) -> is_integer(K) andalso K > 0 end,
+                      spread => fun terrain_topology:check_spread/1,
+                      occupied => fun(Ns) -> terrain_choose:check_nodes(Ns) =:= ok end}.
 
 check_names(all) ->
     ok;

@@ -57,6 +57,10 @@
          groups/1,
          subnetworks/2,
          network_members/2,
+         domain/3,
+         network_name/2,
+         check_spread/1,
+         remove_node/2,
          term/1,
          render/2,
          format_error/1]).
@@ -64,7 +68,7 @@
 %% exports_not_used: Read by terrain_topology_tests and prop_topology to check the model.
 -ignore_xref([{anywhere, 1}, {groups, 1}, {metric, 1}, {new, 2}]).
 
--export_type([topology/0, tree/0, metric/0, level/0, format/0, network_id/0, error_reason/0]).
+-export_type([topology/0, tree/0, metric/0, level/0, format/0, network_id/0, error_reason/0, spread/0]).
 
 -compile({no_auto_import, [nodes/1]}).
 
@@ -77,6 +81,10 @@
 %% The levels, nearest first; levels/0 is the same list as a value, and every other
 %% module takes the levels and their order from there.
 -type format() :: term | text | dot | newick | json.
+-type spread() :: level() | {depth, non_neg_integer()}.
+%% The failure domains a selection spreads over (docs/DISTANCES.md, "Spread"): the
+%% subtrees `D' levels below the root (`{depth, 0}' is the whole tree, `{depth, 2}' the
+%% racks of a sites/racks/nodes tree), or the classes of nodes at most `Level' apart.
 
 %% A network of the tree is identified by its position path from the root: `[1]' is
 %% the root, `[1, 2]' its second child, and so on.
@@ -288,6 +296,38 @@ subnetworks(T, Id) ->
 network_members(#{groups := Groups}, Id) ->
     maps:get(members, maps:get(Id, Groups)).
 
+%% @doc The failure domain of a node under a spread: the id of its network `D' levels
+%% below the root (`{depth, D}'), or of its highest network whose distance is at most
+%% the largest distance of level `Level' (a level name: the distance classes of an
+%% ultrametric are exactly these subtrees). A node outside the tree, or above depth
+%% `D', or alone under `same_node', is a domain of its own: `{node, Node}'.
+-spec domain(topology(), spread(), node()) -> network_id() | {node, node()}.
+domain(#{paths := Paths} = T, Spread, Node) ->
+    case Paths of
+        #{Node := Path} -> path_domain(T, Spread, Path, Node);
+        _ -> {node, Node}
+    end.
+
+%% @doc The name of a network (generated for unnamed ones).
+-spec network_name(topology(), network_id()) -> term().
+network_name(#{groups := Groups}, Id) ->
+    maps:get(name, maps:get(Id, Groups)).
+
+%% @doc `ok' for a spread: a level name or `{depth, D}' with D >= 0.
+-spec check_spread(term()) -> boolean().
+check_spread({depth, D}) -> is_integer(D) andalso D >= 0;
+check_spread(Level) -> lists:member(Level, levels()).
+
+%% @doc The tree without a node: the leaf goes, and so does every network it leaves
+%% empty. `error' when the node is not in the tree or is its only node.
+-spec remove_node(tree(), node()) -> {ok, tree()} | error.
+remove_node(Tree, Node) ->
+    case prune(Tree, Node) of
+        {Tree, _} -> error;
+        {empty, _} -> error;
+        {Pruned, _} -> {ok, Pruned}
+    end.
+
 %% @doc The topology term it was made from.
 -spec term(topology()) -> tree().
 term(#{tree := Tree}) ->
@@ -377,6 +417,47 @@ node_paths(Groups) ->
                         lists:foldl(fun(N, A) -> maps:update_with(N, fun(P) -> P ++ [Id] end, [Id], A) end,
                                     Acc, Members)
                 end, #{}, Sorted).
+
+%%--------------------------------------------------------------------
+%% Spread domains and pruning
+
+path_domain(_T, {depth, D}, Path, Node) ->
+    case length(Path) > D of
+        true -> lists:nth(D + 1, Path);
+        false -> {node, Node}
+    end;
+path_domain(#{distances := Distances} = T, Level, Path, Node) ->
+    Count = length(Distances),
+    Rank = level_rank(Level),
+    Within = [D || {R, D} <- lists:zip(lists:seq(0, Count - 1), Distances),
+                   level_rank(level_of(R, Count)) =< Rank],
+    case {Level, Within} of
+        {anywhere, _} -> hd(Path);
+        {_, []} -> {node, Node};
+        {_, _} ->
+            Radius = lists:max(Within),
+            case [G || G <- Path, lca_distance(T, G) =< Radius] of
+                [Domain | _] -> Domain;
+                [] -> {node, Node}
+            end
+    end.
+
+prune({node, Node}, Node) ->
+    {empty, true};
+prune({node, _} = Leaf, _Node) ->
+    {Leaf, false};
+prune(Network, Node) ->
+    Children = tree_children(Network),
+    Pruned = [prune(C, Node) || C <- Children],
+    case lists:any(fun({_, Found}) -> Found end, Pruned) of
+        false ->
+            {Network, false};
+        true ->
+            case [C || {C, _} <- Pruned, C =/= empty] of
+                [] -> {empty, true};
+                Kept -> {setelement(tuple_size(Network), Network, Kept), true}
+            end
+    end.
 
 %%--------------------------------------------------------------------
 %% Distances and levels
