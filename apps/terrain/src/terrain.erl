@@ -128,6 +128,11 @@
          spawn_on/3,
          place_tree/2]).
 
+%% API: placed groups
+-export([start_placed/2,
+         placed/1,
+         stop_placed/1]).
+
 %% API: topology discovery
 -export([read_latency/1,
          discover/2,
@@ -147,7 +152,7 @@
               {unsubscribe, 1}, {stats, 0}, {choose_nodes, 2}, {choose_nodes, 3}, {choose_node, 3},
               {format_explanation, 1}, {load_topology, 1}, {check_topology, 1}, {topology, 0},
               {render_topology, 2}, {distance, 2}, {level, 2}, {disc, 2}, {spawn_on, 3},
-              {place_tree, 2}, {read_latency, 1}, {discover, 2}, {compare_topologies, 2},
+              {place_tree, 2}, {start_placed, 2}, {placed, 1}, {stop_placed, 1}, {read_latency, 1}, {discover, 2}, {compare_topologies, 2},
               {load_duration_model, 1}, {load_duration_model, 2}, {check_duration, 1},
               {check_duration, 2}, {duration_model, 1}, {unload_duration_model, 1}]).
 
@@ -165,6 +170,7 @@
               spawn_options/0,
               process_tree/0,
               place_options/0,
+              placed_spec/0,
               topology_tree/0,
               topology_format/0,
               latency/0,
@@ -320,6 +326,31 @@
 %%     tree over all the candidates).</li>
 %% <li>`random_rounds' — random placements averaged for the comparison (default 20).</li>
 %% <li>`timeout', `max_age' — for the attributes the vertices' predicates need.</li>
+%% </ul>
+
+-type placed_spec() :: #{start := {module(), atom(), [term()]},
+                         count := pos_integer(),
+                         preds => predicate() | [predicate()],
+                         spread => spread(),
+                         candidates => candidates(),
+                         rebalance => false | pos_integer(),
+                         max_restarts => non_neg_integer(),
+                         start_timeout => pos_integer()}.
+%% A placed group for {@link start_placed/2}:
+%% <ul>
+%% <li>`start' — `{M, F, A}' run on the chosen node, returning `{ok, Pid}' as a
+%%     supervisor child's start does (`{gen_event, start, []}', a `start_link');</li>
+%% <li>`count' — how many members (K);</li>
+%% <li>`preds' — the predicates a member's node must satisfy (default `[]');</li>
+%% <li>`spread' — spread the members over the failure domains of this level or
+%%     `{depth, D}' (as in {@link choose_options()}), also after every repair;</li>
+%% <li>`candidates' — where to look (default `all': this node and the connected ones,
+%%     as they are at each placement);</li>
+%% <li>`rebalance' — `false' (default) or an interval in ms (at least 100): when nodes
+%%     join, move at most one member per interval where that evens the spread;</li>
+%% <li>`max_restarts' — member exits tolerated within 10 s before the group stops
+%%     (default 10; node failures do not count);</li>
+%% <li>`start_timeout' — ms {@link start_placed/2} waits for the members (default 5000).</li>
 %% </ul>
 
 -type topology_tree() :: terrain_topology:tree().
@@ -629,6 +660,43 @@ place_tree(ProcessTree, Opts) ->
               end).
 
 %%====================================================================
+%% API: placed groups
+
+%% @doc Starts a placed group on this node: `count' processes started by `start' on
+%% nodes that satisfy `preds', spread over `spread' (docs/DISTANCES.md, "Placed
+%% groups"). When a member's node dies (or is cut off) the member is started again
+%% on a node chosen then, from the live topology and fresh attributes, keeping the
+%% spread; when a member exits it is restarted the same way. State is not handed
+%% over: a restarted member starts fresh. Returns once the members run (or after
+%% `start_timeout'; members that could not be placed are retried every second).
+-spec start_placed(Name :: term(), Spec :: placed_spec()) -> {ok, pid()} | {error, term()}.
+start_placed(Name, Spec) ->
+    Checks = #{start => fun({M, F, A}) -> is_atom(M) andalso is_atom(F) andalso is_list(A); (_) -> false end,
+               count => fun(K) -> is_integer(K) andalso K > 0 end,
+               preds => fun(P) -> terrain_select:validate(P) =:= ok end,
+               spread => fun terrain_topology:check_spread/1,
+               candidates => fun(C) -> C =:= all orelse terrain_choose:check_nodes(C) =:= ok
+                                           orelse (is_tuple(C) andalso tuple_size(C) =:= 3
+                                                   andalso element(1, C) =:= group andalso is_atom(element(2, C)))
+                             end,
+               rebalance => fun(R) -> R =:= false orelse (is_integer(R) andalso R >= 100) end,
+               max_restarts => fun(R) -> is_integer(R) andalso R >= 0 end,
+               start_timeout => fun(T) -> is_integer(T) andalso T > 0 end},
+    maybe_run([fun() -> required(Spec, [start, count]) end,
+               fun() -> check_options(Spec, Checks) end],
+              fun() -> call_server(fun() -> terrain_placed:start(Name, Spec) end) end).
+
+%% @doc The running members of a placed group: `[{Pid, Node}]', read in the caller.
+-spec placed(Name :: term()) -> [{pid(), node()}] | {error, {no_group, term()}}.
+placed(Name) ->
+    terrain_placed:members(Name).
+
+%% @doc Stops a placed group and its members.
+-spec stop_placed(Name :: term()) -> ok | {error, {no_group, term()}}.
+stop_placed(Name) ->
+    terrain_placed:stop(Name).
+
+%%====================================================================
 %% API: topology discovery
 
 %% @doc Reads a `latency.json' file (format `terrain.latency/1', as `terrain probe'
@@ -729,6 +797,12 @@ format_error({bad_predicate, P}) ->
     io_lib:format("malformed predicate: ~0tp (see the predicate list in docs/ATTRIBUTES.md)", [P]);
 format_error({bad_option, Key, Value}) ->
     io_lib:format("bad value for option ~0tp: ~0tp", [Key, Value]);
+format_error({no_group, Name}) ->
+    io_lib:format("no placed group ~0tp is running on this node", [Name]);
+format_error({already_started, Pid}) ->
+    io_lib:format("a placed group of that name is already running (~0p)", [Pid]);
+format_error({missing_option, Key}) ->
+    io_lib:format("the option ~0tp is required", [Key]);
 format_error({unknown_option, Key}) ->
     io_lib:format("unknown option ~0tp", [Key]);
 format_error({bad_options, Opts}) ->
@@ -796,6 +870,14 @@ check_options(Opts, Checks) when is_map(Opts) ->
                       Error
               end, ok, Opts);
 check_options(Opts, _Checks) ->
+    {error, {bad_options, Opts}}.
+
+required(Opts, Keys) when is_map(Opts) ->
+    case [K || K <- Keys, not maps:is_key(K, Opts)] of
+        [] -> ok;
+        [Missing | _] -> {error, {missing_option, Missing}}
+    end;
+required(Opts, _Keys) ->
     {error, {bad_options, Opts}}.
 
 query_checks() ->

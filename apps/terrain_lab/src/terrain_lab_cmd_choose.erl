@@ -201,7 +201,7 @@ choose_options(Options) ->
                       maps:merge(maps:with([count], Options),
                                  case maps:get(spread, Options, undefined) of
                                      undefined -> #{};
-                                     Text -> #{spread => spread_term(Text)}
+                                     SpreadText -> #{spread => spread_term(SpreadText)}
                                  end)),
     case maps:get(order_by, Options, undefined) of
         undefined ->
