@@ -109,6 +109,7 @@
          load_attrs/1,
          attrs/2,
          attrs/3,
+         subscribe/2,
          subscribe/3,
          unsubscribe/1,
          stats/0]).
@@ -123,6 +124,7 @@
 -export([load_topology/1,
          check_topology/1,
          topology/0,
+         live_status/0,
          render_topology/2,
          distance/2,
          level/2,
@@ -151,9 +153,9 @@
 
 %% exports_not_used: The public API: called by users of the library, not by this project's code.
 -ignore_xref([{version, 0}, {format_error, 1}, {attr, 1}, {set_attr, 2}, {set_attr, 3},
-              {delete_attr, 1}, {load_attrs, 1}, {attrs, 2}, {attrs, 3}, {subscribe, 3},
+              {delete_attr, 1}, {load_attrs, 1}, {attrs, 2}, {attrs, 3}, {subscribe, 2}, {subscribe, 3},
               {unsubscribe, 1}, {stats, 0}, {choose_nodes, 2}, {choose_nodes, 3}, {choose_node, 3},
-              {format_explanation, 1}, {load_topology, 1}, {check_topology, 1}, {topology, 0},
+              {format_explanation, 1}, {load_topology, 1}, {check_topology, 1}, {topology, 0}, {live_status, 0},
               {render_topology, 2}, {distance, 2}, {level, 2}, {disc, 2}, {spawn_on, 3},
               {place_tree, 2}, {start_placed, 2}, {placed, 1}, {stop_placed, 1}, {read_latency, 1}, {discover, 2},
               {compare_topologies, 2}, {insert_node, 4},
@@ -524,12 +526,27 @@ subscribe(Nodes, Names, IntervalMs) ->
                                   end)
               end).
 
-%% @doc Ends a subscription made by {@link subscribe/3}.
+%% @doc Subscribes the caller to the changes of the live topology: for every version
+%% this node takes, a message `{terrain_topology, Ref, #{version := V, change :=
+%% Change, topology := Tree}}', Change being `{join, Node, Siblings, PairsMeasured}',
+%% `{leave, Node}', `{move, Node, FromSiblings, ToSiblings}' or `{sync, Version}' (a
+%% state adopted after a partition or a new sequencer). `{error, not_live}' when the
+%% node runs without a live topology (app env key `live'; docs/DISTANCES.md).
+-spec subscribe(topology, Opts :: #{}) -> {ok, reference()} | {error, term()}.
+subscribe(topology, Opts) ->
+    maybe_run([fun() -> check_options(Opts, #{}) end],
+              fun() -> call_server(fun() -> terrain_live:subscribe(self()) end) end).
+
+%% @doc Ends a subscription made by {@link subscribe/3} or {@link subscribe/2}.
 -spec unsubscribe(Ref :: reference()) -> ok.
 unsubscribe(Ref) when is_reference(Ref) ->
-    case call_server(fun() -> terrain_attr_cache:unsubscribe(Ref) end) of
+    case call_server(fun() -> terrain_live:unsubscribe(Ref) end) of
         ok -> ok;
-        {error, not_running} -> ok
+        _ ->
+            case call_server(fun() -> terrain_attr_cache:unsubscribe(Ref) end) of
+                ok -> ok;
+                {error, not_running} -> ok
+            end
     end.
 
 %% @doc Counters of this node's attribute traffic since the application started:
@@ -624,6 +641,15 @@ topology() ->
         undefined -> undefined;
         T -> terrain_topology:term(T)
     end.
+
+%% @doc The live topology on this node: `disabled' (the app env key `live' is not
+%% set), or the version of the tree it holds, the sequencer (the member with the
+%% smallest name, which orders every change), the members, and the nodes that left
+%% and are waiting out the grace period before they are removed.
+-spec live_status() -> disabled | #{version := non_neg_integer(), sequencer := node(), members := [node()],
+                                   leaving := [node()]} | {error, not_running}.
+live_status() ->
+    call_server(fun() -> terrain_live:status() end).
 
 %% @doc The communication distance between two nodes under the current topology:
 %% RELEASE D3.5's ultrametric 2^−ℓ (§4.2), or the measured height of their lowest common network.
@@ -873,6 +899,8 @@ format_error({no_scope, Scope}) ->
     io_lib:format("no pg scope ~0tp is running on this node", [Scope]);
 format_error(none) ->
     "no node satisfies the predicates";
+format_error(not_live) ->
+    "this node runs without a live topology (set the terrain app env key live, or terrain up --live)";
 format_error(not_running) ->
     "the terrain application is not running (on that node)";
 format_error(timeout) ->

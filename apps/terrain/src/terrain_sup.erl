@@ -15,7 +15,9 @@
 %% </ol>
 %% Then `terrain_topology_server' (the node's topology), and last
 %% `terrain_attr_responder', which answers other nodes' attribute requests from the
-%% tables; then `terrain_placed_sup' (placed groups). A restart of the tables'
+%% tables; then `terrain_placed_sup' (placed groups), the `pg' scope
+%% `terrain_live_scope' and `terrain_live' (the live topology, idle unless the app
+%% env key `live' is set). A restart of the tables'
 %% keeper restarts everything after it; the responder and the processes after it hold
 %% no state the others need.
 -module(terrain_sup).
@@ -40,7 +42,11 @@ init([]) ->
                 worker(terrain_topology_server),
                 worker(terrain_attr_responder),
                 %% placed groups and the live topology: only their own state
-                supervisor(terrain_placed_sup)],
+                supervisor(terrain_placed_sup),
+                #{id => terrain_live_scope,
+                  start => {pg, start_link, [terrain_live_scope]},
+                  restart => permanent, shutdown => 5000, type => worker, modules => [pg]},
+                worker(terrain_live)],
     {ok, {Flags, Children}}.
 
 worker(Module) ->

@@ -60,7 +60,6 @@
          domain/3,
          network_name/2,
          check_spread/1,
-         remove_node/2,
          term/1,
          render/2,
          format_error/1]).
@@ -318,16 +317,6 @@ network_name(#{groups := Groups}, Id) ->
 check_spread({depth, D}) -> is_integer(D) andalso D >= 0;
 check_spread(Level) -> lists:member(Level, levels()).
 
-%% @doc The tree without a node: the leaf goes, and so does every network it leaves
-%% empty. `error' when the node is not in the tree or is its only node.
--spec remove_node(tree(), node()) -> {ok, tree()} | error.
-remove_node(Tree, Node) ->
-    case prune(Tree, Node) of
-        {Tree, _} -> error;
-        {empty, _} -> error;
-        {Pruned, _} -> {ok, Pruned}
-    end.
-
 %% @doc The topology term it was made from.
 -spec term(topology()) -> tree().
 term(#{tree := Tree}) ->
@@ -419,7 +408,7 @@ node_paths(Groups) ->
                 end, #{}, Sorted).
 
 %%--------------------------------------------------------------------
-%% Spread domains and pruning
+%% Spread domains
 
 path_domain(_T, {depth, D}, Path, Node) ->
     case length(Path) > D of
@@ -439,23 +428,6 @@ path_domain(#{distances := Distances} = T, Level, Path, Node) ->
             case [G || G <- Path, lca_distance(T, G) =< Radius] of
                 [Domain | _] -> Domain;
                 [] -> {node, Node}
-            end
-    end.
-
-prune({node, Node}, Node) ->
-    {empty, true};
-prune({node, _} = Leaf, _Node) ->
-    {Leaf, false};
-prune(Network, Node) ->
-    Children = tree_children(Network),
-    Pruned = [prune(C, Node) || C <- Children],
-    case lists:any(fun({_, Found}) -> Found end, Pruned) of
-        false ->
-            {Network, false};
-        true ->
-            case [C || {C, _} <- Pruned, C =/= empty] of
-                [] -> {empty, true};
-                Kept -> {setelement(tuple_size(Network), Network, Kept), true}
             end
     end.
 

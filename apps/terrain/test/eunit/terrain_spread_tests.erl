@@ -60,11 +60,3 @@ shortfall_says_why_test() ->
     ?assertNotEqual(nomatch, string:find(Text, "r1 holds 2")),
     ?assertEqual(none, terrain_spread:shortfall([a, c], Dom, 2, {[a, b, c], {depth, 2}})),
     ?assertMatch(#{picked := 1}, terrain_spread:shortfall([a], Dom, 2, {[a], none})).
-
-remove_node_prunes_empty_networks_test() ->
-    Tree = {network, dc, [{network, r1, [{node, a}]}, {network, r2, [{node, b}, {node, c}]}]},
-    ?assertEqual({ok, {network, dc, [{network, r2, [{node, b}, {node, c}]}]}}, terrain_topology:remove_node(Tree, a)),
-    ?assertEqual({ok, {network, dc, [{network, r1, [{node, a}]}, {network, r2, [{node, c}]}]}},
-                 terrain_topology:remove_node(Tree, b)),
-    ?assertEqual(error, terrain_topology:remove_node(Tree, x)),
-    ?assertEqual(error, terrain_topology:remove_node({network, r, [{node, a}]}, a)).
