@@ -3,7 +3,9 @@
 %% nodes joining and leaving, the same on every node, changed in one order.
 %%
 %% Every node that runs `terrain' with the app env key `live' set joins the `pg'
-%% group `nodes' of the scope `terrain_live_scope' with this server. The
+%% group `nodes' of the scope `terrain_live_scope' with this server, and connects
+%% to the nodes of the tree it starts with (a node that joins later connects to any
+%% one node of the cluster; distribution's full mesh does the rest). The
 %% <b>sequencer</b> is the member with the smallest node name: every node computes
 %% it from the group's membership, so there is no election and no message to agree on
 %% it; when the sequencer goes, the next smallest takes over with the state every
@@ -37,8 +39,7 @@
          status/0,
          subscribe/1,
          unsubscribe/1,
-         round_trip/2,
-         config/0]).
+         round_trip/2]).
 
 %% gen_server callbacks
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
@@ -123,6 +124,10 @@ init([]) ->
                        undefined -> undefined;
                        T -> terrain_topology:term(T)
                    end,
+            %% the nodes of the tree it starts with are the cluster: connect to them
+            %% (in the background; distribution gives each attempt its own deadline)
+            _ = Tree =/= undefined andalso
+                spawn(fun() -> [net_kernel:connect_node(N) || N <- tree_nodes(Tree), N =/= node()] end),
             State = #{live => true, config => Config, version => 0, tree => Tree,
                       pg => MonRef, members => members(Pids),
                       subscribers => #{},
@@ -170,7 +175,8 @@ handle_info({terrain_live_state, _Node, V, Tree}, State) ->
         true -> {noreply, reconcile(merge(V, Tree, State))};
         false -> {noreply, State}
     end;
-handle_info({terrain_live_change, V, Change, Tree}, #{version := Own} = State) when V > Own ->
+handle_info({terrain_live_change, V, Change, Tree}, #{version := Own, tree := OwnTree} = State)
+  when V > Own; OwnTree =:= undefined ->
     {noreply, take(V, Tree, Change, State)};
 handle_info({terrain_live_change, _V, _Change, _Tree}, State) ->
     {noreply, State};
@@ -225,6 +231,10 @@ sequence(State, Changed, Kind) ->
 %% the higher version wins (at equal versions the tree with more nodes, then the
 %% sequencer's), and is published as version max + 1, so that both sides of a healed
 %% partition take it.
+merge(_V, undefined, #{version := Own, tree := OwnTree} = State) when OwnTree =/= undefined ->
+    %% a node that starts without a tree (it joins) takes ours as it is, without a version
+    [{?MODULE, N} ! {terrain_live_change, Own, {sync, Own}, OwnTree} || N <- maps:get(members, State), N =/= node()],
+    State;
 merge(V, Tree, #{version := Own, tree := OwnTree} = State) ->
     case {V, Tree} =:= {Own, OwnTree} of
         true ->

@@ -33,6 +33,7 @@
          tls/1,
          topology/2,
          topology/3,
+         merge/2,
          format_error/1]).
 
 -export_type([spec/0, node_spec/0, link_options/0, error_reason/0]).
@@ -182,6 +183,48 @@ children(Path, Nodes) ->
                                   Acc
                           end
                   end, [], Nodes)).
+
+%% @doc The spec of a running cluster (file `Base') with the nodes of `Added' joined
+%% to it (`terrain up --add'): `Added' holds groups and nodes, with or without a
+%% `cluster' term (ignored: the running cluster's stays). A group of `Added' whose
+%% name is a group of `Base' at the same place merges into it (its link options are
+%% the base's; its children are added), so `{group, s1, #{}, [{group, s1r1, #{},
+%% [{node, s1r1n4, #{}}]}]}' adds a node to rack s1r1 of site s1; other groups and
+%% nodes are added where they stand. Returns the merged spec and its terms (to
+%% write with {@link write_terms/2}).
+-spec merge(file:filename(), file:filename()) -> {ok, spec(), [term()]} | {error, error_reason()}.
+merge(Base, Added) ->
+    case {file:consult(Base), file:consult(Added)} of
+        {{ok, BaseTerms}, {ok, AddedTerms}} ->
+            Merged = lists:foldl(fun({cluster, _, _}, Acc) -> Acc;
+                                    (Term, Acc) -> merge_entry(Term, Acc)
+                                 end, BaseTerms, AddedTerms),
+            case from_terms(Merged, Added) of
+                {ok, Spec} -> {ok, Spec, Merged};
+                {error, _} = Error -> Error
+            end;
+        {{error, Why}, _} -> {error, {spec, Base, [], consult_why(Why)}};
+        {_, {error, Why}} -> {error, {spec, Added, [], consult_why(Why)}}
+    end.
+
+consult_why({Line, Mod, Term}) when is_integer(Line) -> {syntax, Mod:format_error(Term)};
+consult_why(Why) -> {file, Why}.
+
+%% A group merges into a sibling group of the same name; anything else is appended.
+merge_entry({group, Name, _Options, Children} = Group, Siblings) ->
+    case lists:partition(fun(T) -> is_tuple(T) andalso element(1, T) =:= group andalso element(2, T) =:= Name end,
+                         Siblings) of
+        {[{group, Name, BaseOptions, BaseChildren}], _} ->
+            [case T of
+                 {group, Name, _, _} ->
+                     {group, Name, BaseOptions, lists:foldl(fun merge_entry/2, BaseChildren, Children)};
+                 _ -> T
+             end || T <- Siblings];
+        _ ->
+            Siblings ++ [Group]
+    end;
+merge_entry(Term, Siblings) ->
+    Siblings ++ [Term].
 
 %% @doc A sentence for an error returned by this module.
 -spec format_error(error_reason()) -> iolist().
