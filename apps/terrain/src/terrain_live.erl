@@ -363,7 +363,8 @@ remeasure(#{tree := Tree, next := Next, version := V, members := Members, config
                     State1 = State#{next := Rest},
                     case terrain_insert:remove(Node, Tree) of
                         {ok, Without} ->
-                            Options = maps:merge(#{name => Node}, maps:get(insert, Config)),
+                            %% a network the removal collapsed comes back under its name
+                            Options = maps:merge(#{name => own_network(Tree, Node)}, maps:get(insert, Config)),
                             case insert(Node, Without, Options) of
                                 {ok, Again, _Pairs} when V =:= map_get(version, State1) ->
                                     moved(Node, Tree, Again, State1);
@@ -389,6 +390,14 @@ moved(Node, Old, New, State) ->
 tree_nodes(Tree) ->
     {ok, T} = terrain_topology:new(Tree),
     lists:usort(terrain_topology:nodes(T)).
+
+%% The name of a node's lowest network (the node itself when it hangs off the root).
+own_network(Tree, Node) ->
+    {ok, T} = terrain_topology:new(Tree),
+    case terrain_topology:domain(T, very_near, Node) of
+        {node, _} -> Node;
+        Id -> terrain_topology:network_name(T, Id)
+    end.
 
 %% The other nodes of a node's lowest network, sorted.
 siblings(Tree, Node) ->

@@ -41,6 +41,7 @@
          status/2,
          stop/3,
          stop_some/4,
+         move/3,
          still_running/1,
          vm_memory_mb/0,
          format_error/1]).
@@ -215,6 +216,53 @@ write_terms(File, Terms) ->
         {error, Why} ->
             {error, {launch, {write, Tmp, Why}}}
     end.
+
+%% @doc `terrain netem move NODE GROUP': moves a node of the emulated cluster in `Dir'
+%% into another group of its spec: every node gets the links of the new spec (the
+%% connections stay up, their delays change at once), the merged spec is written to
+%% `Dir'/spec.cluster and the node's recorded group path changes. The node itself
+%% does not restart; a live topology finds the move by re-measurement.
+-spec move(file:filename(), string(), string()) -> {ok, [atom()]} | {error, term()}.
+move(Dir, NodeName, Group) ->
+    terrain_lab_steps:run(
+      [fun(_) -> terrain_lab_cluster_state:read(Dir) end,
+       fun(#{<<"spec">> := SpecPath, <<"nodes">> := Records} = State) when is_binary(SpecPath) ->
+               case terrain_lab_cluster_state:resolve([NodeName], Dir) of
+                   {ok, [Node]} ->
+                       [Name] = [binary_to_atom(N) || #{<<"name">> := N, <<"node">> := B} <- Records,
+                                                      B =:= atom_to_binary(Node)],
+                       case terrain_lab_spec:move(binary_to_list(SpecPath), Name, list_to_atom(Group)) of
+                           {ok, Spec, Terms} -> {ok, {State, Name, Spec, Terms}};
+                           {error, _} = Error -> Error
+                       end;
+                   {error, _} = Error -> Error
+               end;
+          (_) -> {error, {launch, no_spec_recorded}}
+       end,
+       fun({#{<<"nodes">> := Records} = State, Name, Spec, Terms}) ->
+               SpecFile = filename:join(Dir, "spec.cluster"),
+               Prefix = binary_to_list(maps:get(<<"prefix">>, State, <<>>)),
+               Names = maps:from_list([{binary_to_atom(N), binary_to_atom(Node)}
+                                       || #{<<"name">> := N, <<"node">> := Node} <- Records]),
+               [#{path := Path}] = [NS || #{name := N} = NS <- terrain_lab_spec:nodes(Spec), N =:= Name],
+               terrain_lab_steps:run(
+                 [fun(_) -> write_terms(SpecFile, Terms) end,
+                  fun(_) -> terrain_lab_cluster_state:connect_cli(Dir) end,
+                  fun(_) -> terrain_lab_netem:set_links(Spec, Prefix, Names) end,
+                  fun(_) ->
+                          Bin = atom_to_binary(Name),
+                          Moved = [case R of
+                                       #{<<"name">> := Bin} ->
+                                           R#{<<"group_path">> => [atom_to_binary(P) || P <- Path]};
+                                       _ -> R
+                                   end || R <- Records],
+                          case terrain_lab_cluster_state:write(Dir, State#{<<"spec">> => list_to_binary(filename:absname(SpecFile)),
+                                                                           <<"nodes">> => Moved}) of
+                              ok -> {ok, Path};
+                              {error, _} = Error -> Error
+                          end
+                  end], ok)
+       end], Dir).
 
 %% @doc `terrain down --nodes NAME,...': stops those nodes of the cluster in `Dir' and
 %% removes them from its state; the others keep running.
