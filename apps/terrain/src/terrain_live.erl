@@ -103,10 +103,26 @@ round_trip(Other, Samples) ->
 -spec config() -> false | config().
 config() ->
     Defaults = #{grace => ?DEFAULT_GRACE, remeasure => ?DEFAULT_REMEASURE, insert => #{}},
+    Valid = fun(grace, G) -> is_integer(G) andalso G >= 0;
+               (remeasure, R) -> R =:= false orelse (is_integer(R) andalso R >= 0);
+               (insert, I) -> is_map(I);
+               (_, _) -> false
+            end,
     case application:get_env(terrain, live, false) of
-        true -> Defaults;
-        Map when is_map(Map) -> maps:merge(Defaults, maps:with([grace, remeasure, insert], Map));
-        _ -> false
+        true ->
+            Defaults;
+        Map when is_map(Map) ->
+            {Good, Bad} = lists:partition(fun({K, V}) -> Valid(K, V) end, maps:to_list(Map)),
+            [logger:error("terrain: ignoring the live option ~0tp => ~0tP (grace: ms >= 0; remeasure: ms >= 0 or "
+                          "false; insert: a map of terrain:insert_node/4 options)", [K, V, 8], #{domain => [terrain, live]})
+             || {K, V} <- Bad],
+            maps:merge(Defaults, maps:from_list(Good));
+        false ->
+            false;
+        Other ->
+            logger:error("terrain: the live app env value ~0tP is neither a boolean nor a map; no live topology",
+                         [Other, 8], #{domain => [terrain, live]}),
+            false
     end.
 
 %%--------------------------------------------------------------------

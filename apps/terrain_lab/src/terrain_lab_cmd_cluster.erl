@@ -158,7 +158,8 @@ up(_Options, [], _Io) ->
     {error, {usage, {hosts, {usage, "give SPEC or --hosts FILE"}}}};
 up(Options, [SpecFile], Io) ->
     Dir = terrain_lab_cluster_state:state_dir(Options),
-    Live = case {maps:get(live, Options, false), maps:with([live_grace, live_remeasure], Options)} of
+    Live = case {maps:get(live, Options, false),
+                 maps:filter(fun(_, V) -> V =/= undefined end, maps:with([live_grace, live_remeasure], Options))} of
                {false, _} -> false;
                {true, Given} when map_size(Given) =:= 0 -> true;
                {true, Given} -> maps:from_list([{case K of live_grace -> grace; live_remeasure -> remeasure end,
