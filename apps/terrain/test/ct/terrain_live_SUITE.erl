@@ -7,11 +7,13 @@
 
 -export([suite/0, all/0, init_per_testcase/2, end_per_testcase/2]).
 -export([join_and_leave_reach_every_node_in_one_order/0, join_and_leave_reach_every_node_in_one_order/1,
+         a_partitioned_node_catches_up_when_it_reconnects/0, a_partitioned_node_catches_up_when_it_reconnects/1,
          subscribe_without_live_is_refused/0, subscribe_without_live_is_refused/1]).
 
 suite() -> [{timetrap, {minutes, 2}}].
 
-all() -> [subscribe_without_live_is_refused, join_and_leave_reach_every_node_in_one_order].
+all() -> [subscribe_without_live_is_refused, join_and_leave_reach_every_node_in_one_order,
+          a_partitioned_node_catches_up_when_it_reconnects].
 
 init_per_testcase(_Case, Config) ->
     ok = terrain_test_peers:ensure_distributed(),
@@ -59,6 +61,43 @@ join_and_leave_reach_every_node_in_one_order(Config) ->
     ct:pal("changes seen by the subscriber on p2: ~p", [Changes]),
     ?assertMatch([{1, {join, N3, _, _}}, {2, {leave, N3}}], Changes),
     [{peers, Two}].
+
+a_partitioned_node_catches_up_when_it_reconnects() ->
+    [{doc, "p3 is cut off from p1 and p2 for longer than the grace period: each side removes the other and "
+           "moves on its own versions; when p3 reconnects, all three hold one tree with all three nodes at one "
+           "version, higher than either side's"}].
+a_partitioned_node_catches_up_when_it_reconnects(Config) ->
+    Prefix = ?config(prefix, Config),
+    Full = fun(S) -> list_to_atom(Prefix ++ S ++ "@" ++ ?config(host, Config)) end,
+    [N1, N2, N3] = [Full(S) || S <- ["p1", "p2", "p3"]],
+    Tree = {network, dc, #{height => 100000}, [{node, N1}, {node, N2}, {node, N3}]},
+    Env = [{live, #{grace => 1000, remeasure => false}}, {topology, Tree}],
+    [P1, _P2, P3] = Peers = terrain_test_peers:start([list_to_atom(Prefix ++ S) || S <- ["p1", "p2", "p3"]], Env),
+    ok = terrain_test_peers:wait_until(fun() -> same_everywhere(Peers, 0, fun(Ns) -> length(Ns) =:= 3 end) andalso
+                                                    lists:all(fun(P) -> length(maps:get(members, terrain_test_peers:call(P, terrain, live_status, []))) =:= 3 end, Peers)
+                                       end, 15000, "three members, one tree of three at version 0"),
+    %% the cut: p3 drops both connections (global's partition prevention is off on the peers)
+    [true = terrain_test_peers:call(P3, erlang, disconnect_node, [N]) || N <- [N1, N2]],
+    Side12 = fun() -> same_everywhere(Peers -- [P3], 1, fun(Ns) -> lists:sort(Ns) =:= [N1, N2] end) end,
+    Side3 = fun() -> case {terrain_test_peers:call(P3, terrain, live_status, []), terrain_test_peers:call(P3, terrain, topology, [])} of
+                         {#{version := V}, T} -> V >= 1 andalso leaves(T) =:= [N3];
+                         _ -> false
+                     end end,
+    ok = terrain_test_peers:wait_until(fun() -> Side12() andalso Side3() end, 15000, "each side without the other"),
+    ct:pal("during the partition: p1 ~p ~p~np3 ~p ~p",
+           [terrain_test_peers:call(P1, terrain, live_status, []), terrain_test_peers:call(P1, terrain, topology, []),
+            terrain_test_peers:call(P3, terrain, live_status, []), terrain_test_peers:call(P3, terrain, topology, [])]),
+    true = terrain_test_peers:call(P3, net_kernel, connect_node, [N1]),
+    ok = terrain_test_peers:wait_until(
+           fun() ->
+                   Versions = [maps:get(version, terrain_test_peers:call(P, terrain, live_status, [])) || P <- Peers],
+                   length(lists:usort(Versions)) =:= 1 andalso hd(Versions) >= 2 andalso
+                       lists:all(fun(P) -> lists:sort(leaves(terrain_test_peers:call(P, terrain, topology, []))) =:= [N1, N2, N3] end,
+                                 Peers)
+           end, 15000, "one tree of three again at one version"),
+    ct:pal("after the heal: ~p~n~p", [[terrain_test_peers:call(P, terrain, live_status, []) || P <- Peers],
+                                       terrain_test_peers:call(P1, terrain, topology, [])]),
+    [{peers, Peers}].
 
 %%--------------------------------------------------------------------
 
