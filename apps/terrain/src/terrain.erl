@@ -344,7 +344,8 @@
                          candidates => candidates(),
                          rebalance => false | pos_integer(),
                          max_restarts => non_neg_integer(),
-                         start_timeout => pos_integer()}.
+                         start_timeout => pos_integer(),
+                         timeout => pos_integer()}.
 %% A placed group for {@link start_placed/2}:
 %% <ul>
 %% <li>`start' — `{M, F, A}' run on the chosen node, returning `{ok, Pid}' as a
@@ -360,6 +361,8 @@
 %% <li>`max_restarts' — member exits tolerated within 10 s before the group stops
 %%     (default 10; node failures do not count);</li>
 %% <li>`start_timeout' — ms {@link start_placed/2} waits for the members (default 5000).</li>
+%% <li>`timeout' — ms each selection may take to ask the candidates' attributes
+%%     (default 2000; a node that does not answer in time is not chosen that time).</li>
 %% </ul>
 
 -type topology_tree() :: terrain_topology:tree().
@@ -739,7 +742,8 @@ start_placed(Name, Spec) ->
                              end,
                rebalance => fun(R) -> R =:= false orelse (is_integer(R) andalso R >= 100) end,
                max_restarts => fun(R) -> is_integer(R) andalso R >= 0 end,
-               start_timeout => fun(T) -> is_integer(T) andalso T > 0 end},
+               start_timeout => fun(T) -> is_integer(T) andalso T > 0 end,
+               timeout => fun(T) -> is_integer(T) andalso T > 0 end},
     maybe_run([fun() -> required(Spec, [start, count]) end,
                fun() -> check_options(Spec, Checks) end],
               fun() -> call_server(fun() -> terrain_placed:start(Name, Spec) end) end).

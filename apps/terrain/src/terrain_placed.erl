@@ -44,6 +44,7 @@
 -ignore_xref([{start_link, 2}]).
 
 -define(RETRY, 1000).
+-define(SELECT_TIMEOUT, 2000).
 -define(FAILED_BACKOFF, 5000).
 -define(RESTART_PERIOD, 10000).
 -define(STOP_TIMEOUT, 10000).
@@ -55,7 +56,8 @@
                   candidates => terrain:candidates(),
                   rebalance => false | pos_integer(),
                   max_restarts => non_neg_integer(),
-                  start_timeout => pos_integer()}.
+                  start_timeout => pos_integer(),
+                  timeout => pos_integer()}.
 
 -export_type([spec/0]).
 
@@ -219,7 +221,8 @@ choose(Count, #{spec := Spec} = State) ->
 
 matches(#{spec := Spec, failed := Failed}) ->
     Now = erlang:monotonic_time(millisecond),
-    case terrain_choose:nodes(maps:get(candidates, Spec, all), maps:get(preds, Spec, []), #{timeout => 1000}) of
+    case terrain_choose:nodes(maps:get(candidates, Spec, all), maps:get(preds, Spec, []),
+                              #{timeout => maps:get(timeout, Spec, ?SELECT_TIMEOUT)}) of
         Nodes when is_list(Nodes) ->
             terrain_choose:nearest_first([N || N <- Nodes, maps:get(N, Failed, Now) =< Now,
                                                N =:= node() orelse lists:member(N, erlang:nodes())]);

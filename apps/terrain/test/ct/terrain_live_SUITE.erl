@@ -15,9 +15,9 @@ suite() -> [{timetrap, {minutes, 2}}].
 all() -> [subscribe_without_live_is_refused, join_and_leave_reach_every_node_in_one_order,
           a_partitioned_node_catches_up_when_it_reconnects].
 
-init_per_testcase(_Case, Config) ->
+init_per_testcase(Case, Config) ->
     ok = terrain_test_peers:ensure_distributed(),
-    Prefix = terrain_test_peers:unique_prefix(?MODULE),
+    Prefix = terrain_test_peers:unique_prefix(Case),
     [_, Host] = string:split(atom_to_list(node()), "@"),
     [{prefix, Prefix}, {host, Host} | Config].
 

@@ -38,7 +38,7 @@ tree_racks(Case) -> racks(Case).
 init_per_testcase(Case, Config) ->
     ok = terrain_test_peers:ensure_distributed(),
     {ok, _} = application:ensure_all_started(terrain),
-    Prefix = terrain_test_peers:unique_prefix(?MODULE),
+    Prefix = terrain_test_peers:unique_prefix(Case),
     [_, Host] = string:split(atom_to_list(node()), "@"),
     Full = fun(Short) -> list_to_atom(Prefix ++ atom_to_list(Short) ++ "@" ++ Host) end,
     Racks = racks(Case),
@@ -83,7 +83,7 @@ kill_9_of_a_node_with_3_of_8_restarts_them_on_matching_nodes(Config) ->
     %% simplest honest setup: a node-level spread over 3 nodes first (3, 3, 2), then a fourth joins
     [Late | Early] = lists:reverse(Workers),
     ok = erpc:call(Late, terrain, set_attr, [role, spare, #{owner => persistent}]),
-    {ok, _} = terrain:start_placed(g8, #{start => {gen_event, start, []}, count => 8,
+    {ok, _} = terrain:start_placed(g8, #{start => {gen_event, start, []}, count => 8, start_timeout => 60000,
                                          preds => [{role, eq, worker}]}),
     Before = terrain:placed(g8),
     ?assertEqual(8, length(Before)),
@@ -115,7 +115,7 @@ spread_over_racks_survives_a_killed_node() ->
 spread_over_racks_survives_a_killed_node(Config) ->
     Peers = ?config(peers, Config),
     RackOf = rack_of(Config),
-    {ok, _} = terrain:start_placed(racks, #{start => {gen_event, start, []}, count => 4,
+    {ok, _} = terrain:start_placed(racks, #{start => {gen_event, start, []}, count => 4, start_timeout => 60000,
                                             preds => [{role, eq, worker}], spread => {depth, 1}}),
     Before = terrain:placed(racks),
     ?assertEqual([1, 1, 1, 1], lists:sort(maps:values(counts([RackOf(N) || {_, N} <- Before])))),
@@ -131,7 +131,7 @@ spread_over_racks_survives_a_killed_node(Config) ->
 a_member_that_exits_is_restarted() ->
     [{doc, "a member that is killed is started again; placed/1 lists the new pid"}].
 a_member_that_exits_is_restarted(_Config) ->
-    {ok, _} = terrain:start_placed(exits, #{start => {gen_event, start, []}, count => 2,
+    {ok, _} = terrain:start_placed(exits, #{start => {gen_event, start, []}, count => 2, start_timeout => 60000,
                                             preds => [{role, eq, worker}], spread => {depth, 1}}),
     [{Pid, Node} | _] = Before = terrain:placed(exits),
     true = erpc:call(Node, erlang, exit, [Pid, kill]),
@@ -146,7 +146,8 @@ rebalance_moves_members_onto_a_joining_rack() ->
            "joins; a group without rebalance keeps its places"}].
 rebalance_moves_members_onto_a_joining_rack(Config) ->
     RackOf = rack_of(Config),
-    Spec = #{start => {gen_event, start, []}, count => 3, preds => [{role, eq, worker}], spread => {depth, 1}},
+    Spec = #{start => {gen_event, start, []}, count => 3, preds => [{role, eq, worker}], spread => {depth, 1},
+             start_timeout => 60000},
     {ok, _} = terrain:start_placed(moves, Spec#{rebalance => 200}),
     {ok, _} = terrain:start_placed(exits, Spec),
     Fixed = terrain:placed(exits),
