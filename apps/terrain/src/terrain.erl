@@ -68,6 +68,24 @@
 %% {@link spawn_on/3} spawns on a chosen node; {@link place_tree/2} places a process
 %% tree so that children sit near their parents (docs/DISTANCES.md).
 %%
+%% == Spread, placed groups and the live topology ==
+%%
+%% `choose_nodes(all, Preds, #{count => 4, spread => {depth, 2}})' takes four matches
+%% from as many racks as possible, evenly. {@link start_placed/2} keeps K processes
+%% running on matching nodes, spread over failure domains, and starts them elsewhere
+%% when their node dies (no state handoff); {@link placed/1} lists them. With the app env
+%% key `live' the topology follows nodes joining, leaving and moving, one version on
+%% every node ({@link live_status/0}); {@link subscribe/2} delivers the changes
+%% (docs/DISTANCES.md).
+%% ```
+%% {ok, _} = terrain:start_placed(workers, #{start => {my_worker, start_link, []}, count => 8,
+%%                                           preds => [{vm_num_processors, ge, 4}],
+%%                                           spread => {depth, 2}}),
+%% [{Pid, Node} | _] = terrain:placed(workers),
+%% {ok, Ref} = terrain:subscribe(topology, #{}),
+%% receive {terrain_topology, Ref, #{version := V, change := Change}} -> {V, Change} end.
+%% '''
+%%
 %% == Topology discovery ==
 %%
 %% {@link read_latency/1} reads the round trips `terrain probe' measured;
