@@ -149,7 +149,8 @@ init([]) ->
                       subscribers => #{},
                       leaving => #{},          % Node => timer (sequencer only)
                       inserting => undefined,  % {Node, Pid, Version} (sequencer only)
-                      remeasure => undefined, next => []},
+                      remeasure => undefined, next => [],
+                      remeasuring => undefined}, % {Node, Pid, Version, Tree} (sequencer only)
             {ok, sequence(State)}
     end.
 
@@ -211,6 +212,14 @@ handle_info({'DOWN', _, process, Pid, Reason}, #{inserting := {Node, Pid, _}} = 
     logger:warning("terrain: the insertion of ~0p into the live topology failed: ~0tP", [Node, Reason, 12],
                    #{domain => [terrain, live]}),
     {noreply, reconcile(State#{inserting := undefined})};
+handle_info({remeasured, Pid, Node, Result}, #{remeasuring := {Node, Pid, Base, Old}, version := V} = State) ->
+    State1 = State#{remeasuring := undefined},
+    case Result of
+        {ok, New, _Pairs} when V =:= Base -> {noreply, moved(Node, Old, New, State1)};
+        _ -> {noreply, State1}   % the tree changed meanwhile, or the node could not be measured
+    end;
+handle_info({'DOWN', _, process, Pid, _}, #{remeasuring := {_, Pid, _, _}} = State) ->
+    {noreply, State#{remeasuring := undefined}};
 handle_info(remeasure, State) ->
     {noreply, schedule_remeasure(remeasure(State#{remeasure := undefined}))};
 handle_info(_Msg, State) ->
@@ -367,7 +376,8 @@ schedule_remeasure(State) ->
 remeasure(#{tree := undefined} = State) ->
     State;
 remeasure(#{tree := Tree, next := Next, version := V, members := Members, config := Config} = State) ->
-    case is_sequencer(State) andalso maps:get(inserting, State) =:= undefined of
+    case is_sequencer(State) andalso maps:get(inserting, State) =:= undefined
+        andalso maps:get(remeasuring, State) =:= undefined of
         false ->
             State;
         true ->
@@ -377,20 +387,21 @@ remeasure(#{tree := Tree, next := Next, version := V, members := Members, config
                     State;
                 [Node | Rest] ->
                     State1 = State#{next := Rest},
-                    case terrain_insert:remove(Node, Tree) of
-                        {ok, Without} ->
-                            %% a network the removal collapsed comes back under its name
-                            Options = maps:merge(#{name => own_network(Tree, Node)}, maps:get(insert, Config)),
-                            case insert(Node, Without, Options) of
-                                {ok, Again, _Pairs} when V =:= map_get(version, State1) ->
-                                    moved(Node, Tree, Again, State1);
-                                _ ->
-                                    State1
-                            end;
-                        {error, _} ->
-                            State1
-                    end
+                    %% in a process of its own: the round trips take a while (50 ms each across
+                    %% sites) and the server must keep answering
+                    Self = self(),
+                    Options = maps:merge(#{name => own_network(Tree, Node)}, maps:get(insert, Config)),
+                    {Pid, _} = spawn_monitor(fun() -> Self ! {remeasured, self(), Node, reinsert(Node, Tree, Options)} end),
+                    State1#{remeasuring := {Node, Pid, V, Tree}}
             end
+    end.
+
+%% Out of the tree and in again; a network the removal collapsed comes back under its
+%% name (`name').
+reinsert(Node, Tree, Options) ->
+    case terrain_insert:remove(Node, Tree) of
+        {ok, Without} -> insert(Node, Without, Options);
+        {error, _} = Error -> Error
     end.
 
 moved(Node, Old, New, State) ->
