@@ -258,7 +258,7 @@ sequence(State, Changed, Kind) ->
 %% partition take it.
 merge(_V, undefined, #{version := Own, tree := OwnTree} = State) when OwnTree =/= undefined ->
     %% a node that starts without a tree (it joins) takes ours as it is, without a version
-    [{?MODULE, N} ! {terrain_live_change, Own, {sync, Own}, OwnTree} || N <- maps:get(members, State), N =/= node()],
+    _ = [{?MODULE, N} ! {terrain_live_change, Own, {sync, Own}, OwnTree} || N <- maps:get(members, State), N =/= node()],
     State;
 merge(V, Tree, #{version := Own, tree := OwnTree} = State) ->
     case {V, Tree} =:= {Own, OwnTree} of
@@ -291,7 +291,7 @@ reconcile(#{tree := Tree, members := Members, leaving := Leaving} = State) ->
             Live = lists:usort([node() | Members]),
             Gone = InTree -- Live,
             Back = [N || N <- maps:keys(Leaving), lists:member(N, Live)],
-            [erlang:cancel_timer(maps:get(N, Leaving)) || N <- Back],
+            _ = [erlang:cancel_timer(maps:get(N, Leaving)) || N <- Back],
             Grace = maps:get(grace, maps:get(config, State)),
             Leaving1 = maps:merge(maps:from_list([{N, erlang:send_after(Grace, self(), {grace_over, N})}
                                                   || N <- Gone, not maps:is_key(N, Leaving)]),
@@ -300,7 +300,7 @@ reconcile(#{tree := Tree, members := Members, leaving := Leaving} = State) ->
     end.
 
 cancel_leaving(#{leaving := Leaving} = State) ->
-    [erlang:cancel_timer(T) || T <- maps:values(Leaving)],
+    _ = [erlang:cancel_timer(T) || T <- maps:values(Leaving)],
     State#{leaving := #{}};
 cancel_leaving(State) ->
     State.
@@ -346,7 +346,7 @@ remove(Node, #{tree := Tree} = State) ->
 %% The sequencer's change: next version, taken here, sent to every member.
 publish(Change, Tree, #{version := V, members := Members} = State) ->
     Next = V + 1,
-    [{?MODULE, N} ! {terrain_live_change, Next, Change, Tree} || N <- Members, N =/= node()],
+    _ = [{?MODULE, N} ! {terrain_live_change, Next, Change, Tree} || N <- Members, N =/= node()],
     take(Next, Tree, Change, State).
 
 %% Takes a version: stores the tree in the topology server, tells the subscribers.
@@ -354,7 +354,7 @@ take(V, Tree, Change, #{subscribers := Subs} = State) ->
     case terrain_topology:new(Tree) of
         {ok, T} ->
             ok = terrain_topology_server:put(T),
-            [Pid ! {terrain_topology, Ref, #{version => V, change => Change, topology => Tree}}
+            _ = [Pid ! {terrain_topology, Ref, #{version => V, change => Change, topology => Tree}}
              || {Ref, Pid} <- maps:to_list(Subs)],
             State#{version := V, tree := Tree};
         {error, Why} ->

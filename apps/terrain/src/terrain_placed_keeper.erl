@@ -47,6 +47,7 @@ init(Group, {M, F, A}) ->
 %%--------------------------------------------------------------------
 %% Internal
 
+-spec loop(pid(), reference(), pid()) -> no_return().
 loop(Group, GroupRef, Member) ->
     receive
         {'EXIT', Member, Reason} ->
@@ -59,6 +60,7 @@ loop(Group, GroupRef, Member) ->
             loop(Group, GroupRef, Member)
     end.
 
+-spec stop_member(pid()) -> no_return().
 stop_member(Member) ->
     exit(Member, shutdown),
     receive

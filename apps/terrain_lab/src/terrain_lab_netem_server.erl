@@ -134,7 +134,7 @@ handle_call({unblock, Targets}, _From, #state{blocked = Blocked} = State) ->
 handle_call({set_links, Links}, _From, #state{proxies = Proxies} = State) ->
     Old = terrain_lab_netem_epmd:links(),
     ok = terrain_lab_netem_epmd:set_links(Links),
-    [Pid ! {set_link, maps:get(Target, Links)}
+    _ = [Pid ! {set_link, maps:get(Target, Links)}
      || {Pid, {Target, _}} <- maps:to_list(Proxies), maps:is_key(Target, Links),
         maps:get(Target, Links) =/= maps:get(Target, Old, undefined)],
     {reply, ok, State};
