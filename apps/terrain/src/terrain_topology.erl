@@ -71,16 +71,13 @@
 
 -compile({no_auto_import, [nodes/1]}).
 
--type tree() :: {network, term(), [tree()]}
-              | {network, [tree()]}
-              | {network, term(), #{height => number()}, [tree()]}
-              | {node, node()}.
+-type tree() :: terrain:topology_tree().
 -type metric() :: ultrametric | measured.
--type level() :: same_node | very_near | near | far | very_far | anywhere.
-%% The levels, nearest first; levels/0 is the same list as a value, and every other
-%% module takes the levels and their order from there.
--type format() :: term | text | dot | newick | json.
--type spread() :: level() | {depth, non_neg_integer()}.
+%% The levels, nearest first (defined in terrain, the public module); levels/0 is the
+%% same list as a value, and every other module takes the levels and their order from there.
+-type level() :: terrain:level().
+-type format() :: terrain:topology_format().
+-type spread() :: terrain:spread().
 %% The failure domains a selection spreads over (docs/DISTANCES.md, "Spread"): the
 %% subtrees `D' levels below the root (`{depth, 0}' is the whole tree, `{depth, 2}' the
 %% racks of a sites/racks/nodes tree), or the classes of nodes at most `Level' apart.
