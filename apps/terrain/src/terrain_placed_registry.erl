@@ -4,7 +4,8 @@
 %% Owns the `protected' table `terrain_placed': `{Name, GroupPid, [{Pid, Node}]}',
 %% read in the caller by `terrain:placed/1', written only here. A group registers its
 %% name when it starts (a second group of the same name is refused with
-%% `{already_started, Pid}') and sends its members whenever they change; the row goes
+%% `{already_started, Pid}') and sends its members whenever they change (a call, so
+%% that the members a group reports are in the table when it has reported them); the row goes
 %% when the group process dies (monitored). Comes before `terrain_placed_group_sup'
 %% under `terrain_placed_sup' (`rest_for_one'): if it restarts, the groups restart too
 %% and register again.
@@ -38,10 +39,11 @@ start_link() ->
 register(Name, Pid) ->
     gen_server:call(?MODULE, {register, Name, Pid}).
 
-%% @doc Records a group's running members.
+%% @doc Records a group's running members (a call: once it returns, `members/1' in
+%% any process sees them).
 -spec set_members(term(), [{pid(), node()}]) -> ok.
 set_members(Name, Members) ->
-    gen_server:cast(?MODULE, {members, Name, self(), Members}).
+    gen_server:call(?MODULE, {members, Name, self(), Members}).
 
 %% @doc A group's running members, read in the caller.
 -spec members(term()) -> [{pid(), node()}] | {error, {no_group, term()}}.
@@ -80,16 +82,16 @@ handle_call({register, Name, Pid}, _From, Monitors) ->
             true = ets:insert(?TABLE, {Name, Pid, []}),
             {reply, ok, Monitors#{erlang:monitor(process, Pid) => Name}}
     end;
-handle_call(_Request, _From, Monitors) ->
-    {reply, {error, unknown_request}, Monitors}.
-
--spec handle_cast(term(), map()) -> {noreply, map()}.
-handle_cast({members, Name, Pid, Members}, Monitors) ->
+handle_call({members, Name, Pid, Members}, _From, Monitors) ->
     _ = case ets:lookup(?TABLE, Name) of
             [{_, Pid, _}] -> ets:insert(?TABLE, {Name, Pid, Members});
             _ -> false
         end,
-    {noreply, Monitors};
+    {reply, ok, Monitors};
+handle_call(_Request, _From, Monitors) ->
+    {reply, {error, unknown_request}, Monitors}.
+
+-spec handle_cast(term(), map()) -> {noreply, map()}.
 handle_cast(_Request, Monitors) ->
     {noreply, Monitors}.
 

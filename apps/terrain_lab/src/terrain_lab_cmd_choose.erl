@@ -198,7 +198,7 @@ spread_term(Level) ->
 
 choose_options(Options) ->
     Base = maps:merge(#{timeout => maps:get(timeout, Options), relax => maps:get(relax, Options, false)},
-                      maps:merge(maps:with([count], Options),
+                      maps:merge(maps:filter(fun(_, V) -> V =/= undefined end, maps:with([count], Options)),
                                  case maps:get(spread, Options, undefined) of
                                      undefined -> #{};
                                      SpreadText -> #{spread => spread_term(SpreadText)}
