@@ -49,7 +49,9 @@ commands() ->
                       "parallel, each running the terrain application, walks through terrain on it "
                       "(attributes, choices, placement, probe and discovery, a timed task and its GEV fit), "
                       "records every output in RUNS_DIR/<UTC stamp>/manifest.json, stops the cluster, "
-                      "writes the run's report.html and prints its path last.",
+                      "runs the lab's other tools into the same run, then a live cluster of its own "
+                      "(examples/live.cluster: a node joins and a member's VM is killed under a placed group; "
+                      "the tree before and after), writes the run's report.html and prints its path last.",
        args => {0, 0},
        options => [#{name => spec, long => "spec", type => string, default => "examples/demo.cluster",
                      metavar => "FILE", help => "cluster spec to start"},
