@@ -61,7 +61,11 @@
 %% Lab nodes are stopped all at once; with global's partition prevention on, every
 %% node would report (and act on) the others going down. A node's own `args' come
 %% later on the command line and can turn it back on.
--define(LAB_VM_ARGS, ["-kernel", "prevent_overlapping_partitions", "false"]).
+%% A node's log events (a crashed instance's report, "SIGTERM received") go to its
+%% stderr, which the launcher's own stderr receives: its stdout reaches the CLI's
+%% stdout (peer passes it on), which carries results only.
+-define(LAB_VM_ARGS, ["-kernel", "prevent_overlapping_partitions", "false",
+                      "-kernel", "logger", "[{handler,default,logger_std_h,#{config=>#{type=>standard_error}}}]"]).
 -define(NO_SPIN, ["+sbwt", "none", "+sbwtdcpu", "none", "+sbwtdio", "none"]).
 -define(STOP_TIMEOUT, 5000).
 
@@ -99,12 +103,16 @@ stop(Cluster) ->
 init({Spec, Options, Caller}) ->
     process_flag(trap_exit, true),
     link(Caller),
-    Result = terrain_lab_steps:run([fun(_) -> dist_args(Spec) end,
+    Result = terrain_lab_steps:run([fun(_) -> terrain_lab_guard:vms(length(terrain_lab_spec:nodes(Spec)), #{}) end,
+                                    fun(_) -> dist_args(Spec) end,
                                     fun(_) -> terrain_lab_dist:ensure_started(#{}) end,
                                     fun(_) -> terrain_lab_cgroup:check(Spec) end,
                                     fun(DistArgs) -> boot(Spec, Options#{dist_args => DistArgs}) end], Spec),
     case Result of
         {ok, {Nodes, Peers}} ->
+            %% stopped (VMs, cgroups) by the CLI's exit path too, should it halt first
+            Self = self(),
+            ok = terrain_lab_cleanup:add({cluster, Self}, fun() -> stop(Self) end),
             {ok, #state{caller = Caller, spec = Spec, nodes = Nodes, peers = Peers}};
         {error, Why} ->
             unlink(Caller),
@@ -128,7 +136,12 @@ handle_info({'EXIT', Pid, Reason}, #state{peers = Peers} = State) ->
     case [Node || {Node, P} <- maps:to_list(Peers), P =:= Pid] of
         [Node] ->
             %% A node went down on its own: forget it, keep the others.
-            logger:warning("terrain_lab: node ~p went down: ~0p", [Node, Reason]),
+            %% peer's control process ends `normal' whenever the VM is gone, halted or killed
+            logger:warning("terrain_lab: node ~p went down: ~ts",
+                           [Node, case Reason of
+                                      normal -> "its VM exited (halted, crashed or killed)";
+                                      _ -> io_lib:format("~0tP", [Reason, 12])
+                                  end]),
             {noreply, State#state{peers = maps:remove(Node, Peers)}};
         [] ->
             {noreply, State}
@@ -138,6 +151,7 @@ handle_info(_Info, State) ->
 
 -spec terminate(term(), #state{}) -> ok.
 terminate(_Reason, #state{peers = Peers, nodes = Nodes, spec = Spec}) ->
+    ok = terrain_lab_cleanup:remove({cluster, self()}),
     stop_peers(maps:values(Peers), [OsPid || #{os_pid := OsPid} <- Nodes]),
     remove_cgroups(Spec, [Node || #{node := Node} <- Nodes]).
 

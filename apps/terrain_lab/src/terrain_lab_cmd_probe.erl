@@ -67,6 +67,16 @@ run(Options, [], Io) ->
     ProbeOptions = probe_options(Options, Io),
     Steps = [fun(_) -> terrain_lab_probe:validate_options(ProbeOptions) end,
              fun(_) -> terrain_lab_cluster_state:connect(Options) end,
+             %% the resource guard: every ordered pair's client and echo hold a payload and
+             %% the one in flight (all pairs at once with --strategy concurrent)
+             fun(Nodes) ->
+                     N = length(Nodes),
+                     Pairs = case maps:get(strategy, ProbeOptions) of concurrent -> N * (N - 1); _ -> N - 1 end,
+                     case terrain_lab_guard:memory([{"--payload", max(1, Pairs), 4 * maps:get(payload, ProbeOptions)}]) of
+                         ok -> {ok, Nodes};
+                         {error, _} = Refused -> Refused
+                     end
+             end,
              fun(Nodes) -> measure(Nodes, ProbeOptions, maps:get(runs_dir, Options), Io) end],
     terrain_lab_steps:run(Steps, Options).
 

@@ -47,7 +47,7 @@ commands() ->
 command() ->
     #{name => "topology",
       summary => "Discover the topology of a latency matrix; compare or show topologies",
-      usage => "MATRIX.json | compare FOUND TRUTH | show FILE",
+      usage => "MATRIX.json | compare FOUND TRUTH | show FILE | import slurm FILE|--scontrol | load FILE",
       description => "MATRIX.json (latency.json from 'terrain probe'): clusters the round trips with RELEASE D3.5's "
                      "non-binary alpha algorithm and writes the topology term (or --format) to --out or stdout; "
                      "without --format the format follows --out's extension (.json .dot .gv .nwk .newick .txt), "
@@ -55,7 +55,11 @@ command() ->
                      "are repaired against a robust first pass unless --outliers keep. "
                      "compare FOUND TRUTH: per-level adjusted Rand index and clade recall of FOUND against "
                      "TRUTH (topology term or JSON files; TRUTH may be a cluster spec, matched by node name "
-                     "without host and --prefix). show FILE: renders a topology file.",
+                     "without host and --prefix). show FILE: renders a topology file. import slurm FILE|--scontrol: the "
+                     "switches of a SLURM topology.conf (or of the running cluster's 'scontrol show topology') as a "
+                     "topology (one network per switch, its hosts as nodes), for compare and load_topology. load FILE: "
+                     "terrain:load_topology/1 of a topology file on every node of the running cluster (what "
+                     "distance placement then uses).",
       args => {1, 3},
       options => [#{name => linkage, long => "linkage", type => string, default => "average",
                     choices => ["average", "complete", "single"], metavar => "average|complete|single", help => "cluster distance"},
@@ -76,7 +80,10 @@ command() ->
                   #{name => out, long => "out", type => string, metavar => "FILE",
                     help => "write here instead of stdout"},
                   #{name => prefix, long => "prefix", type => string, default => "", metavar => "P",
-                    help => "compare: node name prefix to drop when TRUTH is a cluster spec"}],
+                    help => "compare: node name prefix to drop when TRUTH is a cluster spec"},
+                  terrain_lab_cli_options:state_dir(),
+                  #{name => scontrol, long => "scontrol", type => flag,
+                    help => "import slurm: read the running cluster's 'scontrol show topology' instead of a file"}],
       run => {?MODULE, run}}.
 
 %% @doc Runs `terrain topology'.
@@ -85,6 +92,17 @@ run(Options, ["compare", Found, Truth], Io) ->
     compare(Options, Found, Truth, Io);
 run(_Options, ["compare" | Args], _Io) ->
     {error, {topology_cmd, {usage, "compare FOUND TRUTH", length(Args)}}};
+run(Options, ["import", "slurm", File], Io) ->
+    case maps:get(scontrol, Options, false) of
+        true -> {error, {usage, "import slurm: give a topology.conf FILE or --scontrol, not both"}};
+        false -> import(Options, {file, File}, Io)
+    end;
+run(#{scontrol := true} = Options, ["import", "slurm"], Io) ->
+    import(Options, scontrol, Io);
+run(_Options, ["import" | _], _Io) ->
+    {error, {usage, "expected 'terrain topology import slurm FILE' or 'terrain topology import slurm --scontrol'"}};
+run(Options, ["load", File], Io) ->
+    load(Options, File, Io);
 run(Options, ["show", File], Io) ->
     show(Options, File, Io);
 run(_Options, ["show" | Args], _Io) ->
@@ -221,15 +239,9 @@ emit(Text, Options, Io) ->
         undefined ->
             terrain_lab_io:out(Io, "~ts", [Text]);
         Out ->
-            Tmp = Out ++ ".tmp",
-            case file:write_file(Tmp, Text) of
-                ok ->
-                    case file:rename(Tmp, Out) of
-                        ok -> terrain_lab_io:progress(Io, "topology: wrote ~ts~n", [Out]);
-                        {error, Why} -> _ = file:delete(Tmp), {error, {file, Out, Why}}
-                    end;
-                {error, Why} ->
-                    {error, {file, Out, Why}}
+            case terrain_lab_files:write(Out, Text) of   % temporary file and rename; none left on failure
+                ok -> terrain_lab_io:progress(Io, "topology: wrote ~ts~n", [Out]);
+                {error, _} = Error -> Error
             end
     end.
 
@@ -251,6 +263,51 @@ show(Options, File, Io) ->
             end;
         {error, _} = Error ->
             Error
+    end.
+
+%%--------------------------------------------------------------------
+%% Load
+
+%% The topology of FILE (term or JSON) on every node of the running cluster.
+load(Options, File, Io) ->
+    terrain_lab_steps:with(
+      [fun() -> read_tree(File) end,
+       fun() -> terrain_lab_cluster_state:connect(Options) end],
+      fun([Tree, Nodes]) ->
+              Results = [{N, catch erpc:call(N, terrain, load_topology, [Tree], 10000)} || N <- Nodes],
+              case [{N, R} || {N, R} <- Results, R =/= ok] of
+                  [] -> terrain_lab_io:out(Io, "loaded ~ts on ~b nodes~n", [File, length(Nodes)]);
+                  [{N, Why} | _] -> {error, {topology_cmd, {load, N, Why}}}
+              end
+      end).
+
+%%--------------------------------------------------------------------
+%% Import
+
+%% SLURM's switches as a topology: a topology.conf file or `scontrol show topology'.
+import(Options, Source, Io) ->
+    {Name, Read} = case Source of
+                       {file, File} -> {File, fun() -> switches_of_file(File) end};
+                       scontrol -> {"'scontrol show topology'", fun() -> terrain_lab_slurm:scontrol_topology(10000) end}
+                   end,
+    terrain_lab_steps:with(
+      [fun() -> output_format(Options) end,
+       fun() -> case Read() of
+                    {ok, []} -> {error, {slurm, {topology_empty, Name}}};
+                    Other -> Other
+                end end],
+      fun([Format, Switches]) ->
+              Tree = terrain_lab_slurm:topology_tree(Switches),
+              terrain_lab_io:progress(Io, "topology: ~b switches, ~b nodes from ~ts~n",
+                                      [length(Switches), length(terrain_tree_compare:nodes(Tree)), Name]),
+              {ok, Text} = terrain:render_topology(Tree, Format),
+              emit(Text, Options, Io)
+      end).
+
+switches_of_file(File) ->
+    case file:read_file(File) of
+        {ok, Bin} -> terrain_lab_slurm:parse_topology(unicode:characters_to_list(Bin));
+        {error, Why} -> {error, {file, File, Why}}
     end.
 
 %%--------------------------------------------------------------------
@@ -282,11 +339,28 @@ compare(Options, FoundFile, TruthFile, Io) ->
 
 %% When the truth is a spec (short names) and the found tree has full node names,
 %% compare by the local part without the prefix.
+%% A truth of hosts (SLURM's switches, `import slurm') names each host, and the VMs
+%% of `terrain up --hosts|--slurm' are HOST_1..HOST_N: with one VM per host, a VM
+%% matches its host.
 match_names(Found, Truth, Prefix) ->
     TruthNodes = terrain_tree_compare:nodes(Truth),
     case lists:any(fun has_host/1, TruthNodes) orelse not lists:any(fun has_host/1, terrain_tree_compare:nodes(Found)) of
         true -> Found;
-        false -> rename(Found, fun(N) -> short(N, Prefix) end)
+        false ->
+            Short = rename(Found, fun(N) -> short(N, Prefix) end),
+            ShortNodes = terrain_tree_compare:nodes(Short),
+            ByHost = [host_of_vm(N) || N <- ShortNodes],
+            case {ShortNodes -- TruthNodes, ByHost -- TruthNodes, ByHost -- lists:usort(ByHost)} of
+                {[_ | _], [], []} -> rename(Short, fun host_of_vm/1);
+                _ -> Short
+            end
+    end.
+
+%% `tb1_1' -> tb1 (terrain_lab_hosts:host_group/2's names).
+host_of_vm(Node) ->
+    case re:run(atom_to_list(Node), "^(.+)_[0-9]+$", [{capture, all_but_first, list}]) of
+        {match, [Host]} -> list_to_atom(Host);
+        nomatch -> Node
     end.
 
 has_host(Node) ->
@@ -353,6 +427,8 @@ term_tree(File) ->
 -spec format_error({topology_cmd, term()}) -> iolist().
 format_error({topology_cmd, {usage, Usage, Count}}) ->
     io_lib:format("expected 'terrain topology ~ts' (~b argument~s after it)", [Usage, Count, case Count of 1 -> ""; _ -> "s" end]);
+format_error({topology_cmd, {load, Node, Why}}) ->
+    io_lib:format("loading the topology on ~ts failed: ~0tP", [Node, Why, 10]);
 format_error({topology_cmd, {bad_option, Name, Value, Allowed}}) ->
     io_lib:format("--~ts ~0tp: expected ~ts", [Name, Value, Allowed]);
 format_error({topology_cmd, {bad_topology, File, {format, none}}}) ->
