@@ -320,3 +320,25 @@ def test_events_as_json_lines_are_counted_by_name(tmp_path, make_run):
     assert errors == []
     assert '<td>events</td><td class="num">3</td>' in page
     assert '<td>compute</td><td class="num">2</td>' in page and '<td>send</td><td class="num">1</td>' in page
+
+
+def test_the_live_demo_step_renders_its_timeline_and_places(tmp_path, make_run):
+    run = make_run(tmp_path / "run")
+    (run / "live").mkdir()
+    (run / "live" / "live.json").write_text(
+        json.dumps(
+            {
+                "format": "terrain.live/1",
+                "healed_ms": 66,
+                "timeline": [{"t_s": 2.9, "what": "node joined", "version": 1, "detail": "n9 placed next to n3, n4"}],
+                "places": [{"node": "n9", "before": "-", "after": "live/s1/s1r2"}],
+            }
+        )
+    )
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["outputs"].append({"kind": "live", "file": "live/live.json", "parameters": {}})
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    page, errors = build_report([run])
+    assert errors == []
+    assert "Live cluster" in page
+    assert "<td>node joined</td>" in page and "<td>live/s1/s1r2</td>" in page

@@ -17,6 +17,7 @@
 -define(TERRAIN_FORMAT_EXPERIMENT, <<"terrain.experiment/1">>).
 -define(TERRAIN_FORMAT_GEV, <<"terrain.gev/1">>).
 -define(TERRAIN_FORMAT_LATENCY, <<"terrain.latency/1">>).
+-define(TERRAIN_FORMAT_LIVE, <<"terrain.live/1">>).
 -define(TERRAIN_FORMAT_MANIFEST, <<"terrain.manifest/1">>).
 -define(TERRAIN_FORMAT_STATE, <<"terrain.state/1">>).
 -define(TERRAIN_FORMAT_STATUS, <<"terrain.status/1">>).

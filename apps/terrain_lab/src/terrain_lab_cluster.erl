@@ -316,11 +316,13 @@ lab_vm_args(NodeSpec) ->
 
 %% @doc Prepares a booted node (started with `terrain_lab_code:vm_args()'): sets the
 %% attributes of its spec and the cluster's topology (the node spec's `topology' key,
-%% see {@link terrain_lab_spec:topology/2}) and starts the `terrain' application, all
+%% see {@link terrain_lab_spec:topology/2}), the live topology (`live': the terrain app
+%% env key of that name) and starts the `terrain' application, all
 %% before `Deadline' (monotonic ms).
 %% A node spec with `cpu' or `cpu_per_scheduler' and `cluster' (the cluster's name)
 %% has its VM put in CPU cgroups (terrain_lab_cgroup) first.
--spec setup_node(terrain_lab_spec:node_spec() | #{topology => terrain:topology_tree(), cluster => atom()},
+-spec setup_node(terrain_lab_spec:node_spec() | #{topology => terrain:topology_tree(), cluster => atom(),
+                                                  live => true | map()},
                  node(), integer()) ->
           {ok, node_info()} | {error, term()}.
 setup_node(#{name := Name, path := Path} = NodeSpec, Node, Deadline) ->
@@ -333,6 +335,8 @@ setup_node(#{name := Name, path := Path} = NodeSpec, Node, Deadline) ->
             andalso erpc:call(Node, application, set_env, [terrain, attrs, maps:get(attrs, NodeSpec)], Timeout),
         _ = maps:is_key(topology, NodeSpec)
             andalso erpc:call(Node, application, set_env, [terrain, topology, maps:get(topology, NodeSpec)], Timeout),
+        _ = maps:is_key(live, NodeSpec)
+            andalso erpc:call(Node, application, set_env, [terrain, live, maps:get(live, NodeSpec)], Timeout),
         {ok, _} = erpc:call(Node, application, ensure_all_started, [terrain], Timeout),
         Schedulers = erpc:call(Node, erlang, system_info, [schedulers_online], Timeout),
         {ok, maps:merge(#{name => Name, node => Node, path => Path, schedulers => Schedulers, os_pid => OsPid}, Cpu)}
