@@ -145,6 +145,14 @@ add(AddFile, Options, Dir, Io) ->
           (_) -> {error, {launch, no_spec_recorded}}
        end,
        fun({State, Spec, Terms}) ->
+               %% the resource guard, as for up: the VMs the merged spec adds
+               Added = length(terrain_lab_spec:nodes(Spec)) - length(maps:get(<<"nodes">>, State, [])),
+               case terrain_lab_guard:vms(max(Added, 0), #{}) of
+                   ok -> {ok, {State, Spec, Terms}};
+                   {error, _} = Error -> Error
+               end
+       end,
+       fun({State, Spec, Terms}) ->
                case terrain_lab_cluster_state:connect_cli(Dir) of
                    ok -> add_nodes(State, Spec, Terms, Options, Dir, Io);
                    {error, _} = Error -> Error

@@ -115,7 +115,8 @@ down_after_a_node_died(Config) ->
 
 live_up_add_down_nodes() ->
     [{doc, "up --live, up --add of a node into rack r2: status shows it in r2 on every node at one version; "
-           "choose --count 2 --spread depth:1 takes one node per rack; adding the same node again exits 1; down --nodes "
+           "choose --count 2 --spread depth:1 takes one node per rack; adding the same node again exits 1, adding 5000 "
+           "nodes is refused by the resource guard with nothing started; down --nodes "
            "stops it and it leaves every tree after the grace period"}].
 live_up_add_down_nodes(Config) ->
     Dir = ?config(priv_dir, Config),
@@ -149,6 +150,14 @@ live_up_add_down_nodes(Config) ->
         %% the same node again: the merged spec would name it twice
         {1, _, Twice} = terrain(Config, ["up", "--state-dir", State, "--add", Add]),
         ?assertNotEqual(nomatch, string:find(Twice, "node name d appears more than once")),
+        %% more VMs than memory allows: the resource guard refuses before any starts
+        Big = filename:join(Dir, "big.cluster"),
+        ok = file:write_file(Big, ["{group, r3, #{}, [",
+                                   lists:join(", ", [io_lib:format("{node, x~b, #{}}", [I]) || I <- lists:seq(1, 5000)]),
+                                   "]}.\n"]),
+        {1, _, Guarded} = terrain(Config, ["up", "--state-dir", State, "--add", Big]),
+        ?assertNotEqual(nomatch, string:find(Guarded, "5000 nodes need about")),
+        ?assertEqual(4, length(status_nodes(Config, State))),
         {0, DownOut, _} = terrain(Config, ["down", "--state-dir", State, "--nodes", "d"]),
         ?assertNotEqual(nomatch, string:find(DownOut, "stopped")),
         ok = poll(fun() ->
