@@ -226,9 +226,10 @@ sample(Coordinator, T0, State) ->
             _ = erlang:send_after(T0 + 1000 * (Second + 1), self(), {tick, Second + 1}, [{abs, true}]),
             Reports = ask(maps:get(reporters, State)),
             #{rows := Rows} = Next = rows(Second, Reports, State),
-            _ = is_pid(maps:get(progress, State))
-                andalso maps:get(progress, State) ! {emas_progress,
-                                                     lists:reverse(lists:sublist(Rows, length(Rows) - length(maps:get(rows, State))))},
+            case maps:get(progress, State) of
+                undefined -> ok;
+                Progress -> Progress ! {emas_progress, lists:reverse(lists:sublist(Rows, length(Rows) - length(maps:get(rows, State))))}
+            end,
             sample(Coordinator, T0, Next);
         {finish, Coordinator, Finals, ElapsedMs} ->
             #{second := Last} = State,
