@@ -17,8 +17,8 @@
 %% longer than an atom can be; a node name that epmd already has registered (a VM of
 %% another cluster, another state directory or anything else), naming the clashes and
 %% suggesting `--prefix'; and a spec whose VMs would not fit in memory: each VM is
-%% estimated at ?VM_MB MB (the resident size measured of a terrain node with network
-%% emulation, 38-40 MB, docs/CLI.md), and `up' refuses when the nodes would take more
+%% estimated by {@link vm_memory_mb/2} (measured: 23 MB plus 52 kB per connection,
+%% docs/CLI.md), and `up' refuses when the nodes would take more
 %% than ?MEM_SHARE% of `MemAvailable' in /proc/meminfo, unless `force'. Its default
 %% deadline grows with the node count ({@link default_timeout/1}); it prints "k of N
 %% nodes up" with an ETA on the `Io''s `err' device as the nodes come up.
@@ -40,11 +40,11 @@
          status/2,
          stop/3,
          still_running/1,
-         vm_memory_mb/0,
+         vm_memory_mb/2,
          format_error/1]).
 
-%% exports_not_used: vm_memory_mb/0 is read by terrain_lab_cli_contract_SUITE to size a spec too big.
--ignore_xref([{vm_memory_mb, 0}]).
+%% exports_not_used: vm_memory_mb/2 is read by terrain_lab_cli_contract_SUITE to size a spec too big.
+-ignore_xref([{vm_memory_mb, 2}]).
 
 -export_type([up_options/0, node_record/0, stop_result/0]).
 
@@ -68,7 +68,11 @@
 %% P)" or "still running (...)".
 -type stop_result() :: {NodeName :: binary(), How :: string()}.
 
--define(VM_MB, 40).         % estimated resident memory of one node's VM, MB
+%% Memory one node's VM takes (MemAvailable before and after, lean VM flags,
+%% docs/BENCHMARKS.md "256 VMs"): 23 MB unconnected, and 52 kB more for each
+%% distribution connection it holds: a full mesh of 256 VMs is 36 MB per VM.
+-define(VM_BASE_KB, 23 * 1024).
+-define(CONNECTION_KB, 52).
 -define(MEM_SHARE, 80).     % % of MemAvailable the nodes may take
 
 %%--------------------------------------------------------------------
@@ -109,10 +113,14 @@ up(SpecFile, #{netem := NetemOption} = Options, Dir, Io) ->
 default_timeout(N) ->
     max(60000, 30000 + 1000 * N).
 
-%% @doc The memory one node's VM is estimated to take, in MB.
--spec vm_memory_mb() -> pos_integer().
-vm_memory_mb() ->
-    ?VM_MB.
+%% @doc The memory one node's VM is estimated to take, in MB, in a cluster of
+%% `Count' nodes, connected to every other (`global''s full mesh, the default) or
+%% not (`connect_all => false': connections on demand, counted as none).
+-spec vm_memory_mb(pos_integer(), FullMesh :: boolean()) -> pos_integer().
+vm_memory_mb(Count, true) ->
+    (?VM_BASE_KB + ?CONNECTION_KB * (Count - 1) + 1023) div 1024;
+vm_memory_mb(_Count, false) ->
+    (?VM_BASE_KB + 1023) div 1024.
 
 %% @doc The recorded state of the cluster in `Dir' with every node checked at once
 %% under one deadline: each entry of `<<"nodes">>' gets `<<"state">>' `up' (it
@@ -177,7 +185,7 @@ format_error({launch, {name_clash, Clashes}}) ->
 format_error({launch, {too_big, Count, NeedMb, AvailableMb}}) ->
     io_lib:format("~b nodes need about ~b MB (~b MB per VM) but only ~b MB are available (~b% of MemAvailable); "
                   "nothing was started; use a smaller spec, or --force to start anyway",
-                  [Count, NeedMb, ?VM_MB, AvailableMb * ?MEM_SHARE div 100, ?MEM_SHARE]);
+                  [Count, NeedMb, NeedMb div Count, AvailableMb * ?MEM_SHARE div 100, ?MEM_SHARE]);
 format_error({launch, {bad_netem, Value}}) ->
     io_lib:format("--netem expects auto, on or off, got '~ts'", [Value]).
 
@@ -209,9 +217,10 @@ terrain_lab_dist_host() ->
 %% Refuses a spec whose VMs would not fit in memory (unless forced).
 check_memory({Spec, _} = SpecNetem, Options) ->
     Count = length(terrain_lab_spec:nodes(Spec)),
+    NeedMb = Count * vm_memory_mb(Count, terrain_lab_spec:connect_all(Spec)),
     case {maps:get(force, Options, false), mem_available_mb()} of
-        {false, {ok, Available}} when Count * ?VM_MB > Available * ?MEM_SHARE div 100 ->
-            {error, {launch, {too_big, Count, Count * ?VM_MB, Available}}};
+        {false, {ok, Available}} when NeedMb > Available * ?MEM_SHARE div 100 ->
+            {error, {launch, {too_big, Count, NeedMb, Available}}};
         _ ->
             {ok, SpecNetem}
     end.
@@ -281,13 +290,14 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
     ok = terrain_lab_cluster_state:connect_cli(Dir),
     terrain_lab_io:progress(Io, "starting ~b nodes of ~ts (deadline ~b s)~n", [length(Nodes), SpecPath, Timeout div 1000]),
     _ = Netem andalso terrain_lab_io:progress(Io, "network emulation on: ~ts~n", [netem_summary(Spec)]),
-    lists:foreach(fun({#{name := Name} = NodeSpec, Node}) ->
-                          NetemArgs = case Netem of
-                                          true -> terrain_lab_netem:vm_args(Spec, Prefix, Name);
-                                          false -> []
-                                      end,
-                          Remote orelse spawn_vm(NodeSpec, Node, Dir, NetemArgs ++ tls_args(Tls, Dir, Name))
-                  end, Nodes),
+    _ = Remote orelse
+        spawn_vms([fun() ->
+                           NetemArgs = case Netem of
+                                           true -> terrain_lab_netem:vm_args(Spec, Prefix, Name);
+                                           false -> []
+                                       end,
+                           spawn_vm(NodeSpec, Node, Dir, NetemArgs ++ tls_args(Tls, Dir, Name))
+                   end || {#{name := Name} = NodeSpec, Node} <- Nodes], Io),
     Self = self(),
     Topology = terrain_lab_spec:topology(Spec, fun(Name) -> proplists:get_value(Name, [{N, Node} || {#{name := N}, Node} <- Nodes]) end),
     Workers = [spawn_monitor(fun() -> Self ! {self(), remote_spawn_then_bring_up(Remote, NodeSpec#{topology => Topology,
@@ -393,6 +403,35 @@ level_text(#{latency_us := L, jitter_us := J, bandwidth_bytes_per_s := B}) ->
 
 unit(null, _Unit) -> "-";
 unit(Value, Unit) -> integer_to_list(Value) ++ Unit.
+
+%% Starts the detached VMs, a few at a time (each `erl -detached' takes 0.1–0.3 s of
+%% a core before it returns; one after the other, 256 took 72 s, docs/BENCHMARKS.md),
+%% with "started k of N VMs" progress.
+spawn_vms(Spawns, Io) ->
+    Parallel = 2 * erlang:system_info(schedulers_online),
+    Total = length(Spawns),
+    Step = max(1, Total div 10),
+    T0 = erlang:monotonic_time(millisecond),
+    spawn_vms(Spawns, #{}, 0, Parallel, fun(K) ->
+                                                 Elapsed = erlang:monotonic_time(millisecond) - T0,
+                                                 _ = (K rem Step =:= 0 andalso K < Total) andalso
+                                                     terrain_lab_io:progress(Io, "started ~b of ~b VMs, ~.1f s elapsed, ETA ~.1f s~n",
+                                                                             [K, Total, Elapsed / 1000,
+                                                                              Elapsed * (Total - K) / K / 1000]),
+                                                 ok
+                                         end).
+
+spawn_vms([], Running, _Done, _Parallel, _Progress) when map_size(Running) =:= 0 ->
+    ok;
+spawn_vms([Spawn | Rest], Running, Done, Parallel, Progress) when map_size(Running) < Parallel ->
+    {Pid, Ref} = spawn_monitor(Spawn),
+    spawn_vms(Rest, Running#{Ref => Pid}, Done, Parallel, Progress);
+spawn_vms(Spawns, Running, Done, Parallel, Progress) ->
+    receive
+        {'DOWN', Ref, process, _, _} when is_map_key(Ref, Running) ->
+            ok = Progress(Done + 1),
+            spawn_vms(Spawns, maps:remove(Ref, Running), Done + 1, Parallel, Progress)
+    end.
 
 %% A detached VM that writes its pid, reads the cookie, and only then goes distributed
 %% (through the netem epmd module when `NetemArgs' say so).
