@@ -41,6 +41,7 @@
          stop/3,
          still_running/1,
          vm_memory_mb/2,
+         mem_available_mb/0,
          format_error/1]).
 
 %% exports_not_used: vm_memory_mb/2 is read by terrain_lab_cli_contract_SUITE to size a spec too big.
@@ -225,6 +226,8 @@ check_memory({Spec, _} = SpecNetem, Options) ->
             {ok, SpecNetem}
     end.
 
+%% @doc `MemAvailable' of /proc/meminfo in MB, `unknown' where it cannot be read.
+-spec mem_available_mb() -> {ok, non_neg_integer()} | unknown.
 mem_available_mb() ->
     case file:read_file("/proc/meminfo") of
         {ok, Text} ->

@@ -43,6 +43,7 @@ from terrain_analysis.emas import read_run, read_scaling, write_emas_plots
 from terrain_analysis.events import read_events, write_event_views
 from terrain_analysis.experiment_plots import write_experiment_plots
 from terrain_analysis.fit_json import write_fit_json
+from terrain_analysis.scale import read_scale, write_scale_plot
 from terrain_analysis.plots import write_plots
 from terrain_analysis.report import write_report
 from terrain_analysis.topology import Discovery, discover, read_latency, read_topology, topology_document
@@ -226,6 +227,33 @@ def _topology_arguments(parser: argparse.ArgumentParser) -> None:
 def _collective_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("collective", type=Path, help="collective.json written by 'terrain collective bench'")
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="directory for the plot")
+
+
+def _scale_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scale", type=Path, help="scale.json written by 'terrain experiment scale'")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="directory for the plot")
+
+
+def _run_scale(arguments: argparse.Namespace, out: TextIO) -> int:
+    source: Path = arguments.scale
+    try:
+        document, rows = read_scale(source)
+    except OSError as error:
+        raise CommandError(f"cannot read {str(source)!r}: {error.strerror or error}") from None
+    except ValueError as error:
+        raise CommandError(f"{source}: {error}") from None
+    machine = document.get("machine_at_start") or {}
+    title = (f"terrain's operations against cluster size ({machine.get('logical_processors', '?')} cores, "
+             f"load {machine.get('loadavg1', '?')} at start)")
+    directory: Path = arguments.out
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        written = write_scale_plot(rows, directory, title)
+    except OSError as error:
+        raise CommandError(f"cannot write to {str(directory)!r}: {error.strerror or error}") from None
+    for path in written:
+        print(path, file=out)
+    return 0
 
 
 def _run_collective(arguments: argparse.Namespace, out: TextIO) -> int:
@@ -528,6 +556,17 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         ),
         add_arguments=_topology_arguments,
         run=_run_topology,
+    ),
+    Subcommand(
+        name="scale",
+        summary="plot the lab's operations' times against cluster size with their growth exponents",
+        description=(
+            "Read scale.json (format terrain.scale/1, written by 'terrain experiment scale') and draw each "
+            "operation's wall time against the number of VMs, log-log, with the least-squares power law "
+            "(time proportional to n^b) dashed and b in the legend (PNG and SVG) to --out."
+        ),
+        add_arguments=_scale_arguments,
+        run=_run_scale,
     ),
     Subcommand(
         name="collective",

@@ -1053,6 +1053,7 @@ RENDERERS: dict[str, Renderer] = {
     "events": render_events,
     "emas": summary_renderer("EMAS", ["terrain.emas/", "terrain.emas_scaling/"]),
     "experiment": summary_renderer("Experiments", ["terrain.experiment/"]),
+    "scale": summary_renderer("Scaling with the cluster size", ["terrain.scale/"]),
     # The kinds terrain bench records on main at the time of writing (docs/REPORT.md) ...
     "bench_summary": summary_renderer("DE-Bench summary", ["terrain.bench/"]),
     "bench_sweep": summary_renderer("DE-Bench sweep", ["terrain.bench/"]),
