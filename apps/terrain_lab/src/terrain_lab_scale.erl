@@ -24,6 +24,10 @@
          growth_exponent/1,
          format_error/1]).
 
+%% exports_not_used: sizes/1, spec_terms/1 and growth_exponent/1 are the experiment's pure parts,
+%% checked by terrain_lab_scale_tests.
+-ignore_xref([{sizes, 1}, {spec_terms, 1}, {growth_exponent, 1}]).
+
 -export_type([options/0]).
 
 -type options() :: #{max_nodes := pos_integer(),          % the largest size (at least 16)

@@ -234,46 +234,44 @@ def _scale_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="directory for the plot")
 
 
-def _run_scale(arguments: argparse.Namespace, out: TextIO) -> int:
-    source: Path = arguments.scale
+def _plot_document(source: Path, read: Callable, directory: Path, draw: Callable, out: TextIO) -> int:
+    """Read ``source`` with ``read``, draw with ``draw(document, directory)`` and print the files written,
+    turning unreadable input and unwritable output into a :class:`CommandError` naming the path."""
     try:
-        document, rows = read_scale(source)
+        document = read(source)
     except OSError as error:
         raise CommandError(f"cannot read {str(source)!r}: {error.strerror or error}") from None
     except ValueError as error:
         raise CommandError(f"{source}: {error}") from None
-    machine = document.get("machine_at_start") or {}
-    title = (f"terrain's operations against cluster size ({machine.get('logical_processors', '?')} cores, "
-             f"load {machine.get('loadavg1', '?')} at start)")
-    directory: Path = arguments.out
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        written = write_scale_plot(rows, directory, title)
+        written = draw(document, directory)
     except OSError as error:
         raise CommandError(f"cannot write to {str(directory)!r}: {error.strerror or error}") from None
     for path in written:
         print(path, file=out)
     return 0
+
+
+def _run_scale(arguments: argparse.Namespace, out: TextIO) -> int:
+    def draw(document_rows: tuple, directory: Path) -> list[Path]:
+        document, rows = document_rows
+        machine = document.get("machine_at_start") or {}
+        title = (f"terrain's operations against cluster size ({machine.get('logical_processors', '?')} cores, "
+                 f"load {machine.get('loadavg1', '?')} at start)")
+        return write_scale_plot(rows, directory, title)
+
+    return _plot_document(arguments.scale, read_scale, arguments.out, draw, out)
 
 
 def _run_collective(arguments: argparse.Namespace, out: TextIO) -> int:
-    source: Path = arguments.collective
-    try:
-        header, results = read_collective(source)
-    except OSError as error:
-        raise CommandError(f"cannot read {str(source)!r}: {error.strerror or error}") from None
-    except ValueError as error:
-        raise CommandError(f"{source}: {error}") from None
-    directory: Path = arguments.out
-    title = f"allreduce on {header.get('spec', '?')}: {header.get('nodes', '?')} nodes, {header.get('members', '?')} members"
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        written = write_collective_plot(results, directory, title)
-    except OSError as error:
-        raise CommandError(f"cannot write to {str(directory)!r}: {error.strerror or error}") from None
-    for path in written:
-        print(path, file=out)
-    return 0
+    def draw(header_results: tuple, directory: Path) -> list[Path]:
+        header, results = header_results
+        title = (f"allreduce on {header.get('spec', '?')}: {header.get('nodes', '?')} nodes, "
+                 f"{header.get('members', '?')} members")
+        return write_collective_plot(results, directory, title)
+
+    return _plot_document(arguments.collective, read_collective, arguments.out, draw, out)
 
 
 def _alpha(text: str) -> float | str:
