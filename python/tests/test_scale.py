@@ -49,3 +49,14 @@ def test_command_writes_png_and_svg(tmp_path, capsys):
     assert main(["scale", str(path), "--out", str(tmp_path / "plots")]) == 0
     assert (tmp_path / "plots" / "scale_time_vs_nodes.png").stat().st_size > 0
     assert "scale_time_vs_nodes.svg" in capsys.readouterr().out
+
+
+def test_predicted_rows_are_drawn_hollow_and_left_out_of_the_fit(tmp_path):
+    rows = _rows() + [{"nodes": 128, "operation": "probe", "seconds": 999.0, "predicted": True}]
+    path = tmp_path / "scale.json"
+    path.write_text(json.dumps(_document(rows)))
+    _, read = read_scale(path)
+    assert [r.predicted for r in read if r.nodes == 128] == [True]
+    axes = scale_figure(read, "t").axes[0]
+    assert "probe (b = 2.00)" in [t.get_text() for t in axes.get_legend().get_texts()]
+    assert any(line.get_fillstyle() == "none" for line in axes.get_lines())

@@ -8,9 +8,11 @@
 %% up', state in `Dir/state'), then, from this VM joined as a hidden node as the CLI
 %% joins: `attrs' (one attribute of every node, all must answer), `choose' (a
 %% predicate every node satisfies), `probe' (all ordered pairs, concurrently, one
-%% batch of 10 round trips each, under a time budget: pairs not reached in the budget
-%% are counted, not waited for) and `down'. `MemAvailable' is read before `up' and
-%% after it. The growth exponent b of an operation is the slope of log(time) against
+%% batch of 10 round trips each) and `down'. The probe has a budget: a probe of
+%% n(n−1) pairs costs about its pairs, so when the last size's probe time scaled by
+%% the pairs exceeds the budget the probe is not run and that prediction is recorded
+%% instead (`predicted', left out of the fit). `MemAvailable' is read before `up' and
+%% after it. `scale.json' is rewritten after every size (`partial' until the last). The growth exponent b of an operation is the slope of log(time) against
 %% log(n) by least squares (time ∝ n^b): 1 is linear, 2 quadratic.
 %%
 %% Writes `scale.json' (`terrain.scale/1') and `manifest.json' (kind `scale'); the
@@ -31,7 +33,7 @@
 -export_type([options/0]).
 
 -type options() :: #{max_nodes := pos_integer(),          % the largest size (at least 16)
-                     probe_budget_s := pos_integer(),     % seconds for the probe at each size
+                     probe_budget_s := pos_integer(),     % seconds the probe may take at one size
                      prefix := string(),                  % node names' prefix
                      io := terrain_lab_io:io()}.
 
@@ -81,18 +83,16 @@ growth_exponent(Points) ->
 run(Dir, #{max_nodes := Max} = Options, Progress) when Max >= 16 ->
     Started = terrain_lab_run:timestamp(),
     Machine = terrain_lab_experiment:machine(),
-    case measure_sizes(sizes(Max), Dir, Options, Progress, []) of
-        {ok, Rows} ->
-            Operations = [up, attrs, choose, probe, down],
-            Exponents = maps:from_list([{Op, growth_exponent([{N, S} || #{nodes := N, operation := O, seconds := S}
-                                                                            <- Rows, O =:= Op])}
-                                        || Op <- Operations]),
-            Summary = #{format => ?FORMAT, sizes => sizes(Max), rows => Rows, growth_exponents => Exponents,
-                        probe_budget_s => maps:get(probe_budget_s, Options), started_at => Started,
-                        finished_at => terrain_lab_run:timestamp(), machine_at_start => Machine},
-            write(Dir, Summary, Options);
-        {error, _} = Error ->
-            Error
+    Summarise = fun(Rows, Partial) ->
+                        #{format => ?FORMAT, sizes => lists:usort([N || #{nodes := N} <- Rows]), rows => Rows,
+                          growth_exponents => exponents(Rows), partial => Partial,
+                          probe_budget_s => maps:get(probe_budget_s, Options), started_at => Started,
+                          finished_at => terrain_lab_run:timestamp(), machine_at_start => Machine}
+                end,
+    Checkpoint = fun(Rows) -> terrain_json:write_file(filename:join(Dir, "scale.json"), Summarise(Rows, true)) end,
+    case measure_sizes(sizes(Max), Dir, Options#{checkpoint => Checkpoint}, Progress, []) of
+        {ok, Rows} -> write(Dir, Summarise(Rows, false), Options);
+        {error, _} = Error -> Error
     end;
 run(_Dir, #{max_nodes := Max}, _Progress) ->
     {error, {scale, {too_small, Max}}}.
@@ -109,13 +109,31 @@ format_error({scale, {write, File, Why}}) ->
 %%--------------------------------------------------------------------
 %% Internal functions
 
+%% Each operation's growth exponent over the measured (not predicted) sizes.
+exponents(Rows) ->
+    maps:from_list([{Op, growth_exponent([{N, S} || #{nodes := N, operation := O, seconds := S} = R <- Rows,
+                                                     O =:= Op, not maps:get(predicted, R, false)])}
+                    || Op <- [up, attrs, choose, probe, down]]).
+
 measure_sizes([], _Dir, _Options, _Progress, Acc) ->
     {ok, lists:append(lists:reverse(Acc))};
-measure_sizes([N | Rest], Dir, Options, Progress, Acc) ->
+measure_sizes([N | Rest], Dir, #{checkpoint := Checkpoint} = Options, Progress, Acc) ->
     Progress(io_lib:format("~b nodes~n", [N])),
-    case measure(N, Dir, Options, Progress) of
-        {ok, Rows} -> measure_sizes(Rest, Dir, Options, Progress, [Rows | Acc]);
-        {error, _} = Error -> Error
+    case measure(N, Dir, Options#{previous => lists:append(Acc)}, Progress) of
+        {ok, Rows} ->
+            _ = Checkpoint(lists:append(lists:reverse([Rows | Acc]))),
+            measure_sizes(Rest, Dir, Options, Progress, [Rows | Acc]);
+        {error, _} = Error ->
+            Error
+    end.
+
+%% The probe's time at `N' nodes predicted from the largest measured size: it grows
+%% with the pairs.
+predicted_probe_s(N, Previous) ->
+    case lists:reverse(lists:sort([{M, S} || #{nodes := M, operation := probe, seconds := S} = R <- Previous,
+                                             not maps:get(predicted, R, false)])) of
+        [{M, S} | _] -> {M, S * (N * (N - 1)) / (M * (M - 1))};
+        [] -> none
     end.
 
 measure(N, Dir, #{prefix := Prefix, io := Io} = Options, Progress) ->
@@ -157,7 +175,7 @@ measure(N, Dir, #{prefix := Prefix, io := Io} = Options, Progress) ->
             {error, {scale, {write, SpecFile, Why}}}
     end.
 
-measure_running(N, Nodes, State, #{probe_budget_s := Budget}, Progress) ->
+measure_running(N, Nodes, State, #{probe_budget_s := Budget} = Options, Progress) ->
     ok = terrain_lab_cluster_state:connect_cli(State),
     {AttrsS, Answers} = timed(fun() -> terrain:attrs(Nodes, [vm_schedulers_online], #{timeout => ?QUERY_TIMEOUT}) end),
     Answered = case Answers of
@@ -167,24 +185,33 @@ measure_running(N, Nodes, State, #{probe_budget_s := Budget}, Progress) ->
     {ChooseS, Chosen} = timed(fun() -> terrain:choose_nodes(Nodes, [{vm_schedulers_online, ge, 1}],
                                                             #{timeout => ?QUERY_TIMEOUT}) end),
     ChosenCount = case Chosen of L when is_list(L) -> length(L); _ -> 0 end,
-    {ProbeS, Probe} = timed(fun() -> terrain_lab_probe:probe(Nodes, #{strategy => concurrent, batches => 1,
-                                                                      messages => 10, warmup => 2,
-                                                                      budget_ms => Budget * 1000}) end),
     Pairs = N * (N - 1),
-    Measured = case Probe of
-                   {ok, #{pairs := P}} -> length([ok || {ok, _} <- maps:values(P)]);
-                   {error, _} -> 0
+    ProbeRow = case predicted_probe_s(N, maps:get(previous, Options, [])) of
+                   {From, Predicted} when Predicted > Budget ->
+                       Progress(io_lib:format("  probe not run: ~.0f s predicted from ~b nodes, over the budget "
+                                              "of ~b s~n", [Predicted, From, Budget])),
+                       #{nodes => N, operation => probe, seconds => Predicted, predicted => true,
+                         detail => #{pairs => Pairs, predicted_from_nodes => From, budget_s => Budget}};
+                   _ ->
+                       {ProbeS, Probe} = timed(fun() -> terrain_lab_probe:probe(Nodes, #{strategy => concurrent,
+                                                                                         batches => 1, messages => 10,
+                                                                                         warmup => 2}) end),
+                       Measured = case Probe of
+                                      {ok, #{pairs := P}} -> length([ok || {ok, _} <- maps:values(P)]);
+                                      {error, _} -> 0
+                                  end,
+                       Progress(io_lib:format("  probe ~.1f s (~b of ~b pairs)~n", [ProbeS, Measured, Pairs])),
+                       #{nodes => N, operation => probe, seconds => ProbeS,
+                         detail => #{pairs => Pairs, pairs_measured => Measured, budget_s => Budget,
+                                     strategy => concurrent}}
                end,
-    Progress(io_lib:format("  attrs ~.2f s (~b of ~b answered), choose ~.2f s (~b chosen), "
-                           "probe ~.1f s (~b of ~b pairs)~n",
-                           [AttrsS, Answered, N, ChooseS, ChosenCount, ProbeS, Measured, Pairs])),
+    Progress(io_lib:format("  attrs ~.2f s (~b of ~b answered), choose ~.2f s (~b chosen)~n",
+                           [AttrsS, Answered, N, ChooseS, ChosenCount])),
     case {Answered, ChosenCount} of
         {N, N} ->
             {ok, [#{nodes => N, operation => attrs, seconds => AttrsS, detail => #{answered => Answered}},
                   #{nodes => N, operation => choose, seconds => ChooseS, detail => #{chosen => ChosenCount}},
-                  #{nodes => N, operation => probe, seconds => ProbeS,
-                    detail => #{pairs => Pairs, pairs_measured => Measured, budget_s => Budget,
-                                strategy => concurrent}}]};
+                  ProbeRow]};
         _ ->
             {error, {not_every_node, #{answered => Answered, chosen => ChosenCount, nodes => N}}}
     end.

@@ -28,11 +28,13 @@ _OPERATIONS = ("up", "attrs", "choose", "probe", "down")
 
 @dataclass(frozen=True)
 class ScaleRow:
-    """One measurement of ``scale.json``: ``operation`` on ``nodes`` VMs took ``seconds``."""
+    """One row of ``scale.json``: ``operation`` on ``nodes`` VMs took ``seconds`` (``predicted``: not run
+    because the prediction was over the budget; drawn hollow and left out of the fit)."""
 
     nodes: int
     operation: str
     seconds: float
+    predicted: bool = False
 
 
 def read_scale(path: str | os.PathLike[str]) -> tuple[dict, list[ScaleRow]]:
@@ -60,7 +62,8 @@ def read_scale(path: str | os.PathLike[str]) -> tuple[dict, list[ScaleRow]]:
     rows = []
     for k, row in enumerate(document.get("rows") or []):
         try:
-            rows.append(ScaleRow(int(row["nodes"]), str(row["operation"]), float(row["seconds"])))
+            rows.append(ScaleRow(int(row["nodes"]), str(row["operation"]), float(row["seconds"]),
+                                 bool(row.get("predicted", False))))
         except (KeyError, TypeError, ValueError):
             raise ValueError(f"'rows'[{k}] must have 'nodes', 'operation' and 'seconds', got {row!r}") from None
     return document, rows
@@ -85,7 +88,10 @@ def scale_figure(rows: list[ScaleRow], title: str) -> Figure:
     operations = [op for op in _OPERATIONS if any(r.operation == op for r in rows)]
     operations += sorted({r.operation for r in rows} - set(operations))
     for colour, operation in zip(("C0", "C1", "C2", "C3", "C4", "C5", "C6"), operations, strict=False):
-        points = sorted((r.nodes, r.seconds) for r in rows if r.operation == operation)
+        points = sorted((r.nodes, r.seconds) for r in rows if r.operation == operation and not r.predicted)
+        predicted = sorted((r.nodes, r.seconds) for r in rows if r.operation == operation and r.predicted)
+        if predicted:
+            axes.plot([n for n, _ in predicted], [t for _, t in predicted], "o", color=colour, fillstyle="none")
         b = growth_exponent(points)
         label = f"{operation} (b = {b:.2f})" if b is not None else operation
         axes.plot([n for n, _ in points], [t for _, t in points], "o-", color=colour, label=label)
@@ -104,7 +110,9 @@ def scale_figure(rows: list[ScaleRow], title: str) -> Figure:
     axes.set_ylabel("wall time (s)")
     axes.set_title(title, fontsize=10)
     axes.grid(True, which="both", alpha=0.3)
-    axes.legend(fontsize=8, title="operation (time ∝ nᵇ, fit dashed)", title_fontsize=8)
+    title = "operation (time ∝ nᵇ, fit dashed"
+    title += "; hollow: predicted, not run)" if any(r.predicted for r in rows) else ")"
+    axes.legend(fontsize=8, title=title, title_fontsize=8)
     figure.tight_layout()
     return figure
 
