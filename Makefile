@@ -5,15 +5,16 @@ SHELL := /bin/bash
 # chromium: the report's browser test (pytest -m browser) opens the HTML report in it.
 # graphviz: the ML-ACO experiment draws its placements (dot).
 # openssh-server, openssh-client, iproute2: the test hosts of the ssh launcher (network namespaces with sshd).
+# elixir: the Elixir example project (examples/elixir_app) that depends on terrain.
 APT_PACKAGES := erlang-nox erlang-dev rebar3 erlang-common-test erlang-dialyzer erlang-proper erlang-proper-dev \
-                chromium graphviz openssh-server openssh-client iproute2
+                chromium graphviz openssh-server openssh-client iproute2 elixir
 VENV := .venv
 PYTHON := $(VENV)/bin/python
 REBAR := rebar3
 TEST_PATHS = $(wildcard _build/test/lib/*/ebin) $(wildcard _build/test/lib/*/test)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup apt build escript check compile xref dialyzer eunit ct proper pytest test bench demo clean
+.PHONY: setup apt build escript check compile xref dialyzer docs eunit ct proper pytest examples test bench demo clean
 
 ## setup: Erlang/OTP, rebar3 and test applications from Debian; the Python package in .venv
 setup: apt $(VENV)/.installed
@@ -49,6 +50,11 @@ xref: apt
 dialyzer: apt
 	$(REBAR) dialyzer
 
+## docs: API documentation (edoc) of the library's public modules in _build/docs/index.html;
+## fails on any edoc error in any module, or an exported function or type of a public module without documentation
+docs: apt
+	escript tools/edoc.escript
+
 eunit: apt
 	$(REBAR) eunit
 
@@ -60,11 +66,20 @@ proper: apt
 	@$(REBAR) as test compile
 	erl -noshell -pa $(TEST_PATHS) -eval 'terrain_test_runner:proper(), halt().'
 
+## examples: the two projects that depend on terrain as users' projects do, each with its own build
+## and tests: examples/erlang_app (rebar3, Common Test) and examples/elixir_app (mix, ExUnit; no hex:
+## terrain's applications are path dependencies that mix builds with Debian's rebar3)
+examples: apt
+	@epmd -daemon
+	cd examples/erlang_app && $(REBAR) ct
+	cd examples/elixir_app && MIX_REBAR3=$$(command -v rebar3) REBAR_BASE_DIR=$(CURDIR)/examples/elixir_app/_build/rebar3 \
+	    MIX_ENV=test mix test
+
 pytest: $(VENV)/.installed
 	cd python && ../$(VENV)/bin/python -m pytest -q
 
 ## test: everything CI runs; exits non-zero on any failure
-test: setup check eunit ct proper pytest
+test: setup check docs eunit ct proper examples pytest
 
 ## bench: every benchmark (figures go to docs/BENCHMARKS.md with this command)
 bench: setup build
@@ -80,4 +95,4 @@ demo: setup build
 
 clean:
 	$(REBAR) clean
-	rm -rf bin _build/test/logs
+	rm -rf bin _build/test/logs examples/erlang_app/_build examples/elixir_app/_build examples/elixir_app/deps

@@ -7,6 +7,22 @@
 %% cluster's communication hierarchy instead of naming hosts. See the README for the
 %% concepts and docs/INTERNALS.md for the processes behind this API.
 %%
+%% Every node a program runs on starts the `terrain' application (it holds the
+%% node's attributes and its topology); here, one node on its own:
+%% ```
+%% {ok, _} = application:ensure_all_started(terrain),
+%% ok = terrain:set_attr(gpu, true),
+%% true = terrain:attr(gpu),
+%% ok = terrain:load_topology({network, dc, [{network, rack1, [{node, node()}, {node, 'b@host1'}]},
+%%                                          {network, rack2, [{node, 'c@host2'}]}]}),
+%% very_near = terrain:level(node(), 'b@host1'),
+%% very_far = terrain:level(node(), 'c@host2'),
+%% %% nodes with a GPU and at least one scheduler, nearest first (here: this one)
+%% [Here] = terrain:choose_nodes(all, [{gpu, true}, {vm_schedulers_online, ge, 1}],
+%%                               #{order_by => distance}),
+%% {ok, _Pid, Here} = terrain:spawn_on([{gpu, true}], fun() -> ok end, #{}).
+%% '''
+%%
 %% == Attributes ==
 %%
 %% An <em>attribute</em> is a named property of a node: `vm_num_processors',
@@ -52,9 +68,9 @@
 %% Predicates: `{Attr, eq|ne|lt|le|gt|ge, Const}' (`==' semantics for numbers),
 %% `{Attr, true|false|yes|no}', `{Attr, in, List}', `{Attr, exists}', `{Attr, low|high}',
 %% `{Attr, top|bottom, K}', `{dist, Op, R}', `{dist, From, Op, R}', `{level, Op, Level}',
-%% `{group, Scope, Group}', `{'not', P}', `{'or', Ps}', `{'and', Ps}'; a list means
+%% `{group, Scope, Group}', ``{'not', P}'', ``{'or', Ps}'', ``{'and', Ps}''; a list means
 %% `and'. A predicate on an `undefined' value is neither true nor false, and `not'
-%% keeps it so: `{'not', {load, lt, 1}}' does not select nodes without a `load'.
+%% keeps it so: ``{'not', {load, lt, 1}}'' does not select nodes without a `load'.
 %% docs/ATTRIBUTES.md defines `low', `high', `top' and `bottom' precisely.
 %%
 %% == Topology, distances and placement ==
@@ -124,6 +140,7 @@
          render_topology/2,
          distance/2,
          level/2,
+         levels/0,
          disc/2,
          spawn_on/3,
          place_tree/2]).
@@ -205,7 +222,7 @@
 %% The nodes to choose from: a list (its order is kept, duplicates too), `all' (this
 %% node and every connected node), or the nodes of the members of a `pg' group.
 
--type level() :: terrain_topology:level().
+-type level() :: same_node | very_near | near | far | very_far | anywhere.
 %% Levels of the communication hierarchy, nearest first (see the topology section).
 
 -type predicate() :: {attr_name(), eq | ne | lt | le | gt | ge, term()}
@@ -223,6 +240,7 @@
                    | {'or', [predicate()]}
                    | {'and', [predicate()]}
                    | [predicate()].
+%% A predicate of the selection language (docs/ATTRIBUTES.md, docs/DISTANCES.md); a list means `and'.
 
 -type choose_options() :: #{timeout => non_neg_integer(),
                             max_age => non_neg_integer() | infinity,
@@ -256,7 +274,11 @@
 %%     `scheduler_utilisation', a 10-second moving average).</li>
 %% </ul>
 
--type explanation() :: terrain_select:explanation().
+-type explanation() :: #{candidates := non_neg_integer(),
+                         unreachable := #{node() => term()},
+                         steps := [{predicate(), non_neg_integer()}],
+                         removed_by := predicate() | none,
+                         last := #{node() => #{term() => term()}}}.
 %% Why nothing matched; render it with {@link format_explanation/1}.
 
 -type spawn_options() :: #{candidates => candidates(),
@@ -298,37 +320,87 @@
 %% <li>`timeout', `max_age' — for the attributes the vertices' predicates need.</li>
 %% </ul>
 
--type topology_tree() :: terrain_topology:tree().
+-type topology_tree() :: {network, term(), [topology_tree()]}
+                       | {network, [topology_tree()]}
+                       | {network, term(), #{height => number()}, [topology_tree()]}
+                       | {node, node()}.
 %% A topology term: `{network, Name, Children}', `{network, Children}',
 %% `{network, Name, #{height => Microseconds}, Children}' or `{node, Node}'
 %% (docs/DISTANCES.md).
 
--type topology_format() :: terrain_topology:format().
+-type topology_format() :: term | text | dot | newick | json.
 %% `term' (consultable), `text' (indented), `dot' (Graphviz), `newick', `json'
 %% (`terrain.topology/1'). {@link load_topology/1} reads `term' and `json'.
 
--type latency() :: terrain_discovery:latency().
+-type latency() :: #{nodes := [node()],
+                     stats := #{atom() => [[number() | null]]},
+                     atom() => term()}.
 %% A latency matrix as {@link read_latency/1} returns it: `nodes' and, per statistic,
 %% the round trips in µs (docs/TOPOLOGY_DISCOVERY.md).
 
--type discovery_options() :: terrain_discovery:options().
+-type discovery_options() ::
+        #{statistic => min | median | mean | p95,
+          symmetrise => min | mean | max,
+          linkage => terrain_linkage:method(),
+          alpha => auto | number(),
+          outliers => repair | keep,
+          outlier_factor => number(),
+          alpha_range => {number(), number()},
+          alpha_steps => pos_integer(),
+          alpha_min_plateau => number()}.
 %% Options of {@link discover/2}: `statistic', `symmetrise', `linkage', `alpha',
 %% `outliers', `outlier_factor', `alpha_range', `alpha_steps', `alpha_min_plateau'
 %% (each documented in docs/TOPOLOGY_DISCOVERY.md).
+%% <ul>
+%% <li>`statistic' — matrix of latency.json to cluster (default min)</li>
+%% <li>`symmetrise' — combine a→b with b→a (default min)</li>
+%% <li>`linkage' — average (default), complete or single</li>
+%% <li>`alpha' — auto (default, per level) or a fixed α ≥ 1</li>
+%% <li>`outliers' — repair outliers first (default) or not</li>
+%% <li>`outlier_factor' — > 1: a round trip above this many times its level's median is an outlier
+%%     (default 3)</li>
+%% <li>`alpha_range' — α grid of auto (default {1, 4})</li>
+%% <li>`alpha_steps' — grid values of auto, ≥ 2 (default 31)</li>
+%% <li>`alpha_min_plateau' — > 1: auto keeps a level only if its partition holds while α grows this
+%%     much (default 1.2)</li>
+%% </ul>
 
--type discovery() :: terrain_discovery:result().
+-type discovery() :: #{topology := topology_tree(),
+                       nodes := [node()],
+                       options := discovery_options(),
+                       levels => [terrain_alpha:level()],
+                       single_alpha => {float(), float()} | none,
+                       repaired := non_neg_integer(),
+                       pairs := non_neg_integer()}.
 %% What {@link discover/2} found: the tree under `topology' (load it with
 %% {@link load_topology/1}), the α of each level under `levels', the number of
 %% round trips `repaired' out of `pairs'.
 
--type comparison() :: terrain_tree_compare:report().
+-type comparison() ::
+        #{levels := [#{level := pos_integer(),
+                       truth_clusters := pos_integer(),
+                       found_clusters := pos_integer(),
+                       ari := float()}],
+          clade_recall := float(),
+          clade_precision := float(),
+          truth_clades := non_neg_integer(),
+          found_clades := non_neg_integer(),
+          common_clades := non_neg_integer(),
+          nodes := non_neg_integer()}.
 %% What {@link compare_topologies/2} reports: per-level adjusted Rand index, clade
 %% recall and precision.
+%% <ul>
+%% <li>`levels' — depth in the true tree</li>
+%% </ul>
 
--type duration_model() :: terrain_variability:model().
+-type duration_model() :: #{location := float(), scale := float(), shape := float(),
+                            tail := float(), side := upper | lower | both}.
 %% A loaded GEV model of durations: `location', `scale', `shape' (ξ), `tail', `side'.
 
--type duration_model_options() :: terrain_variability:load_options().
+-type duration_model_options() ::
+        #{name => atom(),
+          tail => float(),
+          side => upper | lower | both}.
 %% Options of {@link load_duration_model/2}:
 %% <ul>
 %% <li>`name' — the model's name (default `default');</li>
@@ -549,6 +621,13 @@ distance(A, B) ->
 -spec level(A :: node(), B :: node()) -> level().
 level(A, B) ->
     terrain_choose:topology_level(terrain_topology_server:current(), A, B).
+
+%% @doc The levels, nearest first: `[same_node, very_near, near, far, very_far,
+%% anywhere]'. The predicate `{level, Op, Level}' compares levels in this order; a
+%% program that ranks levels itself takes the order from here.
+-spec levels() -> [level(), ...].
+levels() ->
+    terrain_topology:levels().
 
 %% @doc The closed disc D(Node, R): the nodes of the topology at distance at most R
 %% from Node (Node itself included).

@@ -66,32 +66,11 @@
 -define(LATENCY_FORMAT, <<"terrain.latency/1">>).
 -define(SAMPLE, 50000).
 
--type options() ::
-        #{statistic => min | median | mean | p95,  % matrix of latency.json to cluster (default min)
-          symmetrise => min | mean | max,          % combine a→b with b→a (default min)
-          linkage => terrain_linkage:method(),     % average (default), complete or single
-          alpha => auto | number(),                % auto (default, per level) or a fixed α ≥ 1
-          outliers => repair | keep,               % repair outliers first (default) or not
-          outlier_factor => number(),              % > 1: a round trip above this many times its
-                                                   % level's median is an outlier (default 3)
-          alpha_range => {number(), number()},     % α grid of auto (default {1, 4})
-          alpha_steps => pos_integer(),            % grid values of auto, ≥ 2 (default 31)
-          alpha_min_plateau => number()}.          % > 1: auto keeps a level only if its partition
-                                                   % holds while α grows this much (default 1.2)
+-type options() :: terrain:discovery_options().
 
-%% A latency matrix: the node names and, per statistic, n rows of n round trips in µs
-%% (`null' where there is no measurement; the diagonal is ignored).
--type latency() :: #{nodes := [node()],
-                     stats := #{atom() => [[number() | null]]},
-                     atom() => term()}.
+-type latency() :: terrain:latency().
 
--type result() :: #{topology := terrain_topology:tree(),
-                    nodes := [node()],
-                    options := options(),
-                    levels => [terrain_alpha:level()],
-                    single_alpha => {float(), float()} | none,
-                    repaired := non_neg_integer(),
-                    pairs := non_neg_integer()}.
+-type result() :: terrain:discovery().
 
 -type error_reason() :: {discovery, term()}.
 

@@ -12,7 +12,7 @@
 %% any part is unknown; `or' is true if any part is true, otherwise unknown if any part
 %% is unknown. A node is selected only when the whole predicate is `true'. So `or' is
 %% the union of the parts' selections, `and' their intersection, and `not' the
-%% complement among the nodes where the value is defined: `{'not', {load, lt, 1}}'
+%% complement among the nodes where the value is defined: ``{'not', {load, lt, 1}}''
 %% never selects a node without a `load'. `{A, exists}' is never unknown.
 %%
 %% <b>Relative predicates</b> are judged against all the distinct candidates that have
@@ -20,8 +20,8 @@
 %% so `and' stays an intersection). With n such values:
 %% <ul>
 %% <li>`{A, low}' holds for value v when at least as many candidates have a greater
-%%     value as have a smaller one: #{w > v} >= #{w < v}. `{A, high}' is the mirror:
-%%     #{w < v} >= #{w > v}. Every defined node is low, high or both; the median is
+%%     value as have a smaller one: `#{w > v} >= #{w < v}'. `{A, high}' is the mirror:
+%%     `#{w < v} >= #{w > v}'. Every defined node is low, high or both; the median is
 %%     both; when all values are equal every node is both.</li>
 %% <li>`{A, top, K}' holds for the K candidates with the greatest values and
 %%     `{A, bottom, K}' for the K with the smallest; ties are broken by candidate order,
@@ -54,11 +54,7 @@
 %% `distance', `level' and `subtree' (the nodes under a named network) come from the
 %% topology.
 
--type explanation() :: #{candidates := non_neg_integer(),
-                         unreachable := #{node() => term()},
-                         steps := [{terrain:predicate(), non_neg_integer()}],
-                         removed_by := terrain:predicate() | none,
-                         last := #{node() => #{term() => term()}}}.
+-type explanation() :: terrain:explanation().
 %% Why a selection came out empty: how many distinct candidates there were, which of
 %% them could not be asked (and why), how many remained after each predicate of the
 %% top-level `and' in turn, the predicate that removed the last ones (`none' when there

@@ -68,15 +68,12 @@
 
 -compile({no_auto_import, [nodes/1]}).
 
--type tree() :: {network, term(), [tree()]}
-              | {network, [tree()]}
-              | {network, term(), #{height => number()}, [tree()]}
-              | {node, node()}.
+-type tree() :: terrain:topology_tree().
 -type metric() :: ultrametric | measured.
--type level() :: same_node | very_near | near | far | very_far | anywhere.
-%% The levels, nearest first; levels/0 is the same list as a value, and every other
-%% module takes the levels and their order from there.
--type format() :: term | text | dot | newick | json.
+%% The levels, nearest first (defined in terrain, the public module); levels/0 is the
+%% same list as a value, and every other module takes the levels and their order from there.
+-type level() :: terrain:level().
+-type format() :: terrain:topology_format().
 
 %% A network of the tree is identified by its position path from the root: `[1]' is
 %% the root, `[1, 2]' its second child, and so on.

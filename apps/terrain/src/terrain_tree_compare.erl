@@ -39,17 +39,7 @@
 
 -type partition() :: [[term()]].
 
--type report() ::
-        #{levels := [#{level := pos_integer(),        % depth in the true tree
-                       truth_clusters := pos_integer(),
-                       found_clusters := pos_integer(),
-                       ari := float()}],
-          clade_recall := float(),
-          clade_precision := float(),
-          truth_clades := non_neg_integer(),
-          found_clades := non_neg_integer(),
-          common_clades := non_neg_integer(),
-          nodes := non_neg_integer()}.
+-type report() :: terrain:comparison().
 
 %%--------------------------------------------------------------------
 %% API

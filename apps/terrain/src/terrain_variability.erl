@@ -15,7 +15,7 @@
 %% end.
 %% '''
 %% Convention (as Henwood et al., R's ismev and evd): location μ, scale σ > 0, shape ξ with
-%% ξ > 0 heavy-tailed (Fréchet type), ξ < 0 bounded above (Weibull type), ξ = 0 the
+%% ξ > 0 heavy-tailed (Fréchet type), ξ &lt; 0 bounded above (Weibull type), ξ = 0 the
 %% Gumbel limit. With z = (x − μ)/σ, F(x) = exp(−(1 + ξz)^(−1/ξ)), and
 %% exp(−exp(−z)) at ξ = 0 (used for |ξ| below 1e-7, where the two agree to the
 %% precision of a double).
@@ -49,13 +49,9 @@
                     scale := number(),      % σ > 0
                     shape := number()}.     % ξ, Henwood et al.'s sign convention
 
--type load_options() ::
-        #{name => atom(),                   % model name (default `default')
-          tail => float(),                  % unlikely when P < tail; 0 < tail < 0.5 (default 0.001)
-          side => upper | lower | both}.    % which tail counts as unlikely (default upper)
+-type load_options() :: terrain:duration_model_options().
 
--type model() :: #{location := float(), scale := float(), shape := float(),
-                   tail := float(), side := upper | lower | both}.
+-type model() :: terrain:duration_model().
 
 -type error_reason() :: {variability, term()}.
 

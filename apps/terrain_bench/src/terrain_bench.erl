@@ -1,6 +1,18 @@
 %% @doc DE-Bench on terrain: a peer-to-peer benchmark of distributed Erlang whose
 %% cluster percentiles are right.
 %%
+%% Every benchmarked node starts `terrain_bench' (and with it `terrain'); a run on
+%% this node alone, for one second:
+%% ```
+%% {ok, _} = application:ensure_all_started(terrain_bench),
+%% {ok, Config} = terrain_bench:validate_config(#{duration => 1, concurrent => 2,
+%%                                                operations => [{rpc, 1}, {spawn, 1}]}),
+%% {ok, #{operations := #{rpc := #{count := Calls, latency_us := #{p99 := _P99}}}}} =
+%%     terrain_bench:run([node()], Config, "bench_out", #{}),
+%% true = Calls > 0,
+%% true = filelib:is_regular("bench_out/summary.json").
+%% '''
+%%
 %% After Ghaffari, "Investigating the Scalability Limits of Distributed Erlang"
 %% (Erlang Workshop 2014): one benchmark instance runs on every node of a cluster,
 %% with `concurrent' workers that pick operations by weight (spawn, rpc, gen_server
@@ -57,10 +69,40 @@
 
 -export_type([config/0, operation/0, run_options/0]).
 
--type config() :: terrain_bench_config:config().
--type operation() :: terrain_bench_config:operation().
+-type config() ::
+        #{duration := pos_integer(),
+          concurrent := pos_integer(),
+          report_interval := pos_integer(),
+          operations := [{operation(), pos_integer()}],
+          argument_size := non_neg_integer(),
+          compute_us := non_neg_integer(),
+          target := terrain_bench_config:target(),
+          mode := terrain_bench_config:mode(),
+          warmup := non_neg_integer(),
+          timeout := pos_integer()}.
+%% A validated configuration ({@link read_config/1}, {@link validate_config/1}); the keys are those of
+%% the configuration file (docs/BENCH.md).
+%% <ul>
+%% <li>`duration' — measured seconds</li>
+%% <li>`concurrent' — workers per node</li>
+%% <li>`report_interval' — seconds between rows</li>
+%% <li>`operations' — operation and its weight</li>
+%% <li>`argument_size' — payload bytes of P2P operations</li>
+%% <li>`compute_us' — computation on the target, µs</li>
+%% <li>`target' — which nodes P2P operations go to</li>
+%% <li>`mode' — closed loop, or open loop at a rate per worker</li>
+%% <li>`warmup' — seconds run before measuring, discarded</li>
+%% <li>`timeout' — deadline of one operation, ms</li>
+%% </ul>
+
+-type operation() :: spawn | rpc | erpc | gen_server_call | fsm_server_call
+                   | global_register | global_unregister | global_whereis
+                   | local_register | local_unregister | local_whereis
+                   | pg_join | pg_leave | pg_get_members | terrain_choose | noop.
+%% An operation of the benchmark, by the name the configuration's `operations' uses.
 -type run_options() ::
-        #{progress => fun((iodata()) -> ok)}.   % progress lines (default: none)
+        #{progress => fun((iodata()) -> ok)}.
+%% Options of {@link run/4}: `progress', a function given each progress line (default: none).
 
 %%--------------------------------------------------------------------
 %% API

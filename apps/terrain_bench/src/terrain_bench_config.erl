@@ -13,25 +13,12 @@
 
 -export_type([config/0, operation/0, target/0, mode/0]).
 
--type operation() :: spawn | rpc | erpc | gen_server_call | fsm_server_call
-                   | global_register | global_unregister | global_whereis
-                   | local_register | local_unregister | local_whereis
-                   | pg_join | pg_leave | pg_get_members | terrain_choose | noop.
+-type operation() :: terrain_bench:operation().
 
 -type target() :: random | [term()] | {group, atom(), term()}.
 -type mode() :: closed | {rate, number()}.
 
--type config() ::
-        #{duration := pos_integer(),                  % measured seconds
-          concurrent := pos_integer(),                % workers per node
-          report_interval := pos_integer(),           % seconds between rows
-          operations := [{operation(), pos_integer()}], % operation and its weight
-          argument_size := non_neg_integer(),         % payload bytes of P2P operations
-          compute_us := non_neg_integer(),            % computation on the target, µs
-          target := target(),                         % which nodes P2P operations go to
-          mode := mode(),                             % closed loop, or open loop at a rate per worker
-          warmup := non_neg_integer(),                % seconds run before measuring, discarded
-          timeout := pos_integer()}.                  % deadline of one operation, ms
+-type config() :: terrain_bench:config().
 
 -define(DEFAULTS, #{duration => 60, concurrent => 4, report_interval => 1, argument_size => 10,
                     compute_us => 10, target => random, mode => closed, warmup => 0, timeout => 5000}).

@@ -1,5 +1,14 @@
 %% @doc EventSpace for Erlang: low-perturbation event collection across a cluster.
 %%
+%% Every node whose events are collected starts the `terrain_events' application:
+%% ```
+%% {ok, _} = application:ensure_all_started(terrain_events),
+%% ok = terrain_events:emit([step, compute], #{duration_us => 812}, #{worker => 3}),
+%% ok = terrain_events:emit([step, send], #{bytes => 4096}, #{worker => 3}),
+%% {ok, #{events := [#{name := [step, compute], measurements := #{duration_us := 812}}]}} =
+%%     terrain_events:read([node()], #{select => #{names => [[step, compute]]}}).
+%% '''
+%%
 %% After Bjørndalen, Anshus and Bongo (PATHS and EventSpace, §4): instrumentation,
 %% collection, storage and observation are separate. <em>Collectors</em> record
 %% timestamped events into the <em>event space</em>: on every node, one bounded ring
@@ -78,15 +87,124 @@
 -export_type([event/0, selection/0, scope_options/0, monitor/0, scope_stats/0, read_result/0,
               aggregate_options/0, window/0, trace_options/0]).
 
--type event() :: terrain_events_view:event().
--type selection() :: terrain_events_view:selection().
--type scope_options() :: terrain_events_scope:options().
--type monitor() :: terrain_events_monitor:monitor().
--type scope_stats() :: terrain_events_scope:stats().
--type read_result() :: terrain_events_scope:result().
--type aggregate_options() :: terrain_events_view:aggregate_options().
--type window() :: terrain_events_view:window().
--type trace_options() :: terrain_events_tracer:options().
+%% An event: the system time in microseconds of the node that recorded it, corrected
+%% to the reader's clock once merged; the node, process and collector that recorded
+%% it; its name (a list of atoms) and its two maps, as given to the collector.
+-type event() :: #{time := integer(),
+                   node := node(),
+                   pid := pid(),
+                   collector := atom(),
+                   name := [atom()],
+                   measurements := map(),
+                   metadata := map(),
+                   seq := pos_integer()}.
+%% An event as read/2, a scope and the files give it back (time in µs of system time).
+
+-type selection() ::
+        #{names => [[atom()]],
+          nodes => [node()],
+          pids => [pid()],
+          from => integer(),
+          to => integer()}.
+%% Which events select/2, read/2 and a scope's `select' keep: name prefixes, nodes, pids and a time
+%% window (µs, after clock correction); an absent key keeps everything.
+%% <ul>
+%% <li>`names' — name prefixes: [windtunnel] selects [windtunnel, compute]</li>
+%% <li>`from' — time window, microseconds (after clock correction)</li>
+%% </ul>
+
+-type scope_options() ::
+        #{nodes := [node()],
+          collectors => [atom()],
+          select => selection(),
+          rate => number(),
+          batch => pos_integer(),
+          monitors => [monitor()],
+          start => now | oldest,
+          timeout => pos_integer(),
+          clock_samples => pos_integer(),
+          cursors => #{{node(), atom()} => terrain_events_ring:cursor()}}.
+%% Options of start_scope/1 (and of read/2: `collectors', `select', `batch', `timeout',
+%% `clock_samples', `cursors').
+%% <ul>
+%% <li>`nodes' — the event spaces to read</li>
+%% <li>`collectors' — default [explicit]</li>
+%% <li>`select' — default: everything</li>
+%% <li>`rate' — reads per second (default 10)</li>
+%% <li>`batch' — events per node and collector per read (default 1000)</li>
+%% <li>`start' — read from now (default) or from the oldest kept event</li>
+%% <li>`timeout' — ms: deadline of one read of all nodes (default 1000)</li>
+%% <li>`clock_samples' — round trips per clock offset estimate (default 8)</li>
+%% <li>`cursors' — read_all/2: where to start per node and collector (from cursors/2; default the
+%%     oldest kept)</li>
+%% </ul>
+
+-type monitor() ::
+        #{kind := load_imbalance | slow_pair | custom,
+          options => map(),
+          init => term(),
+          handle => fun(([event()], term()) -> term()),
+          report => fun((term()) -> term()),
+          callback => fun((term()) -> any())}.
+%% An online monitor of a scope: a built-in `kind' (`load_imbalance', `slow_pair') with its `options',
+%% or `custom' with `init', `handle' and `report'; `callback' gets each report.
+%% <ul>
+%% <li>`options' — built-ins: see the module doc</li>
+%% <li>`init' — custom: the first state</li>
+%% <li>`handle' — custom</li>
+%% <li>`report' — custom (default: the state)</li>
+%% <li>`callback' — called with the report after each batch</li>
+%% </ul>
+
+-type scope_stats() :: #{reads := non_neg_integer(),
+                         events := non_neg_integer(),
+                         lost := non_neg_integer(),
+                         failed := non_neg_integer(),
+                         elapsed_ms := non_neg_integer(),
+                         observation_rate := float(),
+                         read_rate := float(),
+                         offsets := #{node() => terrain_events_clock:offset()}}.
+%% What a scope has done: read rounds, events observed, events lost and failed reads, rates, and the
+%% clock offsets it uses.
+%% <ul>
+%% <li>`reads' — read rounds done</li>
+%% <li>`events' — events observed (after selection)</li>
+%% <li>`lost' — overwritten before this scope read them</li>
+%% <li>`failed' — node reads that failed or missed the deadline</li>
+%% <li>`observation_rate' — events observed per second</li>
+%% <li>`read_rate' — read rounds per second</li>
+%% </ul>
+
+-type read_result() :: #{events := [event()],
+                         offsets := #{node() => terrain_events_clock:offset()},
+                         lost := non_neg_integer(),
+                         failed := [{node(), term()}]}.
+%% What read/2 returns: the events merged by corrected time, each node's clock offset, the events lost
+%% and the nodes that failed.
+
+-type aggregate_options() ::
+        #{window_us := pos_integer(),
+          field => atom()}.
+%% Options of aggregate/2: the window width (µs) and the measurement to histogram (`field', default
+%% `duration_us').
+%% <ul>
+%% <li>`window_us' — width of a window</li>
+%% <li>`field' — measurement to histogram (default duration_us)</li>
+%% </ul>
+
+-type window() :: #{start_us := integer(),
+                    counts := #{[atom()] => pos_integer()},
+                    rates := #{[atom()] => float()},
+                    histograms := #{[atom()] => #{non_neg_integer() => pos_integer()}}}.
+%% One window of aggregate/2: counts, rates (events per second) and histograms per event name; bucket B
+%% holds values in [2^(B-1), 2^B), bucket 0 those below 1.
+%% <ul>
+%% <li>`rates' — events per second</li>
+%% <li>`histograms' — bucket B holds values in [2^(B-1), 2^B), bucket 0 the values below 1</li>
+%% </ul>
+
+-type trace_options() :: #{max_queue => pos_integer()}.
+%% Options of trace/2: `max_queue' pauses tracing above this many queued trace messages.
 
 %%--------------------------------------------------------------------
 %% API: collectors
@@ -120,6 +238,8 @@ collect(Collector, Value, Metadata) when is_atom(Collector), is_map(Metadata) ->
 new_collector(Collector, Capacity) ->
     terrain_events_space:new_collector(Collector, Capacity).
 
+%% @doc Deletes a collector of this node and the events it kept; `ok' also when there
+%% is no such collector. Emitting to it afterwards records nothing.
 -spec delete_collector(atom()) -> ok.
 delete_collector(Collector) ->
     terrain_events_space:delete_collector(Collector).
@@ -189,10 +309,14 @@ start_scope(Options) ->
 stop_scope(Scope) ->
     terrain_events_scope:stop(Scope).
 
+%% @doc The current report of each of the scope's monitors, in the order of its
+%% `monitors', while the scope keeps running.
 -spec scope_reports(pid()) -> [term()].
 scope_reports(Scope) ->
     terrain_events_scope:reports(Scope).
 
+%% @doc The scope's statistics so far (reads, events observed and lost, failed
+%% reads), while it keeps running.
 -spec scope_stats(pid()) -> scope_stats().
 scope_stats(Scope) ->
     terrain_events_scope:stats(Scope).
@@ -209,6 +333,9 @@ configure_scope(Scope, Changes) ->
 clock_offset(Node, Samples) ->
     terrain_events_clock:estimate(Node, Samples, 5000).
 
+%% @doc The events a selection keeps, in their order: name prefixes (`names'),
+%% `nodes', `pids' and a time window (`from', `to', microseconds); keys absent select
+%% everything. Raises `badarg' for a key or value that is not a selection's.
 -spec select(selection(), [event()]) -> [event()].
 select(Selection, Events) ->
     terrain_events_view:select(terrain_events_view:validate_selection(Selection), Events).

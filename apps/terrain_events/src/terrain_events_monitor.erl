@@ -24,13 +24,7 @@
 
 -export_type([monitor/0, state/0]).
 
--type monitor() ::
-        #{kind := load_imbalance | slow_pair | custom,
-          options => map(),                                   % built-ins: see the module doc
-          init => term(),                                     % custom: the first state
-          handle => fun(([terrain_events_view:event()], term()) -> term()),  % custom
-          report => fun((term()) -> term()),                  % custom (default: the state)
-          callback => fun((term()) -> any())}.                % called with the report after each batch
+-type monitor() :: terrain_events:monitor().
 
 -opaque state() :: {monitor(), term()}.
 

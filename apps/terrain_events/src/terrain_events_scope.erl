@@ -33,33 +33,11 @@
 
 -export_type([options/0, stats/0, result/0]).
 
--type options() ::
-        #{nodes := [node()],                          % the event spaces to read
-          collectors => [atom()],                     % default [explicit]
-          select => terrain_events_view:selection(),  % default: everything
-          rate => number(),                           % reads per second (default 10)
-          batch => pos_integer(),                     % events per node and collector per read (default 1000)
-          monitors => [terrain_events_monitor:monitor()],
-          start => now | oldest,                      % read from now (default) or from the oldest kept event
-          timeout => pos_integer(),                   % ms: deadline of one read of all nodes (default 1000)
-          clock_samples => pos_integer(),             % round trips per clock offset estimate (default 8)
-          cursors => #{{node(), atom()} => terrain_events_ring:cursor()}}.
-                                                      % read_all/2: where to start per node and collector
-                                                      % (from cursors/2; default the oldest kept)
+-type options() :: terrain_events:scope_options().
 
--type stats() :: #{reads := non_neg_integer(),           % read rounds done
-                   events := non_neg_integer(),          % events observed (after selection)
-                   lost := non_neg_integer(),            % overwritten before this scope read them
-                   failed := non_neg_integer(),          % node reads that failed or missed the deadline
-                   elapsed_ms := non_neg_integer(),
-                   observation_rate := float(),          % events observed per second
-                   read_rate := float(),                 % read rounds per second
-                   offsets := #{node() => terrain_events_clock:offset()}}.
+-type stats() :: terrain_events:scope_stats().
 
--type result() :: #{events := [terrain_events_view:event()],
-                    offsets := #{node() => terrain_events_clock:offset()},
-                    lost := non_neg_integer(),
-                    failed := [{node(), term()}]}.
+-type result() :: terrain_events:read_result().
 
 -define(DEFAULTS, #{collectors => [explicit], select => #{}, rate => 10, batch => 1000, monitors => [],
                     start => now, timeout => 1000, clock_samples => 8, cursors => #{}}).

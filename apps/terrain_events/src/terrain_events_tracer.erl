@@ -27,7 +27,7 @@
 
 -export_type([options/0]).
 
--type options() :: #{max_queue => pos_integer()}.   % pause tracing above this many queued trace messages
+-type options() :: terrain_events:trace_options().
 
 -define(FLAGS, [send, 'receive', monotonic_timestamp]).
 

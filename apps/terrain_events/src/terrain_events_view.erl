@@ -12,34 +12,13 @@
 
 -export_type([event/0, selection/0, aggregate_options/0, window/0]).
 
-%% An event: the system time in microseconds of the node that recorded it, corrected
-%% to the reader's clock once merged; the node, process and collector that recorded
-%% it; its name (a list of atoms) and its two maps, as given to the collector.
--type event() :: #{time := integer(),
-                   node := node(),
-                   pid := pid(),
-                   collector := atom(),
-                   name := [atom()],
-                   measurements := map(),
-                   metadata := map(),
-                   seq := pos_integer()}.
+-type event() :: terrain_events:event().
 
--type selection() ::
-        #{names => [[atom()]],          % name prefixes: [windtunnel] selects [windtunnel, compute]
-          nodes => [node()],
-          pids => [pid()],
-          from => integer(),            % time window, microseconds (after clock correction)
-          to => integer()}.
+-type selection() :: terrain_events:selection().
 
--type aggregate_options() ::
-        #{window_us := pos_integer(),    % width of a window
-          field => atom()}.              % measurement to histogram (default duration_us)
+-type aggregate_options() :: terrain_events:aggregate_options().
 
--type window() :: #{start_us := integer(),
-                    counts := #{[atom()] => pos_integer()},
-                    rates := #{[atom()] => float()},              % events per second
-                    histograms := #{[atom()] => #{non_neg_integer() => pos_integer()}}}.
-                    % bucket B holds values in [2^(B-1), 2^B), bucket 0 the values below 1
+-type window() :: terrain_events:window().
 
 %% @doc Events from the entries of `Collector''s ring on `Node'.
 -spec events(node(), atom(), [terrain_events_ring:entry()]) -> [event()].

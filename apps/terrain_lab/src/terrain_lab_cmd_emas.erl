@@ -1,7 +1,7 @@
 %% @private
-%% @doc `terrain emas': one EMAS run (Anielski & Stypka, "Boosting Evolution") into
+%% @doc `terrain emas': one EMAS run (Anielski &amp; Stypka, "Boosting Evolution") into
 %% `emas.csv' and `summary.json', and `terrain emas scaling': the scaling table
-%% and Anielski & Stypka's lessons measured on this machine, each configuration in a VM of
+%% and Anielski &amp; Stypka's lessons measured on this machine, each configuration in a VM of
 %% its own, into `scaling.json'. Both list their files in `DIR/manifest.json'.
 -module(terrain_lab_cmd_emas).
 
@@ -391,7 +391,7 @@ msacc_shares(Stats) ->
     All = max(1, lists:sum(maps:values(Totals))),
     maps:map(fun(_, V) -> V / All end, Totals).
 
-%% Anielski & Stypka's lessons, each as a pair measured side by side with 2 schedulers.
+%% Anielski &amp; Stypka's lessons, each as a pair measured side by side with 2 schedulers.
 lessons(Base, Io) ->
     terrain_lab_io:progress(Io, "lessons (2 schedulers each):~n", []),
     Pair = fun(Model, Key, A, B, Msacc) ->

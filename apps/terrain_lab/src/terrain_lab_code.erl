@@ -13,7 +13,7 @@
 %% API
 -export([vm_args/0]).
 
--define(APPS, [terrain, terrain_paths, terrain_events, terrain_bench, terrain_workloads, terrain_lab]).
+-define(APPS, [terrain_json, terrain, terrain_paths, terrain_events, terrain_bench, terrain_workloads, terrain_lab]).
 
 %% @doc `-pa' arguments for terrain's ebin directories.
 -spec vm_args() -> [string()].
@@ -28,6 +28,7 @@ ebin_dirs() ->
         false -> materialise()
     end.
 
+app_module(terrain_json) -> terrain_json;
 app_module(terrain) -> terrain;
 app_module(terrain_paths) -> terrain_paths;
 app_module(terrain_events) -> terrain_events;

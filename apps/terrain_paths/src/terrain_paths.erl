@@ -3,6 +3,21 @@
 %%
 %% This is the one public module of `terrain_paths'; the `terrain_paths_*' modules
 %% are internal.
+%% ```
+%% {ok, _} = application:ensure_all_started(terrain_paths),
+%% Parent = self(),
+%% %% a member stays until every member is done: one that exits is `member_down' to the others
+%% Member = fun() -> receive {go, Comm, V} -> Parent ! {self(), terrain_paths:allreduce(Comm, V, sum)} end,
+%%                   receive stop -> ok end
+%%          end,
+%% Pids = [spawn(Member) || _ <- lists:seq(1, 4)],
+%% {ok, Comm} = terrain_paths:communicator(Pids, #{algorithm => binomial}),
+%% [Pid ! {go, Comm, Rank + 1} || {Rank, Pid} <- lists:enumerate(0, Pids)],
+%% Sums = [receive {Pid, Sum} -> Sum after 5000 -> timeout end || Pid <- Pids],
+%% [Pid ! stop || Pid <- Pids],
+%% %% every member got 1 + 2 + 3 + 4
+%% [{ok, 10}, {ok, 10}, {ok, 10}, {ok, 10}] = Sums.
+%% '''
 %%
 %% == Communicators and collectives ==
 %%
@@ -87,6 +102,7 @@
 %% Types
 
 -type named_algorithm() :: flat | binomial | recursive_doubling | ring | rabenseifner | hierarchical.
+%% The algorithms by name: MPI's, and `hierarchical', built from the topology (docs/COLLECTIVES.md).
 
 -type vertex() :: {Rank :: non_neg_integer(), Children :: [vertex()]}
                 | {Rank :: non_neg_integer(), Wrappers :: [wrapper()], Children :: [vertex()]}.
@@ -111,23 +127,35 @@
 %% </ul>
 
 -type algorithm() :: named_algorithm() | auto | {tree, vertex()}.
+%% A named algorithm, `auto' (chosen by the rules, per operation and value size) or a tree drawn by hand.
 
 -type op() :: sum | min | max | fun((term(), term()) -> term()) | {commutative, fun((term(), term()) -> term())}.
+%% A reduction: built-in (numbers, or lists of numbers element by element), or an associative fun,
+%% taken to be non-commutative unless given as `{commutative, Fun}'.
 
 -type options() ::
-        #{algorithm => algorithm(),          % default auto
-          timeout => pos_integer(),          % ms for each call, default 5000
-          root => non_neg_integer(),         % root of reduce, broadcast, gather, scatter (default 0)
-          topology => term() | undefined,    % a topology term; default: this node's (terrain:topology())
+        #{algorithm => algorithm(),
+          timeout => pos_integer(),
+          root => non_neg_integer(),
+          topology => term() | undefined,
           leader => terrain:predicate() | [terrain:predicate()],
-                                             % group leaders of the hierarchical tree come from the
-                                             % nodes these predicates select when a group has any
-          exchange => direct | levels | auto,% how hierarchical's group leaders exchange
-                                             % (docs/COLLECTIVES.md); default auto: direct
-                                             % up to 8 lowest groups, else level by level
-          rules => file:filename() | [map()],% rules for auto: a terrain.collective_rules/1 file
-                                             % or parsed rules; default: built-in choice
-          attr_timeout => pos_integer()}.    % ms for asking the nodes' schedulers (default 2000)
+          exchange => direct | levels | auto,
+          rules => file:filename() | [map()],
+          attr_timeout => pos_integer()}.
+%% Options of {@link communicator/2}:
+%% <ul>
+%% <li>`algorithm' — default auto</li>
+%% <li>`timeout' — ms for each call, default 5000</li>
+%% <li>`root' — root of reduce, broadcast, gather, scatter (default 0)</li>
+%% <li>`topology' — a topology term; default: this node's (terrain:topology())</li>
+%% <li>`leader' — group leaders of the hierarchical tree come from the nodes these predicates
+%%     select when a group has any</li>
+%% <li>`exchange' — how hierarchical's group leaders exchange (docs/COLLECTIVES.md); default auto:
+%%     direct up to 8 lowest groups, else level by level</li>
+%% <li>`rules' — rules for auto: a terrain.collective_rules/1 file or parsed rules; default:
+%%     built-in choice</li>
+%% <li>`attr_timeout' — ms for asking the nodes' schedulers (default 2000)</li>
+%% </ul>
 
 %% A communicator: treat it as opaque (its fields may change).
 -type comm() :: #{id := reference(),
@@ -139,6 +167,8 @@
                     rules := terrain_paths_rules:rules(),
                     hierarchy := terrain_paths_plan:hierarchy(),
                     explicit => terrain_paths_plan:tree()}.
+%% A communicator: its members in rank order and how its operations run. Made by
+%% {@link communicator/2}; pass it as it is (its keys may change).
 
 -define(DEFAULT_TIMEOUT, 5000).
 -define(DEFAULT_ATTR_TIMEOUT, 2000).

@@ -9,7 +9,7 @@
 %%  "rules": [{"operation": "allreduce", "min_bytes": 0, "max_bytes": 4096,
 %%             "algorithm": "hierarchical"}, ...]}
 %% '''
-%% A rule applies to values of `min_bytes' ≤ size < `max_bytes' (`max_bytes' null: no
+%% A rule applies to values of `min_bytes' ≤ size &lt; `max_bytes' (`max_bytes' null: no
 %% upper end); the first rule that applies wins. The size is the value's external
 %% size (`erlang:external_size/1').
 -module(terrain_paths_rules).

@@ -9,7 +9,7 @@
 %% processing times scheduled so far) job j has the MDD heuristic
 %% η_j = 1 / max(T + p_j, d_j). With probability q0 it takes the job with the largest
 %% τ(i, j)^α·η_j^β, else it draws one with probability proportional to that product
-%% (the ACS rule of Dorigo & Gambardella, as in the ML-ACO of RELEASE D3.5 §3.4).
+%% (the ACS rule of Dorigo &amp; Gambardella, as in the ML-ACO of RELEASE D3.5 §3.4).
 -module(terrain_aco_ant).
 
 -export([cost/2,

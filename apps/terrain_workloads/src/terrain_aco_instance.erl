@@ -55,7 +55,7 @@ read(File, Jobs, K) when is_integer(Jobs), Jobs > 0, is_integer(K) ->
     end.
 
 %% @doc A random instance of `Jobs' jobs generated as the OR-Library ones were
-%% (Potts & Van Wassenhove): p ~ U[1, 100], w ~ U[1, 10], d ~ U[P(1 − TF − RDD/2),
+%% (Potts &amp; Van Wassenhove): p ~ U[1, 100], w ~ U[1, 10], d ~ U[P(1 − TF − RDD/2),
 %% P(1 − TF + RDD/2)] with P the total processing time, here TF = 0.6, RDD = 0.6. The
 %% same seed gives the same instance.
 -spec generate(pos_integer(), integer()) -> instance().

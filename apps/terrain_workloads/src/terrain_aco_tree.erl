@@ -24,15 +24,14 @@
 
 -export_type([tree/0, options/0, result/0]).
 
--type tree() :: {master | submaster | colony, Name :: [non_neg_integer()], [tree()]}.
+-type tree() :: terrain_workloads:aco_tree().
 
 -type options() :: #{ants := pos_integer(), global := pos_integer(), local := pos_integer(),
                      local_search := none | interchange | insertion, seed := integer(),
                      alpha := number(), beta := number(), rho := number(), q0 := number(),
                      timeout := pos_integer()}.
 
--type result() :: #{best_cost := non_neg_integer(), best := [pos_integer()],
-                    setup_s := float(), main_s := float()}.
+-type result() :: terrain_workloads:aco_result().
 
 %% @doc The tree for `Nodes' nodes and degree `Degree'. Names are paths of child
 %% indexes from the master (`[]').

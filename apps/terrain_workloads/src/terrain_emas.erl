@@ -1,5 +1,5 @@
 %% @private
-%% @doc EMAS, the evolutionary multi-agent system (Anielski & Stypka, "Boosting
+%% @doc EMAS, the evolutionary multi-agent system (Anielski &amp; Stypka, "Boosting
 %% Evolution: Scaling Erlang up to 64 cores"): parameters, the agent and its
 %% operators, one step of an island, migration destinations. Pure functions: every
 %% random choice takes a `rand' state and returns the next one, so a run is
@@ -416,12 +416,12 @@ island_seed(Seed, Island) ->
 %% @doc Where migrants of island `From' (1-based) may go, given each island's node:
 %% `mesh' — any other island, equally likely; `ring' — a neighbour on either side,
 %% equally likely; `nearest_first' — the other islands grouped by the terrain level
-%% between their nodes and `From''s (same_node first, then very_near, near, far,
-%% very_far, anywhere); the k-th distinct level present (k = 0, 1, ...) has weight
+%% between their nodes and `From''s, in the order of terrain:levels/0 (nearest
+%% first); the k-th distinct level present (k = 0, 1, ...) has weight
 %% 2^−k, and an island is uniform within its level. `Level' is the function that
 %% names the level between two nodes (terrain:level/2).
 -spec destinations(ring | mesh | nearest_first, pos_integer(),
-                   {tuple(), fun((node(), node()) -> atom())}) -> destinations().
+                   {tuple(), fun((node(), node()) -> terrain:level())}) -> destinations().
 destinations(_Topology, _From, {Nodes, _Level}) when tuple_size(Nodes) =:= 1 ->
     [{1.0, {1}}];
 destinations(mesh, From, {Nodes, _Level}) ->
@@ -433,7 +433,8 @@ destinations(ring, From, {Nodes, _Level}) ->
     [{1.0, list_to_tuple(lists:usort([Left, Right]))}];
 destinations(nearest_first, From, {Nodes, Level}) ->
     Own = element(From, Nodes),
-    Others = [{rank(Level(Own, element(I, Nodes))), I} || I <- lists:seq(1, tuple_size(Nodes)), I =/= From],
+    LevelRank = maps:from_list(lists:zip(terrain:levels(), lists:seq(0, length(terrain:levels()) - 1))),
+    Others = [{maps:get(Level(Own, element(I, Nodes)), LevelRank), I} || I <- lists:seq(1, tuple_size(Nodes)), I =/= From],
     Ranks = lists:usort([R || {R, _} <- Others]),
     Weights = [math:pow(2, -K) || K <- lists:seq(0, length(Ranks) - 1)],
     Total = lists:sum(Weights),
@@ -442,13 +443,6 @@ destinations(nearest_first, From, {Nodes, Level}) ->
                                              {{C, list_to_tuple([I || {R, I} <- Others, R =:= Rank])}, C}
                                      end, 0.0, lists:zip(Ranks, Weights)),
     Cumulative.
-
-rank(same_node) -> 0;
-rank(very_near) -> 1;
-rank(near) -> 2;
-rank(far) -> 3;
-rank(very_far) -> 4;
-rank(_Anywhere) -> 5.
 
 %% @doc A destination island drawn from {@link destinations/3}.
 -spec destination(destinations(), rand:state()) -> {pos_integer(), rand:state()}.

@@ -25,30 +25,9 @@
 
 -export_type([options/0, result/0]).
 
--type options() ::
-        #{nodes => [node()],                  % candidate nodes (default [node()])
-          predicates => [term()],             % terrain predicates the nodes must satisfy (default [])
-          workers => pos_integer(),           % worker processes (default 8)
-          workers_per_scheduler => pos_integer(), % instead of workers: K per online scheduler of each node
-          steps => pos_integer(),             % default 100
-          slice_rows => pos_integer(),        % rows per worker (default 16), unless lattice_rows
-          lattice_rows => pos_integer(),      % total rows, split among the workers (fixed problem size)
-          columns => pos_integer(),           % default 256
-          work_per_cell => pos_integer(),     % rounds of the cell rule per cell and step (default 16)
-          instrument => fun(([atom()], map(), map()) -> term()) | none,
-                                              % called by the workers with events (default none)
-          on_start => fun(([{non_neg_integer(), pid()}]) -> term()),
-                                              % called with the workers before they start (e.g. to trace them)
-          timeout => pos_integer()}.          % ms for the whole run (default 600000)
+-type options() :: terrain_workloads:windtunnel_options().
 
--type result() :: #{elapsed_us := non_neg_integer(),      % from the start signal to the last worker done
-                    workers := pos_integer(),
-                    steps := pos_integer(),
-                    lattice := {pos_integer(), pos_integer()},
-                    placement := [{non_neg_integer(), node()}],
-                    nodes := [node()],
-                    checksum := non_neg_integer(),
-                    worker_us := [non_neg_integer()]}.   % each worker's own time, by worker
+-type result() :: terrain_workloads:windtunnel_result().
 
 -define(DEFAULTS, #{nodes => [node()], predicates => [], workers => 8, steps => 100, slice_rows => 16,
                     columns => 256, work_per_cell => 16, instrument => none, on_start => fun(_) -> ok end,

@@ -4,10 +4,19 @@
 %% This is the one public module of the `terrain_workloads' application; every other
 %% module (`terrain_emas*', `terrain_aco*', `terrain_windtunnel*') is internal. Each workload has its own block of
 %% functions below.
+%% ```
+%% {ok, _} = application:ensure_all_started(terrain_workloads),
+%% %% EMAS, exactly 200 steps of the sequential model on two islands: reproducible
+%% Options = #{model => sequential, islands => 2, population => 20, dimensions => 10,
+%%             steps => 200, seed => 42},
+%% {ok, #{summary := #{best_fitness := Best}}} = terrain_workloads:emas(Options),
+%% {ok, #{summary := #{best_fitness := Best}}} = terrain_workloads:emas(Options),
+%% true = Best =< 0.
+%% '''
 %%
 %% == EMAS ==
 %%
-%% The evolutionary multi-agent system of Anielski & Stypka ("Boosting Evolution:
+%% The evolutionary multi-agent system of Anielski &amp; Stypka ("Boosting Evolution:
 %% Scaling Erlang up to 64 cores", AGH Kraków): agents — a solution of Rastrigin's
 %% function, its fitness and an energy — live on islands. Agents without energy die,
 %% rich ones reproduce (recombination, then Cauchy mutation; children take energy
@@ -82,53 +91,137 @@
 -export_type([emas_options/0, emas_result/0, windtunnel_options/0, windtunnel_result/0,
               aco_options/0, aco_tree/0, aco_result/0]).
 
--type aco_tree() :: terrain_aco_tree:tree().
--type aco_result() :: terrain_aco_tree:result().
+-type aco_tree() :: {master | submaster | colony, Name :: [non_neg_integer()], [aco_tree()]}.
+%% The master → submasters → colonies tree of an ML-ACO run ({@link aco_tree/2}).
+-type aco_result() :: #{best_cost := non_neg_integer(), best := [pos_integer()],
+                        setup_s := float(), main_s := float()}.
+%% The best schedule an ML-ACO run found, its cost, and the time spent setting up and running.
 -type aco_options() ::
-        #{ants => pos_integer(),          % ants per colony (default 10)
-          global => pos_integer(),        % global iterations (default 20)
-          local => pos_integer(),         % generations per colony per global iteration (default 10)
-          local_search => none | interchange | insertion,  % on each generation's best (default none)
-          seed => integer(),              % the run's seed (default 1): the same seed repeats the run
-          alpha => number(), beta => number(), rho => number(), q0 => number(),  % ACS (1, 2, 0.1, 0.9)
-          timeout => pos_integer()}.      % ms for the whole run (default 600000)
+        #{ants => pos_integer(),
+          global => pos_integer(),
+          local => pos_integer(),
+          local_search => none | interchange | insertion,
+          seed => integer(),
+          alpha => number(), beta => number(), rho => number(), q0 => number(),
+          timeout => pos_integer()}.
+%% Options of {@link aco_run/4} (defaults: {@link aco_defaults/0}).
+%% <ul>
+%% <li>`ants' — ants per colony (default 10)</li>
+%% <li>`global' — global iterations (default 20)</li>
+%% <li>`local' — generations per colony per global iteration (default 10)</li>
+%% <li>`local_search' — on each generation's best (default none)</li>
+%% <li>`seed' — the run's seed (default 1): the same seed repeats the run</li>
+%% <li>`alpha' — ACS (1, 2, 0.1, 0.9)</li>
+%% <li>`timeout' — ms for the whole run (default 600000)</li>
+%% </ul>
 
--type windtunnel_options() :: terrain_windtunnel:options().
--type windtunnel_result() :: terrain_windtunnel:result().
+-type windtunnel_options() ::
+        #{nodes => [node()],
+          predicates => [term()],
+          workers => pos_integer(),
+          workers_per_scheduler => pos_integer(),
+          steps => pos_integer(),
+          slice_rows => pos_integer(),
+          lattice_rows => pos_integer(),
+          columns => pos_integer(),
+          work_per_cell => pos_integer(),
+          instrument => fun(([atom()], map(), map()) -> term()) | none,
+          on_start => fun(([{non_neg_integer(), pid()}]) -> term()),
+          timeout => pos_integer()}.
+%% Options of {@link windtunnel/1}.
+%% <ul>
+%% <li>`nodes' — candidate nodes (default [node()])</li>
+%% <li>`predicates' — terrain predicates the nodes must satisfy (default [])</li>
+%% <li>`workers' — worker processes (default 8)</li>
+%% <li>`workers_per_scheduler' — instead of workers: K per online scheduler of each node</li>
+%% <li>`steps' — default 100</li>
+%% <li>`slice_rows' — rows per worker (default 16), unless lattice_rows</li>
+%% <li>`lattice_rows' — total rows, split among the workers (fixed problem size)</li>
+%% <li>`columns' — default 256</li>
+%% <li>`work_per_cell' — rounds of the cell rule per cell and step (default 16)</li>
+%% <li>`instrument' — called by the workers with events (default none)</li>
+%% <li>`on_start' — called with the workers before they start (e.g. to trace them)</li>
+%% <li>`timeout' — ms for the whole run (default 600000)</li>
+%% </ul>
+-type windtunnel_result() :: #{elapsed_us := non_neg_integer(),
+                               workers := pos_integer(),
+                               steps := pos_integer(),
+                               lattice := {pos_integer(), pos_integer()},
+                               placement := [{non_neg_integer(), node()}],
+                               nodes := [node()],
+                               checksum := non_neg_integer(),
+                               worker_us := [non_neg_integer()]}.
+%% What a wind tunnel run returns: its time, size, placement, checksum and each worker's time.
+%% <ul>
+%% <li>`elapsed_us' — from the start signal to the last worker done</li>
+%% <li>`worker_us' — each worker's own time, by worker</li>
+%% </ul>
 
 -type emas_options() ::
-        #{model => sequential | hybrid | concurrent | skel,   % default hybrid
-          islands => pos_integer(),                 % 4
-          population => pos_integer(),              % agents per island at the start, 100
-          dimensions => pos_integer(),              % Rastrigin's n, 100
-          time_ms => pos_integer(),                 % run time, 5000
-          steps => pos_integer(),                   % sequential, skel: exactly this many steps instead
-          seed => integer(),                        % root of every rand state, 1
-          initial_energy => pos_integer(),          % 10
-          reproduction_threshold => non_neg_integer(), % reproduce above this energy, 11
-          reproduction_transfer => pos_integer(),   % energy a parent gives its child at most, 5
-          fight_transfer => pos_integer(),          % energy the loser gives at most, 10
-          recombination_probability => number(),    % 0.3
-          mutation_probability => number(),         % per child, 0.75
-          mutation_rate => number(),                % share of genes mutated, 0.1
-          mutation_range => number(),               % Cauchy scale, 0.05
-          migration_probability => number(),        % per agent and step, 0.0001
-          topology => ring | mesh | nearest_first,  % where migrants go, mesh
-          solution => binary | list,                % how solutions are held and sent, binary
-          arena_call => cast | call,                % concurrent: cast + receive (default) or gen_server:call
-          arena_timeout => pos_integer(),           % concurrent: ms a lone agent waits in an arena, 1000
-          time_check_interval => pos_integer(),     % read the clock every N steps or meetings, 1
-          skel_workers => pos_integer() | islands,  % skel: farm workers, one per island
-          nodes => [node()]}.                       % hybrid, skel: island nodes in turn, [node()]
+        #{model => sequential | hybrid | concurrent | skel,
+          islands => pos_integer(),
+          population => pos_integer(),
+          dimensions => pos_integer(),
+          time_ms => pos_integer(),
+          steps => pos_integer(),
+          seed => integer(),
+          initial_energy => pos_integer(),
+          reproduction_threshold => non_neg_integer(),
+          reproduction_transfer => pos_integer(),
+          fight_transfer => pos_integer(),
+          recombination_probability => number(),
+          mutation_probability => number(),
+          mutation_rate => number(),
+          mutation_range => number(),
+          migration_probability => number(),
+          topology => ring | mesh | nearest_first,
+          solution => binary | list,
+          arena_call => cast | call,
+          arena_timeout => pos_integer(),
+          time_check_interval => pos_integer(),
+          skel_workers => pos_integer() | islands,
+          nodes => [node()]}.
+%% Options of {@link emas/1} (defaults: {@link emas_defaults/0}; docs/EXPERIMENTS.md).
+%% <ul>
+%% <li>`model' — default hybrid</li>
+%% <li>`islands' — 4</li>
+%% <li>`population' — agents per island at the start, 100</li>
+%% <li>`dimensions' — Rastrigin's n, 100</li>
+%% <li>`time_ms' — run time, 5000</li>
+%% <li>`steps' — sequential, skel: exactly this many steps instead</li>
+%% <li>`seed' — root of every rand state, 1</li>
+%% <li>`initial_energy' — 10</li>
+%% <li>`reproduction_threshold' — reproduce above this energy, 11</li>
+%% <li>`reproduction_transfer' — energy a parent gives its child at most, 5</li>
+%% <li>`fight_transfer' — energy the loser gives at most, 10</li>
+%% <li>`recombination_probability' — 0.3</li>
+%% <li>`mutation_probability' — per child, 0.75</li>
+%% <li>`mutation_rate' — share of genes mutated, 0.1</li>
+%% <li>`mutation_range' — Cauchy scale, 0.05</li>
+%% <li>`migration_probability' — per agent and step, 0.0001</li>
+%% <li>`topology' — where migrants go, mesh</li>
+%% <li>`solution' — how solutions are held and sent, binary</li>
+%% <li>`arena_call' — concurrent: cast + receive (default) or gen_server:call</li>
+%% <li>`arena_timeout' — concurrent: ms a lone agent waits in an arena, 1000</li>
+%% <li>`time_check_interval' — read the clock every N steps or meetings, 1</li>
+%% <li>`skel_workers' — skel: farm workers, one per island</li>
+%% <li>`nodes' — hybrid, skel: island nodes in turn, [node()]</li>
+%% </ul>
 
 -type emas_result() ::
         #{model := atom(),
-          params := map(),                          % the validated options
+          params := map(),
           rows := [#{second := pos_integer(), island := pos_integer(), reproductions := non_neg_integer(),
                      fights := non_neg_integer(), deaths := non_neg_integer(),
                      migrations := non_neg_integer(), best_fitness := float() | null}],
-          summary := map()}.                        % model, initial_best_fitness, best_fitness,
-                                                    % reproductions_per_s, utilisation, ... (docs/EXPERIMENTS.md)
+          summary := map()}.
+%% What an EMAS run returns: the model, the validated parameters, per-second rows per island and the
+%% summary.
+%% <ul>
+%% <li>`params' — the validated options</li>
+%% <li>`summary' — model, initial_best_fitness, best_fitness, reproductions_per_s, utilisation, ...
+%%     (docs/EXPERIMENTS.md)</li>
+%% </ul>
 
 %%--------------------------------------------------------------------
 %% API: EMAS
@@ -156,7 +249,7 @@ emas_validate(Options) ->
     terrain_emas:validate(Options).
 
 %% @doc The cost of sending one EMAS solution back and forth between two processes
-%% (Anielski & Stypka's lists-vs-binaries lesson): `#{solution => list | binary, messages =>
+%% (Anielski &amp; Stypka's lists-vs-binaries lesson): `#{solution => list | binary, messages =>
 %% N, dimensions => D (100), node => Node (this node)}'. Returns the mean round trip
 %% in µs and the bytes one send copies.
 -spec emas_message_cost(#{solution := binary | list, messages := pos_integer(), dimensions => pos_integer(),

@@ -1,6 +1,21 @@
-%% @private
-%% @doc A small JSON codec (RFC 8259) so that terrain depends on OTP alone; OTP 27's
-%% `json' module replaces it once OTP 25 support ends.
+%% @doc terrain_json: the JSON codec (RFC 8259) of every `terrain.<kind>/<version>'
+%% file, so that terrain's applications depend on OTP alone; OTP 27's `json' module
+%% replaces it once OTP 25 support ends.
+%%
+%% It is the one module of the `terrain_json' application, a library with no
+%% processes that terrain, terrain_paths, terrain_events, terrain_bench and the lab
+%% declare as a dependency. Programs that read terrain's files (a `summary.json', a
+%% `latency.json') may use it too.
+%% ```
+%% Json = terrain_json:encode(#{format => <<"terrain.example/1">>, nodes => [<<"a@h1">>, <<"b@h2">>]}),
+%% {ok, #{<<"format">> := <<"terrain.example/1">>, <<"nodes">> := [<<"a@h1">>, <<"b@h2">>]}} =
+%%     terrain_json:decode(Json),
+%% ok = terrain_json:write_file("example.json", #{ratio => 1.5, ok => true, missing => null}),
+%% {ok, #{<<"ratio">> := 1.5, <<"ok">> := true, <<"missing">> := null}} =
+%%     terrain_json:read_file("example.json"),
+%% %% errors name the byte offset of the problem:
+%% {error, {json, 6, _Why}} = terrain_json:decode(<<"{\"a\": }">>).
+%% '''
 %%
 %% Decoding gives maps with binary keys, lists, binaries, integers, floats and the
 %% atoms `true', `false' and `null'. Encoding accepts the same, plus atom keys and
@@ -15,7 +30,7 @@
          read_file/1,
          write_file/2]).
 
-%% exports_not_used: encode/1 (compact) is the codec's own entry, used by its tests and properties; the
+%% exports_not_used: the codec's public API; encode/1 (compact) is for users, the
 %% project's code writes pretty JSON with encode/2.
 -ignore_xref([{encode, 1}]).
 
@@ -23,6 +38,8 @@
 
 -type json() :: #{binary() | atom() => json()} | [json()] | binary() | number() | boolean()
               | null | atom().
+%% A JSON value: objects are maps (binary keys when decoded), arrays lists, strings
+%% binaries; `true', `false' and `null' are atoms.
 
 %% @doc Decodes one JSON document. Errors name the byte offset of the problem.
 -spec decode(iodata()) -> {ok, json()} | {error, {json, non_neg_integer(), string()}}.
