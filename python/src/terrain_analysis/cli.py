@@ -557,7 +557,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     ),
     Subcommand(
         name="scale",
-        summary="plot the lab's operations' times against cluster size with their growth exponents",
+        summary="plot the lab's operation times against cluster size",
         description=(
             "Read scale.json (format terrain.scale/1, written by 'terrain experiment scale') and draw each "
             "operation's wall time against the number of VMs, log-log, with the least-squares power law "
