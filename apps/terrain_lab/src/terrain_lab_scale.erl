@@ -12,7 +12,8 @@
 %% n(n−1) pairs costs about its pairs, so when the last size's probe time scaled by
 %% the pairs exceeds the budget the probe is not run and that prediction is recorded
 %% instead (`predicted', left out of the fit). `MemAvailable' is read before `up' and
-%% after it. `scale.json' is rewritten after every size (`partial' until the last). The growth exponent b of an operation is the slope of log(time) against
+%% after it. `scale.json' is rewritten after every size (`partial' until the last).
+%% A warm-up round at the smallest size comes first and is not recorded. The growth exponent b of an operation is the slope of log(time) against
 %% log(n) by least squares (time ∝ n^b): 1 is linear, 2 quadratic.
 %%
 %% Writes `scale.json' (`terrain.scale/1') and `manifest.json' (kind `scale'); the
@@ -90,9 +91,18 @@ run(Dir, #{max_nodes := Max} = Options, Progress) when Max >= 16 ->
                           finished_at => terrain_lab_run:timestamp(), machine_at_start => Machine}
                 end,
     Checkpoint = fun(Rows) -> terrain_json:write_file(filename:join(Dir, "scale.json"), Summarise(Rows, true)) end,
-    case measure_sizes(sizes(Max), Dir, Options#{checkpoint => Checkpoint}, Progress, []) of
-        {ok, Rows} -> write(Dir, Summarise(Rows, false), Options);
-        {error, _} = Error -> Error
+    %% A warm-up at the smallest size, not recorded: the first start copies terrain's code
+    %% to the nodes' cache and the first queries load modules into this VM (in a first run
+    %% they made 16 VMs slower than 32).
+    Progress("warm-up (not recorded): "),
+    case measure(hd(?SIZES), Dir, Options#{previous => []}, Progress) of
+        {ok, _} ->
+            case measure_sizes(sizes(Max), Dir, Options#{checkpoint => Checkpoint}, Progress, []) of
+                {ok, Rows} -> write(Dir, Summarise(Rows, false), Options);
+                {error, _} = Error -> Error
+            end;
+        {error, _} = Error ->
+            Error
     end;
 run(_Dir, #{max_nodes := Max}, _Progress) ->
     {error, {scale, {too_small, Max}}}.
@@ -188,7 +198,7 @@ measure_running(N, Nodes, State, #{probe_budget_s := Budget} = Options, Progress
     Pairs = N * (N - 1),
     ProbeRow = case predicted_probe_s(N, maps:get(previous, Options, [])) of
                    {From, Predicted} when Predicted > Budget ->
-                       Progress(io_lib:format("  probe not run: ~.0f s predicted from ~b nodes, over the budget "
+                       Progress(io_lib:format("  probe not run: ~.1f s predicted from ~b nodes, over the budget "
                                               "of ~b s~n", [Predicted, From, Budget])),
                        #{nodes => N, operation => probe, seconds => Predicted, predicted => true,
                          detail => #{pairs => Pairs, predicted_from_nodes => From, budget_s => Budget}};
