@@ -5,9 +5,10 @@ SHELL := /bin/bash
 # chromium: the report's browser test (pytest -m browser) opens the HTML report in it.
 # graphviz: the ML-ACO experiment draws its placements (dot).
 # openssh-server, openssh-client, iproute2: the test hosts of the ssh launcher (network namespaces with sshd).
+# slurmctld, slurmd, slurm-client, munge: `terrain testbed up --slurm` and the real-SLURM tests (docs/TESTBED.md).
 # elixir: the Elixir example project (examples/elixir_app) that depends on terrain.
 APT_PACKAGES := erlang-nox erlang-dev rebar3 erlang-common-test erlang-dialyzer erlang-proper erlang-proper-dev \
-                chromium graphviz openssh-server openssh-client iproute2 elixir
+                chromium graphviz openssh-server openssh-client iproute2 slurmctld slurmd slurm-client munge elixir
 VENV := .venv
 PYTHON := $(VENV)/bin/python
 REBAR := rebar3

@@ -90,6 +90,8 @@
 %% {@link discover/2} turns them into a topology with measured heights
 %% (RELEASE D3.5, §4.3–4.5, with α chosen per level); {@link compare_topologies/2}
 %% scores a found tree against a true one (docs/TOPOLOGY_DISCOVERY.md).
+%% {@link insert_node/4} places one more node into a known tree by measuring it
+%% against a few representatives of each subtree (the tree probe's step).
 %% ```
 %% {ok, Latency} = terrain:read_latency("runs/20261121T173306Z/latency.json"),
 %% {ok, #{topology := Tree}} = terrain:discover(Latency, #{}),
@@ -148,7 +150,9 @@
 %% API: topology discovery
 -export([read_latency/1,
          discover/2,
-         compare_topologies/2]).
+         compare_topologies/2,
+         insert_node/4,
+         remove_node/2]).
 
 %% API: variability of durations
 -export([load_duration_model/1,
@@ -164,7 +168,7 @@
               {unsubscribe, 1}, {stats, 0}, {choose_nodes, 2}, {choose_nodes, 3}, {choose_node, 3},
               {format_explanation, 1}, {load_topology, 1}, {check_topology, 1}, {topology, 0},
               {render_topology, 2}, {distance, 2}, {level, 2}, {disc, 2}, {spawn_on, 3},
-              {place_tree, 2}, {read_latency, 1}, {discover, 2}, {compare_topologies, 2},
+              {place_tree, 2}, {read_latency, 1}, {discover, 2}, {compare_topologies, 2}, {insert_node, 4}, {remove_node, 2},
               {load_duration_model, 1}, {load_duration_model, 2}, {check_duration, 1},
               {check_duration, 2}, {duration_model, 1}, {unload_duration_model, 1}]).
 
@@ -187,6 +191,9 @@
               discovery_options/0,
               discovery/0,
               comparison/0,
+              insert_options/0,
+              measure/0,
+              measured_pair/0,
               duration_model/0,
               duration_model_options/0]).
 
@@ -370,11 +377,15 @@
                        options := discovery_options(),
                        levels => [terrain_alpha:level()],
                        single_alpha => {float(), float()} | none,
+                       missing => non_neg_integer(),
+                       undetermined => [node()],
                        repaired := non_neg_integer(),
                        pairs := non_neg_integer()}.
 %% What {@link discover/2} found: the tree under `topology' (load it with
 %% {@link load_topology/1}), the α of each level under `levels', the number of
-%% round trips `repaired' out of `pairs'.
+%% round trips `repaired' out of `pairs'; for a matrix with pairs measured in neither
+%% direction, how many were `missing' (estimated from the measured ones) and the
+%% `undetermined' nodes, whose place no measured round trip supports.
 
 -type comparison() ::
         #{levels := [#{level := pos_integer(),
@@ -392,6 +403,38 @@
 %% <ul>
 %% <li>`levels' — depth in the true tree</li>
 %% </ul>
+
+-type insert_options() ::
+        #{representatives => pos_integer(),
+          confirm => non_neg_integer(),
+          gap => number(),
+          retries => non_neg_integer(),
+          attempts => pos_integer(),
+          name => term(),
+          seed => integer()}.
+%% Options of {@link insert_node/4}:
+%% <ul>
+%% <li>`representatives' — members measured per child subtree at each level; the
+%%     smallest round trip counts (default 1);</li>
+%% <li>`confirm' — confirmation pairs after the placement, one per ancestor network
+%%     from the lowest up (default 2);</li>
+%% <li>`gap' — the smallest ratio between the round trips of two adjacent levels, > 1
+%%     (default 10, an order of magnitude): a round trip below height/√gap lies
+%%     inside a child, one above height·√gap outside the network;</li>
+%% <li>`retries' — new descents, each with one more representative, after a
+%%     confirmation contradicts the placement (default 2);</li>
+%% <li>`attempts' — members tried per child when measurements fail (default 3);</li>
+%% <li>`name' — the name of the network the insertion creates, if it creates one
+%%     (default: the node);</li>
+%% <li>`seed' — seed of the random choice of representatives (default: from the
+%%     node's name, so the same call measures the same pairs).</li>
+%% </ul>
+
+-type measure() :: fun((A :: node(), B :: node()) -> {ok, RoundTripMicroseconds :: number()} | {error, term()}).
+%% Measures one round trip between two nodes for {@link insert_node/4}.
+
+-type measured_pair() :: {A :: node(), B :: node(), RoundTripMicroseconds :: number()}.
+%% A round trip {@link insert_node/4} measured, `A' being the inserted node.
 
 -type duration_model() :: #{location := float(), scale := float(), shape := float(),
                             tail := float(), side := upper | lower | both}.
@@ -705,6 +748,29 @@ discover(Latency, Opts) ->
 compare_topologies(Found, Truth) ->
     terrain_tree_compare:compare(Found, Truth).
 
+%% @doc Places one node into a known topology by measuring it against a few
+%% representatives of each subtree, level by level from the root, then confirming
+%% the placement with a few more pairs (docs/TOPOLOGY_DISCOVERY.md, "Tree-guided
+%% probing"). `Tree' needs a measured height on every network (µs of round trip, as
+%% `terrain topology' and `terrain probe --strategy tree' write them); `Measure' is
+%% called for every round trip, so the function is pure given it. Returns the new
+%% tree and the round trips measured (failed measurements left out).
+%% ```
+%% Measure = fun(A, B) -> {ok, Us} = my_probe(A, B), {ok, Us} end,
+%% {ok, Tree1, Pairs} = terrain:insert_node(new@host, Tree0, Measure, #{confirm => 2}).
+%% '''
+-spec insert_node(Node :: node(), Tree :: topology_tree(), Measure :: measure(), Opts :: insert_options()) ->
+          {ok, NewTree :: topology_tree(), Pairs :: [measured_pair()]} | {error, term()}.
+insert_node(Node, Tree, Measure, Opts) ->
+    terrain_insert:insert(Node, Tree, Measure, Opts).
+
+%% @doc Takes a node out of a topology tree: a network left with one child is replaced
+%% by that child, an empty one goes; heights stay. The inverse of {@link insert_node/4}
+%% for a node that leaves or must be placed again.
+-spec remove_node(Node :: node(), Tree :: topology_tree()) -> {ok, topology_tree()} | {error, term()}.
+remove_node(Node, Tree) ->
+    terrain_insert:remove(Node, Tree).
+
 %%====================================================================
 %% API: variability of durations
 
@@ -761,6 +827,8 @@ format_error({discovery, _} = Reason) ->
     terrain_discovery:format_error(Reason);
 format_error({compare, _} = Reason) ->
     terrain_tree_compare:format_error(Reason);
+format_error({insert, _} = Reason) ->
+    terrain_insert:format_error(Reason);
 format_error({variability, _} = Reason) ->
     terrain_variability:format_error(Reason);
 format_error(no_topology) ->

@@ -14,7 +14,11 @@
 %% <li><b>Symmetrisation</b>: d(a, b) combines the round trip measured from a with the
 %%     one measured from b: `min' (default: noise only ever adds time, so the smaller
 %%     is the better estimate of the path), `mean' or `max'. A missing value (`null')
-%%     takes the other direction's.</li>
+%%     takes the other direction's. A pair missing both ways (a partial matrix, e.g.
+%%     from the tree probe or a budget that ended) gets the minimax estimate over
+%%     the measured pairs (see minimax_fill/2); the result counts them (`missing')
+%%     and names the nodes whose place rests on estimates only (`undetermined': no
+%%     measured round trip to another member of the cluster they were put in).</li>
 %% <li><b>Outliers</b> (`repair', the default): a first pass clusters with `average'
 %%     linkage and automatic α. An inflated pair weighs 1/(|A||B|) in the mean
 %%     distance between clusters A and B, so a few outliers cannot move a cluster,
@@ -97,8 +101,15 @@ discover(#{nodes := Nodes} = Latency, Options) ->
         {error, _} = Error -> Error
     end.
 
-%% The last step of discover/2: cluster the matrix, if there is one.
-clustered(Nodes, {ok, Matrix}, Opts) -> {ok, cluster(Nodes, Matrix, Opts)};
+%% The last step of discover/2: cluster the matrix, if there is one; say how many
+%% pairs were missing and which nodes the measured pairs leave undetermined.
+clustered(Nodes, {ok, Matrix, #{missing := 0}}, Opts) ->
+    {AlphaTree, Result} = cluster(Nodes, Matrix, Opts),
+    _ = AlphaTree,
+    {ok, Result#{missing => 0, undetermined => []}};
+clustered(Nodes, {ok, Matrix, #{missing := Missing, measured := Measured}}, Opts) ->
+    {AlphaTree, Result} = cluster(Nodes, Matrix, Opts),
+    {ok, Result#{missing => Missing, undetermined => undetermined(AlphaTree, Measured, Nodes)}};
 clustered(_Nodes, {error, _} = Error, _Opts) -> Error.
 
 %% @doc The topology term of a result.
@@ -121,7 +132,8 @@ render(#{topology := Tree} = Result, Format) ->
     end.
 
 %% @doc The symmetric matrix to cluster: the chosen statistic, symmetrised.
--spec matrix(latency(), options()) -> {ok, terrain_linkage:matrix()} | {error, error_reason()}.
+-spec matrix(latency(), options()) ->
+          {ok, terrain_linkage:matrix(), #{missing := non_neg_integer(), measured := tuple()}} | {error, error_reason()}.
 matrix(#{nodes := Nodes, stats := Stats}, Options) ->
     #{statistic := Statistic, symmetrise := Symmetrise} = maps:merge(?DEFAULTS, Options),
     N = length(Nodes),
@@ -184,8 +196,6 @@ format_error({discovery, {not_square, Statistic, N}}) ->
 format_error({discovery, {bad_value, A, B, Value}}) ->
     io_lib:format("round trip ~0tp -> ~0tp is ~0tP: expected a non-negative number of microseconds or null",
                   [A, B, Value, 6]);
-format_error({discovery, {missing_pair, A, B}}) ->
-    io_lib:format("no round trip between ~0tp and ~0tp in either direction", [A, B]);
 format_error({discovery, {latency, File, Why}}) ->
     io_lib:format("~ts: not a latency matrix: ~ts", [File, latency_why(Why)]).
 
@@ -264,11 +274,20 @@ symmetric(Nodes, Rows, How, _Statistic) ->
     N = tuple_size(Rows),
     Names = list_to_tuple(Nodes),
     try
-        M = terrain_linkage:from_fun(N, fun(I, J) ->
-                                                 combine(How, value(Rows, Names, I, J), value(Rows, Names, J, I),
-                                                         element(I + 1, Names), element(J + 1, Names))
-                                         end),
-        {ok, M}
+        Combined = list_to_tuple([list_to_tuple([case I =:= J of
+                                                     true -> 0.0;
+                                                     false -> combine(How, value(Rows, Names, I, J),
+                                                                      value(Rows, Names, J, I))
+                                                 end || J <- lists:seq(0, N - 1)])
+                                  || I <- lists:seq(0, N - 1)]),
+        Missing = length([x || I <- lists:seq(0, N - 1), J <- lists:seq(I + 1, N - 1),
+                               element(J + 1, element(I + 1, Combined)) =:= null]),
+        Filled = case Missing of
+                     0 -> Combined;
+                     _ -> minimax_fill(Combined, N)
+                 end,
+        {ok, terrain_linkage:from_fun(N, fun(I, J) -> element(J + 1, element(I + 1, Filled)) end),
+         #{missing => Missing, measured => Combined}}
     catch
         throw:Reason -> {error, {discovery, Reason}}
     end.
@@ -280,12 +299,76 @@ value(Rows, Names, I, J) ->
         V -> throw({bad_value, element(I + 1, Names), element(J + 1, Names), V})
     end.
 
-combine(_How, null, null, A, B) -> throw({missing_pair, A, B});
-combine(_How, X, null, _A, _B) -> X;
-combine(_How, null, Y, _A, _B) -> Y;
-combine(min, X, Y, _A, _B) -> min(X, Y);
-combine(max, X, Y, _A, _B) -> max(X, Y);
-combine(mean, X, Y, _A, _B) -> (X + Y) / 2.
+combine(_How, null, null) -> null;
+combine(_How, X, null) -> X;
+combine(_How, null, Y) -> Y;
+combine(min, X, Y) -> min(X, Y);
+combine(max, X, Y) -> max(X, Y);
+combine(mean, X, Y) -> (X + Y) / 2.
+
+%% A pair measured in neither direction gets the minimax estimate: over the paths of
+%% measured pairs between the two nodes, the smallest largest round trip. On an
+%% ultrametric it is exact as soon as the measured pairs inside the two nodes' lowest
+%% common cluster connect them (d(x, y) =< max(d(x, z), d(z, y)), with equality for
+%% a z inside that cluster). Computed on the minimum spanning tree of the measured
+%% pairs (Kruskal), from every node (O(n^2)). Nodes the measured pairs do not connect
+%% are estimated at twice the largest round trip measured: they join at the root.
+minimax_fill(Combined, N) ->
+    Edges = lists:sort([{D, I, J} || I <- lists:seq(0, N - 1), J <- lists:seq(I + 1, N - 1),
+                                      D <- [element(J + 1, element(I + 1, Combined))], D =/= null]),
+    Far = 2 * lists:max([1.0 | [D || {D, _, _} <- Edges]]),
+    Tree = kruskal(Edges, maps:from_list([{I, I} || I <- lists:seq(0, N - 1)]), #{}),
+    list_to_tuple([begin
+                       Row = element(I + 1, Combined),
+                       Reach = widest(Tree, [{I, 0.0}], #{I => 0.0}),
+                       list_to_tuple([case element(J + 1, Row) of
+                                          null -> maps:get(J, Reach, Far);
+                                          D -> D
+                                      end || J <- lists:seq(0, N - 1)])
+                   end || I <- lists:seq(0, N - 1)]).
+
+kruskal([], _Parent, Adj) ->
+    Adj;
+kruskal([{D, I, J} | Rest], Parent, Adj) ->
+    {RI, P1} = find(I, Parent),
+    {RJ, P2} = find(J, P1),
+    case RI =:= RJ of
+        true -> kruskal(Rest, P2, Adj);
+        false -> kruskal(Rest, P2#{RI => RJ},
+                         maps:update_with(J, fun(L) -> [{I, D} | L] end, [{I, D}],
+                                          maps:update_with(I, fun(L) -> [{J, D} | L] end, [{J, D}], Adj)))
+    end.
+
+find(I, Parent) ->
+    case maps:get(I, Parent) of
+        I -> {I, Parent};
+        P -> {R, P1} = find(P, Parent), {R, P1#{I => R}}
+    end.
+
+%% The largest round trip on the tree path from the start to every node it reaches.
+widest(_Tree, [], Seen) ->
+    Seen;
+widest(Tree, [{I, Max} | Rest], Seen) ->
+    Next = [{J, max(Max, D)} || {J, D} <- maps:get(I, Tree, []), not is_map_key(J, Seen)],
+    widest(Tree, Next ++ Rest, lists:foldl(fun({J, M}, S) -> S#{J => M} end, Seen, Next)).
+
+%% The nodes whose place rests on estimates only: a node directly in a cluster with
+%% no measured round trip (either direction) to another node directly in it, or to
+%% any member of one of the cluster's subclusters (it might belong inside that one).
+undetermined(Tree, Measured, Nodes) ->
+    Names = list_to_tuple(Nodes),
+    Seen = fun(P, Qs) -> lists:any(fun(Q) -> Q =/= P andalso element(Q + 1, element(P + 1, Measured)) =/= null end,
+                                   Qs) end,
+    lists:sort([element(P + 1, Names)
+                || {cluster, _, Kids} <- clusters(Tree),
+                   Direct <- [[P || {point, P} <- Kids]],
+                   Subs <- [[points(K) || {cluster, _, _} = K <- Kids]],
+                   P <- Direct,
+                   (length(Direct) > 1 andalso not Seen(P, Direct))
+                       orelse lists:any(fun(Members) -> not Seen(P, Members) end, Subs)]).
+
+clusters({point, _}) -> [];
+clusters({cluster, _, Kids} = C) -> [C | lists:append([clusters(K) || K <- Kids])].
 
 %%--------------------------------------------------------------------
 %% Clustering
@@ -306,11 +389,11 @@ cluster(Nodes, Matrix, #{linkage := Linkage, alpha := Alpha, outliers := Outlier
     case Alpha of
         auto ->
             {Tree, Levels} = terrain_alpha:auto(Clean, Linkage, Auto),
-            Base#{topology => to_topology(diameters(Tree, Clean), Nodes), levels => Levels,
-                  single_alpha => single_alpha(Levels)};
+            {Tree, Base#{topology => to_topology(diameters(Tree, Clean), Nodes), levels => Levels,
+                         single_alpha => single_alpha(Levels)}};
         _ ->
             Tree = terrain_alpha:run(Clean, Linkage, Alpha),
-            Base#{topology => to_topology(diameters(Tree, Clean), Nodes)}
+            {Tree, Base#{topology => to_topology(diameters(Tree, Clean), Nodes)}}
     end.
 
 float_range({Lo, Hi}) -> {float(Lo), float(Hi)}.
@@ -422,7 +505,9 @@ first_point({cluster, _, Children}) -> lists:min([first_point(C) || C <- Childre
 %% JSON
 
 discovery_json(#{options := Opts, repaired := Repaired, pairs := Pairs} = Result) ->
-    Base = #{statistic => maps:get(statistic, Opts),
+    Base = #{missing_pairs => maps:get(missing, Result, 0),
+             undetermined => maps:get(undetermined, Result, []),
+             statistic => maps:get(statistic, Opts),
              symmetrise => maps:get(symmetrise, Opts),
              linkage => maps:get(linkage, Opts),
              alpha => maps:get(alpha, Opts),

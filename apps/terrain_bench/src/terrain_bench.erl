@@ -160,6 +160,8 @@ format_error({bench, {file, File, Why}}) ->
     io_lib:format("~ts: ~ts", [File, file:format_error(Why)]);
 format_error({file, File, Why}) ->
     io_lib:format("~ts: ~ts", [File, file:format_error(Why)]);
+format_error({error, Reason}) ->            % an instance's start result, as erpc returned it
+    format_error(Reason);
 format_error(Reason) ->
     io_lib:format("~0tp", [Reason]).
 

@@ -113,7 +113,8 @@ init(#{config := Config, dir := Dir, nodes := Nodes, owner := Owner, ref := Ref}
 
 %% @doc `{go, StartSystemUs}': start at that wall-clock time (microseconds since the
 %% epoch), the same on every node.
--spec handle_call(term(), gen_server:from(), #state{}) -> {reply, term(), #state{}}.
+-spec handle_call(term(), gen_server:from(), #state{}) ->
+          {reply, term(), #state{}} | {stop, term(), term(), #state{}}.
 handle_call({go, StartSystemUs}, _From, #state{phase = ready, config = Config, workers = Workers} = State) ->
     #{warmup := Warmup, duration := Duration} = Config,
     StartUs = erlang:monotonic_time(microsecond) + (StartSystemUs - erlang:system_time(microsecond)),
@@ -123,8 +124,10 @@ handle_call({go, StartSystemUs}, _From, #state{phase = ready, config = Config, w
     PerUs = erlang:convert_time_unit(1, microsecond, native),
     _ = [W ! {go, StartUs * PerUs, EndMs * 1000 * PerUs} || W <- Workers],
     _ = erlang:start_timer(MeasureStartMs, self(), measure, [{abs, true}]),
-    write_headers(State, StartSystemUs div 1000 + Warmup * 1000),
-    {reply, ok, State#state{measure_start_ms = MeasureStartMs, end_ms = EndMs, phase = warmup}};
+    case written(State, fun() -> write_headers(State, StartSystemUs div 1000 + Warmup * 1000) end) of
+        {stop, Reason, _} -> {stop, Reason, {error, Reason}, State};
+        ok -> {reply, ok, State#state{measure_start_ms = MeasureStartMs, end_ms = EndMs, phase = warmup}}
+    end;
 handle_call(_Request, _From, State) ->
     {reply, {error, unexpected}, State}.
 
@@ -138,13 +141,13 @@ handle_cast(_Msg, State) ->
 -spec handle_info(term(), #state{}) -> {noreply, #state{}} | {stop, term(), #state{}}.
 handle_info({timeout, _, measure}, #state{recorders = Recorders, measure_start_ms = Start} = State) ->
     Baseline = maps:map(fun(_, R) -> terrain_bench_hdr:snapshot(R) end, Recorders),
-    schedule_tick(State#state{previous = Baseline, baseline_errors = error_counts(State),
-                              previous_errors = error_counts(State), last_tick_ms = Start,
-                              phase = measuring});
+    written(State, fun() -> schedule_tick(State#state{previous = Baseline, baseline_errors = error_counts(State),
+                                                      previous_errors = error_counts(State), last_tick_ms = Start,
+                                                      phase = measuring}) end);
 handle_info({timeout, _, tick}, #state{phase = measuring} = State) ->
-    schedule_tick(report(State));
+    written(State, fun() -> schedule_tick(report(State)) end);
 handle_info({timeout, _, drained}, #state{phase = draining} = State) ->
-    finish(State);
+    written(State, fun() -> finish(State) end);
 handle_info({'EXIT', Pid, Why}, #state{workers = Workers} = State) ->
     case lists:member(Pid, Workers) of
         true ->
@@ -152,7 +155,7 @@ handle_info({'EXIT', Pid, Why}, #state{workers = Workers} = State) ->
                 logger:warning("terrain_bench: a worker on ~s crashed: ~0tp", [node(), Why]),
             Left = lists:delete(Pid, Workers),
             case {Left, State#state.phase} of
-                {[], draining} -> finish(State#state{workers = []});
+                {[], draining} -> written(State, fun() -> finish(State#state{workers = []}) end);
                 _ -> {noreply, State#state{workers = Left}}
             end;
         false ->
@@ -300,11 +303,11 @@ open_each(Dir, [{Key, Name} | Rest], Files) ->
     end.
 
 write_headers(#state{files = Files, ops = Ops}, MeasureStartMs) ->
-    ok = file:write(maps:get(summary, Files), [?SUMMARY_COLUMNS, $\n]),
+    put_file(maps:get(summary, Files), [?SUMMARY_COLUMNS, $\n]),
     [begin
-         ok = file:write(maps:get({latencies, Op}, Files), [?LATENCY_COLUMNS, $\n]),
+         put_file(maps:get({latencies, Op}, Files), [?LATENCY_COLUMNS, $\n]),
          Comment = io_lib:format("terrain bench ~s on ~s, latencies in microseconds", [Op, node()]),
-         ok = file:write(maps:get({log, Op}, Files), terrain_bench_hdr:log_header(Comment, MeasureStartMs))
+         put_file(maps:get({log, Op}, Files), terrain_bench_hdr:log_header(Comment, MeasureStartMs))
      end || Op <- Ops],
     sync(Files).
 
@@ -337,14 +340,14 @@ report(#state{recorders = Recorders, previous = Previous, files = Files, ops = O
     Rows = [begin
                 H = terrain_bench_hdr:subtract(maps:get(Op, Snapshots), maps:get(Op, Previous)),
                 OpErrors = lists:sum([N || {{O, _}, N} <- maps:to_list(WindowErrors), O =:= Op]),
-                ok = file:write(maps:get({latencies, Op}, Files), latency_row(Elapsed, Window, H, OpErrors)),
-                ok = file:write(maps:get({log, Op}, Files),
+                put_file(maps:get({latencies, Op}, Files), latency_row(Elapsed, Window, H, OpErrors)),
+                put_file(maps:get({log, Op}, Files),
                                 terrain_bench_hdr:log_line(atom_to_list(Op), Last - Start, TickMs - Last, H)),
                 {terrain_bench_hdr:count(H), OpErrors}
             end || Op <- Ops],
     Successful = lists:sum([N || {N, _} <- Rows]),
     Failed = lists:sum([E || {_, E} <- Rows]),
-    ok = file:write(maps:get(summary, Files),
+    put_file(maps:get(summary, Files),
                     io_lib:format("~s,~s,~b,~b,~b~n", [num(Elapsed), num(Window), Successful + Failed,
                                                          Successful, Failed])),
     write_errors(State, Errors),
@@ -371,12 +374,29 @@ write_errors(#state{dir = Dir, baseline_errors = Baseline}, Errors) ->
     File = filename:join(Dir, "errors.csv"),
     Tmp = File ++ ".tmp",
     Text = ["op,kind,count\n" | [io_lib:format("~s,~s,~b~n", [Op, Kind, N]) || {Op, Kind, N} <- Rows]],
-    ok = file:write_file(Tmp, Text, [sync]),
-    ok = file:rename(Tmp, File).
+    case file:write_file(Tmp, Text, [sync]) of
+        ok -> checked(file:rename(Tmp, File));
+        {error, Why} -> _ = file:delete(Tmp), throw({bench_write, File, Why})
+    end.
 
 sync(Files) ->
-    [ok = file:datasync(F) || F <- maps:values(Files)],
+    [checked(file:datasync(F)) || F <- maps:values(Files)],
     ok.
+
+%% Writes that a full or read-only disk refuses stop the instance with
+%% {bench, {file, Dir, Reason}} (written/2), never with a badmatch and a crash report.
+put_file(Fd, Data) ->
+    checked(file:write(Fd, Data)).
+
+checked(ok) -> ok;
+checked({error, Why}) -> throw({bench_write, undefined, Why}).
+
+%% Runs a step that writes; a refused write stops the instance, naming the error.
+written(#state{dir = Dir} = State, Step) ->
+    try Step()
+    catch throw:{bench_write, File, Why} ->
+            {stop, {bench, {file, case File of undefined -> Dir; _ -> File end, Why}}, State}
+    end.
 
 %% The last interval, then tell the coordinator and stop.
 finish(#state{owner = Owner, ref = Ref, workers = Workers} = State) ->

@@ -42,7 +42,8 @@ run(Nodes, Config, OutDir, Options) ->
 summarise(Nodes, #{operations := Weighted, duration := Duration} = Config, OutDir, Info) ->
     Ops = [Op || {Op, _} <- Weighted],
     PerNode = [{Node, node_data(Node, OutDir, Ops)} || Node <- Nodes],
-    Operations = maps:from_list([{Op, operation_summary(Op, PerNode, Duration)} || Op <- Ops]),
+    Measured = measured_s(PerNode, Duration),
+    Operations = maps:from_list([{Op, operation_summary(Op, PerNode, Measured)} || Op <- Ops]),
     Failed = maps:get(failed, Info, []),
     Count = lists:sum([maps:get(count, S) || S <- maps:values(Operations)]),
     Errors = lists:sum([maps:get(error_count, S) || S <- maps:values(Operations)]),
@@ -50,9 +51,10 @@ summarise(Nodes, #{operations := Weighted, duration := Duration} = Config, OutDi
                 started_at => rfc3339(maps:get(started_at, Info, erlang:system_time(millisecond))),
                 config => terrain_bench_config:to_json(Config),
                 nodes => [atom_to_binary(N) || N <- Nodes],
-                measured_s => Duration,
+                measured_s => Measured,               % the time measured (less than the duration if stopped early)
+                duration_s => Duration,
                 failed_instances => [#{node => atom_to_binary(N), reason => reason(R)} || {N, R} <- Failed],
-                total => #{count => Count, errors => Errors, throughput => Count / Duration},
+                total => #{count => Count, errors => Errors, throughput => Count / Measured},
                 operations => Operations},
     case terrain_json:write_file(filename:join(OutDir, "summary.json"), Summary) of
         ok -> {ok, Summary};
@@ -154,10 +156,21 @@ node_data(Node, OutDir, Ops) ->
     Dir = filename:join(OutDir, atom_to_list(Node)),
     Errors = parse_errors(read_node_file(Node, filename:join(Dir, "errors.csv"))),
     maps:from_list(
-      [{Op, #{histogram => terrain_bench_hdr:merge(
-                             [H || {_, _, H} <- terrain_bench_hdr:parse_log(
-                                                  read_node_file(Node, filename:join(Dir, atom_to_list(Op) ++ ".hlog")))]),
-              errors => maps:get(Op, Errors, #{})}} || Op <- Ops]).
+      [{Op, #{histogram => terrain_bench_hdr:merge([H || {_, _, H} <- Intervals]),
+              %% seconds from the start of measurement to the end of the last interval
+              measured_s => lists:max([0.0 | [Start + Length || {Start, Length, _} <- Intervals]]),
+              errors => maps:get(Op, Errors, #{})}}
+       || Op <- Ops,
+          Intervals <- [terrain_bench_hdr:parse_log(read_node_file(Node, filename:join(Dir, atom_to_list(Op) ++ ".hlog")))]]).
+
+%% The time the cluster measured: to the end of the last interval any node wrote, at
+%% most the configured duration (a run stopped early, by a killed node or a stopped
+%% cluster, divides by the time it really measured).
+measured_s(PerNode, Duration) ->
+    case lists:max([0.0 | [S || {_, Data} <- PerNode, #{measured_s := S} <- maps:values(Data)]]) of
+        Measured when Measured > 0, Measured < Duration -> Measured;
+        _ -> Duration
+    end.
 
 read_node_file(Node, File) ->
     case file:read_file(File) of
@@ -186,7 +199,7 @@ parse_errors(Bin) ->
 %% An operation's cluster figures: percentiles of the merged histograms, and
 %% DE-Bench's figure beside them, the unweighted mean over nodes of each node's
 %% percentile (over the nodes that completed the operation at least once).
-operation_summary(Op, PerNode, Duration) ->
+operation_summary(Op, PerNode, Measured) ->
     Data = [{Node, maps:get(Op, D)} || {Node, D} <- PerNode],
     Merged = terrain_bench_hdr:merge([H || {_, #{histogram := H}} <- Data]),
     Errors = lists:foldl(fun({_, #{errors := E}}, Acc) ->
@@ -197,7 +210,7 @@ operation_summary(Op, PerNode, Duration) ->
     #{count => Count,
       errors => Errors,
       error_count => lists:sum(maps:values(Errors)),
-      throughput => Count / Duration,
+      throughput => Count / Measured,
       latency_us => latency(Merged),
       per_node_percentile_mean => per_node_mean(NonEmpty),
       per_node => maps:from_list(
@@ -224,3 +237,31 @@ reason(Why) ->
 
 rfc3339(Ms) ->
     list_to_binary(calendar:system_time_to_rfc3339(Ms, [{unit, millisecond}, {offset, "Z"}])).
+
+%%--------------------------------------------------------------------
+%% Tests
+
+-ifdef(TEST).
+-include_lib("eunit/include/eunit.hrl").
+
+%% A run stopped 4 s into 12 measured seconds divides by 4 s, not 12 (issue: 7,283
+%% ops/s reported against about 21,850).
+measured_s_is_the_time_measured_when_stopped_early_test() ->
+    Stopped = [{a@h, #{rpc => #{measured_s => 4.0}}}, {b@h, #{rpc => #{measured_s => 3.0}}}],
+    ?assertEqual(4.0, measured_s(Stopped, 12)),
+    Full = [{a@h, #{rpc => #{measured_s => 12.0}}}],
+    ?assertEqual(12, measured_s(Full, 12)),
+    ?assertEqual(12, measured_s([{a@h, #{rpc => #{measured_s => 0.0}}}], 12)).
+
+node_data_reads_the_measured_time_from_the_interval_log_test() ->
+    Dir = filename:join("/tmp", "terrain_bench_run_" ++ os:getpid()),
+    NodeDir = filename:join(Dir, atom_to_list(node())),
+    ok = filelib:ensure_dir(filename:join(NodeDir, "x")),
+    H = terrain_bench_hdr:from_values([100, 200]),
+    ok = file:write_file(filename:join(NodeDir, "rpc.hlog"),
+                         [terrain_bench_hdr:log_header("t", 0),
+                          terrain_bench_hdr:log_line("rpc", 0, 1000, H),
+                          terrain_bench_hdr:log_line("rpc", 1000, 1000, H)]),
+    #{rpc := #{measured_s := Measured}} = node_data(node(), Dir, [rpc]),
+    ?assertEqual(2.0, Measured).
+-endif.

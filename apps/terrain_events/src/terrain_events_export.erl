@@ -136,9 +136,10 @@ write_atomically(File, Data) ->
                 ok ->
                     case file:rename(Tmp, File) of
                         ok -> ok;
-                        {error, Why} -> {error, {file, File, Why}}
+                        {error, Why} -> _ = file:delete(Tmp), {error, {file, File, Why}}
                     end;
                 {error, Why} ->
+                    _ = file:delete(Tmp),     % a full disk leaves no partial FILE.tmp behind
                     {error, {file, File, Why}}
             end;
         {error, Why} ->

@@ -88,6 +88,7 @@ write_file(File, Term) ->
                 {error, Why} -> _ = file:delete(Tmp), {error, {file, File, Why}}
             end;
         {error, Why} ->
+            _ = file:delete(Tmp),     % a full disk leaves no partial FILE.tmp behind
             {error, {file, File, Why}}
     end.
 

@@ -112,6 +112,12 @@ format_error({aco_instance, _} = Reason) ->
     terrain_workloads:aco_format_error(Reason);
 format_error({cgroup, _} = Reason) ->
     terrain_lab_cgroup:format_error(Reason);
+format_error({guard, _} = Reason) ->
+    terrain_lab_guard:format_error(Reason);
+format_error({write, _, _} = Reason) ->
+    terrain_lab_files:format_error(Reason);
+format_error({Output, _} = Reason) when Output =:= output_exists; Output =:= output_is_input ->
+    terrain_lab_files:format_error(Reason);
 format_error({launch, _} = Reason) ->
     terrain_lab_launch:format_error(Reason);
 format_error({cluster_state, _} = Reason) ->
@@ -126,12 +132,16 @@ format_error({netem, _} = Reason) ->
     terrain_lab_netem:format_error(Reason);
 format_error({probe, _} = Reason) ->
     terrain_lab_probe:format_error(Reason);
+format_error({simulate, _} = Reason) ->
+    terrain_lab_simulate:format_error(Reason);
 format_error({hostlist, _} = Reason) ->
     terrain_lab_hostlist:format_error(Reason);
 format_error({hosts, _} = Reason) ->
     terrain_lab_hosts:format_error(Reason);
 format_error({slurm, _} = Reason) ->
     terrain_lab_slurm:format_error(Reason);
+format_error({testbed, _} = Reason) ->
+    terrain_lab_testbed:format_error(Reason);
 format_error({tls, _} = Reason) ->
     terrain_lab_tls:format_error(Reason);
 format_error({terrain_netem, bad_links, Text}) ->

@@ -39,7 +39,12 @@ command() ->
 run(Command, TimeoutMs, Args) ->
     Port = open_port({spawn_executable, Command}, [{args, Args}, exit_status, stderr_to_stdout, binary]),
     {os_pid, OsPid} = erlang:port_info(Port, os_pid),
-    collect(Port, OsPid, erlang:monotonic_time(millisecond) + TimeoutMs, TimeoutMs, []).
+    %% the CLI's exit path (SIGTERM) stops it too: never a child left writing later
+    Pid = integer_to_list(OsPid),
+    ok = terrain_lab_cleanup:add({port, Pid}, fun() -> terrain_lab_os:terminate(Pid, 2000, fun() -> true end) end),
+    try collect(Port, OsPid, erlang:monotonic_time(millisecond) + TimeoutMs, TimeoutMs, [])
+    after terrain_lab_cleanup:remove({port, Pid})
+    end.
 
 %% @doc Writes the report of `RunDirs' to `Out' with `terrain-analysis report'
 %% (docs/REPORT.md).
@@ -91,7 +96,7 @@ collect(Port, OsPid, Deadline, TimeoutMs, Acc) ->
         {Port, {exit_status, Status}} -> {Status, iolist_to_binary(lists:reverse(Acc))}
     after Left ->
         %% Stop exactly the process this port started; closing the port alone leaves it running.
-        _ = os:cmd("kill " ++ integer_to_list(OsPid)),
+        _ = terrain_lab_os:terminate(integer_to_list(OsPid), 2000, fun() -> true end),
         receive
             {Port, {exit_status, _}} -> ok
         after 5000 ->

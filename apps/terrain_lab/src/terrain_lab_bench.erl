@@ -83,6 +83,8 @@ sweep(Config, SpecFile, #{nodes := Sizes} = Options) ->
 -spec format_error(term()) -> iolist().
 format_error({bench_lab, {too_many_nodes, N, Have, Spec}}) ->
     io_lib:format("cannot sweep to ~b nodes: ~ts has ~b", [N, Spec, Have]);
+format_error({bench_lab, {point_failed, Point, {Tag, _} = Why}}) when Tag =:= bench; Tag =:= bench_config ->
+    io_lib:format("sweep point ~ts failed: ~ts", [point_label(Point), terrain_bench:format_error(Why)]);
 format_error({bench_lab, {point_failed, Point, Why}}) ->
     io_lib:format("sweep point ~ts failed: ~ts", [point_label(Point), terrain_lab:format_error(Why)]).
 
@@ -91,8 +93,13 @@ format_error({bench_lab, {point_failed, Point, Why}}) ->
 
 out_dir(#{out := Out}) ->
     case filelib:is_dir(Out) andalso element(2, file:list_dir(Out)) =/= [] of
-        true -> {error, {file, Out, eexist}};
-        false -> {ok, Out, Out}
+        true -> {error, {output_exists, Out}};
+        false ->
+            %% made here, so that a directory that refuses it says why (read-only: erofs)
+            case terrain_lab_files:make_dir(Out) of
+                ok -> {ok, Out, Out};
+                {error, _} = Error -> Error
+            end
     end;
 out_dir(Options) ->
     case terrain_lab_run:create(maps:get(runs_dir, Options, "runs")) of
@@ -151,7 +158,12 @@ sweep_points(Config, Spec, SpecFile, Options, RunDir, Progress) ->
     Computes = maps:get(compute_us, Options, [maps:get(compute_us, Config)]),
     Points = [#{nodes => N, argument_size => A, compute_us => C} || A <- ArgSizes, C <- Computes, N <- Sizes],
     CsvFile = filename:join(RunDir, "sweep.csv"),
-    ok = file:write_file(CsvFile, [?SWEEP_COLUMNS, $\n]),
+    case terrain_lab_files:write(CsvFile, [?SWEEP_COLUMNS, $\n]) of
+        ok -> sweep_all(Config, Options, RunDir, CsvFile, {Spec, SpecFile, Sizes, ArgSizes, Computes, Points}, Progress);
+        {error, _} = Error -> Error
+    end.
+
+sweep_all(Config, Options, RunDir, CsvFile, {Spec, SpecFile, Sizes, ArgSizes, Computes, Points}, Progress) ->
     T0 = erlang:monotonic_time(millisecond),
     Progress(io_lib:format("sweep: ~b points (nodes ~w, argument_size ~w, compute_us ~w) into ~ts~n",
                            [length(Points), Sizes, ArgSizes, Computes, RunDir])),
@@ -166,8 +178,10 @@ sweep_points(Config, Spec, SpecFile, Options, RunDir, Progress) ->
                       parameters => P} || P <- Points]
                 ++ [#{kind => plot, file => list_to_binary(relative(F, RunDir)),
                       parameters => #{source => <<"sweep.csv">>}} || F <- Plots],
-            ok = terrain_lab_run:write_manifest(RunDir, bench_sweep, Outputs),
-            {ok, RunDir, Rows};
+            case terrain_lab_run:write_manifest(RunDir, bench_sweep, Outputs) of
+                ok -> {ok, RunDir, Rows};
+                {error, _} = Error -> Error
+            end;
         {error, _} = Error ->
             _ = terrain_lab_run:write_manifest(RunDir, bench_sweep,
                                                [#{kind => bench_sweep, file => <<"sweep.csv">>,
@@ -188,15 +202,20 @@ run_points([Point | Rest], I, Total, Config, Spec, RunDir, Csv, T0, Progress, Ac
     case Result of
         {ok, Summary} ->
             Rows = sweep_rows(Point, Summary),
-            ok = file:write_file(Csv, [csv_line(R) || R <- Rows], [append]),
-            Elapsed = erlang:monotonic_time(millisecond) - T0,
-            Eta = Elapsed * (Total - I) div I,
-            Progress(io_lib:format("sweep: ~b/~b points done, ~ts elapsed, ETA ~ts~n",
-                                   [I, Total, duration(Elapsed), duration(Eta)])),
-            run_points(Rest, I + 1, Total, Config, Spec, RunDir, Csv, T0, Progress, lists:reverse(Rows, Acc));
+            case terrain_lab_files:append(Csv, [csv_line(R) || R <- Rows]) of
+                ok -> next_point(Rest, I, Total, Config, Spec, RunDir, Csv, T0, Progress, lists:reverse(Rows, Acc));
+                {error, _} = Error -> Error
+            end;
         {error, Why} ->
             {error, {bench_lab, {point_failed, Point, Why}}}
     end.
+
+next_point(Rest, I, Total, Config, Spec, RunDir, Csv, T0, Progress, Acc) ->
+    Elapsed = erlang:monotonic_time(millisecond) - T0,
+    Eta = Elapsed * (Total - I) div I,
+    Progress(io_lib:format("sweep: ~b/~b points done, ~ts elapsed, ETA ~ts~n",
+                           [I, Total, duration(Elapsed), duration(Eta)])),
+    run_points(Rest, I + 1, Total, Config, Spec, RunDir, Csv, T0, Progress, Acc).
 
 %% The spec's first N nodes, and the groups that still hold one of them (an empty
 %% group is not a valid topology).

@@ -65,6 +65,7 @@
 -define(EXIT_USAGE, 2).
 -define(EXIT_INTERNAL, 70).
 -define(EXIT_PIPE, 141).         % 128 + SIGPIPE: stdout was closed under us
+-define(STDOUT_GRACE_MS, 50).    % how long a failed write takes to close stdout's port (1-7 ms measured)
 
 %%--------------------------------------------------------------------
 %% API
@@ -76,10 +77,16 @@ main(Args) ->
     ok = terrain_lab_cli_signals:install(),
     ok = terrain_lab_cli_tls:child_init(),
     %% A command on a TLS cluster runs in a child VM with TLS distribution (terrain_lab_cli_tls).
+    ok = crash_dump(),
+    %% stdout and stderr carry UTF-8: non-ASCII input is echoed as typed (the
+    %% escript's devices default to Latin-1 bytes)
+    ok = io:setopts(standard_io, [{encoding, unicode}]),
+    ok = io:setopts(standard_error, [{encoding, unicode}]),
     Code = case tls_optfile(Args) of
                {ok, OptFile} -> terrain_lab_cli_tls:relaunch(Args, OptFile);
-               none -> run(Args, terrain_lab_io:standard())
+               none -> stdout_kept(run(unicode_args(Args), terrain_lab_io:standard()))
            end,
+    _ = terrain_lab_cleanup:run(),       % whatever a failed command left (the one exit path)
     terrain_lab_cli_log:finish(),
     erlang:halt(Code).
 
@@ -129,7 +136,8 @@ command_modules() ->
      terrain_lab_cmd_aco,
      terrain_lab_cmd_experiment,
      terrain_lab_cmd_report,
-     terrain_lab_cmd_hostlist].
+     terrain_lab_cmd_hostlist,
+     terrain_lab_cmd_testbed].
 
 %% @doc Every subcommand, in the order `terrain --help' lists them: the commands of
 %% {@link command_modules/0}, module by module.
@@ -162,6 +170,67 @@ format_error(Reason) ->
 
 %%--------------------------------------------------------------------
 %% Internal functions
+
+%% A command that succeeded but whose results did not reach stdout (a reader such as
+%% `head' or `true' closed the pipe, or /dev/full) ends with 141 as the others do. The
+%% escript's stdout process writes through a port that closes when a write fails, a
+%% few milliseconds after the write was handed over; so after a round trip to that
+%% process (every result handed over), the exit waits up to ?STDOUT_GRACE_MS for the
+%% port to close. (A descriptor closed before the start, `>&-', cannot be told from a
+%% working one.)
+stdout_kept(?EXIT_OK) ->
+    case whereis(user) of
+        undefined ->
+            ?EXIT_OK;
+        User ->
+            Ports = case process_info(User, links) of
+                        {links, Links} -> [P || P <- Links, is_port(P)];
+                        undefined -> []
+                    end,
+            Monitors = [erlang:monitor(port, P) || P <- Ports] ++ [erlang:monitor(process, User)],
+            _ = io:getopts(standard_io),
+            Deadline = erlang:monotonic_time(millisecond) + ?STDOUT_GRACE_MS,
+            Down = lists:any(fun(M) ->
+                                     Left = max(0, Deadline - erlang:monotonic_time(millisecond)),
+                                     receive {'DOWN', M, _, _, _} -> true after Left -> false end
+                             end, Monitors),
+            [erlang:demonitor(M, [flush]) || M <- Monitors],
+            case Down of
+                true -> ?EXIT_PIPE;
+                false -> ?EXIT_OK
+            end
+    end;
+stdout_kept(Code) ->
+    Code.
+
+%% Command-line arguments as characters. Under a Latin-1 file name encoding (a C or
+%% POSIX locale) the VM hands over UTF-8 arguments as their bytes; an argument that is
+%% valid UTF-8 is decoded, so non-ASCII input is echoed as typed.
+unicode_args(Args) ->
+    case file:native_name_encoding() of
+        utf8 -> Args;
+        latin1 -> [unicode_arg(A) || A <- Args]
+    end.
+
+unicode_arg(Arg) ->
+    case lists:all(fun(C) -> C < 256 end, Arg) andalso unicode:characters_to_list(list_to_binary(Arg), utf8) of
+        Chars when is_list(Chars) -> Chars;
+        _ -> Arg
+    end.
+
+%% No command writes erl_crash.dump into the working directory: should the VM
+%% crash (a bug), the dump goes to the CLI's log directory, at most 100 MB of it; the
+%% nodes the CLI starts inherit the same (they start in its environment).
+crash_dump() ->
+    case os:getenv("ERL_CRASH_DUMP") of
+        false -> os:putenv("ERL_CRASH_DUMP", filename:join(filename:dirname(terrain_lab_cli_log:file()), "erl_crash.dump"));
+        _ -> true
+    end,
+    case os:getenv("ERL_CRASH_DUMP_BYTES") of
+        false -> os:putenv("ERL_CRASH_DUMP_BYTES", integer_to_list(100 * 1024 * 1024));
+        _ -> true
+    end,
+    ok.
 
 %% The TLS option file the command line `Args' needs this CLI to run with, or none;
 %% a command line that does not parse runs as it is (and reports its usage error).
@@ -351,9 +420,20 @@ convert(list, Text) -> {ok, [T || T <- string:split(Text, ",", all), T =/= ""]};
 convert(integer, Text) ->
     try {ok, list_to_integer(Text)} catch error:badarg -> error end;
 convert(float, Text) ->
-    try {ok, list_to_float(Text)}
-    catch error:badarg ->
-            try {ok, float(list_to_integer(Text))} catch error:badarg -> error end
+    %% 2.5, 10, 1e300 and 1.5e-3: Erlang's own syntax wants a fraction before the exponent
+    Normal = case string:split(string:lowercase(Text), "e") of
+                 [Mantissa, Exponent] when Mantissa =/= "" -> with_fraction(Mantissa) ++ "e" ++ Exponent;
+                 [Mantissa] -> with_fraction(Mantissa);
+                 _ -> Text
+             end,
+    try {ok, list_to_float(Normal)}
+    catch error:badarg -> error
+    end.
+
+with_fraction(Mantissa) ->
+    case lists:member($., Mantissa) of
+        true -> Mantissa;
+        false -> Mantissa ++ ".0"
     end.
 
 type_name(integer) -> "an integer";

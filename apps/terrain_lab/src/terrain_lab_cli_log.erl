@@ -21,7 +21,8 @@
 
 %% API
 -export([install/0,
-         finish/0]).
+         finish/0,
+         file/0]).  % the log file (its directory also takes a crash dump, terrain_lab_cli)
 
 %% logger handler callback
 -export([log/2]).

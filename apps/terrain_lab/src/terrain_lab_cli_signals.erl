@@ -27,11 +27,20 @@
 %% would stop the VM with `init:stop/0' whatever else handles the signal).
 -spec install() -> ok.
 install() ->
+    ok = terrain_lab_cleanup:init(),
     ok = os:set_signal(sigterm, handle),
     case lists:member(?MODULE, gen_event:which_handlers(erl_signal_server)) of
         true -> ok;
         false -> gen_event:swap_handler(erl_signal_server, {erl_signal_handler, swapped}, {?MODULE, none})
     end.
+
+%% Ends the CLI as SIGTERM does: the one exit path's cleanups (temporary files,
+%% child processes, clusters and their cgroups: terrain_lab_cleanup), then exit 143.
+-spec terminated() -> no_return().
+terminated() ->
+    io:format(standard_error, "terrain: terminated (SIGTERM)~n", []),
+    _ = terrain_lab_cleanup:run(),
+    erlang:halt(?EXIT_TERM).
 
 %% @doc From now on SIGTERM sends `Message' to `Pid' instead of halting.
 -spec on_interrupt(pid(), term()) -> ok.
@@ -62,8 +71,7 @@ handle_event(sigterm, {Pid, Message} = Target) ->
     Pid ! Message,
     {ok, Target};
 handle_event(sigterm, none) ->
-    io:format(standard_error, "terrain: terminated (SIGTERM)~n", []),
-    erlang:halt(?EXIT_TERM);
+    terminated();
 handle_event(_Signal, Target) ->
     {ok, Target}.
 

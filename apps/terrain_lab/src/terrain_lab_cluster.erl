@@ -61,7 +61,12 @@
 %% Lab nodes are stopped all at once; with global's partition prevention on, every
 %% node would report (and act on) the others going down. A node's own `args' come
 %% later on the command line and can turn any of these back (docs/CLI.md, "Lean VMs").
--define(LAB_VM_ARGS, ["-kernel", "prevent_overlapping_partitions", "false"] ++ ?LEAN).
+%% A node's log events (a crashed instance's report, "SIGTERM received") go to its
+%% stderr, which the launcher's own stderr receives: its stdout reaches the CLI's
+%% stdout (peer passes it on), which carries results only.
+-define(LAB_VM_ARGS, ["-kernel", "prevent_overlapping_partitions", "false",
+                      "-kernel", "logger", "[{handler,default,logger_std_h,#{config=>#{type=>standard_error}}}]"]
+        ++ ?LEAN).
 %% Lean VMs, so that 256 fit on a laptop-sized machine: a process table of 65,536
 %% (default 262,144: 2.9 MB less resident per VM), a port table of 8,192 (default
 %% 65,536: 0.7 MB), 2 dirty I/O schedulers (default 10 threads), and no busy wait of
@@ -105,12 +110,16 @@ stop(Cluster) ->
 init({Spec, Options, Caller}) ->
     process_flag(trap_exit, true),
     link(Caller),
-    Result = terrain_lab_steps:run([fun(_) -> dist_args(Spec) end,
+    Result = terrain_lab_steps:run([fun(_) -> terrain_lab_guard:vms(length(terrain_lab_spec:nodes(Spec)), #{}) end,
+                                    fun(_) -> dist_args(Spec) end,
                                     fun(_) -> terrain_lab_dist:ensure_started(#{}) end,
                                     fun(_) -> terrain_lab_cgroup:check(Spec) end,
                                     fun(DistArgs) -> boot(Spec, Options#{dist_args => DistArgs}) end], Spec),
     case Result of
         {ok, {Nodes, Peers}} ->
+            %% stopped (VMs, cgroups) by the CLI's exit path too, should it halt first
+            Self = self(),
+            ok = terrain_lab_cleanup:add({cluster, Self}, fun() -> stop(Self) end),
             {ok, #state{caller = Caller, spec = Spec, nodes = Nodes, peers = Peers}};
         {error, Why} ->
             unlink(Caller),
@@ -134,7 +143,12 @@ handle_info({'EXIT', Pid, Reason}, #state{peers = Peers} = State) ->
     case [Node || {Node, P} <- maps:to_list(Peers), P =:= Pid] of
         [Node] ->
             %% A node went down on its own: forget it, keep the others.
-            logger:warning("terrain_lab: node ~p went down: ~0p", [Node, Reason]),
+            %% peer's control process ends `normal' whenever the VM is gone, halted or killed
+            logger:warning("terrain_lab: node ~p went down: ~ts",
+                           [Node, case Reason of
+                                      normal -> "its VM exited (halted, crashed or killed)";
+                                      _ -> io_lib:format("~0tP", [Reason, 12])
+                                  end]),
             {noreply, State#state{peers = maps:remove(Node, Peers)}};
         [] ->
             {noreply, State}
@@ -144,6 +158,7 @@ handle_info(_Info, State) ->
 
 -spec terminate(term(), #state{}) -> ok.
 terminate(_Reason, #state{peers = Peers, nodes = Nodes, spec = Spec}) ->
+    ok = terrain_lab_cleanup:remove({cluster, self()}),
     stop_peers(maps:values(Peers), [OsPid || #{os_pid := OsPid} <- Nodes]),
     remove_cgroups(Spec, [Node || #{node := Node} <- Nodes]).
 

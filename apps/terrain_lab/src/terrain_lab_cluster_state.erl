@@ -38,6 +38,8 @@
 %% API: writing the state (terrain_lab_launch)
 -export([write/2,
          create_cookie/1,
+         lock/1,
+         unlock/1,
          pid_file/2,
          pid_files/1,
          remove/1]).
@@ -103,7 +105,10 @@ connect(Options) ->
     Dir = state_dir(Options),
     Nodes = case maps:get(nodes, Options, undefined) of
                 Names when is_list(Names), Names =/= [] ->
-                    resolve(string:lexemes(Names, ","), Dir);
+                    case string:lexemes(Names, ", ") of
+                        [] -> {error, {cluster_state, {no_nodes_given, Names}}};   % --nodes ',,,'
+                        Given -> resolve(Given, Dir)
+                    end;
                 _ ->
                     case read(Dir) of
                         {ok, #{<<"nodes">> := Recorded}} -> {ok, [binary_to_atom(N) || #{<<"node">> := N} <- Recorded]};
@@ -185,19 +190,72 @@ connect_cli(Dir) ->
 %% @doc Writes `cluster.json' (the format key is added here).
 -spec write(file:filename(), map()) -> ok | {error, term()}.
 write(Dir, State) ->
-    terrain_json:write_file(filename:join(Dir, "cluster.json"), State#{format => ?FORMAT}).
+    terrain_lab_files:write(filename:join(Dir, "cluster.json"),
+                            [terrain_json:encode(State#{format => ?FORMAT}, #{pretty => true}), $\n]).
 
-%% @doc Writes a new random cookie to `Dir/cookie' with mode 0600 and returns the file.
--spec create_cookie(file:filename()) -> file:filename().
+%% @doc Writes a new random cookie to `Dir/cookie' with mode 0600 and returns the
+%% file; a directory that refuses it (read-only, full) is `{write, File, Reason}' and
+%% leaves no cookie file.
+-spec create_cookie(file:filename()) -> {ok, file:filename()} | {error, {write, file:filename(), term()}}.
 create_cookie(Dir) ->
     File = cookie_file(Dir),
     Cookie = binary:encode_hex(crypto:strong_rand_bytes(20)),
     _ = file:delete(File),
-    {ok, Fd} = file:open(File, [write, exclusive, raw]),
-    ok = file:change_mode(File, 8#600),
-    ok = file:write(Fd, Cookie),
-    ok = file:close(Fd),
-    File.
+    case file:open(File, [write, exclusive, raw]) of
+        {ok, Fd} ->
+            Written = terrain_lab_steps:run([fun(_) -> file:change_mode(File, 8#600) end,
+                                             fun(_) -> file:write(Fd, Cookie) end,
+                                             fun(_) -> file:sync(Fd) end], none),
+            Closed = file:close(Fd),
+            case {Written, Closed} of
+                {ok, ok} -> {ok, File};
+                {{error, Why}, _} -> _ = file:delete(File), {error, {write, File, Why}};
+                {_, {error, Why}} -> _ = file:delete(File), {error, {write, File, Why}}
+            end;
+        {error, Why} ->
+            {error, {write, File, Why}}
+    end.
+
+%% @doc Takes the state directory's lock (`Dir/up.lock', created exclusively, holding
+%% this OS pid): two `terrain up' on one state directory never run at once. A lock
+%% whose process is gone is stale and taken over.
+-spec lock(file:filename()) -> ok | {error, term()}.
+lock(Dir) ->
+    File = filename:join(Dir, "up.lock"),
+    case terrain_lab_files:make_dir(Dir) of
+        ok ->
+            case file:open(File, [write, exclusive, raw]) of
+                {ok, Fd} ->
+                    Written = file:write(Fd, os:getpid()),
+                    _ = file:close(Fd),
+                    case Written of
+                        ok -> ok;
+                        {error, Why} -> _ = file:delete(File), {error, {write, File, Why}}
+                    end;
+                {error, eexist} ->
+                    case file:read_file(File) of
+                        {ok, Pid} when Pid =/= <<>> ->
+                            case terrain_lab_os:alive(binary_to_list(Pid)) of
+                                true -> {error, {cluster_state, {locked, Dir, binary_to_list(Pid)}}};
+                                false -> _ = file:delete(File), lock(Dir)
+                            end;
+                        _ ->
+                            _ = file:delete(File),    % torn by a crash between create and write
+                            lock(Dir)
+                    end;
+                {error, Why} ->
+                    {error, {write, File, Why}}
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+%% @doc Releases the lock {@link lock/1} took (the directory goes too when empty).
+-spec unlock(file:filename()) -> ok.
+unlock(Dir) ->
+    _ = file:delete(filename:join(Dir, "up.lock")),
+    _ = file:del_dir(Dir),            % only when nothing else is in it
+    ok.
 
 %% @doc The file where the VM of the spec node `Name' writes its OS pid.
 -spec pid_file(file:filename(), atom()) -> file:filename().
@@ -227,6 +285,11 @@ remove(Dir) ->
 
 %% @doc A sentence for the errors of this module.
 -spec format_error({cluster_state, term()}) -> iolist().
+format_error({cluster_state, {no_nodes_given, Text}}) ->
+    io_lib:format("--nodes '~ts' names no node: give node names separated by commas", [Text]);
+format_error({cluster_state, {locked, Dir, Pid}}) ->
+    io_lib:format("another 'terrain up' (OS pid ~ts) is starting a cluster in ~ts; wait for it, or use another "
+                  "--state-dir", [Pid, Dir]);
 format_error({cluster_state, {no_cluster, Dir}}) ->
     io_lib:format("no cluster is recorded in ~ts; start one with 'terrain up SPEC'", [Dir]);
 format_error({cluster_state, {unknown_format, File, Format}}) ->

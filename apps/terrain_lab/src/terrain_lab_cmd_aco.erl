@@ -32,7 +32,7 @@ commands() ->
                       "main-loop times; --json prints them as one object (format terrain.aco/1).",
        args => {1, 1},
        options => [#{name => instance, long => "instance", type => integer, range => {1, inf}, metavar => "K",
-                     help => "instance number, from 1 (required)"},
+                     required => true, help => "instance number, from 1"},
                    #{name => jobs, long => "jobs", type => integer, range => {1, inf}, metavar => "N",
                      help => "jobs per instance (default: from the file name)"},
                    #{name => optimum, long => "optimum", type => string, metavar => "FILE",
@@ -80,6 +80,12 @@ run(Options, [File], Io) ->
                          none -> {ok, {Instance, null}}
                      end
              end,
+             fun({Instance, _} = InstanceOptimum) ->
+                     case guard(Instance, Options) of
+                         ok -> {ok, InstanceOptimum};
+                         {error, _} = Error -> Error
+                     end
+             end,
              fun({Instance, Optimum}) ->
                      case on_nodes(Options, fun(Nodes) -> run_on(Instance, Nodes, Options, Io) end) of
                          {ok, Result} -> {ok, {Result, Optimum}};
@@ -115,6 +121,25 @@ check_options(Options) ->
         {true, [{Flag, Value, Expected} | _]} -> {error, {aco_cmd, {bad_option, Flag, Value, Expected}}};
         {true, []} -> {ok, Options}
     end.
+
+%% The resource guard, before any vertex starts. Colonies: at most one per node of
+%% the tree (--nodes-count with --local, else the cluster's nodes, which the launcher's
+%% guard bounds); each holds a pheromone matrix of jobs^2 floats (24 bytes each);
+%% each ant is a process with its tour (a list of jobs, 16 bytes each) and one more
+%% in the colony's generation.
+guard(#{jobs := Jobs}, Options) ->
+    Colonies = case maps:get(local_run, Options) of
+                   true -> opt(nodes_count, Options, 1 + maps:get(degree, Options) * maps:get(degree, Options));
+                   false -> 1
+               end,
+    Ants = maps:get(ants, Options),
+    Option = case maps:get(local_run, Options) of true -> "--nodes-count x --ants"; false -> "--ants" end,
+    terrain_lab_steps:run([fun(_) -> terrain_lab_guard:processes("--ants", Ants) end,
+                           fun(_) -> terrain_lab_guard:processes(Option, Colonies * Ants) end,
+                           fun(_) -> terrain_lab_guard:memory([{"--ants", Colonies * Ants,
+                                                                terrain_lab_guard:process_bytes() + 32 * Jobs},
+                                                               {"--nodes-count", Colonies, 24 * Jobs * Jobs}])
+                           end], none).
 
 %% Runs Fun on the nodes: this node (N times) with --local, a cluster started from
 %% --spec (stopped afterwards), or the running cluster.

@@ -54,16 +54,35 @@ commands() ->
 
 %% @doc Runs `terrain bench'.
 -spec run(#{atom() => term()}, [string()], terrain_lab_cli:io()) -> ok | {error, term()}.
-run(Options, ["sweep", ConfigFile], Io) ->
+run(Options, Args, Io) ->
+    case bench(Options, Args, Io) of
+        {error, {bench_cmd, {Usage, _, _}} = Reason} when Usage =:= bad_list ->
+            {error, {usage, Reason}};     % exit 2 (docs/CLI.md, Conventions)
+        {error, {bench_cmd, {Usage, _}} = Reason} when Usage =:= missing_option; Usage =:= bad_arguments ->
+            {error, {usage, Reason}};
+        {error, {bench_cmd, sweep_needs_config} = Reason} ->
+            {error, {usage, Reason}};
+        Result ->
+            Result
+    end.
+
+bench(Options, ["sweep", ConfigFile], Io) ->
     maybe_all([fun() -> terrain_bench:read_config(ConfigFile) end,
-               fun(_) -> sweep_options(Options, Io) end],
-              fun([Config, {SpecFile, SweepOptions}]) -> sweep(Config, SpecFile, SweepOptions, Io) end);
-run(_Options, ["sweep"], _Io) ->
+               fun(_) -> sweep_options(Options, Io) end,
+               fun([{SpecFile, SweepOptions}, Config]) ->
+                       Sizes = maps:get(argument_size, SweepOptions, [maps:get(argument_size, Config)]),
+                       case guard(Config#{argument_size := lists:max(Sizes)}, lists:max(maps:get(nodes, SweepOptions))) of
+                           ok -> {ok, SpecFile};
+                           {error, _} = Error -> Error
+                       end
+               end],
+              fun([Config, {SpecFile, SweepOptions}, _]) -> sweep(Config, SpecFile, SweepOptions, Io) end);
+bench(_Options, ["sweep"], _Io) ->
     {error, {bench_cmd, sweep_needs_config}};
-run(Options, [ConfigFile], Io) ->
+bench(Options, [ConfigFile], Io) ->
     case terrain_bench:read_config(ConfigFile) of
         {ok, Config} ->
-            case where(Options) of
+            case where_guarded(Config, Options) of
                 {ok, Where} ->
                     RunOptions = maps:merge(#{nodes => Where, runs_dir => maps:get(runs_dir, Options),
                                               progress => progress(Io)},
@@ -80,7 +99,7 @@ run(Options, [ConfigFile], Io) ->
         {error, _} = Error ->
             Error
     end;
-run(_Options, Args, _Io) ->
+bench(_Options, Args, _Io) ->
     {error, {bench_cmd, {bad_arguments, Args}}}.
 
 %% @doc A sentence for the errors of this command.
@@ -92,7 +111,8 @@ format_error({bench_cmd, {bad_arguments, Args}}) ->
 format_error({bench_cmd, {missing_option, Option}}) ->
     io_lib:format("bench sweep: ~ts is required", [Option]);
 format_error({bench_cmd, {bad_list, Option, Text}}) ->
-    io_lib:format("bench: ~ts must be a comma-separated list of non-negative integers, got '~ts'", [Option, Text]);
+    io_lib:format("bench: ~ts must be a comma-separated list of different non-negative integers, got '~ts'",
+                  [Option, Text]);
 format_error({bench_cmd, {failed_instances, Failed}}) ->
     io_lib:format("bench: the instance on ~ts failed; what it measured before is in the figures",
                   [lists:join(", ", [N || #{node := N} <- Failed])]);
@@ -118,6 +138,34 @@ maybe_all([Step | Rest], Then, Acc) ->
         {ok, Value} -> maybe_all(Rest, Then, [Value | Acc]);
         {error, _} = Error -> Error
     end.
+
+%% Where the run goes, once the resource guard let it: the nodes of the spec or the
+%% running cluster (or --nodes).
+where_guarded(Config, Options) ->
+    case where(Options) of
+        {ok, {spec, File} = Where} ->
+            case terrain_lab:read_spec(File) of
+                {ok, Spec} -> guarded(guard(Config, length(terrain_lab_spec:nodes(Spec))), Where);
+                {error, _} = Error -> Error
+            end;
+        {ok, Nodes} ->
+            guarded(guard(Config, length(Nodes)), Nodes);
+        {error, _} = Error ->
+            Error
+    end.
+
+guarded(ok, Where) -> {ok, Where};
+guarded({error, _} = Error, _Where) -> Error.
+
+%% The resource guard: every worker sends its argument (random bytes) to a target,
+%% which holds a copy while it answers; with the copies in flight and the CRC, about
+%% four times the argument per worker, `concurrent' workers on every node.
+guard(#{argument_size := Bytes, concurrent := Concurrent}, Nodes) ->
+    Workers = Concurrent * max(1, Nodes),
+    terrain_lab_steps:run([fun(_) -> terrain_lab_guard:processes("concurrent (the configuration)", Concurrent) end,
+                           fun(_) -> terrain_lab_guard:memory([{"argument_size (the configuration or --argument-size)",
+                                                                Workers, 4 * Bytes + terrain_lab_guard:process_bytes()}])
+                           end], none).
 
 where(#{spec := Spec}) when is_list(Spec) ->
     {ok, {spec, Spec}};
@@ -145,7 +193,8 @@ int_list(Key, Option, Options, Need) ->
         {Text, _} ->
             try [list_to_integer(string:trim(T)) || T <- string:lexemes(Text, ",")] of
                 [_ | _] = Ints ->
-                    case lists:all(fun(I) -> I >= 0 end, Ints) of
+                    %% each value once: a sweep point twice would start its cluster twice
+                    case lists:all(fun(I) -> I >= 0 end, Ints) andalso length(lists:usort(Ints)) =:= length(Ints) of
                         true -> {ok, Ints};
                         false -> {error, {bench_cmd, {bad_list, Option, Text}}}
                     end;

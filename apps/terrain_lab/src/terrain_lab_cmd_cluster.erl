@@ -40,6 +40,8 @@ commands() ->
        args => {0, 1},
        options => [terrain_lab_cli_options:state_dir(),
                    #{name => prefix, long => "prefix", type => string, default => "",
+                     check => {fun(P) -> lists:all(fun prefix_char/1, P) end,
+                               "ASCII letters, digits, '_' and '-' (it starts node names)"},
                      metavar => "TEXT", help => "prepended to every node name"},
                    #{name => timeout, long => "timeout", type => integer, range => {1, inf}, metavar => "MS",
                      help => "deadline for all nodes to come up (default 30 s + 1 s per node, at least 60 s)"},
@@ -99,6 +101,8 @@ commands() ->
 -spec up(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
 up(#{slurm := true, hosts := HostsFile}, Args, _Io) when HostsFile =/= undefined; Args =/= [] ->
     {error, {usage, {slurm, {usage, "give one of SPEC, --hosts FILE and --slurm"}}}};
+up(#{per_host := PerHost}, _Args, _Io) when PerHost > 100000 ->
+    terrain_lab_guard:node_count(PerHost);    % before any node name (an atom) is made
 up(#{slurm := true} = Options, [], Io) ->
     %% --slurm: the spec of the allocation, started with srun (or ssh); terrain_lab_slurm.
     Progress = fun(Text) -> terrain_lab_io:progress(Io, "~ts", [Text]) end,
@@ -120,7 +124,7 @@ up(#{hosts := HostsFile} = Options, [], Io) when HostsFile =/= undefined ->
                    undefined -> HostsFile ++ ".spec";
                    Given -> Given
                end,
-    case hosts_spec(HostsFile, maps:get(per_host, Options), SpecFile) of
+    case hosts_spec(HostsFile, maps:get(per_host, Options), SpecFile, maps:get(force, Options)) of
         {ok, Hosts} ->
             terrain_lab_io:progress(Io, "wrote the spec of ~b host~s to ~ts~n",
                                     [length(Hosts), [$s || length(Hosts) > 1], SpecFile]),
@@ -175,6 +179,10 @@ down(Options, [], Io) ->
 
 %%--------------------------------------------------------------------
 %% Internal functions
+
+prefix_char(C) ->
+    (C >= $a andalso C =< $z) orelse (C >= $A andalso C =< $Z) orelse (C >= $0 andalso C =< $9)
+        orelse C =:= $_ orelse C =:= $-.
 
 print_nodes(Nodes, Io) ->
     terrain_lab_io:out(Io, "~-28s ~-24s ~10s ~8s~n", ["NODE", "GROUP PATH", "SCHEDULERS", "OS PID"]),
@@ -255,7 +263,12 @@ text(null) -> "-";
 text(I) when is_integer(I) -> integer_to_list(I);
 text(B) when is_binary(B) -> B;
 text(Other) -> io_lib:format("~0tp", [Other]).
-hosts_spec(_HostsFile, PerHost, _SpecFile) when PerHost < 1 ->
+hosts_spec(_HostsFile, PerHost, _SpecFile, _Force) when PerHost < 1 ->
     {error, {usage, {hosts, {usage, "--per-host must be at least 1"}}}};
-hosts_spec(HostsFile, PerHost, SpecFile) ->
-    terrain_lab_hosts:write_spec(HostsFile, PerHost, SpecFile).
+hosts_spec(HostsFile, PerHost, SpecFile, Force) ->
+    %% the resource guard before a node name is made (--per-host 100000000 would
+    %% exhaust the atom table), and the spec is a new output, never a hand-edited one
+    terrain_lab_steps:run([fun(_) -> terrain_lab_hosts:read_file(HostsFile) end,
+                           fun(Hosts) -> terrain_lab_guard:vms(length(Hosts) * PerHost, #{force => Force}) end,
+                           fun(_) -> terrain_lab_files:new_output(file, SpecFile, [HostsFile]) end,
+                           fun(_) -> terrain_lab_hosts:write_spec(HostsFile, PerHost, SpecFile) end], none).

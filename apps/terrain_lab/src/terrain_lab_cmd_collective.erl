@@ -41,10 +41,11 @@ commands() ->
                       "See docs/COLLECTIVES.md.",
        args => {1, 1},
        options => [#{name => spec, long => "spec", type => string, metavar => "SPEC",
-                     help => "cluster spec to start (required)"},
+                     required => true, help => "cluster spec to start"},
                    #{name => algorithms, long => "algorithms", type => list, metavar => "A,...",
                      help => "algorithms (default " ?ALGORITHMS ")"},
                    #{name => sizes, long => "sizes", type => list, metavar => "BYTES,...",
+                     check => {fun(Sizes) -> lists:all(fun positive_integer/1, Sizes) end, "integers >= 1"},
                      help => "value sizes in bytes (default 8,1024,65536,1048576)"},
                    #{name => members_per_node, long => "members-per-node", type => integer, range => {1, inf}, default => 1,
                      metavar => "N", help => "member processes per node"},
@@ -56,7 +57,7 @@ commands() ->
                      help => "random rank orders (median over them)"},
                    #{name => rules, long => "rules", type => string, metavar => "FILE",
                      help => "rules file for the auto algorithm"},
-                   #{name => out, long => "out", type => string, metavar => "DIR|FILE",
+                   #{name => out, long => "out", type => string, metavar => "DIR|FILE", required => true,
                      help => "bench: run directory to create; tune: rules file to write"}],
        run => {?MODULE, run}}].
 
@@ -70,22 +71,27 @@ run(Options, [Action], Io) when Action =:= "bench"; Action =:= "tune" ->
                 {error, {collective_cmd, _}} = Error -> Error;
                 {error, Reason} -> {error, {collective_cmd, {failed, Reason}}}
             end;
+        {error, {collective_cmd, {bad, _, _}} = Reason} ->
+            {error, {usage, Reason}};      % a value not among the choices: exit 2
         {error, _} = Error ->
             Error
     end;
 run(_Options, [Action], _Io) ->
-    {error, {collective_cmd, {action, Action}}}.
+    {error, {usage, {collective_cmd, {action, Action}}}}.
 
 %% @doc A sentence for an error of this command.
 -spec format_error(term()) -> iolist().
 format_error({collective_cmd, {action, Action}}) ->
     io_lib:format("unknown action '~ts' (expected bench or tune)", [Action]);
-format_error({collective_cmd, {missing, Option}}) ->
-    io_lib:format("--~ts is required", [Option]);
 format_error({collective_cmd, {bad, Option, Value}}) ->
     io_lib:format("bad value for --~ts: '~ts'", [Option, Value]);
-format_error({collective_cmd, {exists, Path}}) ->
-    io_lib:format("~ts exists already (not overwritten)", [Path]);
+format_error({collective_cmd, {partial, File, {error, Reason}}}) ->
+    N = case terrain_json:read_file(File) of
+            {ok, #{<<"results">> := Results}} -> length(Results);
+            _ -> 0
+        end,
+    io_lib:format("~ts; the ~b measurement~s finished before are kept in ~ts (marked partial)",
+                  [format_error({collective_cmd, {failed, Reason}}), N, [$s || N =/= 1], File]);
 format_error({collective_cmd, {failed, {collective, _} = Reason}}) ->
     terrain_lab_collective:format_error(Reason);
 format_error({collective_cmd, {failed, {paths, _} = Reason}}) ->
@@ -97,9 +103,7 @@ format_error({collective_cmd, {failed, Reason}}) ->
 %% Internal functions
 
 parse(Action, Options) ->
-    Steps = [fun() -> required(spec, Options) end,
-             fun() -> required(out, Options) end,
-             fun() -> names(algorithms, maps:get(algorithms, Options), string:lexemes(?ALGORITHMS, ","),
+    Steps = [fun() -> names(algorithms, maps:get(algorithms, Options), string:lexemes(?ALGORITHMS, ","),
                             terrain_paths_names() ++ ["auto"]) end,
              fun() -> sizes(maps:get(sizes, Options)) end,
              fun() -> names(rank_order, maps:get(rank_order, Options),
@@ -122,12 +126,6 @@ parse_steps([Step | Rest], Acc) ->
 terrain_paths_names() ->
     string:lexemes(?ALGORITHMS, ",").
 
-required(Key, Options) ->
-    case maps:get(Key, Options) of
-        undefined -> {error, {collective_cmd, {missing, atom_to_list(Key)}}};
-        _ -> {ok, #{}}
-    end.
-
 names(Key, [], Default, _Known) ->
     {ok, #{Key => [list_to_atom(N) || N <- Default]}};
 names(Key, Given, _Default, Known) ->
@@ -138,11 +136,13 @@ names(Key, Given, _Default, Known) ->
 
 sizes([]) ->
     {ok, #{sizes => [8, 1024, 65536, 1048576]}};
-sizes(Given) ->
-    Parsed = [{S, string:to_integer(S)} || S <- Given],
-    case [S || {S, R} <- Parsed, not (is_integer(element(1, R)) andalso element(2, R) =:= [] andalso element(1, R) > 0)] of
-        [] -> {ok, #{sizes => [I || {_, {I, []}} <- Parsed]}};
-        [Bad | _] -> {error, {collective_cmd, {bad, "sizes", Bad}}}
+sizes(Given) ->                          % checked by the option's definition
+    {ok, #{sizes => [list_to_integer(S) || S <- Given]}}.
+
+positive_integer(Text) ->
+    case string:to_integer(Text) of
+        {N, []} when is_integer(N), N > 0 -> true;
+        _ -> false
     end.
 
 positive(Key, Options) ->
@@ -164,37 +164,108 @@ option_name(Key) -> string:replace(atom_to_list(Key), "_", "-", all).
 
 action("bench", Parsed, Options, Io) ->
     Out = maps:get(out, Options),
-    case filelib:is_file(Out) of
-        true -> {error, {collective_cmd, {exists, Out}}};
-        false ->
+    case terrain_lab_files:new_output(dir, Out, inputs(Options)) of
+        {error, _} = Error -> Error;
+        ok ->
             with_spec(Options, fun(Spec) ->
-                                       Bench = bench_options(Spec, Parsed, Options),
-                                       case terrain_lab_collective:bench(Bench, progress(Io)) of
+                                       File = filename:join(Out, "collective.json"),
+                                       Bench = (bench_options(Spec, Parsed, Options))#{checkpoint => checkpoint(File)},
+                                       case interruptible(fun() -> terrain_lab_collective:bench(Bench, progress(Io)) end) of
                                            {ok, Doc} -> write_bench(Out, Doc, Options, Io);
-                                           {error, _} = Error -> Error
+                                           {error, _} = Error -> kept(Out, File, Options, Error)
                                        end
                                end)
     end;
 action("tune", Parsed, Options, Io) ->
     Out = maps:get(out, Options),
+    case terrain_lab_files:new_output(file, Out, inputs(Options)) of
+        {error, _} = Error -> Error;
+        ok -> tune(Out, Parsed, Options, Io)
+    end.
+
+%% The files the command reads: never overwritten by its --out.
+inputs(Options) ->
+    [F || F <- [maps:get(spec, Options), maps:get(rules, Options)], F =/= undefined].
+
+tune(Out, Parsed, Options, Io) ->
     with_spec(Options, fun(Spec) ->
-                               Bench = bench_options(Spec, Parsed, Options),
-                               case terrain_lab_collective:tune(Bench, progress(Io)) of
+                               Partial = Out ++ ".measurements.json",
+                               Bench = (bench_options(Spec, Parsed, Options))#{checkpoint => checkpoint(Partial)},
+                               case interruptible(fun() -> terrain_lab_collective:tune(Bench, progress(Io)) end) of
                                    {ok, Json, Check} ->
-                                       case terrain_json:write_file(Out, Json) of
-                                           ok -> print_tune(Out, Json, Check, Io);
+                                       case terrain_lab_files:write(Out, [terrain_json:encode(Json, #{pretty => true}), $\n]) of
+                                           ok -> _ = file:delete(Partial), print_tune(Out, Json, Check, Io);
                                            {error, _} = Error -> Error
                                        end;
                                    {error, _} = Error ->
-                                       Error
+                                       case filelib:is_file(Partial) of
+                                           true -> {error, {collective_cmd, {partial, Partial, Error}}};
+                                           false -> Error
+                                       end
                                end
                        end).
 
+%% The partial-results writer of both actions: after every measurement the document
+%% so far, marked partial, replaces FILE (a failed write is reported at the end).
+checkpoint(File) ->
+    fun(Doc) ->
+            case terrain_lab_files:ensure_dir(File) of
+                ok -> _ = terrain_json:write_file(File, Doc), ok;
+                {error, _} -> ok
+            end
+    end.
+
+%% Runs the measurements with SIGTERM turned into a message that stops them after
+%% the current measurement (terrain_lab_collective), then SIGTERM halts again.
+interruptible(Fun) ->
+    ok = terrain_lab_cli_signals:on_interrupt(self(), {terrain_lab_collective, interrupt}),
+    try Fun()
+    after
+        ok = terrain_lab_cli_signals:clear(),
+        receive {terrain_lab_collective, interrupt} -> ok after 0 -> ok end
+    end.
+
+%% A bench that failed or was interrupted after some measurements: their document
+%% (partial) is in OUT/collective.json; the manifest lists it.
+kept(Out, File, Options, Error) ->
+    case filelib:is_file(File) of
+        true ->
+            _ = manifest(Out, Options),
+            {error, {collective_cmd, {partial, File, Error}}};
+        false ->
+            Error
+    end.
+
+manifest(Out, Options) ->
+    terrain_lab_run:write_manifest(Out, collective,
+                                   [#{kind => collective, file => <<"collective.json">>,
+                                      parameters => #{spec => list_to_binary(maps:get(spec, Options))}}]).
+
 with_spec(Options, Fun) ->
     case terrain_lab:read_spec(maps:get(spec, Options)) of
-        {ok, Spec} -> Fun(Spec);
-        {error, _} = Error -> Error
+        {ok, Spec} ->
+            case guard(Spec, Options) of
+                ok -> Fun(Spec);
+                {error, _} = Error -> Error
+            end;
+        {error, _} = Error ->
+            Error
     end.
+
+%% The resource guard, before any node starts: the VMs of the spec, the member
+%% processes on one node, and the members' values (a list of size/8 floats is 4 bytes
+%% per byte of value; a member holds its own, the one it receives and the sum, and the
+%% messages in flight: 16 bytes per byte of the largest size).
+guard(Spec, Options) ->
+    Nodes = length(terrain_lab_spec:nodes(Spec)),
+    Members = maps:get(members_per_node, Options),
+    MaxSize = lists:max([8 | [list_to_integer(S) || S <- maps:get(sizes, Options)]]),
+    terrain_lab_steps:run([fun(_) -> terrain_lab_guard:vms(Nodes, #{}) end,
+                           fun(_) -> terrain_lab_guard:processes("--members-per-node", Members) end,
+                           fun(_) -> terrain_lab_guard:memory([{"--members-per-node", Nodes * Members,
+                                                                terrain_lab_guard:process_bytes()},
+                                                               {"--sizes", Nodes * Members, 16 * MaxSize}])
+                           end], none).
 
 bench_options(Spec, Parsed, Options) ->
     Base = #{spec => Spec,
@@ -216,10 +287,7 @@ write_bench(Out, Doc, Options, #{out := Device} = Io) ->
     File = filename:join(Out, "collective.json"),
     Steps = [fun() -> case filelib:ensure_dir(File) of ok -> ok; {error, Why} -> {error, {file, Out, Why}} end end,
              fun() -> terrain_json:write_file(File, Doc) end,
-             fun() -> terrain_lab_run:write_manifest(Out, collective,
-                                                     [#{kind => collective, file => <<"collective.json">>,
-                                                        parameters => #{spec => list_to_binary(maps:get(spec, Options))}}])
-             end],
+             fun() -> manifest(Out, Options) end],
     case lists:foldl(fun(Step, ok) -> Step(); (_, Error) -> Error end, ok, Steps) of
         ok ->
             io:put_chars(Device, terrain_lab_collective:table(Doc)),

@@ -72,6 +72,11 @@ run(#{spec := SpecFile, runs_dir := RunsDir}, [], Io) ->
                                    end
                            end).
 
+%% A write of the walkthrough: a refusal (full disk, read-only) ends the demo with
+%% its error (caught in with_cluster/4, which stops the cluster), not with a crash.
+written(ok) -> ok;
+written({error, _} = Error) -> throw({?MODULE, Error}).
+
 %% The steps of the lab's other tools, each run as its command (the words a user would
 %% type, printed first) into a directory of the run whose outputs join the run's
 %% manifest, so the report shows them. A step that fails is named on stderr and the
@@ -181,6 +186,8 @@ with_cluster(Spec, SpecFile, RunDir, Io) ->
                 Discovered = probe_and_discover(Spec, SpecFile, Nodes, Prefix, RunDir, Io),
                 Outputs = Attributes ++ Discovered ++ time_and_fit(Names, Prefix, RunDir, Io),
                 record(Spec, SpecFile, RunDir, Nodes, Elapsed, Outputs, Io)
+            catch
+                throw:{?MODULE, {error, _} = Refused} -> Refused    % a write the disk refused (written/1)
             after
                 ok = terrain_lab:stop_cluster(Cluster),
                 terrain_lab_io:progress(Io, "cluster stopped~n", [])
@@ -254,7 +261,7 @@ show_attributes(Nodes, RunDir, Io) ->
                                {error, Why} ->
                                    #{node => Node, error => json_value(Why)}
                            end || Node <- Nodes]},
-    ok = terrain_json:write_file(filename:join(RunDir, "attributes.json"), Document),
+    written(terrain_json:write_file(filename:join(RunDir, "attributes.json"), Document)),
     [#{kind => attributes, file => <<"attributes.json">>,
        parameters => #{timeout_ms => 3000,
                        command => <<"terrain demo (terrain:attrs/3; alone: terrain attrs NAME...)">>}}].
@@ -334,7 +341,7 @@ probe_and_discover(Spec, SpecFile, Nodes, Prefix, RunDir, Io) ->
             {ok, Latency} = terrain:read_latency(filename:join(RunDir, "latency.json")),
             {ok, #{topology := Found}} = terrain:discover(Latency, #{}),
             {ok, Json} = terrain:render_topology(Found, json),
-            ok = file:write_file(filename:join(RunDir, "topology.json"), Json),
+            written(terrain_lab_files:write(filename:join(RunDir, "topology.json"), Json)),
             {ok, Text} = terrain:render_topology(Found, text),
             terrain_lab_io:out(Io, "  ~ts", [indent(string:replace(lists:flatten(io_lib:format("~ts", [Text])),
                                                                   Prefix, "", all))]),
@@ -345,10 +352,10 @@ probe_and_discover(Spec, SpecFile, Nodes, Prefix, RunDir, Io) ->
                                  [L, TC, FC, Ari])
              || #{level := L, truth_clusters := TC, found_clusters := FC, ari := Ari} <- Levels],
             terrain_lab_io:out(Io, "  clade recall ~.3f~n", [Recall]),
-            ok = terrain_json:write_file(filename:join(RunDir, "topology_comparison.json"),
-                                         Comparison#{format => ?COMPARISON_FORMAT,
-                                                     found => <<"topology.json">>,
-                                                     truth => unicode:characters_to_binary(SpecFile)}),
+            written(terrain_json:write_file(filename:join(RunDir, "topology_comparison.json"),
+                                            Comparison#{format => ?COMPARISON_FORMAT,
+                                                        found => <<"topology.json">>,
+                                                        truth => unicode:characters_to_binary(SpecFile)})),
             LatencyFile = filename:join(RunDir, "latency.json"),
             [#{kind => latency, file => <<"latency.json">>,
                parameters => #{batches => 5, messages => 10, strategy => concurrent,
@@ -378,7 +385,7 @@ time_and_fit([At | _] = Nodes, Prefix, RunDir, Io) ->
     Csv = filename:join(RunDir, "durations.csv"),
     {ok, File} = terrain_lab_csv:create(Csv, terrain_lab_time_task:columns()),
     Rows = try [begin Row = erpc:call(At, terrain_lab_time_task, one_run, [{erlang, node, []}, Nodes, 5000, R], 10000),
-                      ok = terrain_lab_csv:write_row(File, Row),
+                      written(terrain_lab_csv:write_row(File, Row)),
                       Row
                 end || R <- lists:seq(1, ?TASK_RUNS)]
            after terrain_lab_csv:close(File)

@@ -48,7 +48,7 @@ commands() ->
        args => {0, 1},
        options => [#{name => model, long => "model", type => string, default => "hybrid",
                      metavar => "sequential|hybrid|concurrent|skel", help => "how the islands run"},
-                   #{name => time_ms, long => "time-ms", type => integer, range => {1, inf}, default => 5000, metavar => "T",
+                   #{name => time_ms, long => "time-ms", type => integer, range => {1, 4294967295}, default => 5000, metavar => "T",
                      help => "run time in ms"},
                    #{name => steps, long => "steps", type => integer, range => {1, inf}, metavar => "N",
                      help => "sequential, skel: run exactly N steps instead (reproducible)"},
@@ -108,6 +108,9 @@ format_error({emas_cmd, {peer, Config, Why}}) ->
     io_lib:format("the VM for ~ts failed: ~0tp", [Config, Why]);
 format_error({emas_cmd, {bad_predicate, Text, Why}}) ->
     io_lib:format("cannot read the predicate ~ts: ~ts", [Text, Why]);
+format_error({emas_cmd, {scaling_interrupted, Done, All, File}}) ->
+    io_lib:format("interrupted (SIGTERM); the ~b of ~b runs finished before are kept in ~ts (marked partial)",
+                  [Done, All, File]);
 format_error({emas_cmd, Other}) ->
     io_lib:format("~0tp", [Other]).
 
@@ -133,13 +136,35 @@ emas_options(Options) ->
                           end,
             %% bad values are usage errors: the same checks the library makes
             case terrain_workloads:emas_validate(EmasOptions) of
-                {ok, _} -> {ok, EmasOptions};
+                {ok, _} ->
+                    case guard(EmasOptions) of
+                        ok -> {ok, EmasOptions};
+                        {error, _} = Error -> Error
+                    end;
                 {error, {emas, {bad_option, K, _}} = Reason} ->
                     {error, {usage, io_lib:format("--~ts: ~ts", [flag(K), terrain_workloads:format_error(Reason)])}};
                 {error, Reason} ->
                     {error, {usage, terrain_workloads:format_error(Reason)}}
             end
     end.
+
+%% The resource guard: every agent holds its solution (8 bytes a dimension as a
+%% binary, 32 as a list of floats), twice while it reproduces, and about 300 bytes
+%% more; in the concurrent model each agent is a process as well.
+guard(#{islands := Islands, population := Population, dimensions := Dimensions, solution := Solution,
+        model := Model}) ->
+    Agents = Islands * Population,
+    PerDimension = case Solution of binary -> 8; list -> 32 end,
+    Processes = case Model of concurrent -> Agents; _ -> Islands end,
+    terrain_lab_steps:run([fun(_) -> terrain_lab_guard:processes(process_option(Model), Processes) end,
+                           fun(_) -> terrain_lab_guard:memory([{"--population", Agents,
+                                                                2 * PerDimension * Dimensions + 300},
+                                                               {process_option(Model), Processes,
+                                                                terrain_lab_guard:process_bytes()}])
+                           end], none).
+
+process_option(concurrent) -> "--population";
+process_option(_) -> "--islands".
 
 value(K, V) when K =:= model; K =:= topology; K =:= solution; K =:= arena_call -> list_to_atom(V);
 value(_, V) -> V.
@@ -285,13 +310,53 @@ scaling(#{out := Dir, quick := Quick}, Io) ->
     %% per model: 1 and 2 schedulers alternately, Rounds times each (the median counts), then 4 and 8
     Plan = lists:append([lists:append(lists:duplicate(Rounds, [{M, 1}, {M, 2}])) ++ [{M, 4}, {M, 8}]
                          || M <- ?MODELS]),
-    Measured = [measure(Base#{model => M}, S, Io) || {M, S} <- Plan],
-    Rows = [scaling_row(M, S, [R || {{M1, S1}, R} <- lists:zip(Plan, Measured), M1 =:= M, S1 =:= S], Cores)
-            || {M, S} <- Configs],
+    %% SIGTERM stops after the current run: the configurations measured so far are
+    %% written, marked partial (no lessons, no ratios)
+    ok = terrain_lab_cli_signals:on_interrupt(self(), {?MODULE, interrupt}),
+    Measured = try measure_plan(Plan, Base, Io, [])
+               after ok = terrain_lab_cli_signals:clear()
+               end,
+    Done = lists:sublist(Plan, length(Measured)),
+    Rows = [scaling_row(M, S, Runs, Cores)
+            || {M, S} <- Configs,
+               Runs <- [[R || {{M1, S1}, R} <- lists:zip(Done, Measured), M1 =:= M, S1 =:= S]], Runs =/= []],
+    case length(Done) =:= length(Plan) of
+        true -> scaling_done(Dir, Quick, {Cores, Idle, TimeMs, Rounds, Started, Base}, Rows, Io);
+        false -> scaling_partial(Dir, Quick, {Cores, Idle, TimeMs, Rounds, Started}, Rows, {length(Done), length(Plan)})
+    end.
+
+%% The plan's runs one after another, until a SIGTERM (the caller's message).
+measure_plan([], _Base, _Io, Acc) ->
+    lists:reverse(Acc);
+measure_plan([{M, S} | Rest], Base, Io, Acc) ->
+    receive
+        {?MODULE, interrupt} -> lists:reverse(Acc)
+    after 0 ->
+            measure_plan(Rest, Base, Io, [measure(Base#{model => M}, S, Io) | Acc])
+    end.
+
+scaling_partial(Dir, Quick, {Cores, Idle, TimeMs, Rounds, Started}, Rows, {Done, All}) ->
+    Document = #{format => ?SCALING_FORMAT, created_at => terrain_lab_run:timestamp(), partial => true,
+                 cores => Cores, idle_cpu_before => Idle, idle_cpu_after => null, quick => Quick,
+                 time_ms => TimeMs, rounds => Rounds,
+                 otp_release => list_to_binary(erlang:system_info(otp_release)),
+                 lcnt => lcnt_available(), duration_s => (erlang:monotonic_time(millisecond) - Started) / 1000,
+                 rows => Rows, ratios => [], lessons => []},
+    File = filename:join(Dir, "scaling.json"),
+    case steps([fun() -> terrain_lab_files:ensure_dir(File) end,
+                fun() -> terrain_lab_files:write(File, [terrain_json:encode(Document, #{pretty => true}), $\n]) end,
+                fun() -> manifest(Dir, [#{kind => emas_scaling, file => <<"scaling.json">>,
+                                          parameters => #{quick => Quick, time_ms => TimeMs, partial => true}}])
+                end]) of
+        ok -> {error, {emas_cmd, {scaling_interrupted, Done, All, File}}};
+        {error, _} = Error -> Error
+    end.
+
+scaling_done(Dir, Quick, {Cores, Idle, TimeMs, Rounds, Started, Base}, Rows, Io) ->
     Lessons = lessons(Base, Io),
     Elapsed = (erlang:monotonic_time(millisecond) - Started) / 1000,
     IdleAfter = idle_cpu(),
-    Document = #{format => ?SCALING_FORMAT, created_at => terrain_lab_run:timestamp(),
+    Document = #{format => ?SCALING_FORMAT, created_at => terrain_lab_run:timestamp(), partial => false,
                  cores => Cores, idle_cpu_before => Idle, idle_cpu_after => IdleAfter, quick => Quick,
                  time_ms => TimeMs, rounds => Rounds,
                  otp_release => list_to_binary(erlang:system_info(otp_release)),

@@ -60,6 +60,7 @@ commands() ->
                    #{name => collectors, long => "collectors", type => list,
                      metavar => "explicit,trace", help => "record: the collectors to turn on (default explicit)"},
                    #{name => scope_rate, long => "scope-rate", type => float, default => 10.0, metavar => "HZ",
+                     check => {fun(R) -> R > 0 andalso R =< 1000 end, "a number > 0 and <= 1000"},
                      help => "record: reads per second of the monitor scope"},
                    #{name => scope_batch, long => "scope-batch", type => integer, range => {1, inf}, default => 1000, metavar => "N",
                      help => "record: events per node per read of the monitor scope"},
@@ -76,11 +77,21 @@ commands() ->
 
 %% @doc Runs `terrain events record|export'.
 -spec run(#{atom() => term()}, [string()], terrain_lab_cli:io()) -> ok | {error, term()}.
-run(Options, ["record"], Io) ->
+run(Options, Args, Io) ->
+    case action(Options, Args, Io) of
+        {error, {events_cmd, {Usage, _}} = Reason} when Usage =:= usage; Usage =:= missing ->
+            {error, {usage, Reason}};       % exit 2 (docs/CLI.md, Conventions)
+        {error, {events_cmd, {bad_option, _, _, _}} = Reason} ->
+            {error, {usage, Reason}};
+        Result ->
+            Result
+    end.
+
+action(Options, ["record"], Io) ->
     record(Options, Io);
-run(Options, ["export", Dir], Io) ->
+action(Options, ["export", Dir], Io) ->
     export(Options, Dir, Io);
-run(_Options, Args, _Io) ->
+action(_Options, Args, _Io) ->
     {error, {events_cmd, {usage, Args}}}.
 
 %% @doc A sentence for an error of `terrain events'.
@@ -138,11 +149,12 @@ record_options(Options) ->
             {error, {events_cmd, {bad_option, "collectors", lists:join(",", Asked),
                                   "explicit, trace or both"}}};
         {_, Out} ->
-            Rate = maps:get(scope_rate, Options),
-            case Rate > 0 andalso Rate =< 1000 of
-                false ->
-                    {error, {events_cmd, {bad_option, "scope-rate", float_to_list(Rate, [short]), "0 < HZ <= 1000"}}};
-                true ->
+            Rate = maps:get(scope_rate, Options),      % 0 < HZ <= 1000: checked by its definition
+            case terrain_lab_files:new_output(dir, Out, [F || F <- [maps:get(spec, Options, undefined)],
+                                                              F =/= undefined]) of
+                {error, _} = Error ->
+                    Error;
+                ok ->
                     Tunnel = maps:filter(fun(_, V) -> V =/= undefined end,
                                          maps:with([steps, columns, slice_rows, work_per_cell, highlight_step,
                                                     view_worker, scope_batch], Options)),
@@ -159,25 +171,58 @@ record_options(Options) ->
 with_cluster(SpecFile, Record, Io) ->
     case terrain_lab:read_spec(SpecFile) of
         {ok, Spec} ->
-            terrain_lab_io:progress(Io, "events: starting the nodes of ~ts~n", [SpecFile]),
-            case terrain_lab:start_cluster(Spec, #{prefix => "ev" ++ os:getpid() ++ "_"}) of
-                {ok, Cluster} ->
-                    try
-                        Nodes = [N || #{node := N} <- terrain_lab:cluster_nodes(Cluster)],
-                        record_on(Nodes, Record#{parameters => #{workload => windtunnel,
-                                                                 spec => list_to_binary(SpecFile)}}, Io)
-                    after
-                        ok = terrain_lab:stop_cluster(Cluster),
-                        terrain_lab_io:progress(Io, "events: cluster stopped~n", [])
-                    end;
-                {error, _} = Error ->
-                    Error
+            case guard(length(terrain_lab_spec:nodes(Spec)), Record) of
+                ok -> with_cluster(SpecFile, Spec, Record, Io);
+                {error, _} = Error -> Error
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+with_cluster(SpecFile, Spec, Record, Io) ->
+    terrain_lab_io:progress(Io, "events: starting the nodes of ~ts~n", [SpecFile]),
+    case terrain_lab:start_cluster(Spec, #{prefix => "ev" ++ os:getpid() ++ "_"}) of
+        {ok, Cluster} ->
+            try
+                Nodes = [N || #{node := N} <- terrain_lab:cluster_nodes(Cluster)],
+                record_on(Nodes, Record#{parameters => #{workload => windtunnel,
+                                                         spec => list_to_binary(SpecFile)}}, Io)
+            after
+                ok = terrain_lab:stop_cluster(Cluster),
+                terrain_lab_io:progress(Io, "events: cluster stopped~n", [])
             end;
         {error, _} = Error ->
             Error
     end.
 
 record_on(Nodes, Record, Io) ->
+    case guard(length(Nodes), Record) of
+        ok -> record_guarded(Nodes, Record, Io);
+        {error, _} = Error -> Error
+    end.
+
+%% The resource guard, before any worker starts: the workers on one node (--workers,
+%% or K per scheduler of the node; the nodes run on this machine or its like), each a
+%% process holding its slice of the lattice (16 bytes a cell) and the events its
+%% collectors buffer (about 200 bytes each, one per step and neighbour).
+guard(NodeCount, Record) ->
+    {Option, PerNode, Workers} =
+        case Record of
+            #{workers_per_scheduler := K} ->
+                PerScheduler = K * erlang:system_info(schedulers_online),
+                {"--workers-per-scheduler", PerScheduler, PerScheduler * max(1, NodeCount)};
+            #{workers := W} ->
+                {"--workers", W, W}               % W in all, spread over the nodes
+        end,
+    Cells = maps:get(slice_rows, Record, 16) * maps:get(columns, Record, 256),
+    Events = 4 * maps:get(steps, Record, 200),
+    terrain_lab_steps:run([fun(_) -> terrain_lab_guard:processes(Option, PerNode) end,
+                           fun(_) -> terrain_lab_guard:memory([{Option, Workers,
+                                                                terrain_lab_guard:process_bytes() + 16 * Cells
+                                                                + 200 * Events}])
+                           end], none).
+
+record_guarded(Nodes, Record, Io) ->
     Progress = fun(Text) -> terrain_lab_io:progress(Io, "~ts", [Text]) end,
     Last = atomics:new(1, [{signed, true}]),
     atomics:put(Last, 1, erlang:monotonic_time(millisecond) - 1000),   % monotonic time may be negative
@@ -195,7 +240,12 @@ record_on(Nodes, Record, Io) ->
                   (_) ->
                        ok
                end,
-    case terrain_lab_events:record(Record#{nodes => Nodes}, Progress, OnReport) of
+    %% SIGTERM stops the wind tunnel and keeps the events recorded so far (partial)
+    ok = terrain_lab_cli_signals:on_interrupt(self(), {terrain_lab_events, interrupt}),
+    Recorded = try terrain_lab_events:record(Record#{nodes => Nodes}, Progress, OnReport)
+               after ok = terrain_lab_cli_signals:clear()
+               end,
+    case Recorded of
         {ok, Result} -> print(Result, Record, Io);
         {error, {windtunnel, _} = Reason} -> {error, {events_cmd, Reason}};
         {error, {events_record, _} = Reason} -> {error, {events_cmd, Reason}};

@@ -55,17 +55,25 @@ commands() ->
 -spec run(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
 run(Options, [Name], Io) ->
     Progress = fun(Text) -> terrain_lab_io:progress(Io, "~ts", [Text]) end,
-    Steps = [fun(_) -> check(Name, Options) end,
-             fun(Dir) ->
-                     case instance(Options) of
-                         {ok, I} -> {ok, {Dir, I}};
+    %% the instance is read before the output directory is made: a failed start
+    %% leaves no empty directory behind
+    Steps = [fun(_) -> instance(Options) end,
+             fun(I) ->
+                     case check(Name, Options) of
+                         {ok, Dir} -> {ok, {Dir, I}};
                          Error -> Error
                      end
              end,
              fun({Dir, Instance}) ->
                      ExpOptions = maps:merge(#{quick => maps:get(quick, Options)}, Instance),
                      case Name of
-                         "attributes" -> terrain_lab_experiment:attributes(Dir, ExpOptions, Progress);
+                         "attributes" ->
+                             %% SIGTERM stops it after the current run, keeping the runs done
+                             %% (marked partial); its cluster and cgroups go with the cluster
+                             ok = terrain_lab_cli_signals:on_interrupt(self(), {terrain_lab_experiment, interrupt}),
+                             try terrain_lab_experiment:attributes(Dir, ExpOptions, Progress)
+                             after ok = terrain_lab_cli_signals:clear()
+                             end;
                          "distances" -> terrain_lab_experiment:distances(Dir, ExpOptions, Progress);
                          "scale" -> terrain_lab_scale:run(Dir, #{max_nodes => maps:get(max_nodes, Options),
                                                                  probe_budget_s => maps:get(probe_budget, Options),
@@ -74,7 +82,14 @@ run(Options, [Name], Io) ->
                      end
              end,
              fun(Summary) -> print(Name, Summary, Options, Io) end],
-    terrain_lab_steps:run(Steps, Options).
+    case terrain_lab_steps:run(Steps, Options) of
+        {error, _} = Error ->
+            %% a run that failed before writing anything leaves no empty --out behind
+            _ = is_list(maps:get(out, Options, undefined)) andalso file:del_dir(maps:get(out, Options)),
+            Error;
+        Result ->
+            Result
+    end.
 
 %% @doc A sentence for an error of this command.
 -spec format_error({experiment_cmd, term()}) -> iolist().

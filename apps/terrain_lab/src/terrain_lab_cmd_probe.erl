@@ -11,11 +11,18 @@
 %% Without `--batches' the probe is adaptive: batches of 10 exchanges per pair until
 %% the median's 95% confidence interval is within ±5% (at most 100 batches), within a
 %% `--budget' of 60 s for the whole probe; `--batches 100 --messages 100' is RELEASE D3.5's
-%% fixed method. The files are written after every round, marked `"partial": true'
+%% fixed method. `--strategy tree' builds the topology while it measures
+%% (terrain_lab_tree_probe) and also writes `topology.json'. A probe its budget ended
+%% exits 0 (marked partial, said on stderr). The files are written after every round, marked `"partial": true'
 %% until the probe has finished, so Ctrl-C (which OTP 25 lets no escript handle) leaves
 %% the finished rounds on disk; SIGTERM stops the probe cleanly: every client reports
 %% what it has measured, the files are written marked partial, and the command exits 1.
 -module(terrain_lab_cmd_probe).
+
+%% The tree strategy's pairs: a short warm-up and one batch (the minimum of 10
+%% exchanges is what insertion uses) unless --batches, --messages, --warmup say otherwise.
+-define(TREE_BATCHES, 1).
+-define(TREE_WARMUP, 2).
 
 %% API (command table and CLI handler)
 -export([commands/0,
@@ -35,7 +42,11 @@ commands() ->
                       "of MESSAGES timed exchanges. Without --batches, each pair stops when the 95% "
                       "confidence interval of its median is within +-5% (at most 100 batches), and the whole "
                       "probe within --budget; --batches 100 --messages 100 is RELEASE D3.5's fixed method. "
-                      "--strategy sequential runs one source node at a time, concurrent all pairs at once. "
+                      "--strategy sequential runs one source node at a time, concurrent all pairs at once, tree "
+                      "places the nodes one by one into the tree built so far, measuring each against a "
+                      "representative of every subtree level by level (far fewer pairs; also writes "
+                      "topology.json). Every strategy ends within --budget; when the budget ends it, the files "
+                      "are marked partial and the command exits 0. "
                       "Writes RUNS_DIR/<UTC stamp>/latency.json (min, median, mean, p95, stddev in us per "
                       "pair), latency.csv and manifest.json, after every round (marked partial until the "
                       "end); progress and an ETA go to stderr. SIGTERM stops it, keeping what was measured. "
@@ -50,7 +61,11 @@ commands() ->
                    #{name => payload, long => "payload", type => integer, default => 0, range => {0, inf}, metavar => "BYTES",
                      help => "payload of each message"},
                    #{name => strategy, long => "strategy", type => string, default => "sequential",
-                     choices => ["sequential", "concurrent"], metavar => "sequential|concurrent", help => "one source at a time, or all pairs at once"},
+                     choices => ["sequential", "concurrent", "tree"], metavar => "sequential|concurrent|tree",
+                     help => "one source at a time, all pairs at once, or tree-guided: place each node by "
+                             "measuring it against a few representatives of the tree built so far"},
+                   #{name => wave, long => "wave", type => integer, range => {1, inf}, metavar => "N",
+                     help => "tree: most nodes placed at once (default 4)"},
                    #{name => warmup, long => "warmup", type => integer, range => {0, inf}, metavar => "N",
                      help => "unrecorded exchanges per pair first (default: MESSAGES)"},
                    #{name => timeout, long => "timeout", type => integer, default => 5000, range => {1, inf}, metavar => "MS",
@@ -67,6 +82,16 @@ run(Options, [], Io) ->
     ProbeOptions = probe_options(Options, Io),
     Steps = [fun(_) -> terrain_lab_probe:validate_options(ProbeOptions) end,
              fun(_) -> terrain_lab_cluster_state:connect(Options) end,
+             %% the resource guard: every ordered pair's client and echo hold a payload and
+             %% the one in flight (all pairs at once with --strategy concurrent)
+             fun(Nodes) ->
+                     N = length(Nodes),
+                     Pairs = case maps:get(strategy, ProbeOptions) of concurrent -> N * (N - 1); _ -> N - 1 end,
+                     case terrain_lab_guard:memory([{"--payload", max(1, Pairs), 4 * maps:get(payload, ProbeOptions)}]) of
+                         ok -> {ok, Nodes};
+                         {error, _} = Refused -> Refused
+                     end
+             end,
              fun(Nodes) -> measure(Nodes, ProbeOptions, maps:get(runs_dir, Options), Io) end],
     terrain_lab_steps:run(Steps, Options).
 
@@ -102,29 +127,46 @@ probe_options(Options, Io) ->
     Strategy = case maps:get(strategy, Options) of
                    "concurrent" -> concurrent;
                    "sequential" -> sequential;
+                   "tree" -> tree;
                    Other -> Other
                end,
-    Adaptive = maps:get(batches, Options, undefined) =:= undefined,
+    Adaptive = maps:get(batches, Options, undefined) =:= undefined andalso Strategy =/= tree,
     Messages = case {maps:get(messages, Options, undefined), Adaptive} of
                    {undefined, true} -> 10;
+                   {undefined, false} when Strategy =:= tree -> 10;
                    {undefined, false} -> 100;
                    {M, _} -> M
                end,
     Budget = case {maps:get(budget, Options, undefined), Adaptive} of
+                 {undefined, _} when Strategy =:= tree -> 60000;
                  {undefined, true} -> 60000;
                  {undefined, false} -> infinity;
                  {Seconds, _} -> Seconds * 1000
              end,
-    ProbeOptions = #{batches => case Adaptive of true -> 100; false -> maps:get(batches, Options) end,
+    Batches = case {Adaptive, maps:get(batches, Options, undefined)} of
+                  {true, _} -> 100;
+                  {false, undefined} -> ?TREE_BATCHES;
+                  {false, B} -> B
+              end,
+    ProbeOptions = #{batches => Batches,
                      messages => Messages, budget_ms => Budget,
                      precision => case Adaptive of true -> 0.05; false -> none end,
                      payload => maps:get(payload, Options), strategy => Strategy,
                      timeout => maps:get(timeout, Options), progress => progress_printer(Io)},
-    case maps:get(warmup, Options, undefined) of
-        undefined -> ProbeOptions;
-        W -> ProbeOptions#{warmup => W}
+    WithWave = case maps:get(wave, Options, undefined) of
+                   undefined -> ProbeOptions;
+                   Wave -> ProbeOptions#{wave => Wave}
+               end,
+    case {maps:get(warmup, Options, undefined), Strategy} of
+        {undefined, tree} -> WithWave#{warmup => ?TREE_WARMUP};
+        {undefined, _} -> WithWave;
+        {W, _} -> WithWave#{warmup => W}
     end.
 
+announce(Nodes, #{batches := B, messages := M, strategy := tree, budget_ms := Budget}, Io) ->
+    terrain_lab_io:progress(Io, "probe: ~b nodes, tree-guided: each node against a few representatives of the tree "
+                            "so far (~b ordered pairs in all), ~b batches x ~b messages per pair~ts~n",
+                            [length(Nodes), length(Nodes) * (length(Nodes) - 1), B, M, budget(Budget)]);
 announce(Nodes, #{batches := B, messages := M, strategy := Strategy, precision := none, budget_ms := Budget}, Io) ->
     terrain_lab_io:progress(Io, "probe: ~b nodes, ~b ordered pairs, ~s, ~b batches x ~b messages~ts~n",
                             [length(Nodes), length(Nodes) * (length(Nodes) - 1), Strategy, B, M, budget(Budget)]);
@@ -138,9 +180,12 @@ budget(infinity) -> "";
 budget(Ms) -> io_lib:format(", budget ~b s", [Ms div 1000]).
 
 progress_printer(Io) ->
-    fun(#{done := Done, elapsed_ms := Elapsed, eta_ms := Eta}) ->
-            terrain_lab_io:progress(Io, "probe: ~b batches, ~ts elapsed, ETA ~ts~n",
-                                    [Done, duration(Elapsed), duration(Eta)])
+    fun(#{done := Done, total := Total, elapsed_ms := Elapsed, eta_ms := Eta, unit := nodes}) ->
+            terrain_lab_io:progress(Io, "probe: ~b of ~b nodes placed, ~ts elapsed, ETA ~ts~n",
+                                    [Done, Total, duration(Elapsed), duration(Eta)]);
+       (#{done := Done, total := Total, elapsed_ms := Elapsed, eta_ms := Eta}) ->
+            terrain_lab_io:progress(Io, "probe: ~b of at most ~b batches, ~ts elapsed, ETA ~ts~n",
+                                    [Done, Total, duration(Elapsed), duration(Eta)])
     end.
 
 duration(unknown) -> "unknown";
@@ -148,17 +193,43 @@ duration(Ms) when Ms < 60000 -> io_lib:format("~bs", [Ms div 1000]);
 duration(Ms) -> io_lib:format("~bm~2..0bs", [Ms div 60000, (Ms rem 60000) div 1000]).
 
 %% Writes the final files, names them, and fails when a pair failed or the probe was
-%% interrupted.
-save(#{partial := Partial, pairs := Pairs} = Result, Dir, Io) ->
+%% interrupted. A probe the budget ended succeeds (the user chose the budget) and
+%% says so on stderr.
+save(#{pairs := Pairs, nodes := Nodes} = Result, Dir, Io) ->
+    EndedBy = maps:get(ended_by, Result, complete),
     Steps = [fun(_) -> terrain_lab_probe:write(Result, Dir, #{}) end,
              fun(Files) ->
                      [terrain_lab_io:out(Io, "wrote ~ts~n", [F]) || F <- Files],
                      Measured = length([P || {P, {ok, _}} <- maps:to_list(Pairs)]),
-                     case {Partial, [P || {P, {error, _}} <- maps:to_list(Pairs)]} of
-                         {true, _} -> {error, {probe, {interrupted, Measured, map_size(Pairs)}}};
-                         {false, []} -> ok;
-                         {false, Failed} ->
+                     Total = length(Nodes) * (length(Nodes) - 1),
+                     tree_summary(Result, Measured, Total, Io),
+                     Failed = [P || {P, {error, Why}} <- maps:to_list(Pairs), Why =/= not_measured,
+                                    Why =/= interrupted],
+                     case {EndedBy, Failed} of
+                         {interrupt, _} ->
+                             {error, {probe, {interrupted, Measured, map_size(Pairs)}}};
+                         {budget, _} ->
+                             #{options := #{budget_ms := Budget}} = Result,
+                             terrain_lab_io:progress(Io, "probe: the budget of ~ts ended the probe: ~b of ~b pairs "
+                                                     "were measured; the files are marked \"partial\": true~n",
+                                                     [duration(Budget), Measured, Total]),
+                             ok;
+                         {complete, []} ->
+                             ok;
+                         {complete, _} ->
                              {error, {probe, {failed_pairs, length(Failed), lists:sublist(lists:sort(Failed), 3)}}}
                      end
              end],
     terrain_lab_steps:run(Steps, Dir).
+
+tree_summary(#{topology := _, unplaced := Unplaced} = Result, Measured, Total, Io) ->
+    terrain_lab_io:progress(Io, "probe: tree-guided: ~b of ~b ordered pairs measured (~.1f%), ~b waves, "
+                            "~b nodes placed again by the repair~ts~n",
+                            [Measured, Total, 100 * Measured / max(1, Total), maps:get(waves, Result, 0),
+                             maps:get(reinserted, Result, 0),
+                             case Unplaced of
+                                 [] -> "";
+                                 _ -> io_lib:format("; not placed: ~ts", [lists:join(", ", [atom_to_list(N) || N <- Unplaced])])
+                             end]);
+tree_summary(_, _, _, _) ->
+    ok.

@@ -49,11 +49,31 @@ commands() ->
 %% @doc Runs `terrain report'.
 -spec run(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, terrain_lab_analysis:error_reason()}.
 run(Options, RunDirs, Io) ->
-    Out = case maps:get(out, Options, undefined) of
-              undefined -> filename:join(hd(RunDirs), "report.html");
-              File -> File
-          end,
-    case terrain_lab_analysis:report(RunDirs, Out) of
-        ok -> terrain_lab_io:out(Io, "~ts~n", [Out]);
-        {error, _} = Error -> Error
+    %% the one output rule: a given --out is a new file and none of the runs' inputs
+    %% (their manifests and the files they list); the default RUN_DIR/report.html is
+    %% the report's own and is replaced
+    {Out, Check} = case maps:get(out, Options, undefined) of
+                       undefined -> {filename:join(hd(RunDirs), "report.html"), ok};
+                       File -> {File, terrain_lab_files:new_output(file, File, inputs(RunDirs))}
+                   end,
+    case Check of
+        ok ->
+            case terrain_lab_analysis:report(RunDirs, Out) of
+                ok -> terrain_lab_io:out(Io, "~ts~n", [Out]);
+                {error, _} = Error -> Error
+            end;
+        {error, _} = Error ->
+            Error
     end.
+
+%% Every file the report reads: each run's manifest.json and the files it lists.
+inputs(RunDirs) ->
+    lists:append([begin
+                      Manifest = filename:join(Dir, "manifest.json"),
+                      Listed = case terrain_json:read_file(Manifest) of
+                                   {ok, #{<<"outputs">> := Outputs}} when is_list(Outputs) ->
+                                       [filename:join(Dir, F) || #{<<"file">> := F} <- Outputs, is_binary(F)];
+                                   _ -> []
+                               end,
+                      [Manifest | Listed]
+                  end || Dir <- RunDirs]).

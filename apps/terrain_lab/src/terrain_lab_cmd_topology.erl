@@ -8,6 +8,8 @@
 %%                  [--outliers repair|keep] [--format term|json|dot|newick|text] [--out FILE]
 %% terrain topology compare FOUND TRUTH [--prefix P]
 %% terrain topology show FILE [--format ...]
+%% terrain topology simulate (--shape 10x10x10x10 [--latencies 15000,1500,150,15] | --spec FILE)
+%%                  [--noise F] [--outliers F] [--seed N] [--json]
 %% '''
 %% The first argument chooses: `compare', `show', or else the file to cluster (a
 %% matrix file named `compare' or `show' can be given as `./compare').
@@ -23,6 +25,11 @@
 %% are topology files (Erlang term or `terrain.topology/1' JSON); TRUTH may also be a
 %% cluster spec, whose groups are the true tree; its node names are then matched with
 %% the local part of FOUND's node names (before `@') after removing `--prefix'.
+%%
+%% `simulate' runs the tree probe of `terrain probe --strategy tree' against a latency
+%% model (terrain_lab_simulate) and scores the tree it finds against the model's:
+%% a summary on stdout, or with `--json' one object (`nodes', `pairs_measured',
+%% `pairs_total', `clade_recall', `clade_precision', `seconds', …).
 -module(terrain_lab_cmd_topology).
 
 %% API (command table and CLI handler)
@@ -47,7 +54,7 @@ commands() ->
 command() ->
     #{name => "topology",
       summary => "Discover the topology of a latency matrix; compare or show topologies",
-      usage => "MATRIX.json | compare FOUND TRUTH | show FILE",
+      usage => "MATRIX.json | compare FOUND TRUTH | show FILE | import slurm FILE|--scontrol | load FILE | simulate",
       description => "MATRIX.json (latency.json from 'terrain probe'): clusters the round trips with RELEASE D3.5's "
                      "non-binary alpha algorithm and writes the topology term (or --format) to --out or stdout; "
                      "without --format the format follows --out's extension (.json .dot .gv .nwk .newick .txt), "
@@ -55,7 +62,16 @@ command() ->
                      "are repaired against a robust first pass unless --outliers keep. "
                      "compare FOUND TRUTH: per-level adjusted Rand index and clade recall of FOUND against "
                      "TRUTH (topology term or JSON files; TRUTH may be a cluster spec, matched by node name "
-                     "without host and --prefix). show FILE: renders a topology file.",
+                     "without host and --prefix). show FILE: renders a topology file. import slurm FILE|--scontrol: the "
+                     "switches of a SLURM topology.conf (or of the running cluster's 'scontrol show topology') as a "
+                     "topology (one network per switch, its hosts as nodes), for compare and load_topology. load FILE: "
+                     "terrain:load_topology/1 of a topology file on every node of the running cluster (what "
+                     "distance placement then uses). "
+                     "simulate: runs the tree probe ('terrain probe --strategy tree') against a latency model of "
+                     "--shape (children per level, top-down) with --latencies (one way, us, per level) or of a "
+                     "cluster --spec (its groups' latency), with --noise (lognormal jitter per measurement) and "
+                     "--outliers (fraction of pairs inflated 3-20x), and scores the tree it finds against the "
+                     "model's; --json prints one object.",
       args => {1, 3},
       options => [#{name => linkage, long => "linkage", type => string, default => "average",
                     choices => ["average", "complete", "single"], metavar => "average|complete|single", help => "cluster distance"},
@@ -66,8 +82,9 @@ command() ->
                     choices => ["min", "median", "mean", "p95"], metavar => "min|median|mean|p95", help => "per-pair statistic to cluster"},
                   #{name => symmetrise, long => "symmetrise", type => string, default => "min",
                     choices => ["min", "mean", "max"], metavar => "min|mean|max", help => "how to combine a->b with b->a"},
-                  #{name => outliers, long => "outliers", type => string, default => "repair",
-                    choices => ["repair", "keep"], metavar => "repair|keep", help => "repair round trips far from their level's median"},
+                  #{name => outliers, long => "outliers", type => string, metavar => "repair|keep|F",
+                    help => "repair (default) or keep round trips far from their level's median; "
+                            "simulate: the fraction of pairs inflated 3-20x (default 0)"},
                   #{name => outlier_factor, long => "outlier-factor", type => float, default => 3.0,
                     check => {fun(F) -> F > 1 end, "a number > 1"}, metavar => "F", help => "an outlier is more than F times its level's median away"},
                   #{name => format, long => "format", type => string,
@@ -76,7 +93,23 @@ command() ->
                   #{name => out, long => "out", type => string, metavar => "FILE",
                     help => "write here instead of stdout"},
                   #{name => prefix, long => "prefix", type => string, default => "", metavar => "P",
-                    help => "compare: node name prefix to drop when TRUTH is a cluster spec"}],
+                    help => "compare: node name prefix to drop when TRUTH is a cluster spec"},
+                  #{name => shape, long => "shape", type => string, metavar => "AxBx...",
+                    help => "simulate: children per level, top-down (10x10x10x10 is 10,000 nodes)"},
+                  #{name => latencies, long => "latencies", type => string, metavar => "US,...",
+                    help => "simulate: one-way latency per level of --shape in us, top-down "
+                            "(default 15000, 1500, 150, ... dividing by 10)"},
+                  #{name => spec, long => "spec", type => string, metavar => "FILE",
+                    help => "simulate: a cluster spec as the model (its groups' latency)"},
+                  #{name => noise, long => "noise", type => float, default => 0.1, metavar => "F",
+                    check => {fun(F) -> F >= 0 end, "a number >= 0"},
+                    help => "simulate: sigma of the multiplicative (lognormal) jitter per measurement"},
+                  #{name => seed, long => "seed", type => integer, default => 1, range => {0, inf}, metavar => "N",
+                    help => "simulate: seed of every random draw"},
+                  #{name => json, long => "json", type => flag, help => "simulate: print one JSON object"},
+                  terrain_lab_cli_options:state_dir(),
+                  #{name => scontrol, long => "scontrol", type => flag,
+                    help => "import slurm: read the running cluster's 'scontrol show topology' instead of a file"}],
       run => {?MODULE, run}}.
 
 %% @doc Runs `terrain topology'.
@@ -85,10 +118,25 @@ run(Options, ["compare", Found, Truth], Io) ->
     compare(Options, Found, Truth, Io);
 run(_Options, ["compare" | Args], _Io) ->
     {error, {topology_cmd, {usage, "compare FOUND TRUTH", length(Args)}}};
+run(Options, ["import", "slurm", File], Io) ->
+    case maps:get(scontrol, Options, false) of
+        true -> {error, {usage, "import slurm: give a topology.conf FILE or --scontrol, not both"}};
+        false -> import(Options, {file, File}, Io)
+    end;
+run(#{scontrol := true} = Options, ["import", "slurm"], Io) ->
+    import(Options, scontrol, Io);
+run(_Options, ["import" | _], _Io) ->
+    {error, {usage, "expected 'terrain topology import slurm FILE' or 'terrain topology import slurm --scontrol'"}};
+run(Options, ["load", File], Io) ->
+    load(Options, File, Io);
 run(Options, ["show", File], Io) ->
     show(Options, File, Io);
 run(_Options, ["show" | Args], _Io) ->
     {error, {topology_cmd, {usage, "show FILE", length(Args)}}};
+run(Options, ["simulate"], Io) ->
+    simulate(Options, Io);
+run(_Options, ["simulate" | Args], _Io) ->
+    {error, {topology_cmd, {usage, "simulate", length(Args)}}};
 run(Options, [Matrix], Io) ->
     discover(Options, Matrix, Io);
 run(_Options, Args, _Io) ->
@@ -126,7 +174,10 @@ discovery_options(Options) ->
         Linkage = choice(linkage, Options, ["average", "complete", "single"]),
         Statistic = choice(statistic, Options, ["min", "median", "mean", "p95"]),
         Symmetrise = choice(symmetrise, Options, ["min", "mean", "max"]),
-        Outliers = choice(outliers, Options, ["repair", "keep"]),
+        Outliers = case maps:get(outliers, Options, undefined) of
+                       undefined -> repair;
+                       _ -> choice(outliers, Options, ["repair", "keep"])
+                   end,
         Alpha = case maps:get(alpha, Options, "auto") of
                     "auto" -> auto;
                     Text -> case number(Text) of
@@ -195,6 +246,18 @@ describe(#{linkage := L, alpha := A, statistic := S, symmetrise := Sym, outliers
                   [S, Sym, O, L, case A of auto -> "auto"; _ -> io_lib:format("~p", [A]) end]).
 
 report(#{repaired := Repaired, pairs := Pairs} = Result, Io) ->
+    case maps:get(missing, Result, 0) of
+        0 -> ok;
+        Missing -> terrain_lab_io:progress(Io, "topology: ~b of ~b pairs were measured in neither direction; "
+                                           "estimated from the measured ones (minimax path)~n", [Missing, Pairs])
+    end,
+    case maps:get(undetermined, Result, []) of
+        [] -> ok;
+        Undetermined -> terrain_lab_io:progress(Io, "topology: ~b node~s undetermined (no measured round trip "
+                                                "supports their place): ~ts~n",
+                                                [length(Undetermined), case Undetermined of [_] -> ""; _ -> "s" end,
+                                                 lists:join(", ", [atom_to_list(U) || U <- Undetermined])])
+    end,
     _ = Repaired > 0 andalso
         terrain_lab_io:progress(Io, "topology: repaired ~b of ~b round trips (outliers of their level)~n",
                                 [Repaired, Pairs]),
@@ -221,17 +284,118 @@ emit(Text, Options, Io) ->
         undefined ->
             terrain_lab_io:out(Io, "~ts", [Text]);
         Out ->
-            Tmp = Out ++ ".tmp",
-            case file:write_file(Tmp, Text) of
-                ok ->
-                    case file:rename(Tmp, Out) of
-                        ok -> terrain_lab_io:progress(Io, "topology: wrote ~ts~n", [Out]);
-                        {error, Why} -> _ = file:delete(Tmp), {error, {file, Out, Why}}
-                    end;
-                {error, Why} ->
-                    {error, {file, Out, Why}}
+            case terrain_lab_files:write(Out, Text) of   % temporary file and rename; none left on failure
+                ok -> terrain_lab_io:progress(Io, "topology: wrote ~ts~n", [Out]);
+                {error, _} = Error -> Error
             end
     end.
+
+%%--------------------------------------------------------------------
+%% Simulate
+
+%% A bad model or --outliers is a usage error (exit 2); a spec that cannot be read fails.
+simulate(Options, Io) ->
+    Usage = fun({error, {topology_cmd, _} = Reason}) -> {error, {usage, Reason}};
+               ({error, {simulate, {latencies, _, _}} = Reason}) -> {error, {usage, Reason}};
+               (Other) -> Other
+            end,
+    Steps = [fun(_) -> Usage(simulate_model(Options)) end,
+             fun(Model) ->
+                     case simulate_outliers(Options) of
+                         {ok, Outliers} -> {ok, {Model, Outliers}};
+                         {error, _} = Error -> Usage(Error)
+                     end
+             end,
+             fun({Model, Outliers}) ->
+                     terrain_lab_io:progress(Io, "simulate: ~ts, noise ~p, outliers ~p, seed ~b~n",
+                                             [maps:get(description, Model), maps:get(noise, Options), Outliers,
+                                              maps:get(seed, Options)]),
+                     terrain_lab_simulate:run(#{model => Model, noise => maps:get(noise, Options),
+                                                outliers => Outliers, seed => maps:get(seed, Options),
+                                                progress => simulate_progress(Io)})
+             end,
+             fun(Report) -> simulate_report(Report, maps:get(json, Options, false), Io) end],
+    terrain_lab_steps:run(Steps, Options).
+
+simulate_model(Options) ->
+    case {maps:get(shape, Options, undefined), maps:get(spec, Options, undefined)} of
+        {undefined, undefined} -> {error, {topology_cmd, {simulate, no_model}}};
+        {Shape, undefined} -> shape_model(Shape, Options);
+        {undefined, File} -> spec_model(File);
+        {_, _} -> {error, {topology_cmd, {simulate, shape_and_spec}}}
+    end.
+
+shape_model(Shape, Options) ->
+    case parse_numbers(string:split(Shape, "x", all), fun list_to_integer/1) of
+        {ok, [_ | _] = Ks} ->
+            case lists:all(fun(K) -> K >= 1 end, Ks) of
+                true -> shape_latencies(Ks, Options);
+                false -> {error, {topology_cmd, {bad_option, "shape", Shape, "children per level, e.g. 10x10x10x10"}}}
+            end;
+        _ ->
+            {error, {topology_cmd, {bad_option, "shape", Shape, "children per level, e.g. 10x10x10x10"}}}
+    end.
+
+spec_model(File) ->
+    case terrain_lab_spec:read(File) of
+        {ok, Spec} -> terrain_lab_simulate:spec_model(Spec);
+        {error, _} = Error -> Error
+    end.
+
+shape_latencies(Ks, Options) ->
+    Default = [15000 / math:pow(10, I) || I <- lists:seq(0, length(Ks) - 1)],
+    case maps:get(latencies, Options, undefined) of
+        undefined ->
+            terrain_lab_simulate:shape_model(Ks, Default);
+        Text ->
+            case parse_numbers(string:split(Text, ",", all), fun(T) -> {ok, V} = number(T), V end) of
+                {ok, Ls} -> case lists:all(fun(L) -> L >= 0 end, Ls) of
+                                true -> terrain_lab_simulate:shape_model(Ks, Ls);
+                                false -> {error, {topology_cmd, {bad_option, "latencies", Text, "one-way us >= 0, per level"}}}
+                            end;
+                error -> {error, {topology_cmd, {bad_option, "latencies", Text, "one-way us per level, e.g. 15000,1500,150"}}}
+            end
+    end.
+
+parse_numbers(Texts, Parse) ->
+    try {ok, [Parse(string:trim(T)) || T <- Texts]}
+    catch error:_ -> error
+    end.
+
+simulate_outliers(Options) ->
+    case maps:get(outliers, Options, undefined) of
+        undefined ->
+            {ok, 0.0};
+        Text ->
+            case number(Text) of
+                {ok, F} when F >= 0, F =< 1 -> {ok, F};
+                _ -> {error, {topology_cmd, {bad_option, "outliers", Text, "a fraction of pairs between 0 and 1"}}}
+            end
+    end.
+
+simulate_progress(Io) ->
+    Last = erlang:monotonic_time(millisecond),
+    put({?MODULE, last_progress}, Last),
+    fun(#{placed := Placed, total := Total, pairs := Pairs, elapsed_ms := Elapsed}) ->
+            Now = erlang:monotonic_time(millisecond),
+            case Now - get({?MODULE, last_progress}) >= 1000 orelse Placed =:= Total of
+                true ->
+                    put({?MODULE, last_progress}, Now),
+                    terrain_lab_io:progress(Io, "simulate: ~b of ~b nodes placed, ~b pairs measured, ~.1f s~n",
+                                            [Placed, Total, Pairs, Elapsed / 1000]);
+                false ->
+                    ok
+            end
+    end.
+
+simulate_report(Report, true, Io) ->
+    terrain_lab_io:out(Io, "~ts~n", [terrain_json:encode(Report)]);
+simulate_report(#{nodes := N, pairs_measured := M, pairs_total := T, clade_recall := R, clade_precision := P,
+                  seconds := S, peak_memory_mb := Mem, unplaced := U}, false, Io) ->
+    terrain_lab_io:out(Io, "~b nodes: ~b of ~b ordered pairs measured (~.3f%), clade recall ~.3f, precision ~.3f, "
+                       "~.1f s, peak memory ~p MB~ts~n",
+                       [N, M, T, 100 * M / max(1, T), R, P, S, Mem,
+                        case U of 0 -> ""; _ -> io_lib:format(", ~b nodes not placed", [U]) end]).
 
 %%--------------------------------------------------------------------
 %% Show
@@ -251,6 +415,51 @@ show(Options, File, Io) ->
             end;
         {error, _} = Error ->
             Error
+    end.
+
+%%--------------------------------------------------------------------
+%% Load
+
+%% The topology of FILE (term or JSON) on every node of the running cluster.
+load(Options, File, Io) ->
+    terrain_lab_steps:with(
+      [fun() -> read_tree(File) end,
+       fun() -> terrain_lab_cluster_state:connect(Options) end],
+      fun([Tree, Nodes]) ->
+              Results = [{N, catch erpc:call(N, terrain, load_topology, [Tree], 10000)} || N <- Nodes],
+              case [{N, R} || {N, R} <- Results, R =/= ok] of
+                  [] -> terrain_lab_io:out(Io, "loaded ~ts on ~b nodes~n", [File, length(Nodes)]);
+                  [{N, Why} | _] -> {error, {topology_cmd, {load, N, Why}}}
+              end
+      end).
+
+%%--------------------------------------------------------------------
+%% Import
+
+%% SLURM's switches as a topology: a topology.conf file or `scontrol show topology'.
+import(Options, Source, Io) ->
+    {Name, Read} = case Source of
+                       {file, File} -> {File, fun() -> switches_of_file(File) end};
+                       scontrol -> {"'scontrol show topology'", fun() -> terrain_lab_slurm:scontrol_topology(10000) end}
+                   end,
+    terrain_lab_steps:with(
+      [fun() -> output_format(Options) end,
+       fun() -> case Read() of
+                    {ok, []} -> {error, {slurm, {topology_empty, Name}}};
+                    Other -> Other
+                end end],
+      fun([Format, Switches]) ->
+              Tree = terrain_lab_slurm:topology_tree(Switches),
+              terrain_lab_io:progress(Io, "topology: ~b switches, ~b nodes from ~ts~n",
+                                      [length(Switches), length(terrain_tree_compare:nodes(Tree)), Name]),
+              {ok, Text} = terrain:render_topology(Tree, Format),
+              emit(Text, Options, Io)
+      end).
+
+switches_of_file(File) ->
+    case file:read_file(File) of
+        {ok, Bin} -> terrain_lab_slurm:parse_topology(unicode:characters_to_list(Bin));
+        {error, Why} -> {error, {file, File, Why}}
     end.
 
 %%--------------------------------------------------------------------
@@ -282,11 +491,28 @@ compare(Options, FoundFile, TruthFile, Io) ->
 
 %% When the truth is a spec (short names) and the found tree has full node names,
 %% compare by the local part without the prefix.
+%% A truth of hosts (SLURM's switches, `import slurm') names each host, and the VMs
+%% of `terrain up --hosts|--slurm' are HOST_1..HOST_N: with one VM per host, a VM
+%% matches its host.
 match_names(Found, Truth, Prefix) ->
     TruthNodes = terrain_tree_compare:nodes(Truth),
     case lists:any(fun has_host/1, TruthNodes) orelse not lists:any(fun has_host/1, terrain_tree_compare:nodes(Found)) of
         true -> Found;
-        false -> rename(Found, fun(N) -> short(N, Prefix) end)
+        false ->
+            Short = rename(Found, fun(N) -> short(N, Prefix) end),
+            ShortNodes = terrain_tree_compare:nodes(Short),
+            ByHost = [host_of_vm(N) || N <- ShortNodes],
+            case {ShortNodes -- TruthNodes, ByHost -- TruthNodes, ByHost -- lists:usort(ByHost)} of
+                {[_ | _], [], []} -> rename(Short, fun host_of_vm/1);
+                _ -> Short
+            end
+    end.
+
+%% `tb1_1' -> tb1 (terrain_lab_hosts:host_group/2's names).
+host_of_vm(Node) ->
+    case re:run(atom_to_list(Node), "^(.+)_[0-9]+$", [{capture, all_but_first, list}]) of
+        {match, [Host]} -> list_to_atom(Host);
+        nomatch -> Node
     end.
 
 has_host(Node) ->
@@ -353,6 +579,12 @@ term_tree(File) ->
 -spec format_error({topology_cmd, term()}) -> iolist().
 format_error({topology_cmd, {usage, Usage, Count}}) ->
     io_lib:format("expected 'terrain topology ~ts' (~b argument~s after it)", [Usage, Count, case Count of 1 -> ""; _ -> "s" end]);
+format_error({topology_cmd, {simulate, shape_and_spec}}) ->
+    "simulate: give --shape or --spec, not both";
+format_error({topology_cmd, {simulate, no_model}}) ->
+    "simulate needs a model: --shape AxBx... (with --latencies) or --spec FILE";
+format_error({topology_cmd, {load, Node, Why}}) ->
+    io_lib:format("loading the topology on ~ts failed: ~0tP", [Node, Why, 10]);
 format_error({topology_cmd, {bad_option, Name, Value, Allowed}}) ->
     io_lib:format("--~ts ~0tp: expected ~ts", [Name, Value, Allowed]);
 format_error({topology_cmd, {bad_topology, File, {format, none}}}) ->

@@ -36,5 +36,9 @@ commands() ->
 
 %% @doc Runs `terrain write-test'.
 -spec run(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
-run(Options, [], Io) ->
-    terrain_lab_write_test:run(maps:with([targets, size, stripe, runs, out], Options), Io).
+run(#{stripe := StripeKiB, targets := Targets} = Options, [], Io) ->
+    %% the resource guard: each target's writer allocates a stripe buffer
+    case terrain_lab_guard:memory([{"--stripe", max(1, length(Targets)), StripeKiB * 1024}]) of
+        ok -> terrain_lab_write_test:run(maps:with([targets, size, stripe, runs, out], Options), Io);
+        {error, _} = Refused -> Refused
+    end.

@@ -65,9 +65,22 @@ ensure_written(Ebin, App, {AppFile, Modules}) ->
             Ebin;
         false ->
             Tmp = Ebin ++ ".tmp" ++ os:getpid(),
-            ok = filelib:ensure_dir(filename:join(Tmp, "x")),
-            [ok = file:write_file(filename:join(Tmp, atom_to_list(M) ++ ".beam"), B) || {M, B} <- Modules],
-            ok = file:write_file(filename:join(Tmp, atom_to_list(App) ++ ".app"), AppFile),
+            Remove = fun() -> _ = [file:delete(F) || F <- filelib:wildcard(filename:join(Tmp, "*"))],
+                              file:del_dir(Tmp)
+                     end,
+            %% a full disk or SIGTERM halfway leaves no partial copy beside the cache
+            ok = terrain_lab_cleanup:add({code_cache, Tmp}, Remove),
+            Written = terrain_lab_steps:run(
+                        [fun(_) -> terrain_lab_files:make_dir(Tmp) end |
+                         [fun(_) -> terrain_lab_files:write(filename:join(Tmp, atom_to_list(M) ++ ".beam"), B) end
+                          || {M, B} <- Modules]]
+                        ++ [fun(_) -> terrain_lab_files:write(filename:join(Tmp, atom_to_list(App) ++ ".app"), AppFile)
+                            end], none),
+            ok = terrain_lab_cleanup:remove({code_cache, Tmp}),
+            case Written of
+                ok -> ok;
+                {error, Why} -> _ = Remove(), error({code_cache, Why})   % nodes cannot start without it
+            end,
             case file:rename(Tmp, Ebin) of
                 ok -> Ebin;
                 {error, _} ->

@@ -47,7 +47,8 @@
           rules => file:filename(),             % for auto
           exchange => terrain_paths_plan:exchange_shape(), % hierarchical's (default: the communicator's auto)
           prefix => string(),
-          timeout => pos_integer()}.            % ms per operation
+          checkpoint => fun((map()) -> ok),    % the document so far (partial) after each measurement
+          timeout => pos_integer()}.            % ms per operation            % ms per operation
 
 %%--------------------------------------------------------------------
 %% API
@@ -157,6 +158,13 @@ format_error({collective, {communicator, Why}}) ->
     terrain_paths:format_error(Why);
 format_error({collective, {members_lost, Why}}) ->
     io_lib:format("lost the members: ~0tp", [Why]);
+format_error({collective, {member_down, Node, Why}}) ->
+    io_lib:format("a member on ~ts went down (~ts)", [Node, case Why of
+                                                             noconnection -> "its node was killed or cut off";
+                                                             _ -> io_lib:format("~0tP", [Why, 10])
+                                                         end]);
+format_error({collective, interrupted}) ->
+    "interrupted (SIGTERM)";
 format_error({collective, Other}) ->
     io_lib:format("~0tp", [Other]).
 
@@ -171,34 +179,49 @@ measure_all(Options, NodeInfos, Progress) ->
     Started = terrain_lab_run:timestamp(),
     MembersPerNode = [[spawn(Node, ?MODULE, member, [self()]) || _ <- lists:seq(1, PerNode)] || Node <- Nodes],
     All = lists:append(MembersPerNode),
+    Doc = fun(Results, Partial) ->
+                  #{format => ?FORMAT,
+                    spec => spec_name(Spec),
+                    nodes => length(Nodes),
+                    members => length(All),
+                    members_per_node => PerNode,
+                    operation => allreduce,
+                    rounds => maps:get(rounds, Options),
+                    seeds => maps:get(seeds, Options),
+                    load_average => load_average(),
+                    started_at => Started,
+                    finished_at => terrain_lab_run:timestamp(),
+                    partial => Partial,
+                    results => Results}
+          end,
+    Checkpoint = maps:get(checkpoint, Options, fun(_) -> ok end),
     try
         {ok, Sync} = terrain_paths:communicator(All, #{algorithm => hierarchical, topology => Topology,
                                                       timeout => ?SYNC_TIMEOUT}),
-        Results = lists:append([measure_algorithm(Options, Algorithm, MembersPerNode, Sync, Topology, Progress)
-                                || Algorithm <- maps:get(algorithms, Options)]),
-        {ok, #{format => ?FORMAT,
-               spec => spec_name(Spec),
-               nodes => length(Nodes),
-               members => length(All),
-               members_per_node => PerNode,
-               operation => allreduce,
-               rounds => maps:get(rounds, Options),
-               seeds => maps:get(seeds, Options),
-               load_average => load_average(),
-               started_at => Started,
-               finished_at => terrain_lab_run:timestamp(),
-               results => Results}}
+        %% after every measurement: the document so far to the checkpoint (marked
+        %% partial), and a SIGTERM the caller turned into a message stops here
+        Done = fun(Result, Results) ->
+                       Checkpoint(Doc(Results ++ [Result], true)),
+                       receive {?MODULE, interrupt} -> throw({collective_error, interrupted}) after 0 -> ok end,
+                       Results ++ [Result]
+               end,
+        Results = lists:foldl(fun(Algorithm, Acc) ->
+                                      measure_algorithm(Options, Algorithm, MembersPerNode, Sync, Topology, Progress,
+                                                        {Done, Acc})
+                              end, [], maps:get(algorithms, Options)),
+        {ok, Doc(Results, false)}
     catch
         throw:{collective_error, Why} -> {error, {collective, Why}}
     after
         [exit(P, kill) || P <- All]
     end.
 
-measure_algorithm(Options, Algorithm, MembersPerNode, Sync, Topology, Progress) ->
+measure_algorithm(Options, Algorithm, MembersPerNode, Sync, Topology, Progress, {Done, Acc0}) ->
     #{spec := Spec, sizes := Sizes, rank_orders := Orders, seeds := Seeds} = Options,
     %% hierarchical reads the topology: the rank order does not change what it does
     Orders1 = case Algorithm of hierarchical -> [block]; _ -> Orders end,
-    [begin
+    lists:foldl(fun({Size, Order}, Acc) -> Done(
+     begin
          Runs = [run_rounds(Options, Algorithm, Size, rank_order(Order, MembersPerNode, Seed), Sync, Topology)
                  || Seed <- case Order of random -> lists:seq(1, Seeds); _ -> [1] end],
          Median = median([M || {M, _, _} <- Runs]),
@@ -215,7 +238,7 @@ measure_algorithm(Options, Algorithm, MembersPerNode, Sync, Topology, Progress) 
          Bounds#{algorithm => Algorithm, size_bytes => Size, rank_order => Order,
                  median_us => Median, p95_us => P95,
                  seeds_used => length(Runs)}
-     end || Size <- Sizes, Order <- Orders1].
+     end, Acc) end, Acc0, [{Size, Order} || Size <- Sizes, Order <- Orders1]).
 
 run_rounds(Options, Algorithm, Size, Members, Sync, Topology) ->
     Opts = maps:merge(#{algorithm => Algorithm, topology => Topology, timeout => maps:get(timeout, Options, 60000)},
@@ -226,12 +249,20 @@ run_rounds(Options, Algorithm, Size, Members, Sync, Topology) ->
            end,
     Rounds = maps:get(rounds, Options),
     Ref = make_ref(),
+    %% a member whose node is killed is noticed at once, not at the deadline
+    Monitors = maps:from_list([{erlang:monitor(process, M), M} || M <- Members]),
     _ = [M ! {measure, self(), Ref, Sync, Comm, Size, Rounds + 1} || M <- Members],
-    Times = [receive
-                 {Ref, M, {ok, T}} -> T;
-                 {Ref, M, {error, Why}} -> throw({collective_error, {member_failed, Algorithm, Why}})
-             after ?SYNC_TIMEOUT * 2 -> throw({collective_error, {members_lost, timeout}})
-             end || M <- Members],
+    Times = try [receive
+                     {Ref, M, {ok, T}} -> T;
+                     {Ref, M, {error, Why}} -> throw({collective_error, {member_failed, Algorithm, Why}});
+                     {'DOWN', MRef, process, Dead, Why} when is_map_key(MRef, Monitors) ->
+                         throw({collective_error, {member_down, node(Dead), Why}});
+                     {?MODULE, interrupt} ->      % SIGTERM in a long measurement: it is dropped
+                         throw({collective_error, interrupted})
+                 after ?SYNC_TIMEOUT * 2 -> throw({collective_error, {members_lost, timeout}})
+                 end || M <- Members]
+            after [erlang:demonitor(MRef, [flush]) || MRef <- maps:keys(Monitors)]
+            end,
     %% per round: the members' median interval between completions; the first is a warm-up
     PerRound = tl([median(Round) || Round <- transpose(Times)]),
     {median(PerRound), percentile(PerRound, 0.95), maps:get(exchange_shape, terrain_paths:hierarchy(Comm))}.
@@ -297,9 +328,18 @@ best(Results, Size, Order) ->
 
 check_auto(Options, Rules, Results, Nodes, Progress) ->
     Dir = filename:join(filename:basedir(user_cache, "terrain"), "tune"),
-    ok = filelib:ensure_dir(filename:join(Dir, "x")),
     File = filename:join(Dir, "rules-" ++ os:getpid() ++ ".json"),
-    ok = terrain_json:write_file(File, terrain_paths:rules_json(Rules, #{})),
+    Written = terrain_lab_steps:run([fun(_) -> terrain_lab_files:make_dir(Dir) end,
+                                     fun(_) -> terrain_lab_files:write(File, terrain_json:encode(
+                                                                                 terrain_paths:rules_json(Rules, #{}),
+                                                                                 #{pretty => true}))
+                                     end], none),
+    case Written of
+        ok -> check_auto(Options, Rules, Results, Nodes, Progress, File);
+        {error, _} = Error -> Error
+    end.
+
+check_auto(Options, Rules, Results, Nodes, Progress, File) ->
     try
         case measure_all(Options#{rules => File}, Nodes, Progress) of
             {ok, #{results := Auto}} ->

@@ -7,6 +7,7 @@
 %% API
 -export([create/2,
          write_row/2,
+         write_rows/2,
          close/1]).
 
 -export_type([csv/0]).
@@ -36,6 +37,21 @@ create(File, Columns) ->
 -spec write_row(csv(), #{atom() => term()}) -> ok | {error, {csv, file:filename(), term()}}.
 write_row({_, _, Columns} = Csv, Row) ->
     write_line(Csv, [cell(maps:get(C, Row, "")) || C <- Columns]).
+
+%% @doc Appends many rows with one write and one sync (a file written whole, such as
+%% a probe's 16,256 pairs: a sync per row took 14 s).
+-spec write_rows(csv(), [#{atom() => term()}]) -> ok | {error, {csv, file:filename(), term()}}.
+write_rows({Fd, File, Columns}, Rows) ->
+    Lines = [[lists:join($,, [cell(maps:get(C, Row, "")) || C <- Columns]), $\n] || Row <- Rows],
+    case file:write(Fd, Lines) of
+        ok ->
+            case file:datasync(Fd) of
+                ok -> ok;
+                {error, Why} -> {error, {csv, File, Why}}
+            end;
+        {error, Why} ->
+            {error, {csv, File, Why}}
+    end.
 
 %% @doc Closes the file.
 -spec close(csv()) -> ok.

@@ -36,6 +36,7 @@
           views => boolean(),                % draw the views with terrain-analysis (default true)
           highlight_step => pos_integer(),   % the step the timeline highlights (default steps / 2)
           view_worker => non_neg_integer(),  % the worker of the reads view (default the middle one)
+          partial => boolean(),              % internal: an interrupted run's files say so
           parameters => map()}.              % recorded in the manifest as they are
 
 -type record_result() :: #{windtunnel := terrain_workloads:windtunnel_result(),
@@ -90,13 +91,27 @@ run(Nodes, Collectors, Options, Progress, OnReport) ->
                  end,
     Progress(io_lib:format("events: wind tunnel on ~b nodes, collectors ~ts, scope at ~p Hz~n",
                            [length(Nodes), lists:join(",", [atom_to_list(C) || C <- Collectors]), Rate])),
-    Result = terrain_workloads:windtunnel(
-               Tunnel#{nodes => Nodes, instrument => Instrument,
-                       on_start => fun(Workers) when Tracing ->
-                                           {ok, Tracers} = terrain_events:trace([P || {_, P} <- Workers], #{}),
-                                           Self ! {tracers, Tracers}, ok;
-                                      (_) -> ok
-                                   end}),
+    Started = erlang:monotonic_time(microsecond),
+    %% the wind tunnel runs in a process of its own, so that a SIGTERM the caller
+    %% turned into a message ({?MODULE, interrupt}) stops it and the events recorded so
+    %% far are written, marked partial
+    Ref = make_ref(),
+    {Runner, MRef} = spawn_monitor(
+                       fun() ->
+                               Self ! {Ref, terrain_workloads:windtunnel(
+                                              Tunnel#{nodes => Nodes, instrument => Instrument,
+                                                      on_start => fun(Workers) when Tracing ->
+                                                                          {ok, Tracers} = terrain_events:trace(
+                                                                                            [P || {_, P} <- Workers], #{}),
+                                                                          Self ! {tracers, Tracers}, ok;
+                                                                     (_) -> ok
+                                                                  end})}
+                       end),
+    Result = receive
+                 {Ref, R} -> erlang:demonitor(MRef, [flush]), R;
+                 {'DOWN', MRef, process, Runner, Why} -> {error, {events_record, {workload_failed, Why}}};
+                 {?MODULE, interrupt} -> erlang:demonitor(MRef, [flush]), exit(Runner, kill), interrupted
+             end,
     Tracers = receive {tracers, Ts} -> Ts after 0 -> [] end,
     {Reports, ScopeStats} = terrain_events:stop_scope(Scope),
     _ = [terrain_events:stop_trace(T) || T <- Tracers],
@@ -106,6 +121,15 @@ run(Nodes, Collectors, Options, Progress, OnReport) ->
                                    [maps:get(workers, Tunnel1), maps:get(steps, Tunnel1),
                                     maps:get(elapsed_us, Tunnel1) / 1.0e6])),
             write_run(Nodes, Collectors, Cursors, Options, Tunnel1, Reports, ScopeStats, Progress);
+        interrupted ->
+            Progress("events: interrupted; writing the events recorded so far (partial)\n"),
+            Partial = #{workers => maps:get(workers, Options, 0), steps => maps:get(steps, Options, 0),
+                        elapsed_us => erlang:monotonic_time(microsecond) - Started, checksum => null, placement => []},
+            case write_run(Nodes, Collectors, Cursors, Options#{partial => true, views => false}, Partial, Reports,
+                           ScopeStats, Progress) of
+                {ok, #{events := N}} -> {error, {events_record, {interrupted, maps:get(out, Options), N}}};
+                {error, _} = Error -> Error
+            end;
         {error, _} = Error ->
             Error
     end.
@@ -118,13 +142,15 @@ write_run(Nodes, Collectors, Cursors, #{out := Out} = Options, Tunnel, Reports, 
     _ = Failed =/= [] andalso Progress(io_lib:format("events: could not read ~0tp~n", [Failed])) =:= ok,
     Steps = maps:get(steps, Tunnel),
     Workers = maps:get(workers, Tunnel),
-    Header = #{nodes => [atom_to_binary(N) || N <- Spaces],
+    Header = #{partial => maps:get(partial, Options, false),
+               nodes => [atom_to_binary(N) || N <- Spaces],
                offsets_us => maps:from_list([{atom_to_binary(N), O} || {N, #{offset_us := O}} <- maps:to_list(Offsets)]),
                rtt_us => maps:from_list([{atom_to_binary(N), R} || {N, #{rtt_us := R}} <- maps:to_list(Offsets)]),
                lost => Lost, workers => Workers, steps => Steps},
     EventsFile = filename:join(Out, "events.jsonl"),
     TraceFile = filename:join(Out, "trace.json"),
-    Findings = findings(Tunnel, Reports, ScopeStats, Lost, length(Events)),
+    Findings = (findings(Tunnel, Reports, ScopeStats, Lost, length(Events)))#{partial => maps:get(partial, Options,
+                                                                                                   false)},
     Parameters = maps:merge(maps:get(parameters, Options, #{}),
                             #{workers => Workers, steps => Steps, nodes => length(Nodes),
                               collectors => Collectors, scope_rate => maps:get(scope_rate, Options, 10)}),
@@ -207,31 +233,42 @@ views(Out, Highlight, Worker, true, Progress) ->
 -spec export(file:filename(), perfetto | jsonl, file:filename() | undefined) ->
           {ok, file:filename(), non_neg_integer()} | {error, term()}.
 export(Dir, Format, Out) ->
-    case terrain_events:read_events(filename:join(Dir, "events.jsonl")) of
-        {ok, Header, Json} ->
-            case Format of
-                perfetto ->
-                    File = default(Out, filename:join(Dir, "trace.json")),
-                    case terrain_events:write_perfetto(File, Json) of
-                        ok -> {ok, File, length(Json)};
-                        {error, _} = Error -> Error
-                    end;
-                jsonl ->
-                    File = default(Out, filename:join(Dir, "events.jsonl")),
-                    Lines = [terrain_json:encode(Header), $\n | [[terrain_json:encode(E), $\n] || E <- Json]],
-                    case file:write_file(File, Lines) of
-                        ok -> {ok, File, length(Json)};
-                        {error, Why} -> {error, {file, File, Why}}
-                    end
-            end;
-        {error, _} = Error ->
-            Error
+    Input = filename:join(Dir, "events.jsonl"),
+    File = default(Out, filename:join(Dir, case Format of perfetto -> "trace.json"; jsonl -> "events.jsonl" end)),
+    %% the one output rule: never the input; a given --out never an existing file
+    %% (the default trace.json is derived from the input and replaced)
+    Check = case Out of
+                undefined -> terrain_lab_files:new_output(file, filename:join(Dir, "none"), [Input]);
+                _ -> terrain_lab_files:new_output(file, Out, [Input])
+            end,
+    case {Check, filename:absname(File) =:= filename:absname(Input)} of
+        {{error, _} = Error, _} -> Error;
+        {ok, true} -> {error, {output_is_input, File}};
+        {ok, false} -> export(Input, Format, File, terrain_events:read_events(Input))
     end.
+
+export(_Input, perfetto, File, {ok, _Header, Json}) ->
+    case terrain_events:write_perfetto(File, Json) of
+        ok -> {ok, File, length(Json)};
+        {error, _} = Error -> Error
+    end;
+export(_Input, jsonl, File, {ok, Header, Json}) ->
+    Lines = [terrain_json:encode(Header), $\n | [[terrain_json:encode(E), $\n] || E <- Json]],
+    case terrain_lab_files:write(File, Lines) of
+        ok -> {ok, File, length(Json)};
+        {error, _} = Error -> Error
+    end;
+export(_Input, _Format, _File, {error, _} = Error) ->
+    Error.
 
 default(undefined, File) -> File;
 default(Out, _File) -> Out.
 
 %% @doc A sentence for an error of this module.
 -spec format_error(term()) -> iolist().
+format_error({events_record, {interrupted, Out, N}}) ->
+    io_lib:format("interrupted (SIGTERM); the ~b events recorded before are kept in ~ts (marked partial)", [N, Out]);
+format_error({events_record, {workload_failed, Why}}) ->
+    io_lib:format("the wind tunnel failed: ~0tP", [Why, 12]);
 format_error({events_record, {start_failed, Node, Why}}) ->
     io_lib:format("could not start terrain_events on ~ts: ~0tp", [Node, Why]).

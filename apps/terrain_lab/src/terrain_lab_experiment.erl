@@ -79,27 +79,25 @@ attributes(Dir, Options, Progress) ->
             try
                 Nodes = [N || #{node := N} <- terrain_lab:cluster_nodes(Cluster)],
                 Tree = terrain_workloads:aco_tree(length(Nodes), ?DEGREE),
-                Rows = lists:append(
-                         [begin
-                              {Shuffled, _} = shuffle(Nodes, rand:seed_s(exsss, {Run, Ants, 16#0dd})),
-                              [begin
-                                   {ok, Assignment} = terrain_lab_aco:place(Placement, Tree, Shuffled, Run),
-                                   {ok, #{main_s := S}} =
-                                       terrain_lab_aco:run(Instance, Tree, Assignment,
-                                                           #{ants => Ants, global => Global, local => Local,
-                                                             seed => Run}, 600000),
-                                   Progress(io_lib:format("ants ~3b run ~b ~-10s ~8.3f s~n", [Ants, Run, Placement, S])),
-                                   {Ants, Run, Placement, S}
-                               end || Placement <- [attributes, random]]
-                          end || Ants <- AntCounts, Run <- lists:seq(1, Runs)]),
-                write_attributes(Dir, Rows, #{quick => Quick, runs => Runs, ants => AntCounts, global => Global,
-                                              local => Local, degree => ?DEGREE,
-                                              cpu_per_scheduler => ?CORE_SPEED,
-                                              big_vms => ?BIG_VMS, big_schedulers => ?BIG_SCHEDULERS,
-                                              big_cores => ?BIG_SCHEDULERS * ?CORE_SPEED,
-                                              small_vms => ?SMALL_VMS, small_schedulers => 1,
-                                              small_cores => ?CORE_SPEED,
-                                              nodes => length(Nodes), colonies => colonies(Tree)})
+                %% one run after another; a run that fails (a node killed) or a SIGTERM
+                %% (the caller turned it into a message) stops the experiment, and the
+                %% runs finished before are written, marked partial
+                Runs1 = [{Ants, Run, Placement} || Ants <- AntCounts, Run <- lists:seq(1, Runs),
+                                                  Placement <- [attributes, random]],
+                {Rows, Stopped} = attribute_runs(Runs1, Nodes, Tree, Instance, {Global, Local}, Progress, []),
+                Parameters = #{quick => Quick, runs => Runs, ants => AntCounts, global => Global,
+                               local => Local, degree => ?DEGREE,
+                               cpu_per_scheduler => ?CORE_SPEED,
+                               big_vms => ?BIG_VMS, big_schedulers => ?BIG_SCHEDULERS,
+                               big_cores => ?BIG_SCHEDULERS * ?CORE_SPEED,
+                               small_vms => ?SMALL_VMS, small_schedulers => 1,
+                               small_cores => ?CORE_SPEED,
+                               nodes => length(Nodes), colonies => colonies(Tree)},
+                case {write_attributes(Dir, Rows, Parameters, Stopped =/= none), Stopped} of
+                    {{ok, _} = Done, none} -> Done;
+                    {{ok, _}, Why} -> {error, {experiment, {partial, length(Rows), length(Runs1), Why}}};
+                    {{error, _} = WriteError, _} -> WriteError
+                end
             after
                 terrain_lab:stop_cluster(Cluster)
             end;
@@ -107,22 +105,62 @@ attributes(Dir, Options, Progress) ->
             Error
     end.
 
-write_attributes(Dir, Rows, Parameters) ->
+mean_or_null([]) -> null;
+mean_or_null(Values) -> mean(Values).
+
+attribute_runs([], _Nodes, _Tree, _Instance, _Iterations, _Progress, Rows) ->
+    {lists:reverse(Rows), none};
+attribute_runs([{Ants, Run, Placement} | Rest], Nodes, Tree, Instance, {Global, Local} = Iterations, Progress, Rows) ->
+    receive
+        {?MODULE, interrupt} -> {lists:reverse(Rows), interrupted}
+    after 0 ->
+            {Shuffled, _} = shuffle(Nodes, rand:seed_s(exsss, {Run, Ants, 16#0dd})),
+            Result = terrain_lab_steps:run(
+                       [fun(_) -> terrain_lab_aco:place(Placement, Tree, Shuffled, Run) end,
+                        fun(Assignment) ->
+                                terrain_lab_aco:run(Instance, Tree, Assignment,
+                                                    #{ants => Ants, global => Global, local => Local, seed => Run},
+                                                    600000)
+                        end], none),
+            case Result of
+                {ok, #{main_s := S}} ->
+                    Progress(io_lib:format("ants ~3b run ~b ~-10s ~8.3f s~n", [Ants, Run, Placement, S])),
+                    attribute_runs(Rest, Nodes, Tree, Instance, Iterations, Progress, [{Ants, Run, Placement, S} | Rows]);
+                {error, Why} ->
+                    {lists:reverse(Rows), {run_failed, Ants, Run, Placement, Why}}
+            end
+    end.
+
+write_attributes(Dir, Rows, Parameters, Partial) ->
     Csv = filename:join(Dir, "attributes.csv"),
-    ok = file:write_file(Csv, ["ants,run,placement,seconds\n",
-                               [io_lib:format("~b,~b,~s,~.6f~n", [A, R, P, S]) || {A, R, P, S} <- Rows]]),
     Ratios = [begin
-                  With = mean([S || {A, _, attributes, S} <- Rows, A =:= Ants]),
-                  Without = mean([S || {A, _, random, S} <- Rows, A =:= Ants]),
-                  #{ants => Ants, with_s => With, without_s => Without, ratio => Without / With}
+                  %% a partial run may have one placement of an ant count and not the other
+                  With = mean_or_null([S || {A, _, attributes, S} <- Rows, A =:= Ants]),
+                  Without = mean_or_null([S || {A, _, random, S} <- Rows, A =:= Ants]),
+                  #{ants => Ants, with_s => With, without_s => Without,
+                    ratio => case is_number(With) andalso is_number(Without) andalso With > 0 of
+                                 true -> Without / With;
+                                 false -> null
+                             end}
               end || Ants <- lists:usort([A || {A, _, _, _} <- Rows])],
     Summary = #{format => ?FORMAT, experiment => attributes, parameters => Parameters, ratios => Ratios,
-                machine => machine()},
-    ok = terrain_json:write_file(filename:join(Dir, "summary.json"), Summary),
-    ok = terrain_lab_run:write_manifest(Dir, experiment_attributes,
-                                        [#{kind => attributes_times, file => <<"attributes.csv">>, parameters => Parameters},
-                                         #{kind => summary, file => <<"summary.json">>}]),
-    {ok, Summary}.
+                partial => Partial, machine => machine()},
+    Steps = [fun(_) -> terrain_lab_files:write(Csv, ["ants,run,placement,seconds\n",
+                                                     [io_lib:format("~b,~b,~s,~.6f~n", [A, R, P, S])
+                                                      || {A, R, P, S} <- Rows]])
+             end,
+             fun(_) -> terrain_lab_files:write(filename:join(Dir, "summary.json"),
+                                                [terrain_json:encode(Summary, #{pretty => true}), $\n])
+             end,
+             fun(_) -> terrain_lab_run:write_manifest(Dir, experiment_attributes,
+                                                      [#{kind => attributes_times, file => <<"attributes.csv">>,
+                                                         parameters => Parameters},
+                                                       #{kind => summary, file => <<"summary.json">>}])
+             end],
+    case terrain_lab_steps:run(Steps, none) of
+        ok -> {ok, Summary};
+        {error, _} = Error -> Error
+    end.
 
 %%--------------------------------------------------------------------
 %% Experiment 2: distances
@@ -170,21 +208,21 @@ distances(Dir, Options, Progress) ->
                 RunOptions = #{ants => 2, global => Global, local => 1, seed => 1},
                 Case = fun(Topology, Placement) ->
                                Results = [begin
-                                              {ok, A} = terrain_lab_aco:place(Placement, Tree, Nodes, Run),
-                                              {ok, #{main_s := S}} = terrain_lab_aco:run(Instance, Tree, A, RunOptions, 600000),
+                                              A = must(terrain_lab_aco:place(Placement, Tree, Nodes, Run)),
+                                              #{main_s := S} = must(terrain_lab_aco:run(Instance, Tree, A, RunOptions, 600000)),
                                               Progress(io_lib:format("~-10s ~-9s run ~b ~8.3f s~n", [Topology, Placement, Run, S])),
                                               {S, A}
                                           end || Run <- lists:seq(1, Runs)],
                                {_, FirstA} = hd(Results),
-                               ok = write_dot(Dir, Topology, Placement, Tree, FirstA, SpecName, Spec),
+                               must(write_dot(Dir, Topology, Placement, Tree, FirstA, SpecName, Spec)),
                                #{topology => Topology, placement => Placement,
                                  runs_s => [S || {S, _} <- Results], mean_s => mean([S || {S, _} <- Results]),
                                  slow_links => [slow_links(Tree, A, SpecName, Spec) || {_, A} <- Results]}
                        end,
                 SpecResults = [Case(spec, P) || P <- [distance, random]],
                 Progress("probing round trips (concurrent) and discovering the topology\n"),
-                {ok, Discovered} = discover(Dir, Nodes, Batches),
-                [ok = erpc:call(N, terrain, load_topology, [Discovered], 10000) || N <- Nodes],
+                Discovered = must(discover(Dir, Nodes, Batches)),
+                _ = [must(load_topology(N, Discovered)) || N <- Nodes],
                 DiscResults = [Case(discovered, P) || P <- [distance, random]],
                 Results = SpecResults ++ DiscResults,
                 Ratio = fun(T) ->
@@ -198,14 +236,17 @@ distances(Dir, Options, Progress) ->
                 Summary = #{format => ?FORMAT, experiment => distances, parameters => Parameters,
                             ratio_spec => Ratio(spec), ratio_discovered => Ratio(discovered),
                             results => Results, machine => machine()},
-                ok = terrain_json:write_file(filename:join(Dir, "summary.json"), Summary),
+                must(terrain_lab_files:write(filename:join(Dir, "summary.json"),
+                                             [terrain_json:encode(Summary, #{pretty => true}), $\n])),
                 Dots = [#{kind => placement_dot, file => iolist_to_binary(dot_name(T, P))}
                         || T <- [spec, discovered], P <- [distance, random]],
-                ok = terrain_lab_run:write_manifest(Dir, experiment_distances,
+                must(terrain_lab_run:write_manifest(Dir, experiment_distances,
                                                     [#{kind => summary, file => <<"summary.json">>, parameters => Parameters},
                                                      #{kind => latency, file => <<"probe/latency.json">>},
-                                                     #{kind => topology, file => <<"discovered.term">>} | Dots]),
+                                                     #{kind => topology, file => <<"discovered.term">>} | Dots])),
                 {ok, Summary}
+            catch
+                throw:{?MODULE, Why} -> {error, Why}     % a step that failed (a node killed, a full disk)
             after
                 terrain_lab:stop_cluster(Cluster)
             end;
@@ -217,17 +258,28 @@ distances(Dir, Options, Progress) ->
 %% into discovered.term.
 discover(Dir, Nodes, Batches) ->
     ProbeDir = filename:join(Dir, "probe"),
-    ok = filelib:ensure_path(ProbeDir),
-    {ok, Result} = terrain_lab_probe:probe(Nodes, #{batches => Batches, messages => 10, strategy => concurrent}),
-    {ok, _} = terrain_lab_probe:write(Result, ProbeDir, #{}),
-    {ok, Latency} = terrain:read_latency(filename:join(ProbeDir, "latency.json")),
+    must(terrain_lab_files:make_dir(ProbeDir)),
+    Result = must(terrain_lab_probe:probe(Nodes, #{batches => Batches, messages => 10, strategy => concurrent})),
+    _ = must(terrain_lab_probe:write(Result, ProbeDir, #{})),
+    Latency = must(terrain:read_latency(filename:join(ProbeDir, "latency.json"))),
     case terrain:discover(Latency, #{}) of
         {ok, #{topology := Tree}} ->
-            ok = file:write_file(filename:join(Dir, "discovered.term"), io_lib:format("~tp.~n", [Tree])),
+            must(terrain_lab_files:write(filename:join(Dir, "discovered.term"), io_lib:format("~tp.~n", [Tree]))),
             {ok, Tree};
         {error, _} = Error ->
             Error
     end.
+
+load_topology(Node, Tree) ->
+    try erpc:call(Node, terrain, load_topology, [Tree], 10000)
+    catch error:{erpc, Why} -> {error, {experiment, {load_topology, Node, Why}}}
+    end.
+
+%% A step of the distance experiment: its value, or the experiment stops with its
+%% error (caught in distances/3, which stops the cluster and returns it).
+must(ok) -> ok;
+must({ok, Value}) -> Value;
+must({error, Why}) -> throw({?MODULE, Why}).
 
 %% Links on each root-to-leaf path of the placed tree that cross the slowest level
 %% (the nodes share no group), as a list over the colonies.
@@ -283,7 +335,7 @@ write_dot(Dir, Topology, Placement, Tree, Assignment, SpecName, Spec) ->
                       false -> ""
                   end, ";\n"]
                  || {_, Parent, Children} <- Vertices, {_, Child, _} <- Children],
-    file:write_file(filename:join(Dir, dot_name(Topology, Placement)),
+    terrain_lab_files:write(filename:join(Dir, dot_name(Topology, Placement)),
                     ["digraph placement {\n  label=\"ML-ACO tree, ", atom_to_list(Placement), " placement, ",
                      atom_to_list(Topology), " topology (red: crosses sites)\";\n  compound=true;\n",
                      Clusters, EdgeLines, "}\n"]).
@@ -302,6 +354,11 @@ short(Node) ->
 
 %% @doc A sentence for an error of this module.
 -spec format_error({experiment, term()}) -> iolist().
+format_error({experiment, {partial, Done, All, interrupted}}) ->
+    io_lib:format("interrupted (SIGTERM); the ~b of ~b runs finished before are kept, marked partial", [Done, All]);
+format_error({experiment, {partial, Done, All, {run_failed, Ants, Run, Placement, Why}}}) ->
+    io_lib:format("run ~b with ~b ants (~ts placement) failed: ~ts; the ~b of ~b runs finished before are kept, "
+                  "marked partial", [Run, Ants, Placement, terrain_lab:format_error(Why), Done, All]);
 format_error({experiment, Why}) ->
     io_lib:format("the experiment failed: ~0tP", [Why, 12]).
 

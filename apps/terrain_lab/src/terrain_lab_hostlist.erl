@@ -36,10 +36,13 @@
 -type error_reason() :: {hostlist, {Expression :: string(), Column :: pos_integer(), Why :: why()}}.
 -type why() :: empty_name | unclosed_bracket | nested_bracket | unopened_bracket
              | empty_range | {bad_character, char()} | {descending, string(), string()}
-             | {too_many, pos_integer()}.
+             | {too_many, pos_integer()} | {too_long, string()}.
 
 %% An expression larger than this is refused rather than expanded.
 -define(MAX_HOSTS, 1000000).
+%% A host name is at most this long (DNS: 253 characters); terrain makes node names
+%% and spec group names (atoms, at most 255 characters) from it.
+-define(MAX_NAME, 253).
 
 %%--------------------------------------------------------------------
 %% API
@@ -51,7 +54,9 @@ expand(Expression) when is_list(Expression) ->
         Groups = groups(Expression, 1, [], []),
         Count = lists:sum([group_size(G) || {_, G} <- Groups]),
         Count =< ?MAX_HOSTS orelse throw({1, {too_many, Count}}),
-        {ok, lists:append([expand_group(G) || {_, G} <- Groups])}
+        Hosts = lists:append([expand_group(G) || {_, G} <- Groups]),
+        _ = [throw({1, {too_long, H}}) || H <- Hosts, length(H) > ?MAX_NAME],
+        {ok, Hosts}
     catch
         throw:{Column, Why} -> {error, {hostlist, {Expression, Column, Why}}}
     end;
@@ -207,4 +212,7 @@ why(unopened_bracket) -> "']' without '['";
 why(empty_range) -> "empty range";
 why({bad_character, C}) -> io_lib:format("'~tc' is not allowed here", [C]);
 why({descending, First, Last}) -> io_lib:format("range ~ts-~ts runs backwards", [First, Last]);
-why({too_many, Count}) -> io_lib:format("~b hosts are more than the ~b allowed", [Count, ?MAX_HOSTS]).
+why({too_many, Count}) -> io_lib:format("~b hosts are more than the ~b allowed", [Count, ?MAX_HOSTS]);
+why({too_long, Host}) ->
+    io_lib:format("the host name ~ts... has ~b characters, more than the ~b a host name may have",
+                  [string:slice(Host, 0, 20), length(Host), ?MAX_NAME]).

@@ -46,6 +46,7 @@
         {hosts, {file, file:filename(), file:posix()}}
       | {hosts, {line, file:filename(), pos_integer(), terrain_lab_hostlist:error_reason()}}
       | {hosts, {empty, file:filename()}}
+      | {hosts, {not_text, file:filename()}}
       | {hosts, {duplicate, file:filename(), string()}}
       | {hosts, {write, file:filename(), file:posix()}}
       | {hosts, {mixed, Local :: [atom()], Remote :: [atom()]}}
@@ -61,7 +62,11 @@
 -spec read_file(file:filename()) -> {ok, [string()]} | {error, error_reason()}.
 read_file(File) ->
     case file:read_file(File) of
-        {ok, Binary} -> parse(File, string:split(unicode:characters_to_list(Binary), "\n", all));
+        {ok, Binary} ->
+            case unicode:characters_to_list(Binary) of
+                Text when is_list(Text) -> parse(File, string:split(Text, "\n", all));
+                _ -> {error, {hosts, {not_text, File}}}    % not UTF-8: a binary file
+            end;
         {error, Why} -> {error, {hosts, {file, File, Why}}}
     end.
 
@@ -130,10 +135,10 @@ netem_option(Spec, Option) ->
 %% @doc Records the CLI's address for a cluster on other hosts in `Dir/cli_host', so
 %% that every command joins it with a long name
 %% (`terrain_lab_cluster_state:connect_cli/1').
--spec prepare_cli(terrain_lab_spec:spec(), file:filename()) -> ok.
+-spec prepare_cli(terrain_lab_spec:spec(), file:filename()) -> ok | {error, term()}.
 prepare_cli(Spec, Dir) ->
-    {ok, Address} = terrain_lab_ssh:cli_host(first_host(Spec)),
-    ok = file:write_file(filename:join(Dir, "cli_host"), Address).
+    {ok, Address} = terrain_lab_ssh:cli_host(first_host(Spec)),   % routable: check_placement/1 made sure
+    terrain_lab_files:write(filename:join(Dir, "cli_host"), Address).
 
 %% @doc A node record of the state for a node on `Host': the host and the ssh options
 %% that reach it are recorded with it, for status and stop; for a VM started in a
@@ -189,6 +194,13 @@ stop_remote(#{<<"node">> := NodeBin, <<"host">> := HostBin} = Record, Timeout, D
     How = case {Gone, os_pid(Record)} of
               {true, _} -> "stopped";
               {false, undefined} -> "was not running (no OS pid recorded)";
+              {false, _} when is_map_key(<<"srun_pid">>, Record) ->
+                  %% In a job step: srun (on this machine) is the step's handle; stop_srun
+                  %% below ends it, and SLURM ends the VM with it. No ssh is needed.
+                  case remote_alive(Record, Timeout, Dir) of
+                      true -> "stopped with its job step";
+                      false -> "was not running (its job step had ended)"
+                  end;
               {false, OsPid} ->
                   case terrain_lab_ssh:kill(Host, OsPid, 10000, Ssh) of
                       true -> "killed (OS pid " ++ OsPid ++ " on " ++ Host ++ ")";
@@ -216,6 +228,8 @@ is_local(Host) ->
 -spec format_error(error_reason()) -> iolist().
 format_error({hosts, {file, File, Why}}) ->
     io_lib:format("cannot read the hosts file ~ts: ~ts", [File, file:format_error(Why)]);
+format_error({hosts, {not_text, File}}) ->
+    io_lib:format("the hosts file ~ts is not text (UTF-8): one host or hostlist expression a line", [File]);
 format_error({hosts, {line, File, Line, Reason}}) ->
     io_lib:format("hosts file ~ts, line ~b: ~ts", [File, Line, terrain_lab_hostlist:format_error(Reason)]);
 format_error({hosts, {empty, File}}) ->
@@ -314,6 +328,11 @@ ssh(Record, Dir) ->
 os_pid(#{<<"os_pid">> := P}) when is_binary(P) -> binary_to_list(P);
 os_pid(_) -> undefined.
 
+%% A VM in a job step lives as long as its step, whose handle is the srun recorded
+%% on this machine: once srun has exited (terrain down, scancel, the job's end),
+%% SLURM has ended the step's processes.
+remote_alive(#{<<"srun_pid">> := SrunPid}, _Timeout, _Dir) when is_binary(SrunPid) ->
+    terrain_lab_os:alive(binary_to_list(SrunPid));
 remote_alive(#{<<"host">> := Host} = Record, Timeout, Dir) ->
     case os_pid(Record) of
         undefined -> false;
@@ -327,7 +346,25 @@ await_nodedown(Node, Timeout) ->
     end.
 
 %% The node's pid file and log on its host; the cookie and the directory after the
-%% host's last node.
+%% host's last node. A VM of a job step (terrain up --slurm) kept them in the home
+%% it shares with this machine (as its code, written under the home's cache): they
+%% are removed here, without ssh, which a SLURM cluster need not allow.
+clean_remote(_Host, #{<<"srun_pid">> := P, <<"name">> := Name, <<"host">> := Host}, #{dir := Dir})
+  when is_binary(P) ->
+    RDir = filename:join(os:getenv("HOME", "/"), terrain_lab_ssh:remote_dir(Dir, binary_to_list(Host))),
+    N = binary_to_list(Name),
+    _ = [file:delete(filename:join(RDir, F)) || F <- ["nodes/" ++ N ++ ".pid", "nodes/" ++ N ++ ".log",
+                                                       "tls/" ++ N ++ ".pem", "tls/" ++ N ++ ".ca.pem",
+                                                       "tls/" ++ N ++ ".conf"]],
+    case filelib:wildcard(filename:join([RDir, "nodes", "*.pid"])) of
+        [] ->
+            _ = [file:delete(F) || F <- [filename:join(RDir, "cookie") | filelib:wildcard(filename:join([RDir, "nodes", "*.log"]))]],
+            _ = [file:del_dir(D) || D <- [filename:join(RDir, "nodes"), filename:join(RDir, "tls"), RDir,
+                                          filename:dirname(RDir)]],
+            ok;
+        _ ->
+            ok
+    end;
 clean_remote(Host, #{<<"name">> := Name}, #{dir := Dir} = Ssh) ->
     RDir = terrain_lab_ssh:remote_dir(Dir, Host),
     N = binary_to_list(Name),

@@ -17,9 +17,9 @@
 %% longer than an atom can be; a node name that epmd already has registered (a VM of
 %% another cluster, another state directory or anything else), naming the clashes and
 %% suggesting `--prefix'; and a spec whose VMs would not fit in memory: each VM is
-%% estimated by {@link vm_memory_mb/2} (measured: 23 MB plus 52 kB per connection,
-%% docs/CLI.md), and `up' refuses when the nodes would take more
-%% than ?MEM_SHARE% of `MemAvailable' in /proc/meminfo, unless `force'. Its default
+%% estimated by terrain_lab_guard:vm_memory_mb/2 (measured: 23 MB plus 52 kB per
+%% connection of the full mesh, docs/CLI.md), and `up' refuses when the nodes would take more
+%% than 80% of `MemAvailable' in /proc/meminfo, unless `force' (the resource guard, terrain_lab_guard). Its default
 %% deadline grows with the node count ({@link default_timeout/1}); it prints "k of N
 %% nodes up" with an ETA on the `Io''s `err' device as the nodes come up.
 %%
@@ -40,12 +40,8 @@
          status/2,
          stop/3,
          still_running/1,
-         vm_memory_mb/2,
-         mem_available_mb/0,
          format_error/1]).
 
-%% exports_not_used: vm_memory_mb/2 is read by terrain_lab_cli_contract_SUITE to size a spec too big.
--ignore_xref([{vm_memory_mb, 2}]).
 
 -export_type([up_options/0, node_record/0, stop_result/0]).
 
@@ -69,12 +65,6 @@
 %% P)" or "still running (...)".
 -type stop_result() :: {NodeName :: binary(), How :: string()}.
 
-%% Memory one node's VM takes (MemAvailable before and after, lean VM flags,
-%% docs/BENCHMARKS.md "256 VMs"): 23 MB unconnected, and 52 kB more for each
-%% distribution connection it holds: a full mesh of 256 VMs is 36 MB per VM.
--define(VM_BASE_KB, 23 * 1024).
--define(CONNECTION_KB, 52).
--define(MEM_SHARE, 80).     % % of MemAvailable the nodes may take
 
 %%--------------------------------------------------------------------
 %% API
@@ -98,7 +88,7 @@ up(SpecFile, #{netem := NetemOption} = Options, Dir, Io) ->
              fun({Spec, Netem} = SpecNetem) -> _ = Netem andalso warn_netem_scale(Spec, Io), {ok, SpecNetem} end,
              fun(SpecNetem) -> check_names(SpecNetem, Options) end,
              fun(SpecNetem) -> check_memory(SpecNetem, Options) end,
-             fun(SpecNetem) -> refuse_if_running(Dir, SpecNetem) end,
+             fun(SpecNetem) -> locked(Dir, fun() -> refuse_if_running(Dir, SpecNetem) end) end,
              fun(SpecNetem) -> refuse_clashes(SpecNetem, Options) end,
              fun(SpecNetem) -> check_tls(SpecNetem, Options) end,
              fun({Spec, Netem}) ->
@@ -107,7 +97,27 @@ up(SpecFile, #{netem := NetemOption} = Options, Dir, Io) ->
                      catch throw:{not_started, Error} -> terrain_lab_cluster_state:remove(Dir), Error
                      end
              end],
-    terrain_lab_steps:run(Steps, SpecFile).
+    %% the lock is taken by the step that looks for a running cluster and held to the end
+    try terrain_lab_steps:run(Steps, SpecFile)
+    after unlock(Dir)
+    end.
+
+%% Runs Fun holding the state directory's lock (kept until up ends: unlock/1).
+locked(Dir, Fun) ->
+    case terrain_lab_cluster_state:lock(Dir) of
+        ok ->
+            ok = terrain_lab_cleanup:add({up_lock, Dir}, fun() -> terrain_lab_cluster_state:unlock(Dir) end),
+            put({?MODULE, locked}, Dir),
+            Fun();
+        {error, _} = Error ->
+            Error
+    end.
+
+unlock(Dir) ->
+    case erase({?MODULE, locked}) of
+        Dir -> terrain_lab_cluster_state:unlock(Dir), terrain_lab_cleanup:remove({up_lock, Dir});
+        _ -> ok
+    end.
 
 %% @doc The default deadline for `N' nodes to come up: 30 s plus 1 s per node, at
 %% least 60 s (nodes start in parallel, but on a small machine they share its cores).
@@ -115,14 +125,6 @@ up(SpecFile, #{netem := NetemOption} = Options, Dir, Io) ->
 default_timeout(N) ->
     max(60000, 30000 + 1000 * N).
 
-%% @doc The memory one node's VM is estimated to take, in MB, in a cluster of
-%% `Count' nodes, connected to every other (`global''s full mesh, the default) or
-%% not (`connect_all => false': connections on demand, counted as none).
--spec vm_memory_mb(pos_integer(), FullMesh :: boolean()) -> pos_integer().
-vm_memory_mb(Count, true) ->
-    (?VM_BASE_KB + ?CONNECTION_KB * (Count - 1) + 1023) div 1024;
-vm_memory_mb(_Count, false) ->
-    (?VM_BASE_KB + 1023) div 1024.
 
 %% @doc The recorded state of the cluster in `Dir' with every node checked at once
 %% under one deadline: each entry of `<<"nodes">>' gets `<<"state">>' `up' (it
@@ -184,10 +186,9 @@ format_error({launch, {name_clash, Clashes}}) ->
     io_lib:format("node name~s ~ts ~s already registered with epmd (a running VM: another cluster or "
                   "--state-dir); nothing was started; choose other names with --prefix, e.g. --prefix ~s_",
                   [Plural, lists:join(", ", Clashes), Verb, os:getenv("USER", "my")]);
-format_error({launch, {too_big, Count, NeedMb, AvailableMb}}) ->
-    io_lib:format("~b nodes need about ~b MB (~b MB per VM) but only ~b MB are available (~b% of MemAvailable); "
-                  "nothing was started; use a smaller spec, or --force to start anyway",
-                  [Count, NeedMb, NeedMb div Count, AvailableMb * ?MEM_SHARE div 100, ?MEM_SHARE]);
+format_error({launch, {bad_prefix, Prefix, Char}}) ->
+    io_lib:format("--prefix '~ts' cannot start a node name: '~tc' is not an ASCII letter, digit, '_' or '-'; "
+                  "nothing was started", [Prefix, Char]);
 format_error({launch, {bad_netem, Value}}) ->
     io_lib:format("--netem expects auto, on or off, got '~ts'", [Value]).
 
@@ -199,8 +200,19 @@ with_netem(Spec, "on") -> {ok, {Spec, true}};
 with_netem(Spec, "off") -> {ok, {Spec, false}};
 with_netem(_Spec, Other) -> {error, {launch, {bad_netem, Other}}}.
 
-%% Every full node name must fit in an atom.
-check_names({Spec, _Netem} = SpecNetem, #{prefix := Prefix}) ->
+%% The prefix must make node names epmd and other hosts accept (ASCII letters, digits,
+%% `_' and `-'); every full node name must fit in an atom.
+check_names(SpecNetem, #{prefix := Prefix}) ->
+    case [C || C <- Prefix, not name_char(C)] of
+        [] -> check_name_lengths(SpecNetem, Prefix);
+        [Bad | _] -> {error, {launch, {bad_prefix, Prefix, Bad}}}
+    end.
+
+name_char(C) ->
+    (C >= $a andalso C =< $z) orelse (C >= $A andalso C =< $Z) orelse (C >= $0 andalso C =< $9)
+        orelse C =:= $_ orelse C =:= $-.
+
+check_name_lengths({Spec, _Netem} = SpecNetem, Prefix) ->
     Host = terrain_lab_dist_host(),
     Steps = [fun(_) -> terrain_lab_cluster_state:check_node_name(Prefix ++ atom_to_list(Name) ++ "@" ++ Host) end
              || Name <- terrain_lab_spec:node_names(Spec)],
@@ -216,28 +228,13 @@ terrain_lab_dist_host() ->
         false -> lists:takewhile(fun(C) -> C =/= $. end, net_adm:localhost())
     end.
 
-%% Refuses a spec whose VMs would not fit in memory (unless forced).
+%% Refuses a spec whose VMs would not fit in memory (unless forced): the resource guard.
 check_memory({Spec, _} = SpecNetem, Options) ->
-    Count = length(terrain_lab_spec:nodes(Spec)),
-    NeedMb = Count * vm_memory_mb(Count, terrain_lab_spec:connect_all(Spec)),
-    case {maps:get(force, Options, false), mem_available_mb()} of
-        {false, {ok, Available}} when NeedMb > Available * ?MEM_SHARE div 100 ->
-            {error, {launch, {too_big, Count, NeedMb, Available}}};
-        _ ->
-            {ok, SpecNetem}
-    end.
-
-%% @doc `MemAvailable' of /proc/meminfo in MB, `unknown' where it cannot be read.
--spec mem_available_mb() -> {ok, non_neg_integer()} | unknown.
-mem_available_mb() ->
-    case file:read_file("/proc/meminfo") of
-        {ok, Text} ->
-            case re:run(Text, "MemAvailable:\\s+(\\d+) kB", [{capture, all_but_first, list}]) of
-                {match, [Kb]} -> {ok, list_to_integer(Kb) div 1024};
-                nomatch -> unknown
-            end;
-        {error, _} ->
-            unknown
+    case terrain_lab_guard:vms(length(terrain_lab_spec:nodes(Spec)),
+                               #{force => maps:get(force, Options, false),
+                                 full_mesh => terrain_lab_spec:connect_all(Spec)}) of
+        ok -> {ok, SpecNetem};
+        {error, _} = Error -> Error
     end.
 
 %% Refuses node names that epmd already has: a VM of another cluster (or state
@@ -273,18 +270,23 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
                   T -> T
               end,
     Deadline = erlang:monotonic_time(millisecond) + Timeout,
-    ok = filelib:ensure_dir(filename:join([Dir, "nodes", "x"])),
-    CookieFile = terrain_lab_cluster_state:create_cookie(Dir),
+    %% a state directory that refuses a write (read-only, full) fails here, before any
+    %% VM starts, and leaves nothing
+    CookieFile = case terrain_lab_steps:run([fun(_) -> terrain_lab_files:make_dir(filename:join(Dir, "nodes")) end,
+                                             fun(_) -> terrain_lab_cluster_state:create_cookie(Dir) end], none) of
+                     {ok, Cookie} -> Cookie;
+                     {error, _} = NoState -> throw({not_started, NoState})
+                 end,
     %% Nodes on other hosts: long names, started over ssh (terrain_lab_ssh).
     Remote = terrain_lab_hosts:remote(Spec),
     SshOptions = maps:get(ssh_options, Options, []),
     Tls = maps:get(tls, Options, false) orelse terrain_lab_spec:tls(Spec),
     Ssh = (terrain_lab_ssh:context(Dir, SshOptions, maps:get(code_path, Options, undefined)))#{launcher => maps:get(launcher, Options, ssh),
                                                                                               tls => Tls},
-    ok = case Remote of
-             true -> terrain_lab_hosts:prepare_cli(Spec, Dir);
-             false -> ok
-         end,
+    case Remote andalso terrain_lab_hosts:prepare_cli(Spec, Dir) of
+        {error, _} = NoCliHost -> throw({not_started, NoCliHost});   % a full state directory
+        _ -> ok
+    end,
     Nodes = [{NodeSpec, case Remote of
                             true -> terrain_lab_ssh:node_name(Prefix, Name, maps:get(host, NodeSpec));
                             false -> terrain_lab_dist:node_name(Prefix, Name)
@@ -310,7 +312,7 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
                || {NodeSpec, Node} <- Nodes],
     Results = collect(Workers, "up", Io),
     Records = [node_record(NodeSpec, Node, Dir, Result, Ssh) || {{NodeSpec, Node}, Result} <- lists:zip(Nodes, Results)],
-    ok = terrain_lab_cluster_state:write(Dir, #{cluster => maps:get(name, Spec),
+    Written = terrain_lab_cluster_state:write(Dir, #{cluster => maps:get(name, Spec),
                                                 spec => list_to_binary(SpecPath),
                                                 cookie_file => list_to_binary(CookieFile),
                                                 started_at => terrain_lab_run:timestamp(),
@@ -318,17 +320,42 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
                                                 tls => Tls,
                                                 levels => terrain_lab_netem:level_records(Spec),
                                                 nodes => Records}),
-    case [{atom_to_list(Node), format_reason(Why)} || {{_, Node}, {error, Why}} <- lists:zip(Nodes, Results)] of
-        [] ->
+    case {[{atom_to_list(Node), format_reason(Why)} || {{_, Node}, {error, Why}} <- lists:zip(Nodes, Results)],
+          Written} of
+        {[], ok} ->
             terrain_lab_io:progress(Io, "cluster ~ts is up; state in ~ts~n", [maps:get(name, Spec), Dir]),
             {ok, Records};
-        Failed ->
-            {ok, Recorded} = terrain_lab_cluster_state:read(Dir),
+        {Failed, _} ->
+            %% nodes that did not come up, or a state that could not be recorded (a full
+            %% disk): every node is stopped again, by the records in hand
+            Recorded = case terrain_lab_cluster_state:read(Dir) of
+                           {ok, Read} -> Read;                      % as every later command reads it
+                           {error, _} -> #{<<"nodes">> => [json_record(R) || R <- Records]}   % not written
+                       end,
             _ = stop_nodes(Recorded, 5000, Dir, Io),
             ok = remove_cgroups(Recorded),
             terrain_lab_cluster_state:remove(Dir),
-            {error, {launch, {not_started, Failed}}}
+            case {Failed, Written} of
+                {[], {error, _} = WriteError} -> WriteError;
+                _ -> {error, {launch, {not_started, Failed}}}
+            end
     end.
+
+%% A node record as cluster.json holds it (binary keys, atoms as text), for stop_nodes/4.
+json_record(Record) when is_map(Record) ->
+    maps:from_list([{json_key(K), json_record(V)} || {K, V} <- maps:to_list(Record)]);
+json_record([_ | _] = List) ->
+    case io_lib:printable_unicode_list(List) of
+        true -> unicode:characters_to_binary(List);     % a string, as JSON holds it
+        false -> [json_record(V) || V <- List]
+    end;
+json_record(Atom) when is_atom(Atom), Atom =/= null, not is_boolean(Atom) ->
+    atom_to_binary(Atom);
+json_record(Value) ->
+    Value.
+
+json_key(K) when is_atom(K) -> atom_to_binary(K);
+json_key(K) -> K.
 
 %% A TLS cluster needs this VM to run TLS distribution (the escript re-executes itself
 %% for that, terrain_lab_cli_tls); it must not be distributed yet, or it cannot read the

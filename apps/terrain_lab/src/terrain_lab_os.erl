@@ -8,6 +8,7 @@
 -export([alive/1,
          await_exit/2,
          kill/1,
+         signal/2,
          terminate/3]).
 
 -define(POLL_MS, 20).
@@ -32,6 +33,13 @@ kill(OsPid) ->
         true -> _ = os:cmd("kill -9 " ++ OsPid), true;
         false -> false
     end.
+
+%% @doc Sends signal `Name' (`"TERM"', `"KILL"', `"CONT"'...) to `OsPid', a numeric
+%% pid only; the caller has made sure the process is its own. Returns whether it did.
+-spec signal(string(), string()) -> boolean().
+signal(OsPid, Name) ->
+    is_pid_text(OsPid) andalso lists:all(fun(C) -> C >= $A andalso C =< $Z end, Name) andalso
+        begin _ = os:cmd("kill -" ++ Name ++ " " ++ OsPid), true end.
 
 %% @doc Stops `OsPid' while `Ours()' says it is still the caller's process: SIGTERM,
 %% then SIGKILL if it has not exited within `GraceMs'. Returns whether it is gone.

@@ -76,12 +76,19 @@
 -define(CSV_COLUMNS, [from, to, exchanges, min_us, median_us, mean_us, p95_us, stddev_us, status]).
 -define(STATS, [min, median, mean, p95, stddev]).
 -define(CALL_TIMEOUT, 10000).
+-define(GRACE_MS, 2000).
+%% The tree strategy places at most this many nodes at once: more measure at once
+%% and, on a loaded machine, inflate each other's round trips (docs/BENCHMARKS.md).
+-define(TREE_WAVE, 4).        % after the deadline: clients report what they have
+-define(CHECKPOINT_MS, 5000).   % at most one checkpoint file set per 5 s
 
 -type options() ::
         #{batches => pos_integer(),            % batches per pair (default 100)
           messages => pos_integer(),           % exchanges per batch (default 100)
           payload => non_neg_integer(),        % payload bytes per message (default 0)
-          strategy => sequential | concurrent, % default sequential
+          strategy => sequential | concurrent | tree, % default sequential
+          insert => terrain:insert_options(),  % tree: options of every insertion (default #{})
+          wave => pos_integer(),               % tree: most nodes placed at once (default 4)
           warmup => non_neg_integer(),         % unrecorded exchanges first (default: messages)
           timeout => pos_integer(),            % ms deadline of one exchange (default 5000)
           progress => fun((progress()) -> any()) | none, % called at most once a second
@@ -102,8 +109,14 @@
                     started_at := binary(),
                     finished_at := binary(),
                     duration_ms := non_neg_integer(),
-                    partial := boolean(),      % interrupted, or a checkpoint: not every pair was measured
-                    pairs := #{{node(), node()} => {ok, stats()} | {error, term()}}}.
+                    partial := boolean(),      % not every pair was measured (budget, interrupt, checkpoint)
+                    ended_by => complete | budget | interrupt | running,
+                    pairs := #{{node(), node()} => {ok, stats()} | {error, term()}},
+                    %% the tree strategy only:
+                    topology => terrain:topology_tree(),
+                    unplaced => [node()],
+                    reinserted => non_neg_integer(),
+                    waves => non_neg_integer()}.
 
 -define(DEFAULTS, #{batches => 100, messages => 100, payload => 0, strategy => sequential, timeout => 5000,
                     progress => none, precision => none, budget_ms => infinity, checkpoint => none}).
@@ -127,7 +140,9 @@ validate_options(Options) ->
 check(batches, V) when is_integer(V), V > 0 -> ok;
 check(messages, V) when is_integer(V), V > 0 -> ok;
 check(payload, V) when is_integer(V), V >= 0 -> ok;
-check(strategy, V) when V =:= sequential; V =:= concurrent -> ok;
+check(strategy, V) when V =:= sequential; V =:= concurrent; V =:= tree -> ok;
+check(insert, V) when is_map(V) -> ok;
+check(wave, V) when is_integer(V), V > 0 -> ok;
 check(warmup, V) when is_integer(V), V >= 0 -> ok;
 check(timeout, V) when is_integer(V), V > 0 -> ok;
 check(progress, V) when V =:= none; is_function(V, 1) -> ok;
@@ -158,13 +173,29 @@ write(#{nodes := Nodes, options := Opts, pairs := Pairs} = Result, Dir, Extra) -
     Parameters = maps:merge(#{strategy => maps:get(strategy, Opts), batches => maps:get(batches, Opts),
                               messages => maps:get(messages, Opts), payload_bytes => maps:get(payload, Opts),
                               warmup => maps:get(warmup, Opts), nodes => length(Nodes)}, Extra),
-    Files = [Json, Csv, filename:join(Dir, "manifest.json")],
+    Topology = filename:join(Dir, "topology.json"),
+    {TreeFiles, TreeEntries, TreeStep} =
+        case Result of
+            #{topology := Tree} ->
+                {[Topology],
+                 [#{kind => topology, file => <<"topology.json">>,
+                    parameters => #{source => probe, strategy => tree,
+                                    unplaced => maps:get(unplaced, Result, []),
+                                    waves => maps:get(waves, Result, 0),
+                                    reinserted => maps:get(reinserted, Result, 0)}}],
+                 fun(_) -> write_topology(Topology, Tree) end};
+            #{} ->
+                {[], [], fun(_) -> ok end}
+        end,
+    Files = [Json, Csv] ++ TreeFiles ++ [filename:join(Dir, "manifest.json")],
     Steps = [fun(_) -> terrain_json:write_file(Json, latency_json(Result)) end,
              fun(_) -> write_csv(Csv, Nodes, Pairs) end,
+             TreeStep,
              fun(_) -> terrain_lab_run:write_manifest(Dir, probe,
                                                       [#{kind => latency, file => <<"latency.json">>,
                                                          parameters => Parameters},
-                                                       #{kind => latency_csv, file => <<"latency.csv">>}])
+                                                       #{kind => latency_csv, file => <<"latency.csv">>}]
+                                                      ++ TreeEntries)
              end,
              fun(_) -> {ok, Files} end],
     terrain_lab_steps:run(Steps, Dir).
@@ -172,7 +203,7 @@ write(#{nodes := Nodes, options := Opts, pairs := Pairs} = Result, Dir, Extra) -
 %% @doc A sentence for the errors of the probe.
 -spec format_error({probe, term()}) -> iolist().
 format_error({probe, {bad_option, strategy, V}}) ->
-    io_lib:format("--strategy ~0tp: expected concurrent or sequential", [V]);
+    io_lib:format("--strategy ~0tp: expected sequential, concurrent or tree", [V]);
 format_error({probe, {bad_option, Key, V}}) ->
     io_lib:format("bad value for ~s: ~0tp (expected ~s)", [Key, V, expected(Key)]);
 format_error({probe, {unknown_option, Key}}) ->
@@ -251,6 +282,8 @@ pending(Requests) ->
 %%--------------------------------------------------------------------
 %% Measuring
 
+measure(Nodes, #{strategy := tree} = Opts) ->
+    measure_tree(Nodes, Opts);
 measure(Nodes, #{strategy := Strategy, batches := Batches, progress := Progress} = Opts) ->
     Started = terrain_lab_run:timestamp(),
     T0 = erlang:monotonic_time(millisecond),
@@ -259,41 +292,230 @@ measure(Nodes, #{strategy := Strategy, batches := Batches, progress := Progress}
                  concurrent -> [Pairs];
                  sequential -> [[{A, B} || {A1, B} <- Pairs, A1 =:= A] || A <- Nodes]
              end,
-    Deadline = case maps:get(budget_ms, Opts) of
-                   infinity -> infinity;
-                   Budget -> T0 + Budget
-               end,
+    Deadline = deadline(T0, Opts),
     Tracker0 = #{t0 => T0, last => T0, progress => Progress, rounds => length(Rounds), rounds_done => 0,
                  rounds_ms => 0, batches => Batches, deadline => Deadline, total => length(Pairs) * Batches,
-                 done => 0},
+                 done => 0, last_checkpoint => T0},
     Base = #{nodes => Nodes, options => Opts, started_at => Started},
-    {Results, _, Interrupted} =
-        lists:foldl(fun(_Round, {Acc, Tracker, true}) ->
-                            {Acc, Tracker, true};
-                       (Round, {Acc, #{rounds_done := Done} = Tracker, false}) ->
-                            RoundBudget = round_budget(Deadline, length(Rounds) - Done),
-                            {R, Tracker1, Stop} = round(Round, Opts, RoundBudget, Tracker),
-                            Acc1 = maps:merge(Acc, R),
-                            checkpoint(Opts, Base, Acc1, Pairs, T0),
-                            {Acc1, Tracker1, Stop}
-                    end, {#{}, Tracker0, false}, Rounds),
-    Missing = maps:from_list([{P, {error, interrupted}} || P <- Pairs, not is_map_key(P, Results)]),
+    {Results, _, EndedBy} =
+        lists:foldl(fun(_Round, {Acc, Tracker, Ended}) when Ended =/= complete ->
+                            {Acc, Tracker, Ended};
+                       (Round, {Acc, #{rounds_done := Done} = Tracker, complete}) ->
+                            case past(Deadline) of
+                                true ->
+                                    {Acc, Tracker, budget};
+                                false ->
+                                    RoundBudget = round_budget(Deadline, length(Rounds) - Done),
+                                    {R, Tracker1, Stop} = round(Round, Opts, RoundBudget, Tracker),
+                                    Acc1 = maps:merge(Acc, R),
+                                    Tracker2 = checkpoint(Opts, Base, Acc1, Pairs, Tracker1),
+                                    {Acc1, Tracker2, case Stop of
+                                                         true -> interrupt;
+                                                         false -> ended(Deadline, length(Rounds) - Done - 1)
+                                                     end}
+                            end
+                    end, {#{}, Tracker0, complete}, Rounds),
+    Missing = maps:from_list([{P, {error, case EndedBy of interrupt -> interrupted; _ -> not_measured end}}
+                              || P <- Pairs, not is_map_key(P, Results)]),
     Base#{finished_at => terrain_lab_run:timestamp(), duration_ms => erlang:monotonic_time(millisecond) - T0,
-          partial => Interrupted, pairs => maps:merge(Missing, Results)}.
+          partial => EndedBy =/= complete orelse not_measured(Results), ended_by => EndedBy,
+          pairs => maps:merge(Missing, Results)}.
+
+%% Did the budget end the probe? Only when rounds were left to run, or a pair of the
+%% last round stopped because the time was up.
+ended(_Deadline, 0) -> complete;
+ended(Deadline, _RoundsLeft) ->
+    case past(Deadline) of
+        true -> budget;
+        false -> complete
+    end.
+
+not_measured(Results) ->
+    lists:any(fun({error, not_measured}) -> true; (_) -> false end, maps:values(Results)).
+
+deadline(T0, Opts) ->
+    case maps:get(budget_ms, Opts) of
+        infinity -> infinity;
+        Budget -> T0 + Budget
+    end.
+
+past(infinity) -> false;
+past(Deadline) -> erlang:monotonic_time(millisecond) >= Deadline.
 
 round_budget(infinity, _RoundsLeft) ->
     infinity;
 round_budget(Deadline, RoundsLeft) ->
     max(1, (Deadline - erlang:monotonic_time(millisecond)) div max(1, RoundsLeft)).
 
-%% The result so far, to the checkpoint fun: pairs not measured yet are null.
-checkpoint(#{checkpoint := none}, _Base, _Results, _Pairs, _T0) ->
-    ok;
-checkpoint(#{checkpoint := Fun}, Base, Results, Pairs, T0) ->
-    Missing = maps:from_list([{P, {error, not_measured_yet}} || P <- Pairs, not is_map_key(P, Results)]),
-    _ = Fun(Base#{finished_at => terrain_lab_run:timestamp(), duration_ms => erlang:monotonic_time(millisecond) - T0,
-                  partial => map_size(Missing) > 0, pairs => maps:merge(Missing, Results)}),
-    ok.
+%%--------------------------------------------------------------------
+%% Tree-guided probing
+
+%% The tree strategy: terrain_lab_tree_probe builds the topology while it measures,
+%% each pair with one client as in the other strategies (its own share of nothing:
+%% it runs its batches, cut short at the deadline); a wave's first pass runs its
+%% insertions in parallel.
+measure_tree(Nodes, #{progress := Progress} = Opts) ->
+    Started = terrain_lab_run:timestamp(),
+    T0 = erlang:monotonic_time(millisecond),
+    Deadline = deadline(T0, Opts),
+    Table = ets:new(?MODULE, [set, public]),
+    Self = self(),
+    put({?MODULE, interrupted}, false),
+    Stop = fun() -> past(Deadline) orelse interrupted(Self) end,
+    Measure = fun(A, B) ->
+                      case Stop() of
+                          true -> {error, not_measured};
+                          false -> record(Table, A, B, pair(A, B, Opts, Deadline))
+                      end
+              end,
+    put({?MODULE, eta}, {T0, 0}),
+    Build = terrain_lab_tree_probe:build(Nodes, Measure,
+                                         #{map => fun(F, Xs) -> pmap(F, Xs, Deadline) end, stop => Stop,
+                                           wave => maps:get(wave, Opts, ?TREE_WAVE),
+                                           insert => maps:get(insert, Opts, #{}),
+                                           progress => tree_progress(Progress, Deadline)}),
+    #{tree := Tree, unplaced := Unplaced, ended_by := Ended, reinserted := Reinserted, waves := Waves} = Build,
+    Measured = maps:from_list([{Pair, Result} || {Pair, Result} <- ets:tab2list(Table)]),
+    ets:delete(Table),
+    EndedBy = case Ended of
+                  complete -> complete;
+                  stopped -> case interrupted(Self) of true -> interrupt; false -> budget end
+              end,
+    NotMeasured = case EndedBy of interrupt -> interrupted; _ -> not_measured end,
+    Pairs = maps:merge(maps:from_list([{{A, B}, {error, NotMeasured}} || A <- Nodes, B <- Nodes, A =/= B]),
+                       Measured),
+    #{nodes => Nodes, options => Opts, started_at => Started, finished_at => terrain_lab_run:timestamp(),
+      duration_ms => erlang:monotonic_time(millisecond) - T0, partial => EndedBy =/= complete,
+      ended_by => EndedBy, pairs => Pairs, topology => Tree, unplaced => Unplaced, reinserted => Reinserted,
+      waves => Waves}.
+
+record(Table, A, B, {ok, Stats}) ->
+    true = ets:insert(Table, {{A, B}, {ok, Stats}}),
+    {ok, maps:get(min, Stats)};
+record(Table, A, B, {error, Why} = Error) ->
+    case Why of
+        not_measured -> ok;
+        _ -> true = ets:insert(Table, {{A, B}, Error})
+    end,
+    Error.
+
+%% Has the user interrupted? The message stays noted in the process dictionary of
+%% the probing process (pmap's workers ask through the flag the probe sets).
+interrupted(Self) when Self =:= self() ->
+    case get({?MODULE, interrupted}) of
+        true ->
+            true;
+        _ ->
+            receive
+                {?MODULE, interrupt} -> put({?MODULE, interrupted}, true), true
+            after 0 ->
+                    false
+            end
+    end;
+interrupted(Self) ->
+    %% a worker of pmap: the probing process answers for itself while it waits
+    case erlang:process_info(Self, dictionary) of
+        {dictionary, Dict} -> proplists:get_value({?MODULE, interrupted}, Dict, false) =:= true;
+        undefined -> true
+    end.
+
+%% One pair measured by one client: warm-up, batches (cut short at the deadline).
+pair(A, B, #{messages := Messages, timeout := Timeout} = Opts, Deadline) ->
+    Ref = make_ref(),
+    StopIn = case Deadline of
+                 infinity -> infinity;
+                 _ -> max(1, Deadline - erlang:monotonic_time(millisecond))
+             end,
+    Pid = spawn(A, ?MODULE, client, [self(), Ref, B, (client_config(Opts))#{stop_in => StopIn}]),
+    MRef = erlang:monitor(process, Pid),
+    Wait = fun() -> wait_ms(Messages * Timeout + 10000, case Deadline of infinity -> infinity;
+                                                                   _ -> Deadline + ?GRACE_MS end)
+           end,
+    Result = receive
+                 {Ref, ready, Pid} ->
+                     Pid ! {Ref, go, infinity},
+                     pair_done(Ref, Pid, MRef, Wait);
+                 {'DOWN', MRef, process, _, Why} ->
+                     {error, Why}
+             after Wait() ->
+                     {error, late(Deadline + ?GRACE_MS)}
+             end,
+    erlang:demonitor(MRef, [flush]),
+    exit(Pid, kill),
+    Result.
+
+pair_done(Ref, Pid, MRef, Wait) ->
+    receive
+        {Ref, batch, Pid} -> pair_done(Ref, Pid, MRef, Wait);
+        {Ref, done, Pid, none} -> {error, not_measured};
+        {Ref, done, Pid, Stats} -> {ok, Stats};
+        {'DOWN', MRef, process, _, Why} -> {error, Why}
+    after Wait() ->
+            {error, stalled}
+    end.
+
+%% The first pass of a wave: every insertion in its own process; one that has not
+%% returned by the deadline (plus grace) counts as not placed.
+pmap(F, Xs, Deadline) ->
+    Self = self(),
+    Workers = [spawn_monitor(fun() -> Self ! {self(), result, F(X)} end) || X <- Xs],
+    Until = case Deadline of infinity -> infinity; _ -> Deadline + 2 * ?GRACE_MS end,
+    [pmap_result(Pid, MRef, Until) || {Pid, MRef} <- Workers].
+
+pmap_result(Pid, MRef, Until) ->
+    receive
+        {Pid, result, R} ->
+            erlang:demonitor(MRef, [flush]),
+            R;
+        {'DOWN', MRef, process, Pid, Why} ->
+            {error, Why};
+        {?MODULE, interrupt} ->
+            %% noted for the workers, which ask before every pair
+            put({?MODULE, interrupted}, true),
+            pmap_result(Pid, MRef, Until)
+    after wait_ms(infinity, Until) ->
+            exit(Pid, kill),
+            receive {'DOWN', MRef, process, Pid, _} -> ok end,
+            {error, not_measured}
+    end.
+
+%% Progress after every wave: nodes placed of all; the ETA from the nodes left at the
+%% rate of the last wave (nodes per ms), at most the budget left.
+tree_progress(none, _Deadline) ->
+    none;
+tree_progress(Progress, Deadline) ->
+    fun(#{placed := Placed, total := Total, elapsed_ms := Elapsed}) ->
+            {LastMs, LastPlaced} = get({?MODULE, eta}),
+            Now = erlang:monotonic_time(millisecond),
+            put({?MODULE, eta}, {Now, Placed}),
+            Rate = (Placed - LastPlaced) / max(1, Now - LastMs),
+            Eta = case Rate > 0 of
+                      true -> round((Total - Placed) / Rate);
+                      false -> unknown
+                  end,
+            Progress(#{done => Placed, total => Total, elapsed_ms => Elapsed, unit => nodes,
+                       eta_ms => case {Eta, Deadline} of
+                                     {unknown, _} -> unknown;
+                                     {_, infinity} -> Eta;
+                                     _ -> max(0, min(Eta, Deadline - Now))
+                                 end})
+    end.
+
+%% The result so far, to the checkpoint fun (at most every 5 s: a latency.json of 128
+%% nodes takes a noticeable part of a second to write): pairs not measured yet are null.
+checkpoint(#{checkpoint := none}, _Base, _Results, _Pairs, Tracker) ->
+    Tracker;
+checkpoint(#{checkpoint := Fun}, Base, Results, Pairs, #{t0 := T0, last_checkpoint := Last} = Tracker) ->
+    Now = erlang:monotonic_time(millisecond),
+    case Now - Last >= ?CHECKPOINT_MS of
+        true ->
+            Missing = maps:from_list([{P, {error, not_measured}} || P <- Pairs, not is_map_key(P, Results)]),
+            _ = Fun(Base#{finished_at => terrain_lab_run:timestamp(), duration_ms => Now - T0,
+                          partial => true, ended_by => running, pairs => maps:merge(Missing, Results)}),
+            Tracker#{last_checkpoint => erlang:monotonic_time(millisecond)};
+        false ->
+            Tracker
+    end.
 
 %% One round: a client per pair, all warmed up, then all measuring at once (for at
 %% most `Budget' ms, warm-up included). Returns the pairs' results, the tracker, and
@@ -302,11 +524,18 @@ round(Pairs, #{messages := Messages, timeout := Timeout} = Opts, Budget, Tracker
     Ref = make_ref(),
     RoundT0 = erlang:monotonic_time(millisecond),
     Stall = Messages * Timeout + 10000,
+    %% the clients stop measuring at the end of the round's share of the budget; the
+    %% controller waits a grace period longer for their reports, then gives up on them
+    EndAt = case Budget of
+                infinity -> infinity;
+                _ -> RoundT0 + Budget + ?GRACE_MS
+            end,
+    Config = (client_config(Opts))#{stop_in => Budget},
     Clients = maps:from_list([begin
-                                  Pid = spawn(A, ?MODULE, client, [self(), Ref, B, client_config(Opts)]),
+                                  Pid = spawn(A, ?MODULE, client, [self(), Ref, B, Config]),
                                   {erlang:monitor(process, Pid), {Pid, {A, B}}}
                               end || {A, B} <- Pairs]),
-    case await_ready(Ref, Clients, maps:size(Clients), #{}, #{}, Stall) of
+    case await_ready(Ref, Clients, maps:size(Clients), #{}, #{}, Stall, EndAt) of
         {Ready, Failed, interrupted} ->
             stop_clients(Ready),
             Interrupted = maps:from_list([{Pair, {error, interrupted}} || {_, {_, Pair}} <- maps:to_list(Ready)]),
@@ -319,7 +548,7 @@ round(Pairs, #{messages := Messages, timeout := Timeout} = Opts, Budget, Tracker
             maps:foreach(fun(_, {Pid, _}) -> Pid ! {Ref, go, Left} end, Ready),
             RoundTracker = Tracker#{round_t0 => RoundT0, round_budget => Budget,
                                     round_total => maps:size(Ready) * maps:get(batches, Opts), round_done => 0},
-            {Results, Tracker1, Stop} = collect(Ref, Ready, Failed, RoundTracker, Stall, false),
+            {Results, Tracker1, Stop} = collect(Ref, Ready, Failed, RoundTracker, Stall, EndAt, false),
             #{rounds_done := Done, rounds_ms := Ms} = Tracker1,
             Now = erlang:monotonic_time(millisecond),
             {Results, round_done(Tracker1#{rounds_done => Done + 1, rounds_ms => Ms + Now - RoundT0}, Now), Stop}
@@ -329,50 +558,67 @@ client_config(#{batches := B, messages := M, payload := P, warmup := W, timeout 
     #{batches => B, messages => M, payload => P, warmup => W, timeout => T,
       precision => maps:get(precision, Opts, none)}.
 
-await_ready(_Ref, _Clients, 0, Ready, Failed, _Stall) ->
+%% How long to wait for the next report: until a client has stalled, or until the
+%% round's end plus the grace period, whichever comes first.
+wait_ms(Stall, infinity) -> Stall;
+wait_ms(Stall, EndAt) -> max(0, min(Stall, EndAt - erlang:monotonic_time(millisecond))).
+
+%% The error of a client that did not report in time: past the round's end it ran out
+%% of budget (not measured), else it stalled.
+late(infinity) -> stalled;
+late(EndAt) ->
+    case erlang:monotonic_time(millisecond) >= EndAt of
+        true -> not_measured;
+        false -> stalled
+    end.
+
+await_ready(_Ref, _Clients, 0, Ready, Failed, _Stall, _EndAt) ->
     {Ready, Failed, ok};
-await_ready(Ref, Clients, Left, Ready, Failed, Stall) ->
+await_ready(Ref, Clients, Left, Ready, Failed, Stall, EndAt) ->
     receive
         {Ref, ready, Pid} ->
             [MRef] = [M || {M, {P, _}} <- maps:to_list(Clients), P =:= Pid],
-            await_ready(Ref, Clients, Left - 1, Ready#{MRef => maps:get(MRef, Clients)}, Failed, Stall);
+            await_ready(Ref, Clients, Left - 1, Ready#{MRef => maps:get(MRef, Clients)}, Failed, Stall, EndAt);
         {'DOWN', MRef, process, _, Why} when is_map_key(MRef, Clients) ->
             {_, Pair} = maps:get(MRef, Clients),
-            await_ready(Ref, Clients, Left - 1, Ready, Failed#{Pair => {error, Why}}, Stall);
+            await_ready(Ref, Clients, Left - 1, Ready, Failed#{Pair => {error, Why}}, Stall, EndAt);
         {?MODULE, interrupt} ->
             {Clients, Failed, interrupted}
-    after Stall ->
-            stop_clients(Clients),
-            Waiting = [Pair || {M, {_, Pair}} <- maps:to_list(Clients), not is_map_key(M, Ready),
-                               not is_map_key(Pair, Failed)],
-            {Ready, maps:merge(Failed, maps:from_list([{P, {error, stalled}} || P <- Waiting])), ok}
+    after wait_ms(Stall, EndAt) ->
+            Why = late(EndAt),
+            Waiting = [{M, C} || {M, {_, Pair} = C} <- maps:to_list(Clients), not is_map_key(M, Ready),
+                                 not is_map_key(Pair, Failed)],
+            stop_clients(maps:from_list(Waiting)),
+            {Ready, maps:merge(Failed, maps:from_list([{P, {error, Why}} || {_, {_, P}} <- Waiting])), ok}
     end.
 
-collect(_Ref, Running, Results, Tracker, _Stall, Stop) when map_size(Running) =:= 0 ->
+collect(_Ref, Running, Results, Tracker, _Stall, _EndAt, Stop) when map_size(Running) =:= 0 ->
     {Results, Tracker, Stop};
-collect(Ref, Running, Results, Tracker, Stall, Stop) ->
+collect(Ref, Running, Results, Tracker, Stall, EndAt, Stop) ->
     receive
         {Ref, batch, _Pid} ->
-            collect(Ref, Running, Results, tick(Tracker), Stall, Stop);
+            collect(Ref, Running, Results, tick(Tracker), Stall, EndAt, Stop);
         {Ref, done, Pid, Stats} ->
             [MRef] = [M || {M, {P, _}} <- maps:to_list(Running), P =:= Pid],
             {{_, Pair}, Running1} = maps:take(MRef, Running),
             erlang:demonitor(MRef, [flush]),
             Result = case Stats of
-                         none -> {error, interrupted};
+                         none when Stop -> {error, interrupted};
+                         none -> {error, not_measured};
                          _ -> {ok, Stats}
                      end,
-            collect(Ref, Running1, Results#{Pair => Result}, Tracker, Stall, Stop);
+            collect(Ref, Running1, Results#{Pair => Result}, Tracker, Stall, EndAt, Stop);
         {'DOWN', MRef, process, _, Why} when is_map_key(MRef, Running) ->
             {{_, Pair}, Running1} = maps:take(MRef, Running),
-            collect(Ref, Running1, Results#{Pair => {error, Why}}, Tracker, Stall, Stop);
+            collect(Ref, Running1, Results#{Pair => {error, Why}}, Tracker, Stall, EndAt, Stop);
         {?MODULE, interrupt} ->
-            %% every client reports what it has after its current batch
+            %% every client reports what it has after its current exchange
             maps:foreach(fun(_, {Pid, _}) -> Pid ! {Ref, stop} end, Running),
-            collect(Ref, Running, Results, Tracker, Stall, true)
-    after Stall ->
+            collect(Ref, Running, Results, Tracker, Stall, EndAt, true)
+    after wait_ms(Stall, EndAt) ->
+            Why = late(EndAt),
             stop_clients(Running),
-            {maps:merge(Results, maps:from_list([{Pair, {error, stalled}} || {_, {_, Pair}} <- maps:to_list(Running)])),
+            {maps:merge(Results, maps:from_list([{Pair, {error, Why}} || {_, {_, Pair}} <- maps:to_list(Running)])),
              Tracker, Stop}
     end.
 
@@ -437,12 +683,23 @@ eta(#{rounds := Rounds, rounds_done := RoundsDone, rounds_ms := RoundsMs, round_
 -spec client(pid(), reference(), node(), map()) -> ok.
 client(Controller, Ref, Target, #{batches := Batches, messages := Messages, payload := PayloadBytes,
                                   warmup := Warmup, timeout := Timeout} = Config) ->
+    Start = erlang:monotonic_time(millisecond),
+    %% the end of this client's share of the budget, on this node's clock
+    StopAt = case maps:get(stop_in, Config, infinity) of
+                 infinity -> infinity;
+                 StopIn -> Start + StopIn
+             end,
     ControllerMon = erlang:monitor(process, Controller),
     Echo = spawn(Target, ?MODULE, echo, [self()]),
     EchoMon = erlang:monitor(process, Echo),
     Payload = binary:copy(<<0>>, PayloadBytes),
     Exchange = fun(Seq) -> exchange(Echo, EchoMon, Seq, Payload, Timeout) end,
-    lists:foreach(Exchange, lists:seq(1, Warmup)),
+    %% the warm-up takes at most a quarter of the share
+    WarmupUntil = case StopAt of
+                      infinity -> infinity;
+                      _ -> Start + (StopAt - Start) div 4
+                  end,
+    warmup(1, Warmup, Exchange, WarmupUntil),
     Controller ! {Ref, ready, self()},
     Budget = receive
                  {Ref, go, B} -> B;
@@ -451,8 +708,8 @@ client(Controller, Ref, Target, #{batches := Batches, messages := Messages, payl
                      exit(no_go)
              end,
     Until = case Budget of
-                infinity -> infinity;
-                _ -> erlang:monotonic_time(millisecond) + Budget
+                infinity -> StopAt;
+                _ -> min(StopAt, erlang:monotonic_time(millisecond) + Budget)
             end,
     Precision = maps:get(precision, Config, none),
     Samples = batches(1, Batches, Messages, Exchange, Controller, Ref, Until, Precision, []),
@@ -463,18 +720,39 @@ client(Controller, Ref, Target, #{batches := Batches, messages := Messages, payl
     Controller ! {Ref, done, self(), Stats},
     ok.
 
-%% Batch after batch until `Max', the time is up, the median is precise enough, or
-%% the controller says stop (each after one batch at least).
+warmup(I, Warmup, Exchange, Until) when I =< Warmup ->
+    case Until =/= infinity andalso erlang:monotonic_time(millisecond) >= Until of
+        true -> ok;
+        false -> _ = Exchange(-I), warmup(I + 1, Warmup, Exchange, Until)
+    end;
+warmup(_I, _Warmup, _Exchange, _Until) ->
+    ok.
+
+%% Batch after batch until `Max', the median is precise enough (checked after each
+%% batch), the time is up or the controller says stop (checked after every exchange:
+%% the last batch may be cut short, its exchanges kept).
 batches(Batch, Max, _Messages, _Exchange, _Controller, _Ref, _Until, _Precision, Samples) when Batch > Max ->
     Samples;
 batches(Batch, Max, Messages, Exchange, Controller, Ref, Until, Precision, Samples0) ->
-    Samples = [Exchange(Batch * Messages + I) || I <- lists:seq(1, Messages)] ++ Samples0,
-    Controller ! {Ref, batch, self()},
+    case batch(1, Messages, Batch * Messages, Exchange, Ref, Until, Samples0) of
+        {cut, Samples} ->
+            Samples;
+        {full, Samples} ->
+            Controller ! {Ref, batch, self()},
+            case precise(Samples, Precision) of
+                true -> Samples;
+                false -> batches(Batch + 1, Max, Messages, Exchange, Controller, Ref, Until, Precision, Samples)
+            end
+    end.
+
+batch(I, Messages, _Base, _Exchange, _Ref, _Until, Samples) when I > Messages ->
+    {full, Samples};
+batch(I, Messages, Base, Exchange, Ref, Until, Samples) ->
+    Samples1 = [Exchange(Base + I) | Samples],
     Stop = receive {Ref, stop} -> true after 0 -> false end,
-    case Stop orelse (Until =/= infinity andalso erlang:monotonic_time(millisecond) >= Until)
-        orelse precise(Samples, Precision) of
-        true -> Samples;
-        false -> batches(Batch + 1, Max, Messages, Exchange, Controller, Ref, Until, Precision, Samples)
+    case Stop orelse (Until =/= infinity andalso erlang:monotonic_time(millisecond) >= Until) of
+        true -> {cut, Samples1};
+        false -> batch(I + 1, Messages, Base, Exchange, Ref, Until, Samples1)
     end.
 
 %% Is the 95% confidence interval of the median within +-Precision of it? The
@@ -559,9 +837,13 @@ latency_json(#{nodes := Nodes, options := Opts, pairs := Pairs, started_at := St
                                     end
                        end || B <- Nodes] || A <- Nodes]
              end,
+    Measured = length([P || {P, {ok, _}} <- maps:to_list(Pairs)]),
     #{format => ?FORMAT,
       nodes => [atom_to_binary(N) || N <- Nodes],
       unit => <<"us">>,
+      pairs_measured => Measured,
+      pairs_total => length(Nodes) * (length(Nodes) - 1),
+      ended_by => maps:get(ended_by, Result, complete),
       strategy => maps:get(strategy, Opts),
       batches => maps:get(batches, Opts),
       messages => maps:get(messages, Opts),
@@ -583,7 +865,24 @@ latency_json(#{nodes := Nodes, options := Opts, pairs := Pairs, started_at := St
       diagonal => <<"zero: a node is not probed against itself">>,
       stats => maps:from_list([{S, Matrix(S)} || S <- ?STATS]),
       failed => [#{from => A, to => B, reason => iolist_to_binary(io_lib:format("~0tP", [Why, 12]))}
-                 || {{A, B}, {error, Why}} <- lists:sort(maps:to_list(Pairs))]}.
+                 || {{A, B}, {error, Why}} <- lists:sort(maps:to_list(Pairs)), Why =/= not_measured]}.
+
+%% The tree the tree strategy found, as `terrain.topology/1' JSON (written whole, then
+%% renamed over the old one).
+write_topology(File, Tree) ->
+    case terrain:render_topology(Tree, json) of
+        {ok, Text} ->
+            Part = File ++ ".part",
+            case file:write_file(Part, Text) of
+                ok -> case file:rename(Part, File) of
+                          ok -> ok;
+                          {error, Why} -> {error, {file, File, Why}}
+                      end;
+                {error, Why} -> {error, {file, File, Why}}
+            end;
+        {error, _} = Error ->
+            Error
+    end.
 
 %% Written next to its place and renamed over it: the files are rewritten after every
 %% round, and a reader (or an interrupted probe) never sees half a file.
@@ -601,23 +900,18 @@ write_csv(File, Nodes, Pairs) ->
 write_csv_part(File, Nodes, Pairs) ->
     case terrain_lab_csv:create(File, ?CSV_COLUMNS) of
         {ok, Csv} ->
-            try
-                lists:foldl(fun({A, B}, ok) ->
-                                    Row = case maps:get({A, B}, Pairs) of
-                                              {ok, #{exchanges := X} = S} ->
-                                                  #{from => A, to => B, exchanges => X, min_us => maps:get(min, S),
-                                                    median_us => maps:get(median, S), mean_us => maps:get(mean, S),
-                                                    p95_us => maps:get(p95, S), stddev_us => maps:get(stddev, S),
-                                                    status => ok};
-                                              {error, _} ->
-                                                  #{from => A, to => B, exchanges => 0, status => failed}
-                                          end,
-                                    terrain_lab_csv:write_row(Csv, Row);
-                               (_, Error) ->
-                                    Error
-                            end, ok, [{A, B} || A <- Nodes, B <- Nodes, A =/= B])
-            after
-                terrain_lab_csv:close(Csv)
+            Rows = [case maps:get({A, B}, Pairs) of
+                        {ok, #{exchanges := X} = S} ->
+                            #{from => A, to => B, exchanges => X, min_us => maps:get(min, S),
+                              median_us => maps:get(median, S), mean_us => maps:get(mean, S),
+                              p95_us => maps:get(p95, S), stddev_us => maps:get(stddev, S), status => ok};
+                        {error, not_measured} ->
+                            #{from => A, to => B, exchanges => 0, status => not_measured};
+                        {error, _} ->
+                            #{from => A, to => B, exchanges => 0, status => failed}
+                    end || A <- Nodes, B <- Nodes, A =/= B],
+            try terrain_lab_csv:write_rows(Csv, Rows)
+            after terrain_lab_csv:close(Csv)
             end;
         {error, _} = Error ->
             Error

@@ -152,12 +152,12 @@ measure(N, Dir, #{prefix := Prefix, io := Io} = Options, Progress) ->
     ok = filelib:ensure_dir(SpecFile),
     case file:write_file(SpecFile, [io_lib:format("~tp.~n", [T]) || T <- spec_terms(N)]) of
         ok ->
-            MemBefore = terrain_lab_launch:mem_available_mb(),
+            MemBefore = terrain_lab_guard:mem_available_mb(),
             {UpS, Up} = timed(fun() -> terrain_lab_launch:up(SpecFile, #{prefix => Prefix, timeout => undefined,
                                                                          netem => "off"}, State, Io) end),
             case Up of
                 {ok, Records} ->
-                    MemAfter = terrain_lab_launch:mem_available_mb(),
+                    MemAfter = terrain_lab_guard:mem_available_mb(),
                     Nodes = [maps:get(node, R) || R <- Records],
                     %% the nodes are stopped whatever happened while they ran
                     Result = try measure_running(N, Nodes, State, Options, Progress)

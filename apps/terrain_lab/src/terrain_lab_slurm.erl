@@ -35,6 +35,8 @@
 -export([allocation/1,
          tasks_per_node/1,
          parse_topology/1,
+         topology_tree/1,
+         scontrol_topology/1,
          spec_terms/3,
          prepare/1,
          srun_args/2,
@@ -57,6 +59,8 @@
       | {slurm, {count, Nodes :: pos_integer(), Tasks :: pos_integer()}}
       | {slurm, {usage, string()}}
       | {slurm, {topology_line, pos_integer(), string()}}
+      | {slurm, {topology_empty, string()}}
+      | {slurm, {scontrol, string()}}
       | {slurm, {write, file:filename(), file:posix()}}
       | {slurm, {srun, string(), timeout | {exited, string()}}}.
 
@@ -103,16 +107,43 @@ tasks_per_node(Text) when is_list(Text) ->
         throw:Why -> {error, {Text, Why}}
     end.
 
-%% @doc The switches of `scontrol show topology' output, in its order. Lines that
-%% name no switch (`No topology information available', blank lines) are skipped; a
-%% switch line that cannot be read is an error naming its line number.
+%% @doc The switches of `scontrol show topology' output or of a topology.conf file,
+%% in their order. Lines that name no switch (`No topology information available',
+%% blank lines, `#' comments) are skipped; keys are read without regard to case, as
+%% SLURM reads topology.conf; a switch line that cannot be read is an error naming
+%% its line number. topology.conf gives no `Level': each switch's level is computed
+%% as SLURM does (0 for a switch of nodes only, else one above its highest child).
 -spec parse_topology(string()) -> {ok, [switch()]} | {error, error_reason()}.
 parse_topology(Text) when is_list(Text) ->
     Lines = lists:enumerate(string:split(Text, "\n", all)),
     try
-        {ok, [switch(N, Line) || {N, Line} <- Lines, lists:prefix("SwitchName=", string:trim(Line))]}
+        Switches = [switch(N, Line) || {N, Line0} <- Lines,
+                                       Line <- [string:trim(hd(string:split(Line0, "#")))],
+                                       string:prefix(string:lowercase(Line), "switchname=") =/= nomatch],
+        {ok, with_levels(Switches)}
     catch
         throw:{N, Line} -> {error, {slurm, {topology_line, N, Line}}}
+    end.
+
+%% @doc The topology term (`terrain:load_topology/1', `terrain topology compare') of
+%% SLURM switches: one `network' per switch, named after it, holding its child
+%% switches and the nodes whose lowest switch it is (`{node, HostAtom}'). Several top
+%% switches (a forest) are joined under one network `slurm'.
+-spec topology_tree([switch(), ...]) -> terrain:topology_tree().
+topology_tree(Switches) ->
+    ByName = maps:from_list([{Name, S} || #{name := Name} = S <- Switches]),
+    Hosts = lists:usort([H || #{nodes := Ns} <- Switches, H <- Ns]),
+    Home = maps:from_list([{H, home(H, Switches)} || H <- Hosts]),
+    Tree = fun Tree(#{name := Name, switches := Cs}, Seen) ->
+                   {network, list_to_atom(Name),
+                    [Tree(maps:get(C, ByName), [Name | Seen]) || C <- Cs, is_map_key(C, ByName),
+                                                                 not lists:member(C, [Name | Seen])]
+                    ++ [{node, list_to_atom(H)} || H <- Hosts, maps:get(H, Home) =:= Name]}
+           end,
+    case roots(Switches) of
+        [Root] -> Tree(Root, []);
+        [] -> {network, slurm, [Tree(S, []) || S <- Switches, maps:get(level, S) =:= lists:max([L || #{level := L} <- Switches])]};
+        Roots -> {network, slurm, [Tree(R, []) || R <- Roots]}
     end.
 
 %% @doc The terms of the cluster spec for the allocation: `Hosts' with their VM
@@ -226,7 +257,9 @@ format_error({slurm, {variable, Name, missing}}) ->
     io_lib:format("~ts is not set; SLURM sets it in every allocation", [Name]);
 format_error({slurm, {variable, Name, empty}}) ->
     io_lib:format("~ts is empty", [Name]);
-format_error({slurm, {variable, "SLURM_JOB_NODELIST", {bad, Value, Why}}}) ->
+format_error({slurm, {variable, "SLURM_JOB_NODELIST", {bad, Value, {duplicate, Host}}}}) ->
+    io_lib:format("SLURM_JOB_NODELIST='~ts' lists ~ts twice", [Value, Host]);
+format_error({slurm, {variable, "SLURM_JOB_NODELIST", {bad, Value, {hostlist, _} = Why}}}) ->
     io_lib:format("SLURM_JOB_NODELIST='~ts' is not a hostlist: ~ts", [Value, terrain_lab_hostlist:format_error(Why)]);
 format_error({slurm, {variable, Name, {bad, Value, Why}}}) ->
     io_lib:format("~ts='~ts' cannot be read: ~ts (expected counts such as 2(x3),1)", [Name, Value, why(Why)]);
@@ -236,13 +269,33 @@ format_error({slurm, {count, Nodes, Tasks}}) ->
 format_error({slurm, {usage, Text}}) ->
     Text;
 format_error({slurm, {topology_line, N, Line}}) ->
-    io_lib:format("scontrol show topology, line ~b: cannot read '~ts'", [N, Line]);
+    io_lib:format("topology, line ~b: cannot read '~ts' (expected SwitchName=NAME with Nodes=HOSTLIST "
+                  "and/or Switches=HOSTLIST)", [N, Line]);
+format_error({slurm, {scontrol, Why}}) ->
+    Why;
+format_error({slurm, {topology_empty, Source}}) ->
+    io_lib:format("~ts lists no switch", [Source]);
 format_error({slurm, {write, File, Why}}) ->
     io_lib:format("cannot write the spec ~ts: ~ts", [File, file:format_error(Why)]);
 format_error({slurm, {srun, Host, timeout}}) ->
     io_lib:format("srun for ~ts: the VM did not answer in time and the step was stopped", [Host]);
 format_error({slurm, {srun, Host, {exited, Output}}}) ->
     io_lib:format("srun for ~ts exited before the VM answered: ~ts", [Host, string:trim(Output)]).
+
+%% @doc The switches of the running cluster, by `scontrol show topology' (the cluster
+%% of SLURM's configuration: `SLURM_CONF' or the system's), killed after `Timeout'
+%% ms. `{ok, []}' when SLURM has no tree topology.
+-spec scontrol_topology(pos_integer()) -> {ok, [switch()]} | {error, error_reason()}.
+scontrol_topology(Timeout) ->
+    case os:find_executable("scontrol") of
+        false ->
+            {error, {slurm, {scontrol, "scontrol is not on the PATH"}}};
+        Scontrol ->
+            case run(Scontrol, ["show", "topology"], Timeout) of
+                {ok, Output} -> parse_topology(Output);
+                {error, Why} -> {error, {slurm, {scontrol, "'scontrol show topology' failed (" ++ Why ++ ")"}}}
+            end
+    end.
 
 %%--------------------------------------------------------------------
 %% Internal functions: the allocation
@@ -295,7 +348,7 @@ why(Other) -> io_lib:format("~0tp", [Other]).
 
 switch(N, Line) ->
     Fields = [case string:split(F, "=") of
-                  [K, V] when V =/= "" -> {K, V};
+                  [K, V] when V =/= "" -> {canonical_key(K), V};
                   _ -> throw({N, Line})
               end || F <- string:lexemes(string:trim(Line), " \t")],
     Expand = fun(Key) ->
@@ -316,6 +369,29 @@ switch(N, Line) ->
         {Nodes, Switches} ->
             #{name => proplists:get_value("SwitchName", Fields), level => Level, nodes => Nodes, switches => Switches}
     end.
+
+canonical_key(Key) ->
+    Known = ["SwitchName", "Switches", "Nodes", "Level", "LinkSpeed"],
+    case [K || K <- Known, string:lowercase(K) =:= string:lowercase(Key)] of
+        [K] -> K;
+        [] -> Key
+    end.
+
+%% Levels as SLURM computes them when topology.conf gives none (scontrol prints
+%% them): 0 for a switch without child switches, else one more than its highest
+%% child. A broken topology (a child that is no switch, a cycle) is read as far as
+%% it goes: the unknown child and the switch met again count nothing.
+with_levels(Switches) ->
+    ByName = maps:from_list([{Name, S} || #{name := Name} = S <- Switches]),
+    Level = fun Level(#{name := Name, switches := Cs}, Seen) ->
+                    lists:max([0 | [1 + Level(maps:get(C, ByName), [Name | Seen])
+                                    || C <- Cs, is_map_key(C, ByName), not lists:member(C, [Name | Seen])]])
+            end,
+    [S#{level := Level(S, [])} || S <- Switches].
+
+roots(Switches) ->
+    Children = lists:usort([C || #{switches := Cs} <- Switches, C <- Cs]),
+    [S || #{name := Name} = S <- Switches, not lists:member(Name, Children)].
 
 %% The switch a host belongs to: the lowest-level switch that lists it.
 home(Host, Switches) ->
@@ -350,25 +426,17 @@ topology(Progress, Count) ->
                                   "its latency matrix (RELEASE D3.5, section 4.4.4)~n", [Why, Count])),
                        []
                end,
-    case os:find_executable("scontrol") of
-        false ->
-            Fallback("scontrol is not on the PATH");
-        Scontrol ->
-            case run(Scontrol, ["show", "topology"], ?SCONTROL_TIMEOUT) of
-                {ok, Output} ->
-                    case parse_topology(Output) of
-                        {ok, []} ->
-                            Fallback("'scontrol show topology' lists no switch");
-                        {ok, Switches} ->
-                            Progress(io_lib:format("groups from 'scontrol show topology': ~b switch~ts~n",
-                                                   [length(Switches), case Switches of [_] -> ""; _ -> "es" end])),
-                            Switches;
-                        {error, Why} ->
-                            Fallback(format_error(Why))
-                    end;
-                {error, Why} ->
-                    Fallback("'scontrol show topology' failed (" ++ Why ++ ")")
-            end
+    case scontrol_topology(?SCONTROL_TIMEOUT) of
+        {ok, []} ->
+            Fallback("'scontrol show topology' lists no switch");
+        {ok, Switches} ->
+            Progress(io_lib:format("groups from 'scontrol show topology': ~b switch~ts~n",
+                                   [length(Switches), case Switches of [_] -> ""; _ -> "es" end])),
+            Switches;
+        {error, {slurm, {scontrol, Why}}} ->
+            Fallback(Why);
+        {error, Why} ->
+            Fallback(format_error(Why))
     end.
 
 write_spec(Terms, SpecFile) ->

@@ -75,10 +75,23 @@ context(Dir, SshOptions, CodePath) ->
                end,
     #{dir => Dir, ssh_options => SshOptions, code_args => CodeArgs}.
 
-%% @doc The long node name of spec node `Name' on `Host'.
+%% @doc The long node name of spec node `Name' on `Host'. Erlang's long names need a
+%% host part with a dot: a host named without one (`atcn127', the node names of a
+%% SLURM allocation, `tb1' of a testbed) is written as its IPv4 address, resolved
+%% here (the resolver of this VM: DNS, /etc/hosts, or the `ERL_INETRC' file that
+%% `terrain testbed env' exports); a name that does not resolve is kept as it is.
 -spec node_name(string(), atom(), string()) -> node().
 node_name(Prefix, Name, Host) ->
-    list_to_atom(Prefix ++ atom_to_list(Name) ++ "@" ++ Host).
+    list_to_atom(Prefix ++ atom_to_list(Name) ++ "@" ++ dist_host(Host)).
+
+%% The host part of the long node names of VMs on `Host' (see node_name/3).
+-spec dist_host(string()) -> string().
+dist_host(Host) ->
+    case {lists:member($., Host) orelse lists:member($:, Host), inet:getaddr(Host, inet)} of
+        {true, _} -> Host;
+        {false, {ok, Address}} -> inet:ntoa(Address);
+        {false, {error, _}} -> Host
+    end.
 
 %% @doc The address of this machine that `Host' is reached from (the local end of
 %% the route to it), for the CLI's long node name. Nothing is sent: a UDP socket is

@@ -225,7 +225,7 @@ up_refuses_what_cannot_start(Config) ->
     ?assertNot(filelib:is_dir(LongState)),
     Big = filename:join(Dir, "big.cluster"),
     {ok, MemKb} = mem_available_kb(),
-    Count = MemKb div 1024 div terrain_lab_launch:vm_memory_mb(1, true) + 10,
+    Count = MemKb div 1024 div terrain_lab_guard:vm_memory_mb(1, true) + 10,
     ok = file:write_file(Big, ["{cluster, big, #{}}.\n{group, g, #{}, [",
                                lists:join(", ", [io_lib:format("{node, n~b, #{}}", [I]) || I <- lists:seq(1, Count)]),
                                "]}.\n"]),

@@ -187,3 +187,25 @@ distance_predicate_without_at_is_a_usage_error_test() ->
     ?assertNotEqual(nomatch, string:find(Err, "measures distances from a node: give the node with --at NODE")),
     {2, "", Nested} = run(["choose", "{'and', [{load, exists}, {level, le, near}]}"]),
     ?assertNotEqual(nomatch, string:find(Nested, "{level,le,near} measures distances")).
+
+%% A number option reads 1e300 and 2 as numbers (it said "expects a number" for 1e300).
+float_options_read_exponents_and_integers_test() ->
+    Command = #{name => "t", summary => "", usage => "", args => {0, 0}, run => {?MODULE, none},
+                options => [#{name => rate, long => "rate", type => float, help => ""}]},
+    ?assertEqual({ok, #{rate => 1.0e300}, []}, terrain_lab_cli:parse(Command, ["--rate", "1e300"])),
+    ?assertEqual({ok, #{rate => 2.0}, []}, terrain_lab_cli:parse(Command, ["--rate", "2"])),
+    ?assertEqual({ok, #{rate => 1.5e-3}, []}, terrain_lab_cli:parse(Command, ["--rate", "1.5E-3"])),
+    ?assertMatch({error, _}, terrain_lab_cli:parse(Command, ["--rate", "fast"])).
+
+%% Required options, checked values and out-of-range values are usage errors (exit 2).
+required_and_checked_options_exit_2_test() ->
+    {2, "", Err1} = run(["collective", "bench", "--out", "x"]),
+    ?assertMatch({match, _}, re:run(Err1, "option --spec is required")),
+    {2, "", Err2} = run(["collective", "bench", "--spec", "s", "--out", "x", "--sizes", "8,0"]),
+    ?assertMatch({match, _}, re:run(Err2, "expects integers >= 1, got '8,0'")),
+    {2, "", _} = run(["aco", "f.txt"]),
+    {2, "", _} = run(["events", "record", "--out", "x"]),
+    {2, "", _} = run(["events", "export", "d", "--scope-rate", "0"]),
+    {2, "", _} = run(["emas", "--time-ms", "4294967296", "--out", "x"]),
+    {2, "", _} = run(["up", "--prefix", "ünï_", "s.cluster"]),
+    {2, "", _} = run(["collective", "sideways", "--spec", "s", "--out", "x"]).

@@ -45,23 +45,24 @@ lines(Text) ->
 
 bad_configuration_is_refused_before_anything_starts() ->
     [{doc, "A configuration with a bad value exits 1 naming the key and the expected value, before any node "
-           "starts or any directory is made; a sweep without --spec or with a bad --nodes list exits 1 saying "
-           "which option; 'bench sweep' alone says the configuration is missing."}].
+           "starts or any directory is made; a sweep without --spec or with a bad --nodes list is a usage error "
+           "(exit 2) saying which option, as is 'bench sweep' alone (the configuration is missing); sizes beyond "
+           "the spec exit 1."}].
 bad_configuration_is_refused_before_anything_starts(Config) ->
     Runs = filename:join(?config(priv_dir, Config), "refused"),
     {1, "", Err} = cli(["bench", ?config(bad, Config), "--spec", ?config(spec, Config), "--runs-dir", Runs]),
     ?assertNotEqual(nomatch, string:find(Err, "mode must be closed or {rate, OpsPerSecondPerWorker} with a positive "
                                               "number, got open")),
     ?assertNot(filelib:is_dir(Runs)),
-    {1, "", NoSpec} = cli(["bench", "sweep", ?config(good, Config), "--nodes", "1,2", "--runs-dir", Runs]),
+    {2, "", NoSpec} = cli(["bench", "sweep", ?config(good, Config), "--nodes", "1,2", "--runs-dir", Runs]),
     ?assertNotEqual(nomatch, string:find(NoSpec, "--spec is required")),
-    {1, "", BadList} = cli(["bench", "sweep", ?config(good, Config), "--spec", ?config(spec, Config),
+    {2, "", BadList} = cli(["bench", "sweep", ?config(good, Config), "--spec", ?config(spec, Config),
                             "--nodes", "1,x", "--runs-dir", Runs]),
     ?assertNotEqual(nomatch, string:find(BadList, "--nodes must be a comma-separated list")),
     {1, "", TooMany} = cli(["bench", "sweep", ?config(good, Config), "--spec", ?config(spec, Config),
                             "--nodes", "2,5", "--runs-dir", Runs]),
     ?assertNotEqual(nomatch, string:find(TooMany, "cannot sweep to 5 nodes")),
-    {1, "", Missing} = cli(["bench", "sweep"]),
+    {2, "", Missing} = cli(["bench", "sweep"]),
     ?assertNotEqual(nomatch, string:find(Missing, "give the configuration file")),
     ?assertNot(filelib:is_dir(Runs)).
 

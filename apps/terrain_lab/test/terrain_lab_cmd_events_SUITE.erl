@@ -83,20 +83,21 @@ export_writes_the_trace_event_format(Config) ->
     ?assertEqual([<<"communicate">>, <<"compute">>, <<"read">>], lists:usort([N || #{<<"name">> := N} <- Slices])).
 
 bad_invocations() ->
-    [{doc, "Unknown subcommands, a missing --workload or --out, a bad collector or format are errors that say "
-           "what is wrong (exit 1); an unknown option is a usage error (exit 2)."}].
+    [{doc, "Unknown subcommands, a missing --workload or --out, a bad collector or format, an unknown option are "
+           "usage errors that say what is wrong (exit 2, docs/CLI.md's conventions); a directory without "
+           "events.jsonl is an error (exit 1)."}].
 bad_invocations(Config) ->
     Run = ?config(run, Config),
-    {1, _, E1} = terrain_lab_test_io:run(["events", "replay"]),
+    {2, _, E1} = terrain_lab_test_io:run(["events", "replay"]),
     ?assertNotEqual(nomatch, string:find(E1, "expected 'record' or 'export DIR'")),
-    {1, _, E2} = terrain_lab_test_io:run(["events", "record", "--out", Run]),
+    {2, _, E2} = terrain_lab_test_io:run(["events", "record", "--out", Run]),
     ?assertNotEqual(nomatch, string:find(E2, "record needs --workload windtunnel")),
-    {1, _, E3} = terrain_lab_test_io:run(["events", "record", "--workload", "windtunnel"]),
+    {2, _, E3} = terrain_lab_test_io:run(["events", "record", "--workload", "windtunnel"]),
     ?assertNotEqual(nomatch, string:find(E3, "record needs --out DIR")),
-    {1, _, E4} = terrain_lab_test_io:run(["events", "record", "--workload", "windtunnel", "--out", Run,
+    {2, _, E4} = terrain_lab_test_io:run(["events", "record", "--workload", "windtunnel", "--out", Run,
                                           "--collectors", "explicit,sonar"]),
     ?assertNotEqual(nomatch, string:find(E4, "bad --collectors 'explicit,sonar'")),
-    {1, _, E5} = terrain_lab_test_io:run(["events", "export", Run, "--format", "svg"]),
+    {2, _, E5} = terrain_lab_test_io:run(["events", "export", Run, "--format", "svg"]),
     ?assertNotEqual(nomatch, string:find(E5, "bad --format 'svg'")),
     {1, _, E6} = terrain_lab_test_io:run(["events", "export", ?config(priv_dir, Config)]),
     ?assertNotEqual(nomatch, string:find(E6, "events.jsonl")),

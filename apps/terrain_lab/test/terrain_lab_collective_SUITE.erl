@@ -81,33 +81,39 @@ tune_writes_rules_that_auto_reads(Config) ->
 
 bad_invocations() ->
     [{doc, "Unknown action, missing --spec, bad sizes, algorithms, rank orders and rules files are refused "
-      "with a sentence and exit status 1, before any node starts."}].
+      "with a sentence before any node starts: exit 2 for usage errors, 1 for a bad rules file."}].
 bad_invocations(Config) ->
     Spec = ?config(spec, Config),
     Out = filename:join(?config(priv_dir, Config), "never"),
     BadRules = filename:join(?config(priv_dir, Config), "bad_rules.json"),
     ok = file:write_file(BadRules, "{\"format\": \"terrain.latency/1\"}"),
-    Cases = [{["collective", "frob", "--spec", Spec, "--out", Out], "unknown action 'frob'"},
-             {["collective", "bench", "--out", Out], "--spec is required"},
-             {["collective", "bench", "--spec", Spec, "--out", Out, "--sizes", "8,big"], "bad value for --sizes: 'big'"},
-             {["collective", "bench", "--spec", Spec, "--out", Out, "--algorithms", "fastest"],
+    %% usage errors (exit 2, docs/CLI.md's conventions) and a rules file that cannot be read (exit 1)
+    Cases = [{["collective", "frob", "--spec", Spec, "--out", Out], 2, "unknown action 'frob'"},
+             {["collective", "bench", "--out", Out], 2, "--spec is required"},
+             {["collective", "bench", "--spec", Spec, "--out", Out, "--sizes", "8,big"], 2,
+              "option '--sizes' expects integers >= 1, got '8,big'"},
+             {["collective", "bench", "--spec", Spec, "--out", Out, "--algorithms", "fastest"], 2,
               "bad value for --algorithms: 'fastest'"},
-             {["collective", "bench", "--spec", Spec, "--out", Out, "--rank-order", "sorted"],
+             {["collective", "bench", "--spec", Spec, "--out", Out, "--rank-order", "sorted"], 2,
               "bad value for --rank-order: 'sorted'"},
-             {["collective", "bench", "--spec", Spec, "--out", Out, "--rules", BadRules],
+             {["collective", "bench", "--spec", Spec, "--out", Out, "--rules", BadRules], 1,
               "not a terrain.collective_rules/1 file"}],
     [begin
-         {1, "", Err} = terrain_lab_test_io:run(Args),
+         {Status, "", Err} = terrain_lab_test_io:run(Args),
+         ?assertEqual({Args, Code}, {Args, Status}),
          ?assertNotEqual(nomatch, string:find(Err, Expected), Err)
-     end || {Args, Expected} <- Cases],
+     end || {Args, Code, Expected} <- Cases],
     ?assertNot(filelib:is_file(Out)).
 
 real_escript() ->
-    [{doc, "The escript: --help lists the actions, no action is a usage error (2), a bad one fails (1)."}].
+    [{doc, "The escript: --help lists the actions; no action, a bad one or a missing --spec is a usage error (2)."}].
 real_escript(Config) ->
     Escript = terrain_lab_test_escript:path(),
     {0, Help, _} = terrain_lab_test_escript:run(Escript, ?config(priv_dir, Config), ["collective", "--help"]),
     ?assertNotEqual(nomatch, string:find(Help, "bench | tune")),
     {2, "", _} = terrain_lab_test_escript:run(Escript, ?config(priv_dir, Config), ["collective"]),
-    {1, "", Err} = terrain_lab_test_escript:run(Escript, ?config(priv_dir, Config), ["collective", "frob"]),
-    ?assertNotEqual(nomatch, string:find(Err, "unknown action")).
+    {2, "", Err} = terrain_lab_test_escript:run(Escript, ?config(priv_dir, Config),
+                                                ["collective", "frob", "--spec", "s", "--out", "o"]),
+    ?assertNotEqual(nomatch, string:find(Err, "unknown action")),
+    {2, "", Missing} = terrain_lab_test_escript:run(Escript, ?config(priv_dir, Config), ["collective", "frob"]),
+    ?assertNotEqual(nomatch, string:find(Missing, "options --spec, --out are required")).

@@ -157,3 +157,22 @@ a_bad_expression_is_a_usage_error_test() ->
     {Code, Out, Err} = terrain_lab_test_io:run(["hostlist", "atcn[019-036"]),
     ?assertEqual({2, ""}, {Code, Out}),
     ?assertMatch({match, _}, re:run(Err, "\n  atcn\\[019-036\n      \\^\n")).
+
+%% A host name over 253 characters cannot make a node or group name (an atom): an
+%% error, not a system_limit crash.
+a_host_name_over_253_characters_is_an_error_test() ->
+    Long = lists:duplicate(300, $h),
+    ?assertMatch({too_long, Long}, why(Long)),
+    ?assertMatch({match, _}, re:run(lists:flatten(terrain_lab_hostlist:format_error(
+                                                    terrain_lab_hostlist:expand(Long) =:= x orelse
+                                                    element(2, terrain_lab_hostlist:expand(Long)))),
+                                    "has 300 characters")),
+    ?assertEqual([lists:duplicate(253, $h)], expand(lists:duplicate(253, $h))).
+
+%% A hosts file that is not text is an error naming the file (it crashed in string:split).
+a_binary_hosts_file_is_an_error_test() ->
+    File = filename:join(["_build", "test", "tmp", "binary.hosts"]),
+    ok = filelib:ensure_dir(File),
+    ok = file:write_file(File, <<6, 15, 151, 247, 154, 216, 255>>),
+    ?assertEqual({error, {hosts, {not_text, File}}}, terrain_lab_hosts:read_file(File)),
+    ?assertMatch({match, _}, re:run(terrain_lab_hosts:format_error({hosts, {not_text, File}}), "is not text")).

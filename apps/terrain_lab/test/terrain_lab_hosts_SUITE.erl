@@ -187,7 +187,7 @@ removing_the_hosts_leaves_no_process_or_namespace(Config) ->
     Listed = os:cmd("ip netns list"),
     ?assertEqual([], [NS || NS <- Namespaces, string:find(Listed, NS) =/= nomatch]),
     ?assertEqual([], [P || NS <- Namespaces, P <- terrain_lab_test_hosts:pids(NS)]),
-    ?assertEqual("", os:cmd("ip link show " ++ maps:get(bridge, Hosts) ++ " 2>/dev/null")).
+    ?assertEqual("", os:cmd("ip link show " ++ terrain_lab_test_hosts:bridge(Hosts) ++ " 2>/dev/null")).
 
 %%--------------------------------------------------------------------
 %% The TLS case

@@ -141,7 +141,7 @@ bad_options_are_refused(_Config) ->
     ?assertEqual({error, {probe, {unknown_option, colour}}}, terrain_lab_probe:validate_options(#{colour => red})),
     ?assertMatch({ok, #{batches := 100, messages := 100, warmup := 100, strategy := sequential, payload := 0}},
                  terrain_lab_probe:validate_options(#{})),
-    ?assertEqual("--strategy fast: expected concurrent or sequential",
+    ?assertEqual("--strategy fast: expected sequential, concurrent or tree",
                  lists:flatten(terrain_lab:format_error({probe, {bad_option, strategy, fast}}))).
 
 cli_probe_topology_compare() ->
@@ -196,7 +196,7 @@ escript_bad_invocations(Config) ->
     Dir = ?config(priv_dir, Config),
     {2, "", Err1} = terrain_lab_test_escript:run(Dir, ["probe", "--strategy", "fast", "--nodes", "a@b"]),
     ?assertNotEqual(nomatch, string:find(Err1, "terrain probe: option '--strategy' expects one of sequential, "
-                                               "concurrent, got 'fast'")),
+                                               "concurrent, tree, got 'fast'")),
     {1, "", Err2} = terrain_lab_test_escript:run(Dir, ["topology", "/nonexistent/latency.json"]),
     ?assertNotEqual(nomatch, string:find(Err2, "/nonexistent/latency.json")),
     {2, "", Err3} = terrain_lab_test_escript:run(Dir, ["topology"]),

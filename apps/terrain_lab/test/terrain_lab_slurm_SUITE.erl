@@ -1,7 +1,9 @@
 %% `terrain up --slurm' on 4 test hosts (network namespaces with their own address,
 %% sshd and epmd; terrain_lab_test_hosts) with STAND-INS for SLURM's `srun' and
-%% `scontrol': real SLURM cannot run here, so the suite writes two shell scripts into
-%% a directory it puts first on the escript's PATH.
+%% `scontrol' (shell scripts the suite writes into a directory it puts first on the
+%% escript's PATH), for what the real commands cannot be made to do on demand: hang,
+%% be missing, log their arguments. This machine's own SLURM commands, when installed,
+%% are hidden from that PATH, so the cases run the same with and without SLURM.
 %%
 %% - `srun' logs its arguments (one call a line, tab-separated), finds the host of
 %%   `--nodelist=HOST', skips its options and runs the rest of its command line in
@@ -15,7 +17,7 @@
 %%   set it hangs instead.
 %%
 %% The allocation is given as SLURM gives it: SLURM_JOB_NODELIST (the hosts'
-%% addresses as a hostlist expression, `10.213.X.[2-5]': addresses need no name
+%% addresses as a hostlist expression, `10.214.X.[2-5]': addresses need no name
 %% resolution, which would take /etc/hosts entries on this machine) and
 %% SLURM_TASKS_PER_NODE. The escript runs as its own OS process under `env'.
 -module(terrain_lab_slurm_SUITE).
@@ -44,6 +46,11 @@
 -define(HOSTS, 4).
 -define(TASKS, "2,1(x3)").        % SLURM_TASKS_PER_NODE: 2 tasks on the first host, 1 on the others
 -define(VMS, 5).
+%% The commands of Debian's slurm-client, slurmctld and slurmd packages that terrain
+%% could find on the PATH; the stand-ins replace srun and scontrol, the others are hidden.
+-define(SLURM_COMMANDS, ["srun", "scontrol", "salloc", "sbatch", "sinfo", "squeue", "scancel", "sacct", "sstat",
+                         "sattach", "sbcast", "scrontab", "sdiag", "sprio", "sreport", "sshare", "strigger",
+                         "sacctmgr", "slurmctld", "slurmd", "slurmstepd"]).
 
 suite() ->
     [{timetrap, {minutes, 3}}].
@@ -68,6 +75,7 @@ init_per_suite(Config) ->
             Addresses = terrain_lab_test_hosts:addresses(Hosts),
             Bins = write_stand_ins(Dir, Hosts),
             [{hosts, Hosts}, {bins, Bins}, {nodelist, nodelist(Addresses)},
+             {path_without_slurm, path_without(?SLURM_COMMANDS, filename:join(Dir, "path"))},
              {state_dir, filename:join(Dir, "state")} | Config];
         {false, Why} ->
             {skip, io_lib:format("cannot make test hosts here: ~p", [Why])}
@@ -347,9 +355,11 @@ slurm_env(Config, Bins, Tasks) ->
     env(Config, Bins, [{"SLURM_JOB_NODELIST", ?config(nodelist, Config)}, {"SLURM_TASKS_PER_NODE", Tasks},
                        {"SLURM_JOB_ID", "4242"}]).
 
-%% `env' arguments: no SLURM variable but `Vars', the stand-ins `Bins' first on PATH.
+%% `env' arguments: no SLURM variable but `Vars', the stand-ins `Bins' first on a PATH
+%% that hides this machine's own SLURM commands (a login node's /usr/bin/srun would
+%% otherwise stand in for a missing stand-in).
 env(Config, Bins, Vars) ->
-    Path = proplists:get_value(Bins, ?config(bins, Config)) ++ ":" ++ os:getenv("PATH"),
+    Path = proplists:get_value(Bins, ?config(bins, Config)) ++ ":" ++ ?config(path_without_slurm, Config),
     lists:append([["-u", V] || V <- ["SLURM_JOB_NODELIST", "SLURM_TASKS_PER_NODE", "SLURM_JOB_ID",
                                       "STANDIN_SRUN_HANG", "STANDIN_SCONTROL_HANG"]])
         ++ ["PATH=" ++ Path] ++ [K ++ "=" ++ V || {K, V} <- Vars].
@@ -398,12 +408,28 @@ host_of(Node) ->
 safe(Address) ->
     lists:flatten(string:replace(Address, ".", "_", all)).
 
-%% 10.213.X.[2-5]
+%% 10.214.X.[2-5]
 nodelist(Addresses) ->
     [First | _] = Addresses,
     Net = string:join(lists:droplast(string:split(First, ".", all)), "."),
     Lasts = [lists:last(string:split(A, ".", all)) || A <- Addresses],
     Net ++ ".[" ++ hd(Lasts) ++ "-" ++ lists:last(Lasts) ++ "]".
+
+%% This machine's PATH with every directory that holds one of `Commands' replaced by
+%% a directory of `Shadow' with links to all its other entries: the stand-in cases run
+%% the same whether or not SLURM is installed here.
+path_without(Commands, Shadow) ->
+    Dirs = string:lexemes(os:getenv("PATH"), ":"),
+    string:join([case [C || C <- Commands, filelib:is_regular(filename:join(D, C))] of
+                     [] -> D;
+                     _ ->
+                         Copy = filename:join(Shadow, integer_to_list(I)),
+                         ok = filelib:ensure_dir(filename:join(Copy, "x")),
+                         {ok, Entries} = file:list_dir(D),
+                         [ok = file:make_symlink(filename:join(D, E), filename:join(Copy, E))
+                          || E <- Entries, not lists:member(E, Commands)],
+                         Copy
+                 end || {I, D} <- lists:enumerate(Dirs)], ":").
 
 %% bin/both (srun + scontrol), bin/srun_only, bin/scontrol_only.
 write_stand_ins(Dir, Hosts) ->
@@ -411,7 +437,7 @@ write_stand_ins(Dir, Hosts) ->
            || {A, NS} <- lists:zip(terrain_lab_test_hosts:addresses(Hosts), terrain_lab_test_hosts:namespaces(Hosts))],
     [L1, L2, L3, L4] = terrain_lab_test_hosts:addresses(Hosts),
     Srun = ["#!/bin/sh\n"
-            "# STAND-IN for SLURM's srun, written by terrain_lab_slurm_SUITE (real SLURM cannot run here):\n"
+            "# STAND-IN for SLURM's srun, written by terrain_lab_slurm_SUITE:\n"
             "# logs its arguments, then runs its command in the namespace of the host named by --nodelist.\n"
             "(IFS=\"$(printf '\\t')\"; printf '%s\\n' \"$*\") >> ", filename:join(Dir, "srun.log"), "\n"
             "host=\n"

@@ -131,3 +131,9 @@ a_cycle_in_a_broken_topology_ends_test() ->
 srun_runs_one_overlapping_task_on_the_named_node_test() ->
     ?assertEqual(["--nodes=1", "--ntasks=1", "--nodelist=atcn019", "--overlap", "--kill-on-bad-exit=1",
                   "--job-name=terrain-atcn019_1"], terrain_lab_slurm:srun_args("atcn019", atcn019_1)).
+
+%% A host listed twice is a sentence (format_error crashed on it: exit 127).
+a_host_listed_twice_is_a_sentence_test() ->
+    {error, Reason} = terrain_lab_slurm:allocation(env([{"SLURM_JOB_NODELIST", "n1,n1"},
+                                                        {"SLURM_TASKS_PER_NODE", "1(x2)"}])),
+    ?assertEqual("SLURM_JOB_NODELIST='n1,n1' lists n1 twice", lists:flatten(terrain_lab_slurm:format_error(Reason))).

@@ -13,13 +13,14 @@
 
 -export([suite/0, all/0, init_per_suite/1, end_per_suite/1]).
 -export([twelve_nodes_three_levels/0, twelve_nodes_three_levels/1,
-         twenty_four_nodes_three_levels/0, twenty_four_nodes_three_levels/1]).
+         twenty_four_nodes_three_levels/0, twenty_four_nodes_three_levels/1,
+         tree_probe_finds_the_spec_tree/0, tree_probe_finds_the_spec_tree/1]).
 
 suite() ->
     [{timetrap, {minutes, 6}}].
 
 all() ->
-    [twelve_nodes_three_levels, twenty_four_nodes_three_levels].
+    [twelve_nodes_three_levels, twenty_four_nodes_three_levels, tree_probe_finds_the_spec_tree].
 
 init_per_suite(Config) ->
     ok = terrain_lab_dist:ensure_started(#{}),
@@ -39,6 +40,45 @@ twenty_four_nodes_three_levels() ->
            "recovers the spec's tree (ARI 1.0 at both levels, all 8 clades)."}].
 twenty_four_nodes_three_levels(Config) ->
     recover({2, 3, 4}, Config).
+
+tree_probe_finds_the_spec_tree() ->
+    [{doc, "The tree strategy on 2 sites x 2 racks x 3 nodes (one way 0 / 500 us / 4 ms): the topology it builds "
+           "while measuring equals the spec's tree (every clade), it measured fewer than all pairs, and the files "
+           "hold null for the rest, pairs_measured, and topology.json listed in the manifest."}].
+tree_probe_finds_the_spec_tree(Config) ->
+    {ok, Spec} = terrain_lab_spec:from_terms(spec({2, 2, 3}), undefined),
+    {ok, Cluster} = terrain_lab:start_cluster(Spec, #{prefix => "tt" ++ os:getpid() ++ "_"}),
+    Infos = terrain_lab:cluster_nodes(Cluster),
+    try
+        Nodes = [N || #{node := N} <- Infos],
+        {ok, Result} = terrain_lab_probe:probe(Nodes, #{strategy => tree, batches => 1, messages => 10,
+                                                        warmup => 2, budget_ms => 60000}),
+        #{topology := Tree, unplaced := [], ended_by := complete, pairs := Pairs} = Result,
+        ByName = maps:from_list([{Name, N} || #{name := Name, node := N} <- Infos]),
+        Truth = terrain_lab_spec:topology(Spec, fun(Name) -> maps:get(Name, ByName) end, #{heights => false}),
+        {ok, Report} = terrain_tree_compare:compare(Tree, Truth),
+        ct:pal("tree ~p~nreport ~p", [Tree, Report]),
+        ?assertMatch(#{clade_recall := 1.0, clade_precision := 1.0}, Report),
+        Measured = length([P || {P, {ok, _}} <- maps:to_list(Pairs)]),
+        ?assert(Measured < 12 * 11),
+        {ok, Dir} = terrain_lab_run:create(?config(priv_dir, Config)),
+        {ok, Files} = terrain_lab_probe:write(Result, Dir, #{}),
+        ?assert(lists:member(filename:join(Dir, "topology.json"), Files)),
+        {ok, Latency} = terrain_json:read_file(filename:join(Dir, "latency.json")),
+        ?assertMatch(#{<<"pairs_measured">> := Measured, <<"pairs_total">> := 132, <<"strategy">> := <<"tree">>},
+                     Latency),
+        Nulls = length([V || Row <- maps:get(<<"min">>, maps:get(<<"stats">>, Latency)), V <- Row, V =:= null]),
+        ?assertEqual(132 - Measured, Nulls),
+        {ok, Manifest} = terrain_json:read_file(filename:join(Dir, "manifest.json")),
+        ?assert(lists:any(fun(#{<<"kind">> := K, <<"file">> := F}) -> {K, F} =:= {<<"topology">>, <<"topology.json">>};
+                             (_) -> false
+                          end, maps:get(<<"outputs">>, Manifest))),
+        {ok, _, _} = terrain_topology:from_json(element(2, file:read_file(filename:join(Dir, "topology.json")))),
+        {comment, io_lib:format("~b of 132 pairs measured", [Measured])}
+    after
+        ok = terrain_lab:stop_cluster(Cluster),
+        ?assertEqual([], [P || #{os_pid := P} <- Infos, terrain_lab_os:alive(P)])
+    end.
 
 %%--------------------------------------------------------------------
 

@@ -335,6 +335,8 @@ format_error({paths, {option, Key, Value}}) ->
     io_lib:format("bad communicator option ~0tp: ~0tp", [Key, Value]);
 format_error({paths, {bad_tree, Why}}) ->
     io_lib:format("bad tree configuration: ~0tp", [Why]);
+format_error({paths, {rules, File, {json, Offset, Message}}}) ->
+    io_lib:format("~ts: not a terrain.collective_rules/1 file: not JSON (~ts at byte ~b)", [File, Message, Offset]);
 format_error({paths, {rules, File, Why}}) ->
     io_lib:format("~ts: not a terrain.collective_rules/1 file: ~0tp", [File, Why]);
 format_error({paths, {config, File, Why}}) ->

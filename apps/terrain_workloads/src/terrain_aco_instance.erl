@@ -30,9 +30,10 @@
 %% the file name).
 -spec read(file:filename(), pos_integer() | auto, pos_integer()) -> {ok, instance()} | {error, error_reason()}.
 read(File, auto, K) ->
-    case jobs_from_name(File) of
-        {ok, Jobs} -> read(File, Jobs, K);
-        error -> {error, {aco_instance, {no_job_count, File}}}
+    case {file:read_file_info(File), jobs_from_name(File)} of
+        {{error, Why}, _} -> {error, {aco_instance, {file, File, Why}}};   % a missing file says so first
+        {_, {ok, Jobs}} -> read(File, Jobs, K);
+        {_, error} -> {error, {aco_instance, {no_job_count, File}}}
     end;
 read(File, Jobs, K) when is_integer(Jobs), Jobs > 0, is_integer(K) ->
     case numbers(File) of
@@ -93,27 +94,29 @@ jobs_from_name(File) ->
 format_error({aco_instance, {file, File, Why}}) ->
     io_lib:format("cannot read instance file ~ts: ~ts", [File, file:format_error(Why)]);
 format_error({aco_instance, {not_a_number, File, Token}}) ->
-    io_lib:format("~ts is not an OR-Library SMTWTP file: ~0tp is not a non-negative integer", [File, Token]);
+    case unicode:characters_to_list(Token) of
+        Text when is_list(Text) ->
+            io_lib:format("~ts is not an OR-Library SMTWTP file: \"~ts\" is not a non-negative integer", [File, Text]);
+        _ ->
+            io_lib:format("~ts is not an OR-Library SMTWTP file: it is not text", [File])
+    end;
 format_error({aco_instance, {bad_length, File, Count, Jobs}}) ->
     io_lib:format("~ts holds ~b numbers, not a multiple of 3 x ~b (processing times, weights and due dates "
                   "of ~b jobs per instance); give the right --jobs", [File, Count, Jobs, Jobs]);
 format_error({aco_instance, {no_such_instance, File, K, Count}}) ->
     io_lib:format("~ts has ~b instances (numbered from 1); there is no instance ~0tp", [File, Count, K]);
 format_error({aco_instance, {no_job_count, File}}) ->
-    io_lib:format("cannot tell the number of jobs per instance from the name ~ts; give --jobs",
-                  [filename:basename(File)]).
+    io_lib:format("cannot tell the number of jobs per instance from the name ~ts (OR-Library names end in "
+                  "it: wt40.txt); rename it, or with terrain aco give --jobs", [filename:basename(File)]).
 
 numbers(File) ->
     case file:read_file(File) of
         {ok, Bin} ->
-            Tokens = string:lexemes(Bin, " \t\r\n"),
-            try
-                {ok, [case string:to_integer(T) of
-                          {N, <<>>} when is_integer(N), N >= 0 -> N;
-                          _ -> throw({bad, T})
-                      end || T <- Tokens]}
-            catch
-                throw:{bad, T} -> {error, {aco_instance, {not_a_number, File, T}}}
+            %% bytes, not characters: a binary file is refused, never decoded
+            Tokens = [T || T <- re:split(Bin, "[ \t\r\n]+", [{return, binary}]), T =/= <<>>],
+            case [T || T <- Tokens, re:run(T, "^[0-9]{1,18}$", [{capture, none}]) =:= nomatch] of
+                [] -> {ok, [binary_to_integer(T) || T <- Tokens]};
+                [Bad | _] -> {error, {aco_instance, {not_a_number, File, binary:part(Bad, 0, min(20, byte_size(Bad)))}}}
             end;
         {error, Why} ->
             {error, {aco_instance, {file, File, Why}}}

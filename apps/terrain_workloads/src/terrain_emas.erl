@@ -180,8 +180,24 @@ format_error({emas, {model_is_local, M}}) ->
                   "islands on other nodes)", [M]);
 format_error({emas, {steps_need_a_deterministic_model, M}}) ->
     io_lib:format("a fixed number of steps needs the sequential or skel model, not ~ts", [M]);
+format_error({emas, {island_failed, I, Node, Why}}) ->
+    io_lib:format("island ~b on ~ts failed: ~ts", [I, Node, down_reason(Why)]);
+format_error({emas, {island_timeout, I, Node}}) ->
+    io_lib:format("island ~b on ~ts did not answer in time", [I, Node]);
+format_error({emas, {island_did_not_exit, Pid}}) ->
+    io_lib:format("an island (~0p) did not stop when told to", [Pid]);
+format_error({emas, {worker_failed, Where, Why}}) ->
+    io_lib:format("the skel worker ~0tp failed: ~ts", [Where, down_reason(Why)]);
+format_error({emas, {worker_timeout, Where}}) ->
+    io_lib:format("the skel worker ~0tp did not answer in time", [Where]);
 format_error({emas, Other}) ->
     io_lib:format("EMAS: ~0tp", [Other]).
+
+%% Why a monitored process on another node went away, in words.
+down_reason(noconnection) -> "its node went down or was cut off";
+down_reason(noproc) -> "it was not running";
+down_reason(killed) -> "it was killed";
+down_reason(Other) -> io_lib:format("~0tP", [Other, 12]).
 
 expected(model) -> "sequential, hybrid, concurrent or skel";
 expected(topology) -> "ring, mesh or nearest_first";

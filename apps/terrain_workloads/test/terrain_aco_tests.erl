@@ -119,3 +119,13 @@ a_local_run_repeats_with_its_seed_and_reaches_the_optimum_test_() ->
              ?assertEqual(maps:get(best_cost, R1), terrain_aco_ant:cost(I, maps:get(best, R1))),
              ?assert(maps:get(best_cost, R1) =< 913 * 1.05)
      end}.
+
+%% A binary file is an error that says it is not text (it crashed in string:lexemes:
+%% exit 70); a missing file says so before the job count is guessed from its name.
+a_binary_instance_file_is_an_error_test() ->
+    File = tmp(<<6, 15, 151, 247, 154, 216, 8, 223>>),
+    {error, Reason} = terrain_workloads:aco_read_instance(File, 40, 1),
+    ?assertMatch({aco_instance, {not_a_number, _, _}}, Reason),
+    ?assertMatch({match, _}, re:run(terrain_workloads:aco_format_error(Reason), "it is not text")),
+    {error, Missing} = terrain_workloads:aco_read_instance("/nonexist", auto, 1),
+    ?assertMatch({aco_instance, {file, "/nonexist", enoent}}, Missing).

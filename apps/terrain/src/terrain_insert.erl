@@ -1,0 +1,488 @@
+%% @private
+%% @doc Placing one node into a known topology by measuring it against a few
+%% representatives, top-down (docs/TOPOLOGY_DISCOVERY.md, "Tree-guided probing").
+%%
+%% The tree is a `terrain_topology:tree()' whose networks all carry a measured
+%% `height' (µs of round trip, as `terrain topology' and the tree probe write them).
+%% The caller supplies the measurement: `Measure(Node, Other)' returns
+%% `{ok, RoundTripMicroseconds}' or `{error, Why}'. Nothing else is touched, so the
+%% function is pure given its callback (the random choices come from `seed').
+%%
+%% == The descent ==
+%% At a network N of height H, with children C1 … Ck (networks or nodes), the node
+%% is measured against `representatives' members of each child (a member already
+%% measured at the level above counts); d(Ci) is the smallest of those round trips
+%% (delays only add). With S = √`gap':
+%% <ul>
+%% <li>d* = min d(Ci) above H·S: the node is outside N; the caller wraps N and the
+%%     node in a new network of height d* (a new root at the top).</li>
+%% <li>some d(Ci) ≤ H/S: the node belongs to the nearest such child: into a network
+%%     child it descends, with a node child it forms a new network of height d(Ci).</li>
+%% <li>otherwise: the node joins N directly, as a new child.</li>
+%% </ul>
+%% A decision that creates structure (a new network, a new direct child, outside)
+%% is what one inflated round trip to the right child's representative would cause,
+%% so it is re-checked first: one more member of every network child is measured and
+%% the level decided again.
+%%
+%% == Confirmation and repair ==
+%% After the placement, `confirm' more members are measured, one per ancestor
+%% network from the lowest up, each taken from a child of that ancestor other than
+%% the node's own, so that its predicted round trip is the ancestor's height. A round
+%% trip below prediction/S or above prediction·S contradicts the placement: the
+%% descent is run again from the original tree with one more representative per
+%% child, every round trip measured so far taking part (so a member that measured
+%% close pulls the node to it). At most `retries' times; the last placement stands.
+%%
+%% Heights: a network's height is the round trip that created it (a node joining
+%% another: their round trip; a network wrapped: the smallest round trip from the
+%% node to it), a typical round trip across the network rather than its diameter, so
+%% that the thresholds do not drift upwards with the largest of many noisy values.
+%% When the node measures near every child of a network (below height/S), the
+%% height was overestimated (made from one inflated round trip) and is lowered to
+%% the largest of those round trips. When it measures near two or more children but
+%% not all, those children are near each other too (ultrametric inequality) and are
+%% merged into one new network, which the node then enters. Finally, along the
+%% node's path, a child network at least height/S high is the same level as its
+%% parent and is dissolved into it.
+-module(terrain_insert).
+
+%% API
+-export([insert/4,
+         remove/2,
+         format_error/1]).
+
+-export_type([options/0, measure/0, pair/0, error_reason/0]).
+
+%% The options, documented with the type in the public module.
+-type options() :: terrain:insert_options().
+-type measure() :: terrain:measure().
+-type pair() :: terrain:measured_pair().
+-type error_reason() :: {insert, term()}.
+
+-define(DEFAULTS, #{representatives => 1, confirm => 2, gap => 10, retries => 2, attempts => 3}).
+
+%% The state of one insertion: the options, the random state, and every round trip
+%% measured so far (the node against Other), newest first.
+-record(ctx, {node :: node(),
+              measure :: measure(),
+              reps :: pos_integer(),
+              attempts :: pos_integer(),
+              s :: float(),
+              name :: term(),
+              rand :: rand:state(),
+              cache = #{} :: #{node() => number() | failed},
+              pairs = [] :: [pair()]}).
+
+%%--------------------------------------------------------------------
+%% API
+
+%% @doc Inserts `Node' into `Tree' (see the module doc). Returns the new tree and the
+%% round trips measured, `{Node, Other, RoundTrip}', in the order they were measured;
+%% failed measurements are left out.
+-spec insert(node(), terrain_topology:tree(), measure(), options()) ->
+          {ok, terrain_topology:tree(), [pair()]} | {error, error_reason()}.
+insert(Node, Tree, Measure, Options) when is_atom(Node), is_function(Measure, 2) ->
+    case validate_options(Options) of
+        {ok, Opts} ->
+            case check_tree(Tree, Node) of
+                ok -> place(Node, Tree, Measure, Opts);
+                {error, _} = Error -> Error
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+%% @doc Removes a node from a tree: a network left with one child is replaced by that
+%% child (the root by its only network child, if it has one); a network left empty
+%% goes. The heights stay. `{error, _}' if the node is not in the tree or is its only
+%% node.
+-spec remove(node(), terrain_topology:tree()) -> {ok, terrain_topology:tree()} | {error, error_reason()}.
+remove(Node, Tree) ->
+    case without(Node, Tree) of
+        unchanged -> {error, {insert, {not_a_member, Node}}};
+        empty -> {error, {insert, {last_node, Node}}};
+        {network, _, _, [{network, _, _, _} = Only]} -> {ok, Only};
+        NewTree -> {ok, NewTree}
+    end.
+
+%% Validates options and fills in the defaults (except `seed' and `name', which
+%% default to values derived from the node).
+-spec validate_options(term()) -> {ok, options()} | {error, error_reason()}.
+validate_options(Options) when is_map(Options) ->
+    try
+        maps:foreach(fun check_option/2, Options),
+        {ok, maps:merge(?DEFAULTS, Options)}
+    catch
+        throw:Reason -> {error, {insert, Reason}}
+    end;
+validate_options(Options) ->
+    {error, {insert, {bad_options, Options}}}.
+
+%% @doc A sentence for an error of this module.
+-spec format_error(error_reason()) -> iolist().
+format_error({insert, {bad_option, Key, Value}}) ->
+    io_lib:format("bad value for insertion option ~0tp: ~0tp (~ts)", [Key, Value, option_help(Key)]);
+format_error({insert, {unknown_option, Key}}) ->
+    io_lib:format("unknown insertion option ~0tp (known: attempts, confirm, gap, name, representatives, "
+                  "retries, seed)", [Key]);
+format_error({insert, {bad_options, Options}}) ->
+    io_lib:format("insertion options must be a map, got ~0tP", [Options, 8]);
+format_error({insert, {already_a_member, Node}}) ->
+    io_lib:format("~0tp is already in the tree", [Node]);
+format_error({insert, {not_a_member, Node}}) ->
+    io_lib:format("~0tp is not in the tree", [Node]);
+format_error({insert, {last_node, Node}}) ->
+    io_lib:format("~0tp is the only node of the tree; a tree cannot be empty", [Node]);
+format_error({insert, {no_height, Name}}) ->
+    io_lib:format("network ~0tp has no measured height: insertion needs a height on every network "
+                  "({network, Name, #{height => Us}, Children})", [Name]);
+format_error({insert, {bad_tree, Term}}) ->
+    io_lib:format("not a topology tree: ~0tP", [Term, 8]);
+format_error({insert, {no_measurement, Node, Why}}) ->
+    io_lib:format("no round trip to ~0tp could be measured (last error: ~0tP)", [Node, Why, 8]).
+
+%%--------------------------------------------------------------------
+%% Options and the tree
+
+check_option(representatives, V) when is_integer(V), V >= 1 -> ok;
+check_option(confirm, V) when is_integer(V), V >= 0 -> ok;
+check_option(gap, V) when is_number(V), V > 1 -> ok;
+check_option(retries, V) when is_integer(V), V >= 0 -> ok;
+check_option(attempts, V) when is_integer(V), V >= 1 -> ok;
+check_option(seed, V) when is_integer(V) -> ok;
+check_option(name, _) -> ok;
+check_option(Key, Value) ->
+    case maps:is_key(Key, ?DEFAULTS) of
+        true -> throw({bad_option, Key, Value});
+        false -> throw({unknown_option, Key})
+    end.
+
+option_help(representatives) -> "an integer >= 1";
+option_help(confirm) -> "an integer >= 0";
+option_help(gap) -> "a number > 1";
+option_help(retries) -> "an integer >= 0";
+option_help(attempts) -> "an integer >= 1";
+option_help(seed) -> "an integer";
+option_help(_) -> "".
+
+%% Every network has a height, the root is a network, and Node is not a leaf. One
+%% walk over the tree.
+check_tree({network, _, _, _} = Tree, Node) ->
+    try check_subtree(Tree, Node)
+    catch throw:Why -> {error, {insert, Why}}
+    end;
+check_tree({network, _, _} = Tree, _Node) ->
+    {error, {insert, {no_height, element(2, Tree)}}};
+check_tree({network, _}, _Node) ->
+    {error, {insert, {no_height, unnamed}}};
+check_tree(Other, _Node) ->
+    {error, {insert, {bad_tree, Other}}}.
+
+check_subtree({node, Node}, Node) ->
+    throw({already_a_member, Node});
+check_subtree({node, N}, _Node) when is_atom(N) ->
+    ok;
+check_subtree({network, Name, #{height := H}, [_ | _] = Children}, Node) when is_number(H), H >= 0 ->
+    _ = Name,
+    lists:foreach(fun(C) -> check_subtree(C, Node) end, Children);
+check_subtree({network, Name, _, _}, _Node) ->
+    throw({no_height, Name});
+check_subtree({network, Name, _}, _Node) ->
+    throw({no_height, Name});
+check_subtree({network, _}, _Node) ->
+    throw({no_height, unnamed});
+check_subtree(Other, _Node) ->
+    throw({bad_tree, Other}).
+
+without(Node, {node, Node}) ->
+    empty;
+without(_Node, {node, _}) ->
+    unchanged;
+without(Node, {network, Name, Opts, Children}) ->
+    case without_children(Node, Children, [], false) of
+        unchanged -> unchanged;
+        [] -> empty;
+        NewChildren -> {network, Name, Opts, NewChildren}
+    end.
+
+without_children(_Node, [], _Acc, false) ->
+    unchanged;
+without_children(_Node, [], Acc, true) ->
+    lists:reverse(Acc);
+without_children(Node, [C | Rest], Acc, true) ->
+    without_children(Node, Rest, [C | Acc], true);
+without_children(Node, [C | Rest], Acc, false) ->
+    case without(Node, C) of
+        unchanged -> without_children(Node, Rest, [C | Acc], false);
+        empty -> without_children(Node, Rest, Acc, true);
+        {network, _, _, [{node, _} = Only]} -> without_children(Node, Rest, [Only | Acc], true);
+        {network, _, _, [{network, _, _, _} = Only]} -> without_children(Node, Rest, [Only | Acc], true);
+        NewC -> without_children(Node, Rest, [NewC | Acc], true)
+    end.
+
+%%--------------------------------------------------------------------
+%% Placement
+
+place(Node, Tree, Measure, #{representatives := Reps, confirm := Confirm, gap := Gap, retries := Retries,
+                             attempts := Attempts} = Opts) ->
+    Seed = maps:get(seed, Opts, erlang:phash2(Node)),
+    Ctx0 = #ctx{node = Node, measure = Measure, reps = Reps, attempts = Attempts, s = math:sqrt(Gap),
+                name = maps:get(name, Opts, Node), rand = rand:seed_s(exsss, Seed)},
+    attempt(Tree, Confirm, Retries, [], Ctx0).
+
+%% One descent from the original tree, then its confirmation; on a contradiction and
+%% while retries are left, another descent with one more representative per child
+%% and every round trip measured so far.
+attempt(Tree, Confirm, Retries, Known, Ctx0) ->
+    case descend(Tree, Known, Ctx0) of
+        {error, _} = Error ->
+            Error;
+        {NewTree, Path, Ctx1} ->
+            case confirm(NewTree, Path, Confirm, Ctx1) of
+                {true, Ctx2} ->
+                    {ok, normalise(NewTree, Path, Ctx2#ctx.s), lists:reverse(Ctx2#ctx.pairs)};
+                {false, Ctx2} when Retries =:= 0 ->
+                    {ok, normalise(NewTree, Path, Ctx2#ctx.s), lists:reverse(Ctx2#ctx.pairs)};
+                {false, Ctx2} ->
+                    Measured = [{X, D} || {X, D} <- maps:to_list(Ctx2#ctx.cache), is_number(D)],
+                    Located = locate(Tree, Measured),
+                    attempt(Tree, Confirm, Retries - 1, Located, Ctx2#ctx{reps = Ctx2#ctx.reps + 1})
+            end
+    end.
+
+%% Along the node's path, a child network at least height/S high is the same level
+%% as its parent (levels are S² apart): its children move up into the parent. Such
+%% pairs arise when a height made from an inflated round trip was lowered.
+normalise({network, Name, #{height := H} = Opts, Children}, [I | Rest], S) ->
+    Kids = lists:append([case {J, C} of
+                             {I, _} -> splice(normalise(C, Rest, S), H, S);
+                             _ -> splice(C, H, S)
+                         end || {J, C} <- lists:zip(lists:seq(1, length(Children)), Children)]),
+    {network, Name, Opts, Kids};
+normalise(Leaf, [], _S) ->
+    Leaf.
+
+splice({network, _, #{height := Hc}, Sub}, H, S) when Hc >= H / S -> Sub;
+splice(C, _H, _S) -> [C].
+
+%% The descent from the root. Known: measurements `{PathInTree, RoundTrip}' to reuse.
+%% Returns the new tree and the path of child positions from its root to the node.
+descend(Tree, Known, Ctx) ->
+    try level(Tree, Known, Ctx) of
+        {inside, NewTree, Path, Ctx1} ->
+            {NewTree, Path, Ctx1};
+        {outside, D, Ctx1} ->
+            {wrap(Tree, D, Ctx1), [2], Ctx1}
+    catch
+        throw:{no_measurement, Why} -> {error, {insert, {no_measurement, Ctx#ctx.node, Why}}}
+    end.
+
+%% A new network of height D holding Net and the node; a network of height 0 with a
+%% single node (the start of a tree) takes the node in instead.
+wrap({network, Name, Opts, [{node, _} = Only]}, D, #ctx{node = Node}) ->
+    {network, Name, Opts#{height => max(D, maps:get(height, Opts))}, [Only, {node, Node}]};
+wrap(Net, D, #ctx{node = Node, name = Name}) ->
+    {network, Name, #{height => D}, [Net, {node, Node}]}.
+
+%% One level of the descent at network Net with the measurements Known (paths
+%% relative to Net). Returns {inside, NewNet, PathToNode, Ctx} or {outside, D, Ctx}.
+level({network, Name, #{height := H} = Opts, Children}, Known, Ctx0) ->
+    Indexed = lists:zip(lists:seq(1, length(Children)), Children),
+    Grouped = group_known(Known),
+    {PerChild, Ctx1} = measure_children(Indexed, Grouped, Ctx0#ctx.reps, Ctx0),
+    case decide(PerChild, H, Ctx1) of
+        {structural, _} = First ->
+            %% what one inflated round trip would cause: one more member of every
+            %% network child, and decide again
+            {PerChild2, Ctx2} = measure_children(Indexed, PerChild, Ctx1#ctx.reps + 1, Ctx1),
+            case PerChild2 =:= PerChild of
+                true -> apply_decision(First, Name, Opts, Indexed, PerChild, Ctx2);
+                false -> apply_decision(decide(PerChild2, H, Ctx2), Name, Opts, Indexed, PerChild2, Ctx2)
+            end;
+        Decision ->
+            apply_decision(Decision, Name, Opts, Indexed, PerChild, Ctx1)
+    end.
+
+%% The decision at a network of height H from the children's measurements.
+decide(PerChild, H, #ctx{s = S} = Ctx) ->
+    Mins = [{lists:min([D || {_, D} <- Ms]), I} || {I, [_ | _] = Ms} <- maps:to_list(PerChild)],
+    case Mins of
+        [] ->
+            throw({no_measurement, nothing_measured});
+        _ ->
+            {DStar, IStar} = lists:min(Mins),
+            Near = lists:sort([{I, D} || {D, I} <- Mins, D < H / S]),
+            Largest = lists:max([D || {D, _} <- Mins]),
+            if
+                DStar > H * S ->
+                    {structural, {outside, DStar}};
+                length(Near) >= 2, length(Near) =:= map_size(PerChild) ->
+                    %% near every child: the height was overestimated (a network made
+                    %% from one inflated round trip); lower it to what was measured
+                    {lower, Largest, decide(PerChild, Largest, Ctx)};
+                length(Near) >= 2 ->
+                    {merge, [I || {I, _} <- Near], lists:max([D || {_, D} <- Near])};
+                DStar < H / S ->
+                    {into, IStar, DStar};
+                true ->
+                    {structural, {direct, DStar}}
+            end
+    end.
+
+apply_decision({lower, H, Decision}, Name, Opts, Indexed, PerChild, Ctx) ->
+    apply_decision(Decision, Name, Opts#{height => H}, Indexed, PerChild, Ctx);
+apply_decision({structural, {outside, D}}, _Name, _Opts, _Indexed, _PerChild, Ctx) ->
+    {outside, D, Ctx};
+apply_decision({structural, {direct, _}}, Name, Opts, Indexed, _PerChild, #ctx{node = Node} = Ctx) ->
+    Children = [C || {_, C} <- Indexed],
+    {inside, {network, Name, Opts, Children ++ [{node, Node}]},
+     [length(Children) + 1], Ctx};
+apply_decision({merge, Is, D}, Name, Opts, Indexed, PerChild, #ctx{name = NewName, s = S} = Ctx) ->
+    %% two children both near the node are near each other (d(A, B) =< max(d(x, A),
+    %% d(x, B)) in an ultrametric): they belong in one network, which the node then
+    %% enters. A near network as high as that network (within S) is the same level:
+    %% its children join the new network instead of nesting one level too many.
+    {Merged, Known, Names, _} =
+        lists:foldl(fun(I, {Kids, Ks, Ns, Next}) ->
+                            Ms = maps:get(I, PerChild),
+                            case lists:nth(I, [C || {_, C} <- Indexed]) of
+                                {network, N, #{height := H}, Sub} when H >= D / S ->
+                                    {Kids ++ Sub, Ks ++ [{[Next + J - 1 | Rest], X} || {[J | Rest], X} <- Ms],
+                                     [N | Ns], Next + length(Sub)};
+                                C ->
+                                    {Kids ++ [C], Ks ++ [{[Next | Rest], X} || {Rest, X} <- Ms], Ns, Next + 1}
+                            end
+                    end, {[], [], [], 1}, Is),
+    MName = case Names of
+                [One] -> One;
+                _ -> NewName
+            end,
+    {inside, NewM, Path, Ctx1} = level({network, MName, #{height => D}, Merged}, Known, Ctx),
+    [First | _] = Is,
+    Children = [case J of First -> NewM; _ -> C end || {J, C} <- Indexed, J =:= First orelse not lists:member(J, Is)],
+    {inside, {network, Name, Opts, Children}, [First | Path], Ctx1};
+apply_decision({into, I, D}, Name, Opts1, Indexed, PerChild, #ctx{node = Node, name = NewName} = Ctx) ->
+    {Child, Path, Ctx1} =
+        case lists:nth(I, [C || {_, C} <- Indexed]) of
+            {node, _} = Leaf ->
+                {{network, NewName, #{height => D}, [Leaf, {node, Node}]}, [2], Ctx};
+            {network, _, _, _} = Net ->
+                Below = [{P, X} || {P, X} <- maps:get(I, PerChild)],
+                case level(Net, Below, Ctx) of
+                    {inside, NewNet, P, C1} -> {NewNet, P, C1};
+                    {outside, DOut, C1} -> {wrap(Net, DOut, C1), [2], C1}
+                end
+        end,
+    Children = [case J of I -> Child; _ -> C end || {J, C} <- Indexed],
+    {inside, {network, Name, Opts1, Children}, [I | Path], Ctx1}.
+
+%% Known measurements grouped by the child they fall in: #{I => [{RestPath, D}]}.
+group_known(Known) ->
+    lists:foldl(fun({[I | Rest], D}, Acc) -> maps:update_with(I, fun(L) -> [{Rest, D} | L] end, [{Rest, D}], Acc) end,
+                #{}, Known).
+
+%% At least Want measurements per child (a node child has one member: one at most),
+%% trying up to `attempts' members per missing measurement.
+measure_children(Indexed, Grouped, Want, Ctx0) ->
+    lists:foldl(fun({I, Child}, {Acc, Ctx}) ->
+                        Have = maps:get(I, Grouped, []),
+                        {Ms, Ctx1} = fill(Child, Have, Want, Ctx#ctx.attempts * Want, Ctx),
+                        {Acc#{I => Ms}, Ctx1}
+                end, {#{}, Ctx0}, Indexed).
+
+fill({node, X}, [], _Want, _Tries, Ctx) ->
+    case measure(X, Ctx) of
+        {ok, D, Ctx1} -> {[{[], D}], Ctx1};
+        {error, _, Ctx1} -> {[], Ctx1}
+    end;
+fill({node, _}, Have, _Want, _Tries, Ctx) ->
+    {Have, Ctx};
+fill(_Net, Have, Want, Tries, Ctx) when length(Have) >= Want; Tries =< 0 ->
+    {Have, Ctx};
+fill(Net, Have, Want, Tries, #ctx{rand = R0} = Ctx) ->
+    {X, Path, R1} = random_leaf(Net, R0),
+    case maps:is_key(X, Ctx#ctx.cache) of
+        true ->
+            fill(Net, Have, Want, Tries - 1, Ctx#ctx{rand = R1});
+        false ->
+            case measure(X, Ctx#ctx{rand = R1}) of
+                {ok, D, Ctx1} -> fill(Net, [{Path, D} | Have], Want, Tries - 1, Ctx1);
+                {error, _, Ctx1} -> fill(Net, Have, Want, Tries - 1, Ctx1)
+            end
+    end.
+
+%% A member chosen by a random walk down from the network, and its path.
+random_leaf({node, X}, R) ->
+    {X, [], R};
+random_leaf({network, _, _, Children}, R0) ->
+    {I, R1} = rand:uniform_s(length(Children), R0),
+    {X, Path, R2} = random_leaf(lists:nth(I, Children), R1),
+    {X, [I | Path], R2}.
+
+measure(X, #ctx{node = Node, measure = Measure, cache = Cache, pairs = Pairs} = Ctx) ->
+    case maps:find(X, Cache) of
+        {ok, failed} ->
+            {error, failed, Ctx};
+        {ok, D} ->
+            {ok, D, Ctx};
+        error ->
+            case Measure(Node, X) of
+                {ok, D} when is_number(D), D >= 0 ->
+                    {ok, D, Ctx#ctx{cache = Cache#{X => D}, pairs = [{Node, X, D} | Pairs]}};
+                {ok, Bad} ->
+                    {error, {bad_round_trip, Bad}, Ctx#ctx{cache = Cache#{X => failed}}};
+                {error, Why} ->
+                    %% remembered for the error message if nothing can be measured
+                    {error, Why, Ctx#ctx{cache = Cache#{X => failed}}}
+            end
+    end.
+
+%%--------------------------------------------------------------------
+%% Confirmation
+
+%% Up to Count members, one per ancestor of the node from the lowest up, each from a
+%% child of that ancestor other than the node's own; true when every round trip
+%% agrees with the ancestor's height within a factor S.
+confirm(_Tree, _Path, 0, Ctx) ->
+    {true, Ctx};
+confirm(Tree, Path, Count, Ctx) ->
+    Ancestors = lists:reverse(ancestors(Tree, Path)),
+    confirm_each(lists:sublist(Ancestors, Count), true, Ctx).
+
+confirm_each([], Agree, Ctx) ->
+    {Agree, Ctx};
+confirm_each([{H, Others} | Rest], Agree, #ctx{s = S, rand = R0} = Ctx) ->
+    {I, R1} = rand:uniform_s(length(Others), R0),
+    {X, _, R2} = random_leaf(lists:nth(I, Others), R1),
+    case maps:is_key(X, Ctx#ctx.cache) of
+        true ->
+            confirm_each(Rest, Agree, Ctx#ctx{rand = R2});
+        false ->
+            case measure(X, Ctx#ctx{rand = R2}) of
+                {ok, D, Ctx1} -> confirm_each(Rest, Agree andalso D >= H / S andalso D =< H * S, Ctx1);
+                {error, _, Ctx1} -> confirm_each(Rest, Agree, Ctx1)
+            end
+    end.
+
+%% The ancestors of the node at Path, root first: {Height, ChildrenOtherThanTheNodes}.
+ancestors({node, _}, []) ->
+    [];
+ancestors({network, _, #{height := H}, Children}, [I | Rest]) ->
+    Others = [C || {J, C} <- lists:zip(lists:seq(1, length(Children)), Children), J =/= I],
+    Here = case Others of
+               [] -> [];
+               _ -> [{H, Others}]
+           end,
+    Here ++ ancestors(lists:nth(I, Children), Rest).
+
+%% The paths in Tree of measured members, for a new descent: [{Path, D}].
+locate(Tree, Measured) ->
+    Paths = paths(Tree, [], #{}),
+    [{lists:reverse(maps:get(X, Paths)), D} || {X, D} <- Measured, is_map_key(X, Paths)].
+
+paths({node, X}, Rev, Acc) ->
+    Acc#{X => Rev};
+paths({network, _, _, Children}, Rev, Acc) ->
+    {_, Acc1} = lists:foldl(fun(C, {I, A}) -> {I + 1, paths(C, [I | Rev], A)} end, {1, Acc}, Children),
+    Acc1.

@@ -1,0 +1,147 @@
+%% Unit tests of the insertion of one node into a known tree (terrain_insert via
+%% terrain:insert_node/4).
+-module(terrain_insert_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+%% Two sites of 100 µs racks under a 10 ms root:
+%% site a (1 ms): rack a1 [a11, a12, a13], rack a2 [a21, a22]; site b (1 ms): rack b1 [b11, b12], node b0.
+truth() ->
+    {network, root, #{height => 10000},
+     [{network, a, #{height => 1000},
+       [{network, a1, #{height => 100}, [{node, a11}, {node, a12}, {node, a13}]},
+        {network, a2, #{height => 100}, [{node, a21}, {node, a22}]}]},
+      {network, b, #{height => 1000},
+       [{network, b1, #{height => 100}, [{node, b11}, {node, b12}]},
+        {node, b0}]}]}.
+
+exact(Truth) ->
+    {Measure, _} = prop_insert:model(Truth, 0.0, 1),
+    Measure.
+
+clades_equal(Found, Truth) ->
+    {ok, #{clade_recall := R, clade_precision := P}} = terrain:compare_topologies(Found, Truth),
+    {R, P} =:= {1.0, 1.0}.
+
+into_its_rack_test() ->
+    {ok, Without} = terrain_insert:remove(a12, truth()),
+    {ok, Found, Pairs} = terrain:insert_node(a12, Without, exact(truth()), #{}),
+    ?assert(clades_equal(Found, truth())),
+    %% root: 2 children, site a: 2, rack a1: 2 (one of them already measured), plus 2 confirmations
+    ?assert(length(Pairs) =< 2 + 2 + 2 + 2),
+    ?assertEqual([a12], lists:usort([A || {A, _, _} <- Pairs])).
+
+joining_a_lone_node_forms_a_network_test() ->
+    %% rack b1 without b12 collapses into its lone node b11 under site b
+    {ok, Without} = terrain_insert:remove(b12, truth()),
+    ?assertMatch({network, root, _, [_, {network, b, _, [{node, b11}, {node, b0}]}]}, Without),
+    {ok, Found, _} = terrain:insert_node(b12, Without, exact(truth()), #{name => rack}),
+    ?assertMatch({network, root, _, [_, {network, b, _, [{network, rack, #{height := 100.0}, [{node, b11}, {node, b12}]},
+                                                         {node, b0}]}]}, Found),
+    ?assert(clades_equal(Found, truth())).
+
+a_direct_child_of_its_site_test() ->
+    {ok, Without} = terrain_insert:remove(b0, truth()),
+    {ok, Found, _} = terrain:insert_node(b0, Without, exact(truth()), #{}),
+    ?assert(clades_equal(Found, truth())).
+
+outside_a_network_wraps_it_test() ->
+    %% a site with one rack: without b0, site b is just rack b1 under the root
+    Truth = {network, root, #{height => 10000},
+             [{network, a, #{height => 1000}, [{node, a1}, {node, a2}]},
+              {network, b, #{height => 1000},
+               [{network, b1, #{height => 100}, [{node, b11}, {node, b12}]}, {node, b0}]}]},
+    {ok, Without} = terrain_insert:remove(b0, Truth),
+    ?assertMatch({network, root, _, [_, {network, b1, _, _}]}, Without),
+    {ok, Found, _} = terrain:insert_node(b0, Without, exact(Truth), #{name => site}),
+    ?assertMatch({network, root, _, [_, {network, site, #{height := 1000.0}, [{network, b1, _, _}, {node, b0}]}]},
+                 Found).
+
+a_new_root_above_the_tree_test() ->
+    Tree = {network, here, #{height => 100}, [{node, x1}, {node, x2}]},
+    Measure = fun(far, _) -> {ok, 5000} end,
+    {ok, Found, Pairs} = terrain:insert_node(far, Tree, Measure, #{name => top}),
+    ?assertEqual({network, top, #{height => 5000}, [Tree, {node, far}]}, Found),
+    ?assert(length(Pairs) >= 2).
+
+the_first_pair_test() ->
+    {ok, Found, [{b, a, 42}]} = terrain:insert_node(b, {network, c, #{height => 0}, [{node, a}]},
+                                                    fun(b, a) -> {ok, 42} end, #{}),
+    ?assertEqual({network, c, #{height => 42}, [{node, a}, {node, b}]}, Found).
+
+%% The representative of the true rack measures an inflated round trip (congestion):
+%% the descent would make the node a direct child of its site, a structural decision
+%% that is re-checked with the rack's other member, which measures right.
+an_inflated_representative_is_outvoted_test() ->
+    Truth = truth(),
+    Exact = exact(Truth),
+    {ok, Without1} = terrain_insert:remove(a13, Truth),
+    Measure = fun(a13, a11) -> {ok, 5000.0};
+                 (A, B) -> Exact(A, B)
+              end,
+    [?assert(clades_equal(element(2, terrain:insert_node(a13, Without1, Measure, #{seed => S})), Truth))
+     || S <- lists:seq(1, 20)].
+
+%% A confirmation pair that contradicts the placement (a member measured much nearer
+%% than the tree says) starts a new descent with one more representative per child:
+%% here the first member of site b measured is honest, every other one lies "1 µs".
+%% Without retries the descent's placement stands; with them more pairs are measured.
+a_contradicted_confirmation_measures_again_test() ->
+    Truth = truth(),
+    {ok, Without} = terrain_insert:remove(a12, Truth),
+    Exact = exact(Truth),
+    Run = fun(Seed, Retries) ->
+                  put(honest_b, undefined),
+                  Measure = fun(a12, B) when B =:= b11; B =:= b12; B =:= b0 ->
+                                    case get(honest_b) of
+                                        undefined -> put(honest_b, B), Exact(a12, B);
+                                        B -> Exact(a12, B);
+                                        _ -> {ok, 1.0}
+                                    end;
+                               (A, B) -> Exact(A, B)
+                            end,
+                  {ok, Found, Pairs} = terrain:insert_node(a12, Without, Measure,
+                                                           #{seed => Seed, retries => Retries, confirm => 3}),
+                  {Found, length(Pairs)}
+          end,
+    NoRetry = [Run(S, 0) || S <- lists:seq(1, 10)],
+    Retry = [Run(S, 2) || S <- lists:seq(1, 10)],
+    ?assert(lists:all(fun({Found, _}) -> clades_equal(Found, Truth) end, NoRetry)),
+    ?assert(lists:sum([N || {_, N} <- Retry]) > lists:sum([N || {_, N} <- NoRetry])).
+
+a_failed_measurement_tries_another_member_test() ->
+    {ok, Without} = terrain_insert:remove(a12, truth()),
+    Exact = exact(truth()),
+    Measure = fun(_, a11) -> {error, timeout};
+                 (A, B) -> Exact(A, B)
+              end,
+    {ok, Found, Pairs} = terrain:insert_node(a12, Without, Measure, #{}),
+    ?assert(clades_equal(Found, truth())),
+    ?assertNot(lists:keymember(a11, 2, Pairs)).
+
+nothing_measurable_is_an_error_test() ->
+    {error, {insert, {no_measurement, x, _}} = Reason} =
+        terrain:insert_node(x, truth(), fun(_, _) -> {error, down} end, #{}),
+    ?assertMatch("no round trip to x could be measured" ++ _, lists:flatten(terrain:format_error(Reason))).
+
+bad_input_test_() ->
+    M = fun(_, _) -> {ok, 1} end,
+    [?_assertMatch({error, {insert, {already_a_member, a11}}}, terrain:insert_node(a11, truth(), M, #{})),
+     ?_assertMatch({error, {insert, {no_height, r}}},
+                   terrain:insert_node(x, {network, r, [{node, a}]}, M, #{})),
+     ?_assertMatch({error, {insert, {bad_option, gap, 1}}}, terrain:insert_node(x, truth(), M, #{gap => 1})),
+     ?_assertMatch({error, {insert, {unknown_option, reps}}}, terrain:insert_node(x, truth(), M, #{reps => 1})),
+     ?_assertMatch("network r has no measured height" ++ _,
+                   lists:flatten(terrain:format_error({insert, {no_height, r}}))),
+     ?_assertMatch("bad value for insertion option gap" ++ _,
+                   lists:flatten(terrain:format_error({insert, {bad_option, gap, 1}})))].
+
+remove_test_() ->
+    [?_assertEqual({error, {insert, {not_a_member, zz}}}, terrain_insert:remove(zz, truth())),
+     ?_assertEqual({error, {insert, {last_node, a}}}, terrain_insert:remove(a, {network, c, #{height => 0}, [{node, a}]})),
+     ?_assertEqual({ok, {network, c, #{height => 5}, [{node, a}]}},
+                   terrain_insert:remove(b, {network, c, #{height => 5}, [{node, a}, {node, b}]}))].
+
+same_call_same_pairs_test() ->
+    {ok, Without} = terrain_insert:remove(a21, truth()),
+    {Measure, _} = prop_insert:model(truth(), 0.1, 7),
+    ?assertEqual(terrain:insert_node(a21, Without, Measure, #{}), terrain:insert_node(a21, Without, Measure, #{})).

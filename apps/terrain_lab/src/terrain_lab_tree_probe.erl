@@ -1,0 +1,223 @@
+%% @private
+%% @doc Tree-guided probing: builds the topology while it measures, inserting the
+%% nodes in waves with `terrain:insert_node/4' (docs/TOPOLOGY_DISCOVERY.md,
+%% "Tree-guided probing"). The same code runs against VMs (`terrain probe --strategy
+%% tree', whose measuring callback probes a pair) and against a latency model
+%% (`terrain topology simulate').
+%%
+%% == Waves ==
+%% The tree starts with the first node. A wave takes the next nodes, at most as many
+%% as the tree holds already and at most `wave' (1, 1, 2, 4, … so the tree always
+%% outnumbers the newcomers). Every node of a wave is placed into the same tree,
+%% independently, through `map' (in parallel for VMs); then the wave's nodes are
+%% inserted into the tree one after the other, with the round trips the first pass
+%% measured answered from memory: only the pairs the grown tree asks for anew are
+%% measured then (typically a newcomer against another newcomer of its own group).
+%%
+%% == Repair ==
+%% After the last wave, every measured round trip is compared with the tree's
+%% distance for its pair. One below distance/√gap contradicts the tree (delays only
+%% add: a round trip cannot come out shorter than its path); one above distance·√gap
+%% may be an outlier. A node with a too-short round trip, or with too-long ones making
+%% up at least three and a quarter of its round trips, is taken out and inserted again
+%% with one more representative per child (its measured round trips kept), at most
+%% `repair_rounds' times.
+%%
+%% == Budget ==
+%% No wave (and no repair) starts once `stop' says so; the nodes not placed by then are
+%% returned as `unplaced'. The measuring callback keeps its own deadline.
+-module(terrain_lab_tree_probe).
+
+%% API
+-export([build/3]).
+
+-export_type([options/0, result/0, measure/0]).
+
+-type measure() :: fun((node(), node()) -> {ok, number()} | {error, term()}).
+
+-type options() ::
+        #{insert => terrain:insert_options(),  % options of every insertion (gap, confirm, representatives …)
+          wave => pos_integer(),                % most nodes placed at once (default 32)
+          map => fun((fun((node()) -> term()), [node()]) -> [term()]), % runs a wave's first pass (default lists:map)
+          stop => fun(() -> boolean()),         % asked before every wave and repair: true ends the build
+                                                % (the budget is spent, or the user interrupted)
+          repair_rounds => non_neg_integer(),   % passes of the repair (default 2)
+          progress => fun((progress()) -> any()) | none}. % after every wave
+
+-type progress() :: #{placed := non_neg_integer(), total := non_neg_integer(), pairs := non_neg_integer(),
+                      elapsed_ms := non_neg_integer()}.
+
+-type result() :: #{tree := terrain:topology_tree(),      % the nodes placed (names c, c1, c1_2 … by position)
+                    placed := [node()],
+                    unplaced := [node()],                  % not placed: the budget ended, or nothing measurable
+                    pairs := #{{node(), node()} => number()}, % every round trip measured, {A, B} as measured
+                    waves := non_neg_integer(),
+                    reinserted := non_neg_integer(),       % nodes the repair placed again
+                    ended_by := complete | stopped}.
+
+-define(DEFAULT_WAVE, 32).
+
+%%--------------------------------------------------------------------
+%% API
+
+%% @doc Builds the tree of `Nodes' (at least one), in their order, with `Measure'.
+-spec build([node(), ...], measure(), options()) -> result().
+build([First | Rest] = Nodes, Measure, Opts) ->
+    T0 = erlang:monotonic_time(millisecond),
+    State0 = #{tree => {network, c, #{height => 0}, [{node, First}]}, placed => [First], unplaced => [],
+               pairs => #{}, waves => 0, t0 => T0, total => length(Nodes)},
+    {State1, EndedBy} = waves(Rest, Measure, Opts, State0),
+    State2 = case EndedBy of
+                 complete -> repair(Measure, Opts, maps:get(repair_rounds, Opts, 2), State1#{reinserted => 0});
+                 stopped -> State1#{reinserted => 0}
+             end,
+    #{tree := Tree, placed := Placed, unplaced := Unplaced, pairs := Pairs, waves := Waves,
+      reinserted := Reinserted} = State2,
+    #{tree => canonical(Tree), placed => lists:reverse(Placed), unplaced => Unplaced, pairs => Pairs,
+      waves => Waves, reinserted => Reinserted, ended_by => EndedBy}.
+
+%% The tree with its networks named by position as `terrain topology' names them
+%% (`c' the root, `c1', `c1_2', …) and every height at least its children's.
+-spec canonical(terrain:topology_tree()) -> terrain:topology_tree().
+canonical(Tree) ->
+    canonical(Tree, "c").
+
+canonical({node, _} = Leaf, _Name) ->
+    Leaf;
+canonical({network, _, #{height := H} = Opts, Children}, Name) ->
+    Prefix = case Name of "c" -> "c"; _ -> Name ++ "_" end,
+    {Kids, _} = lists:mapfoldl(fun({node, _} = L, I) -> {L, I};
+                                  (Net, I) -> {canonical(Net, Prefix ++ integer_to_list(I)), I + 1}
+                               end, 1, Children),
+    %% never below a child (a lowered height can leave one a little higher)
+    Top = lists:max([H | [Hc || {network, _, #{height := Hc}, _} <- Kids]]),
+    {network, list_to_atom(Name), Opts#{height => Top}, Kids}.
+
+%%--------------------------------------------------------------------
+%% Waves
+
+waves([], _Measure, _Opts, State) ->
+    {State, complete};
+waves(Left, Measure, Opts, #{placed := Placed, waves := W} = State) ->
+    case past(Opts) of
+        true ->
+            {State#{unplaced => maps:get(unplaced, State) ++ Left}, stopped};
+        false ->
+            Size = min(maps:get(wave, Opts, ?DEFAULT_WAVE), length(Placed)),
+            {Wave, Rest} = lists:split(min(Size, length(Left)), Left),
+            State1 = wave(Wave, Measure, Opts, State),
+            progress(Opts, State1),
+            waves(Rest, Measure, Opts, State1#{waves => W + 1})
+    end.
+
+past(Opts) ->
+    case maps:get(stop, Opts, none) of
+        none -> false;
+        Stop -> Stop()
+    end.
+
+%% The first pass places every node of the wave into the same tree (through `map');
+%% the second inserts them one by one, answering from what the first pass measured.
+wave(Wave, Measure, Opts, #{tree := Tree, pairs := Pairs0} = State) ->
+    InsertOpts = maps:get(insert, Opts, #{}),
+    Map = maps:get(map, Opts, fun lists:map/2),
+    First = Map(fun(X) -> terrain:insert_node(X, Tree, Measure, InsertOpts) end, Wave),
+    Pairs1 = lists:foldl(fun({ok, _, Ps}, Acc) -> add_pairs(Ps, Acc);
+                            (_, Acc) -> Acc
+                         end, Pairs0, First),
+    lists:foldl(fun(X, S) -> insert(X, Measure, InsertOpts, S) end, State#{pairs => Pairs1}, Wave).
+
+%% Inserts X into the state's tree, round trips measured before answered from memory.
+insert(X, Measure, InsertOpts, #{tree := Tree, pairs := Pairs, placed := Placed, unplaced := Unplaced} = State) ->
+    Remembered = fun(A, B) ->
+                         case Pairs of
+                             #{{A, B} := D} -> {ok, D};
+                             #{{B, A} := D} -> {ok, D};
+                             _ -> Measure(A, B)
+                         end
+                 end,
+    case terrain:insert_node(X, Tree, Remembered, InsertOpts) of
+        {ok, Tree1, Ps} -> State#{tree => Tree1, pairs => add_pairs(Ps, Pairs), placed => [X | Placed]};
+        {error, _} -> State#{unplaced => Unplaced ++ [X]}
+    end.
+
+add_pairs(Ps, Acc) ->
+    lists:foldl(fun({A, B, D}, M) ->
+                        case M of
+                            #{{B, A} := _} -> M;
+                            _ -> M#{{A, B} => D}
+                        end
+                end, Acc, Ps).
+
+progress(#{progress := Fun}, #{placed := Placed, total := Total, pairs := Pairs, t0 := T0}) when is_function(Fun) ->
+    _ = Fun(#{placed => length(Placed), total => Total, pairs => map_size(Pairs),
+              elapsed_ms => erlang:monotonic_time(millisecond) - T0}),
+    ok;
+progress(_, _) ->
+    ok.
+
+%%--------------------------------------------------------------------
+%% Repair
+
+repair(_Measure, _Opts, 0, State) ->
+    State;
+repair(Measure, Opts, Rounds, #{tree := Tree, pairs := Pairs, reinserted := N} = State) ->
+    InsertOpts = maps:get(insert, Opts, #{}),
+    S = math:sqrt(maps:get(gap, InsertOpts, 10)),
+    Suspects = suspects(Tree, Pairs, S),
+    case Suspects =:= [] orelse past(Opts) of
+        true ->
+            State;
+        false ->
+            Reps = maps:get(representatives, InsertOpts, 1) + 1,
+            State1 = lists:foldl(fun(X, St) -> reinsert(X, Measure, InsertOpts#{representatives => Reps}, St) end,
+                                 State, Suspects),
+            repair(Measure, Opts, Rounds - 1, State1#{reinserted => N + length(Suspects)})
+    end.
+
+reinsert(X, Measure, InsertOpts, #{tree := Tree, placed := Placed} = State) ->
+    case terrain:remove_node(X, Tree) of
+        {ok, Without} -> insert(X, Measure, InsertOpts, State#{tree => Without, placed => Placed -- [X]});
+        {error, _} -> State
+    end.
+
+%% The nodes whose measured round trips contradict the tree: one too short (delays
+%% only add, so that is a misplacement), or too long ones making up at least three and
+%% a quarter of the node's round trips (a few outliers are expected; on a loaded
+%% machine emulated links inflate many round trips).
+suspects(Tree, Pairs, S) ->
+    Paths = paths(Tree),
+    Counts = maps:fold(fun({A, B}, D, Acc) ->
+                               case {Paths, Paths} of
+                                   {#{A := PA}, #{B := PB}} ->
+                                       P = lca_height(PA, PB),
+                                       Kind = if D < P / S -> short; D > P * S -> long; true -> fine end,
+                                       count(A, Kind, count(B, Kind, Acc));
+                                   _ ->
+                                       Acc
+                               end
+                       end, #{}, Pairs),
+    lists:sort([X || {X, {Short, Long, All}} <- maps:to_list(Counts),
+                     Short >= 1 orelse (Long >= 3 andalso Long >= All / 4)]).
+
+count(X, Kind, Acc) ->
+    {Short, Long, All} = maps:get(X, Acc, {0, 0, 0}),
+    Acc#{X => case Kind of
+                  short -> {Short + 1, Long, All + 1};
+                  long -> {Short, Long + 1, All + 1};
+                  fine -> {Short, Long, All + 1}
+              end}.
+
+%% Per node: its networks from the root down as [{Position, Height}].
+paths(Tree) ->
+    paths(Tree, [], #{}).
+
+paths({node, X}, Rev, Acc) ->
+    Acc#{X => lists:reverse(Rev)};
+paths({network, _, #{height := H}, Children}, Rev, Acc) ->
+    {_, Acc1} = lists:foldl(fun(C, {I, A}) -> {I + 1, paths(C, [{I, H} | Rev], A)} end, {1, Acc}, Children),
+    Acc1.
+
+%% The height of the lowest common network: where the two paths part.
+lca_height([{I, _} | A], [{I, _} | B]) -> lca_height(A, B);
+lca_height([{_, H} | _], _) -> H.
