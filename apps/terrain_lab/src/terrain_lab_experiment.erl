@@ -17,6 +17,7 @@
 
 -export([attributes/3,
          distances/3,
+         machine/0,
          format_error/1]).
 
 -export_type([options/0]).
@@ -377,6 +378,9 @@ shuffle(List, Rand0) ->
 
 %% The machine the run had: its cores and load when the experiment ended (other
 %% users of the machine change the results).
+%% @doc The machine a run measured on: its logical processors and the load average
+%% of the last minute (`null' where /proc/loadavg cannot be read).
+-spec machine() -> #{logical_processors := pos_integer(), loadavg1 := binary() | null}.
 machine() ->
     Load = case file:read_file("/proc/loadavg") of
                {ok, Bin} -> hd(string:lexemes(Bin, " "));

@@ -17,8 +17,8 @@
 %% longer than an atom can be; a node name that epmd already has registered (a VM of
 %% another cluster, another state directory or anything else), naming the clashes and
 %% suggesting `--prefix'; and a spec whose VMs would not fit in memory: each VM is
-%% estimated at 40 MB (the resident size measured of a terrain node with network
-%% emulation, 38-40 MB, docs/CLI.md), and `up' refuses when the nodes would take more
+%% estimated by terrain_lab_guard:vm_memory_mb/2 (measured: 23 MB plus 52 kB per
+%% connection of the full mesh, docs/CLI.md), and `up' refuses when the nodes would take more
 %% than 80% of `MemAvailable' in /proc/meminfo, unless `force' (the resource guard, terrain_lab_guard). Its default
 %% deadline grows with the node count ({@link default_timeout/1}); it prints "k of N
 %% nodes up" with an ETA on the `Io''s `err' device as the nodes come up.
@@ -43,11 +43,8 @@
          stop_some/4,
          move/3,
          still_running/1,
-         vm_memory_mb/0,
          format_error/1]).
 
-%% exports_not_used: vm_memory_mb/0 is read by terrain_lab_cli_contract_SUITE to size a spec too big.
--ignore_xref([{vm_memory_mb, 0}]).
 
 -export_type([up_options/0, node_record/0, stop_result/0]).
 
@@ -92,6 +89,7 @@ up(SpecFile, #{netem := NetemOption} = Options, Dir, Io) ->
                          {error, _} = Error -> Error
                      end
              end,
+             fun({Spec, Netem} = SpecNetem) -> _ = Netem andalso warn_netem_scale(Spec, Io), {ok, SpecNetem} end,
              fun(SpecNetem) -> check_names(SpecNetem, Options) end,
              fun(SpecNetem) -> check_memory(SpecNetem, Options) end,
              fun(SpecNetem) -> locked(Dir, fun() -> refuse_if_running(Dir, SpecNetem) end) end,
@@ -313,10 +311,6 @@ stop_some(Dir, Names, Timeout, Io) ->
 default_timeout(N) ->
     max(60000, 30000 + 1000 * N).
 
-%% @doc The memory one node's VM is estimated to take, in MB.
--spec vm_memory_mb() -> pos_integer().
-vm_memory_mb() ->
-    terrain_lab_guard:vm_memory_mb().
 
 %% @doc The recorded state of the cluster in `Dir' with every node checked at once
 %% under one deadline: each entry of `<<"nodes">>' gets `<<"state">>' `up' (it
@@ -430,7 +424,9 @@ terrain_lab_dist_host() ->
 
 %% Refuses a spec whose VMs would not fit in memory (unless forced): the resource guard.
 check_memory({Spec, _} = SpecNetem, Options) ->
-    case terrain_lab_guard:vms(length(terrain_lab_spec:nodes(Spec)), #{force => maps:get(force, Options, false)}) of
+    case terrain_lab_guard:vms(length(terrain_lab_spec:nodes(Spec)),
+                               #{force => maps:get(force, Options, false),
+                                 full_mesh => terrain_lab_spec:connect_all(Spec)}) of
         ok -> {ok, SpecNetem};
         {error, _} = Error -> Error
     end.
@@ -494,13 +490,14 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
     ok = terrain_lab_cluster_state:connect_cli(Dir),
     terrain_lab_io:progress(Io, "starting ~b nodes of ~ts (deadline ~b s)~n", [length(Nodes), SpecPath, Timeout div 1000]),
     _ = Netem andalso terrain_lab_io:progress(Io, "network emulation on: ~ts~n", [netem_summary(Spec)]),
-    lists:foreach(fun({#{name := Name} = NodeSpec, Node}) ->
-                          NetemArgs = case Netem of
-                                          true -> terrain_lab_netem:vm_args(Spec, Prefix, Name);
-                                          false -> []
-                                      end,
-                          Remote orelse spawn_vm(NodeSpec, Node, Dir, NetemArgs ++ tls_args(Tls, Dir, Name))
-                  end, Nodes),
+    _ = Remote orelse
+        spawn_vms([fun() ->
+                           NetemArgs = case Netem of
+                                           true -> terrain_lab_netem:vm_args(Spec, Prefix, Name);
+                                           false -> []
+                                       end,
+                           spawn_vm(NodeSpec, Node, Dir, NetemArgs ++ tls_args(Tls, Dir, Name))
+                   end || {#{name := Name} = NodeSpec, Node} <- Nodes], Io),
     Self = self(),
     Topology = terrain_lab_spec:topology(Spec, fun(Name) -> proplists:get_value(Name, [{N, Node} || {#{name := N}, Node} <- Nodes]) end),
     Live = maps:get(live, Options, false),
@@ -620,6 +617,40 @@ collect(Pids, Indexed, Done, T0, Step, What, Io) ->
         end,
     collect(maps:remove(Pid, Pids), Indexed, Done1, T0, Step, What, Io).
 
+%% Emulated links cost CPU even while the cluster idles: every distribution tick
+%% (4 per net_ticktime, both ways) crosses a proxy that spins before its due time
+%% (docs/NETEM.md). Measured on 128 VMs in a full mesh: 0.41–0.46 cores, about
+%% 53 µs of a core per second per connection; it grows with the connections, n(n−1)/2
+%% in a full mesh. Above a fifth of the machine's cores the round trips lose their
+%% accuracy before any work runs: `up' warns and names the limit.
+-define(NETEM_CORE_US_PER_CONNECTION, 53).
+-define(NETEM_IDLE_SHARE, 0.2).
+
+warn_netem_scale(Spec, Io) ->
+    N = length(terrain_lab_spec:nodes(Spec)),
+    Connections = case terrain_lab_spec:connect_all(Spec) of
+                      true -> N * (N - 1) div 2;
+                      false -> N - 1        % on demand: about one node talking to all
+                  end,
+    Cores = erlang:system_info(logical_processors_available),
+    Idle = Connections * ?NETEM_CORE_US_PER_CONNECTION / 1.0e6,
+    Limit = netem_node_limit(Cores),
+    case Idle > ?NETEM_IDLE_SHARE * Cores of
+        true ->
+            terrain_lab_io:progress(Io, "terrain: warning: network emulation of ~b nodes in a full mesh (~b proxied "
+                                    "connections) takes about ~.2f of this machine's ~b cores while idle; above ~b "
+                                    "nodes here (a fifth of the cores) round trips drift beyond the spec's "
+                                    "+-10% + 100 us (docs/NETEM.md, \"At scale\"); fewer nodes, more cores, or "
+                                    "connect_all => false~n", [N, Connections, Idle, Cores, Limit]);
+        false ->
+            ok
+    end.
+
+%% The largest full mesh whose idle emulation stays within a fifth of `Cores'.
+netem_node_limit(Cores) ->
+    MaxConnections = ?NETEM_IDLE_SHARE * Cores * 1.0e6 / ?NETEM_CORE_US_PER_CONNECTION,
+    trunc((1 + math:sqrt(1 + 8 * MaxConnections)) / 2).
+
 netem_summary(Spec) ->
     lists:join(", ", [[Level, " ", level_text(Record)]
                       || #{level := Level} = Record <- terrain_lab_netem:level_records(Spec),
@@ -634,6 +665,35 @@ level_text(#{latency_us := L, jitter_us := J, bandwidth_bytes_per_s := B}) ->
 
 unit(null, _Unit) -> "-";
 unit(Value, Unit) -> integer_to_list(Value) ++ Unit.
+
+%% Starts the detached VMs, a few at a time (each `erl -detached' takes 0.1–0.3 s of
+%% a core before it returns; one after the other, 256 took 72 s, docs/BENCHMARKS.md),
+%% with "started k of N VMs" progress.
+spawn_vms(Spawns, Io) ->
+    Parallel = 2 * erlang:system_info(schedulers_online),
+    Total = length(Spawns),
+    Step = max(1, Total div 10),
+    T0 = erlang:monotonic_time(millisecond),
+    spawn_vms(Spawns, #{}, 0, Parallel, fun(K) ->
+                                                 Elapsed = erlang:monotonic_time(millisecond) - T0,
+                                                 _ = (K rem Step =:= 0 andalso K < Total) andalso
+                                                     terrain_lab_io:progress(Io, "started ~b of ~b VMs, ~.1f s elapsed, ETA ~.1f s~n",
+                                                                             [K, Total, Elapsed / 1000,
+                                                                              Elapsed * (Total - K) / K / 1000]),
+                                                 ok
+                                         end).
+
+spawn_vms([], Running, _Done, _Parallel, _Progress) when map_size(Running) =:= 0 ->
+    ok;
+spawn_vms([Spawn | Rest], Running, Done, Parallel, Progress) when map_size(Running) < Parallel ->
+    {Pid, Ref} = spawn_monitor(Spawn),
+    spawn_vms(Rest, Running#{Ref => Pid}, Done, Parallel, Progress);
+spawn_vms(Spawns, Running, Done, Parallel, Progress) ->
+    receive
+        {'DOWN', Ref, process, _, _} when is_map_key(Ref, Running) ->
+            ok = Progress(Done + 1),
+            spawn_vms(Spawns, maps:remove(Ref, Running), Done + 1, Parallel, Progress)
+    end.
 
 %% A detached VM that writes its pid, reads the cookie, and only then goes distributed
 %% (through the netem epmd module when `NetemArgs' say so).

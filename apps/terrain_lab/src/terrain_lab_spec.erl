@@ -31,6 +31,7 @@
          link/3,
          levels/1,
          tls/1,
+         connect_all/1,
          topology/2,
          topology/3,
          merge/2,
@@ -62,7 +63,8 @@
           %% Groups as {Path, LinkOptions}; Path from the top down, the group last.
           groups := [{[atom()], link_options()}],
           nodes := [node_spec()],
-          tls => boolean()}.              % distribution over TLS (cluster option `tls')
+          tls => boolean(),               % distribution over TLS (cluster option `tls')
+          connect_all => boolean()}.      % global's full mesh (cluster option `connect_all')
 
 -type where() :: [{cluster | group | node, atom()} | {term, pos_integer()}].
 -type error_reason() :: {spec, file:filename() | undefined, where(), term()}.
@@ -116,6 +118,12 @@ link(#{options := ClusterOptions, groups := Groups} = Spec, A, B) ->
         [] -> ClusterOptions;
         Common -> proplists:get_value(Common, Groups)
     end.
+
+%% @doc Whether `global' makes the full mesh among the spec's nodes (cluster option
+%% `connect_all', default true).
+-spec connect_all(spec()) -> boolean().
+connect_all(Spec) ->
+    maps:get(connect_all, Spec, true).
 
 %% @doc Whether the spec's nodes run distribution over TLS (cluster option `tls').
 -spec tls(spec()) -> boolean().
@@ -300,8 +308,16 @@ build(Terms, File) ->
     check_unique([lists:last(Path) || {Path, _} <- Groups], duplicate_group),
     check_unique([lists:last(Path) || {Path, _} <- Groups] ++ [Name || #{name := Name} <- AllNodes],
                  group_and_node_share_name),
-    #{name => ClusterName, file => File, options => maps:remove(tls, ClusterOptions),
-      groups => lists:reverse(Groups), nodes => AllNodes, tls => maps:get(tls, ClusterOptions, false)}.
+    #{name => ClusterName, file => File, options => maps:without([tls, connect_all], ClusterOptions),
+      groups => lists:reverse(Groups), nodes => connect_all(ClusterOptions, AllNodes),
+      tls => maps:get(tls, ClusterOptions, false), connect_all => maps:get(connect_all, ClusterOptions, true)}.
+
+%% `connect_all => false': every node starts with `-connect_all false' (before its own
+%% `args'), so `global' does not make the full mesh (docs/CLI.md, "Full mesh or on demand").
+connect_all(#{connect_all := false}, Nodes) ->
+    [Node#{args => ["-connect_all", "false" | maps:get(args, Node, [])]} || Node <- Nodes];
+connect_all(#{}, Nodes) ->
+    Nodes.
 
 top_level(N, {cluster, _, _}, _Acc) ->
     throw({spec_error, [{term, N}], second_cluster_term});
@@ -330,18 +346,14 @@ link_options(Options, Where) ->
     maps:foreach(fun(Key, Value) -> check_link(Key, Value, Where) end, Options),
     Options.
 
-%% The cluster's options: its link options and `tls'.
+%% The cluster's options: its link options, `tls' and `connect_all'.
 cluster_options(Options, Where) ->
-    case Options of
-        #{tls := Tls} when is_boolean(Tls) -> ok;
-        #{tls := Bad} -> throw({spec_error, Where, {bad_value, tls, Bad}});
-        #{} -> ok
-    end,
-    maps:foreach(fun(tls, _) -> ok;
+    maps:foreach(fun(Key, Value) when Key =:= tls; Key =:= connect_all ->
+                         is_boolean(Value) orelse throw({spec_error, Where, {bad_value, Key, Value}});
                     (Key, Value) ->
                          case lists:member(Key, ?LINK_KEYS) of
                              true -> check_link(Key, Value, Where);
-                             false -> throw({spec_error, Where, {unknown_key, Key, ?LINK_KEYS ++ [tls]}})
+                             false -> throw({spec_error, Where, {unknown_key, Key, ?LINK_KEYS ++ [tls, connect_all]}})
                          end
                  end, Options),
     Options.
@@ -469,4 +481,5 @@ expected(cpu_per_scheduler) -> "expected a number of cores greater than 0 for ea
 expected(attrs) -> "expected a list of {Name, Value}";
 expected(args) -> "expected a list of non-empty strings";
 expected(host) -> "expected a host name or address as a string";
-expected(tls) -> "expected true or false".
+expected(tls) -> "expected true or false";
+expected(connect_all) -> "expected true or false".

@@ -118,7 +118,20 @@ tls_only_on_the_cluster_test() ->
     rejects([?CLUSTER, {group, g, #{tls => true}, [{node, a, #{}}]}], "in group g: unknown option tls").
 
 unknown_cluster_option_lists_tls_test() ->
-    rejects([{cluster, c, #{tsl => true}}, {node, a, #{}}], "unknown option tsl (known: latency, jitter, bandwidth, tls)").
+    rejects([{cluster, c, #{tsl => true}}, {node, a, #{}}],
+            "unknown option tsl (known: latency, jitter, bandwidth, tls, connect_all)").
+
+connect_all_false_puts_the_flag_before_each_nodes_own_args_test() ->
+    {ok, Spec} = terrain_lab_spec:from_terms([{cluster, c, #{connect_all => false}}, {node, a, #{}},
+                                              {node, b, #{args => ["+P", "1048576"]}}], undefined),
+    ?assertNot(terrain_lab_spec:connect_all(Spec)),
+    ?assertEqual([["-connect_all", "false"], ["-connect_all", "false", "+P", "1048576"]],
+                 [Args || #{args := Args} <- terrain_lab_spec:nodes(Spec)]),
+    {ok, Default} = terrain_lab_spec:from_terms([{cluster, c, #{}}, {node, a, #{}}], undefined),
+    ?assert(terrain_lab_spec:connect_all(Default)),
+    ?assertEqual([#{}], [maps:with([args], N) || N <- terrain_lab_spec:nodes(Default)]),
+    rejects([{cluster, c, #{connect_all => no}}, {node, a, #{}}],
+            "bad value for connect_all: no (expected true or false)").
 
 cpu_per_scheduler_is_a_positive_number_not_above_cpu_test() ->
     {ok, Spec} = terrain_lab_spec:from_terms([?CLUSTER, {node, a, #{schedulers => 4, cpu_per_scheduler => 0.1}},

@@ -39,6 +39,9 @@ emas
     EMAS runs (``emas.csv``, ``summary.json``) and the scaling table: fitness, throughput, utilisation.
 experiment_plots
     The figures of ``terrain experiment`` (attribute placement, distances) and ``attributes.csv``.
+scale
+    ``scale.json`` of ``terrain experiment scale``: the lab's operations' times against cluster size, with fitted
+    growth exponents.
 report
     The self-contained HTML page of run directories (a subpackage: model, renderers per concern, registry,
     HTML).

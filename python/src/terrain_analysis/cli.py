@@ -53,6 +53,7 @@ from terrain_analysis.output import OutputError, make_directory, write_atomicall
 from terrain_analysis.plots import write_plots
 from terrain_analysis.report import read_run as read_report_run
 from terrain_analysis.report import write_report
+from terrain_analysis.scale import read_scale, write_scale_plot
 from terrain_analysis.topology import Discovery, Latency, discover, read_latency, read_topology, topology_document
 from terrain_analysis.topology_plots import write_topology_plots
 from terrain_analysis.values import DataWarning
@@ -244,27 +245,50 @@ def _collective_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="directory for the plot")
 
 
-def _run_collective(arguments: argparse.Namespace, out: TextIO) -> int:
-    source: Path = arguments.collective
+def _scale_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scale", type=Path, help="scale.json written by 'terrain experiment scale'")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="directory for the plot")
+
+
+def _plot_document(source: Path, read: Callable, directory: Path, draw: Callable, out: TextIO) -> int:
+    """Read ``source`` with ``read``, draw with ``draw(document, directory)`` and print the files written,
+    turning unreadable input and unwritable output into a :class:`CommandError` naming the path."""
     try:
-        header, results = read_collective(source)
+        document = read(source)
     except OSError as error:
         raise CommandError(f"cannot read {str(source)!r}: {error.strerror or error}") from None
     except ValueError as error:
-        raise CommandError(str(error)) from None
-    directory: Path = arguments.out
-    title = (
-        f"allreduce on {header.get('spec', '?')}: {header.get('nodes', '?')} nodes, "
-        f"{header.get('members', '?')} members"
-    )
+        message = str(error)
+        raise CommandError(message if str(source) in message else f"{source}: {message}") from None
     try:
         make_directory(directory)
-        written = write_collective_plot(results, directory, title)
+        written = draw(document, directory)
     except OSError as error:
         raise _io_error(error, directory) from None
     for path in written:
         print(path, file=out)
     return 0
+
+
+def _run_scale(arguments: argparse.Namespace, out: TextIO) -> int:
+    def draw(document_rows: tuple, directory: Path) -> list[Path]:
+        document, rows = document_rows
+        machine = document.get("machine_at_start") or {}
+        title = (f"terrain's operations against cluster size ({machine.get('logical_processors', '?')} cores, "
+                 f"load {machine.get('loadavg1', '?')} at start)")
+        return write_scale_plot(rows, directory, title)
+
+    return _plot_document(arguments.scale, read_scale, arguments.out, draw, out)
+
+
+def _run_collective(arguments: argparse.Namespace, out: TextIO) -> int:
+    def draw(header_results: tuple, directory: Path) -> list[Path]:
+        header, results = header_results
+        title = (f"allreduce on {header.get('spec', '?')}: {header.get('nodes', '?')} nodes, "
+                 f"{header.get('members', '?')} members")
+        return write_collective_plot(results, directory, title)
+
+    return _plot_document(arguments.collective, read_collective, arguments.out, draw, out)
 
 
 def _alpha(text: str) -> float | str:
@@ -583,6 +607,17 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         ),
         add_arguments=_topology_arguments,
         run=_run_topology,
+    ),
+    Subcommand(
+        name="scale",
+        summary="plot the lab's operation times against cluster size",
+        description=(
+            "Read scale.json (format terrain.scale/1, written by 'terrain experiment scale') and draw each "
+            "operation's wall time against the number of VMs, log-log, with the least-squares power law "
+            "(time proportional to n^b) dashed and b in the legend (PNG and SVG) to --out."
+        ),
+        add_arguments=_scale_arguments,
+        run=_run_scale,
     ),
     Subcommand(
         name="collective",

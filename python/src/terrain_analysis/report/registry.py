@@ -40,6 +40,7 @@ RENDERERS: dict[str, Renderer] = {
         {"attributes.csv": read_attribute_times},
     ),
     "live": summary_renderer("Live cluster", _formats("live")),
+    "scale": summary_renderer("Scaling with the cluster size", _formats("scale")),
     "bench_summary": summary_renderer("DE-Bench summary", _formats("bench_summary")),
     "bench_sweep": summary_renderer("DE-Bench sweep", _formats("bench_sweep"), {"sweep.csv": read_sweep}),
     "plot": summary_renderer("Plots", _formats("plot")),
