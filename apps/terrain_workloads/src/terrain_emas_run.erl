@@ -226,7 +226,7 @@ sample(Coordinator, T0, State) ->
             _ = erlang:send_after(T0 + 1000 * (Second + 1), self(), {tick, Second + 1}, [{abs, true}]),
             Reports = ask(maps:get(reporters, State)),
             #{rows := Rows} = Next = rows(Second, Reports, State),
-            case maps:get(progress, State) of
+            _ = case maps:get(progress, State) of
                 undefined -> ok;
                 Progress -> Progress ! {emas_progress, lists:reverse(lists:sublist(Rows, length(Rows) - length(maps:get(rows, State))))}
             end,
