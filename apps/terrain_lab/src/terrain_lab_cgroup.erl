@@ -11,7 +11,9 @@
 %% `cpu.max' = "Quota Period". The VM's OS process is moved into the group (all its
 %% threads) right after it boots; the group is removed when the node stops, also
 %% after a failed start, and so are the `terrain/<cluster>' and `terrain' groups
-%% above it once they are empty.
+%% above it once they are empty. Should this VM die before it removes them (SIGINT,
+%% SIGKILL), a cleanup sentinel removes them once their VMs have exited
+%% (terrain_lab_cgroup_sentinel).
 %%
 %% A quota alone limits CPU time, not parallelism: a VM at 0.5 cores may still run two
 %% schedulers at once, each for a quarter of the time, and one busy process gets all
@@ -100,7 +102,7 @@ remove(Cluster, Shorts) ->
             lists:foreach(fun(Short) -> remove_group(Root, filename:join(ClusterDir, Short)) end, Shorts),
             _ = file:del_dir(ClusterDir),
             _ = file:del_dir(filename:join(Root, ?TOP)),
-            ok;
+            terrain_lab_cgroup_sentinel:forget_gone();
         {error, _} ->
             ok
     end.
@@ -209,8 +211,13 @@ writable(Version, Root) ->
 is_root_user() ->
     string:trim(os:cmd("id -u")) =:= "0".
 
+%% Every group is handed to the cleanup sentinel before it is made, so that it goes
+%% however this VM ends (terrain_lab_cgroup_sentinel).
 make_groups(Version, Root, Dir) ->
     Parts = filename:split(lists:nthtail(length(Root) + 1, Dir)),
+    ok = terrain_lab_cgroup_sentinel:track(lists:droplast(lists:foldl(fun(Part, [Parent | _] = Acc) ->
+                                                                   [filename:join(Parent, Part) | Acc]
+                                                           end, [Root], Parts))),
     {_, Result} =
         lists:foldl(fun(Part, {Parent, ok}) ->
                             _ = Version =:= v2 andalso write(filename:join(Parent, "cgroup.subtree_control"), "+cpu"),

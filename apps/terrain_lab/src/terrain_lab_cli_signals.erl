@@ -7,7 +7,8 @@
 %% handle)' is `badarg' (only the emulator's break handler sees SIGINT; `+Bi' would
 %% ignore it, `+Bd' halts at once). The CLI keeps the default, so Ctrl-C stops any
 %% command at once; a command that must leave something behind writes it as it goes
-%% (`terrain probe' writes its files after every round).
+%% (`terrain probe' writes its files after every round). The CPU cgroups a command made are
+%% removed after Ctrl-C or SIGKILL by a cleanup sentinel (terrain_lab_cgroup_sentinel).
 -module(terrain_lab_cli_signals).
 -behaviour(gen_event).
 

@@ -112,6 +112,13 @@ format_error({emas_cmd, {bad_predicate, Text, Why}}) ->
 format_error({emas_cmd, {scaling_interrupted, Done, All, File}}) ->
     io_lib:format("interrupted (SIGTERM); the ~b of ~b runs finished before are kept in ~ts (marked partial)",
                   [Done, All, File]);
+format_error({emas_cmd, {run_interrupted, Seconds, Best, File}}) ->
+    [io_lib:format("interrupted (SIGTERM); the ~b seconds measured before are kept in ~ts (per second and island, "
+                   "marked partial in manifest.json; no summary.json)", [Seconds, File]),
+     case Best of
+         none -> "";
+         _ -> io_lib:format(", best fitness so far ~.2f", [Best])
+     end];
 format_error({emas_cmd, Other}) ->
     io_lib:format("~0tp", [Other]).
 
@@ -212,10 +219,51 @@ predicates(Text) ->
         {error, Why} -> {error, {emas_cmd, {bad_predicate, Text, Why}}}
     end.
 
+%% The run goes on in a process of its own; this one collects its rows second by
+%% second, so that on SIGTERM it writes them (emas.csv, marked partial in the
+%% manifest; no summary.json: the summary needs the islands' final state).
 execute(EmasOptions, Dir, Io) ->
     #{model := Model} = EmasOptions,
     terrain_lab_io:progress(Io, "running EMAS (~ts) for ~ts...~n", [Model, extent(EmasOptions)]),
-    case terrain_workloads:emas(EmasOptions) of
+    Self = self(),
+    Ref = make_ref(),
+    ok = terrain_lab_cli_signals:on_interrupt(Self, {?MODULE, interrupt}),
+    {Pid, MRef} = spawn_monitor(fun() -> Self ! {Ref, terrain_workloads:emas(EmasOptions#{progress => Self})} end),
+    Outcome = try await_run(Ref, Pid, MRef, [])
+              after ok = terrain_lab_cli_signals:clear()
+              end,
+    case Outcome of
+        {interrupted, SoFar} ->
+            exit(Pid, kill),
+            run_partial(Dir, SoFar, EmasOptions);
+        {done, Result} ->
+            finish_run(Result, Dir, EmasOptions, Io)
+    end.
+
+await_run(Ref, Pid, MRef, Rows) ->
+    receive
+        {emas_progress, New} -> await_run(Ref, Pid, MRef, Rows ++ New);
+        {?MODULE, interrupt} -> {interrupted, Rows};
+        {Ref, Result} -> demonitor(MRef, [flush]), {done, Result};
+        {'DOWN', MRef, process, Pid, Reason} -> {done, {error, {emas, {crashed, Reason}}}}
+    end.
+
+run_partial(Dir, Rows, EmasOptions) ->
+    Csv = filename:join(Dir, "emas.csv"),
+    Parameters = (json_parameters(EmasOptions))#{partial => true},
+    case steps([fun() -> filelib:ensure_dir(filename:join(Dir, "x")) end,
+                fun() -> write_csv(Csv, Rows) end,
+                fun() -> manifest(Dir, [#{kind => emas, file => <<"emas.csv">>, parameters => Parameters}]) end]) of
+        ok ->
+            Bests = [B || #{best_fitness := B} <- Rows, is_float(B)],
+            Seconds = lists:max([0 | [S || #{second := S} <- Rows]]),
+            {error, {emas_cmd, {run_interrupted, Seconds, case Bests of [] -> none; _ -> lists:max(Bests) end, Csv}}};
+        {error, _} = Error ->
+            Error
+    end.
+
+finish_run(Result, Dir, EmasOptions, Io) ->
+    case Result of
         {ok, #{rows := Rows, summary := Summary}} ->
             case write_run(Dir, Rows, Summary, EmasOptions) of
                 ok ->

@@ -1,7 +1,9 @@
 %% @private
 %% @doc OS processes of the VMs the lab starts: is one alive, wait for some to exit,
 %% and kill one as a last resort. Linux /proc based; only BEAM processes are killed,
-%% or, with {@link terminate/3}, a process the caller recognises as its own.
+%% or, with {@link terminate/3}, a process the caller recognises as its own; and the
+%% cleanup sentinel ({@link sentinel/0}), a shell script that removes directories
+%% (CPU cgroups) once this VM is gone, however it went.
 -module(terrain_lab_os).
 
 %% API
@@ -9,10 +11,14 @@
          await_exit/2,
          kill/1,
          signal/2,
-         terminate/3]).
+         terminate/3,
+         sentinel/0,
+         sentinel_track/2,
+         sentinel_forget/2]).
 
 -define(POLL_MS, 20).
 -define(KILL_WAIT_MS, 1000).     % how long a SIGKILLed process may take to disappear
+-define(SENTINEL_DEADLINE_S, 30). % how long the sentinel waits for a directory's processes to exit
 
 %% @doc Is there a process with this OS pid?
 -spec alive(string()) -> boolean().
@@ -51,6 +57,54 @@ terminate(OsPid, GraceMs, Ours) ->
     _ = Signal("TERM"),
     _ = await_exit([OsPid], GraceMs) =:= [] orelse Signal("KILL"),
     await_exit([OsPid], ?KILL_WAIT_MS) =:= [].
+
+%% @doc Opens a port to a cleanup sentinel: a `/bin/sh' script that reads directory
+%% names from its stdin (line `+DIR': remove DIR when I am gone; `-DIR': forget it)
+%% and does nothing else until its stdin ends. Then (the port was closed, or this VM
+%% died by any means: SIGINT, SIGKILL, a crash) it removes every directory still on
+%% its list, deepest first, each once the `tasks' (cgroup v1) or `cgroup.procs'
+%% (cgroup v2) file in it is empty or after a deadline of
+%% 30 s (SENTINEL_DEADLINE_S); with `rmdir', so a directory that still holds
+%% anything stays. It ignores SIGINT and SIGHUP (Ctrl-C in a terminal reaches the
+%% whole process group) and writes nothing.
+-spec sentinel() -> port().
+sentinel() ->
+    open_port({spawn_executable, "/bin/sh"},
+              [{args, ["-c", sentinel_script()]}, {env, [{"LC_ALL", "C"}]}, binary, use_stdio, hide]).
+
+%% @doc Asks the sentinel to remove `Dir' (an absolute path, no newline) when it ends.
+-spec sentinel_track(port(), file:filename()) -> ok.
+sentinel_track(Port, Dir) ->
+    sentinel_send(Port, $+, Dir).
+
+%% @doc Tells the sentinel that `Dir' is no longer its business (it was removed).
+-spec sentinel_forget(port(), file:filename()) -> ok.
+sentinel_forget(Port, Dir) ->
+    sentinel_send(Port, $-, Dir).
+
+sentinel_send(Port, Op, [$/ | _] = Dir) ->
+    case lists:member($\n, Dir) of
+        true -> error({badarg, Dir});
+        false -> true = port_command(Port, [Op, unicode:characters_to_binary(Dir), $\n]), ok
+    end.
+
+sentinel_script() ->
+    "trap '' INT HUP\n"
+    "dirs=\n"
+    "while IFS= read -r line; do\n"
+    "  case $line in\n"
+    "    +/*) dirs=\"$dirs\n${line#+}\" ;;\n"
+    "    -/*) dirs=$(printf '%s\\n' \"$dirs\" | grep -vxF -e \"${line#-}\") ;;\n"
+    "  esac\n"
+    "done\n"
+    "exec >/dev/null 2>&1\n"
+    "end=$(( $(date +%s) + " ++ integer_to_list(?SENTINEL_DEADLINE_S) ++ " ))\n"
+    "printf '%s\\n' \"$dirs\" | sort -ru | while IFS= read -r d; do\n"
+    "  [ -n \"$d\" ] && [ -d \"$d\" ] || continue\n"
+    "  f=\"$d/tasks\"; [ -e \"$f\" ] || f=\"$d/cgroup.procs\"\n"
+    "  while [ -n \"$(cat \"$f\" 2>/dev/null)\" ] && [ \"$(date +%s)\" -lt \"$end\" ]; do sleep 0.2; done\n"
+    "  rmdir \"$d\"\n"
+    "done\n".
 
 is_pid_text(OsPid) ->
     OsPid =/= [] andalso lists:all(fun(C) -> C >= $0 andalso C =< $9 end, OsPid).

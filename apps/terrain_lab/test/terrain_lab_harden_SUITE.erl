@@ -21,7 +21,10 @@
          sigterm_stops_the_report_child/0, sigterm_stops_the_report_child/1,
          sigterm_removes_the_cgroups_of_a_started_cluster/0, sigterm_removes_the_cgroups_of_a_started_cluster/1,
          emas_scaling_keeps_partial_results_on_sigterm/0, emas_scaling_keeps_partial_results_on_sigterm/1,
-         events_record_keeps_partial_results_on_sigterm/0, events_record_keeps_partial_results_on_sigterm/1]).
+         events_record_keeps_partial_results_on_sigterm/0, events_record_keeps_partial_results_on_sigterm/1,
+         emas_keeps_the_seconds_measured_on_sigterm/0, emas_keeps_the_seconds_measured_on_sigterm/1,
+         sigint_removes_the_cgroups_of_a_started_cluster/0, sigint_removes_the_cgroups_of_a_started_cluster/1,
+         sigkill_removes_the_cgroups_of_a_started_cluster/0, sigkill_removes_the_cgroups_of_a_started_cluster/1]).
 
 suite() ->
     [{timetrap, {minutes, 4}}].
@@ -31,7 +34,9 @@ all() ->
      outputs_and_inputs_are_never_overwritten, read_only_and_full_file_systems,
      collective_bench_keeps_partial_results_on_sigterm, concurrent_up_on_one_state_dir, closed_stdout_exits_141,
      non_ascii_input_is_echoed_as_utf8, sigterm_stops_the_report_child, sigterm_removes_the_cgroups_of_a_started_cluster,
-     emas_scaling_keeps_partial_results_on_sigterm, events_record_keeps_partial_results_on_sigterm].
+     emas_scaling_keeps_partial_results_on_sigterm, events_record_keeps_partial_results_on_sigterm,
+     emas_keeps_the_seconds_measured_on_sigterm,
+     sigint_removes_the_cgroups_of_a_started_cluster, sigkill_removes_the_cgroups_of_a_started_cluster].
 
 init_per_suite(Config) ->
     Dir = ?config(priv_dir, Config),
@@ -385,9 +390,75 @@ sigterm_removes_the_cgroups_of_a_started_cluster(Config) ->
                                   " & P=$!; for i in $(seq 1 600); do [ -d ", Group, " ] && break; sleep 0.1; done; ",
                                   "sleep 1; [ -d ", Group, " ] && echo had_group; kill -TERM $P; wait $P; echo $?"]),
             {0, Out, _Err} = shell(Dir, Line),
-            ?assertEqual("had_group\n143\n", Out),
+            ?assertEqual("had_group\n1\n", Out),
             ?assertNot(filelib:is_dir(Group))
     end.
+
+sigint_removes_the_cgroups_of_a_started_cluster() ->
+    [{doc, "SIGINT (Ctrl-C, which an escript cannot handle) to a command that started a cluster with CPU "
+           "emulation: exit 130, the cluster's VMs exit and the cleanup sentinel removes its cgroups "
+           "(they were left behind)."}].
+sigint_removes_the_cgroups_of_a_started_cluster(Config) ->
+    killed_cli_leaves_no_cgroup(Config, "INT", "130").
+
+sigkill_removes_the_cgroups_of_a_started_cluster() ->
+    [{doc, "SIGKILL to a command that started a cluster with CPU emulation: exit 137, the cluster's VMs exit "
+           "and the cleanup sentinel removes its cgroups."}].
+sigkill_removes_the_cgroups_of_a_started_cluster(Config) ->
+    killed_cli_leaves_no_cgroup(Config, "KILL", "137").
+
+%% `set -m': a background job of a shell without job control ignores SIGINT.
+killed_cli_leaves_no_cgroup(Config, Signal, Status) ->
+    Dir = ?config(priv_dir, Config),
+    Cluster = "hcg" ++ string:lowercase(Signal) ++ os:getpid(),
+    Group = filename:join(["/sys/fs/cgroup/cpu/terrain", Cluster]),
+    case filelib:is_dir("/sys/fs/cgroup/cpu") andalso os:cmd("id -u") =:= "0\n" of
+        false ->
+            {skip, "needs root and the cgroup v1 cpu controller"};
+        true ->
+            Spec = filename:join(Dir, Cluster ++ ".cluster"),
+            ok = file:write_file(Spec, ["{cluster, ", Cluster, ", #{}}.\n",
+                                        "{node, a, #{schedulers => 1, cpu_per_scheduler => 0.5}}.\n",
+                                        "{node, b, #{schedulers => 1, cpu_per_scheduler => 0.5}}.\n"]),
+            Line = lists:flatten(["set -m; \"$T\" emas --spec ", Spec, " --time-ms 60000 --out ",
+                                  filename:join(Dir, Cluster ++ "_out"),
+                                  " & P=$!; for i in $(seq 1 600); do [ -d ", Group, "/emas${P}_b ] && break; sleep 0.1; done; ",
+                                  "sleep 1; [ -d ", Group, "/emas${P}_b/scheduler1 ] && echo had_group; ",
+                                  "kill -", Signal, " $P; wait $P; echo $?; ",
+                                  %% the sentinel's deadline for the VMs to exit is 30 s
+                                  "for i in $(seq 1 450); do [ -d ", Group, " ] || break; sleep 0.1; done; ",
+                                  "[ -d ", Group, " ] && echo group_left; ",
+                                  "for i in $(seq 1 100); do pgrep -f \"emas${P}_\" >/dev/null || break; sleep 0.1; done; ",
+                                  "pgrep -f \"emas${P}_\" >/dev/null && echo vm_left; echo end"]),
+            {0, Out, _Err} = shell(Dir, Line),
+            ?assertEqual("had_group\n" ++ Status ++ "\nend\n", Out),
+            ?assertNot(filelib:is_dir(Group))
+    end.
+
+emas_keeps_the_seconds_measured_on_sigterm() ->
+    [{doc, "SIGTERM during one emas run (after 3 s of 60): exit 1 naming the seconds kept and the best fitness so "
+           "far; emas.csv with a row per second and island, manifest.json marking it partial, no summary.json "
+           "(nothing was kept before, exit 143)."}].
+emas_keeps_the_seconds_measured_on_sigterm(Config) ->
+    Dir = ?config(priv_dir, Config),
+    Out = filename:join(Dir, "emas_partial"),
+    Err = filename:join(Dir, "emas.err"),
+    Line = lists:flatten(["\"$T\" emas --islands 2 --population 20 --dimensions 10 --time-ms 60000 --out ", Out,
+                          " 2>", Err, " & P=$!; ",
+                          "for i in $(seq 1 600); do grep -q 'running EMAS' ", Err, " && break; sleep 0.1; done; ",
+                          "sleep 3.5; kill -TERM $P; wait $P; echo $?"]),
+    {0, Status, _} = shell(Dir, Line),
+    ?assertEqual("1\n", Status),
+    {ok, ErrText} = file:read_file(Err),
+    ?assertMatch({match, _}, re:run(ErrText, "interrupted \\(SIGTERM\\); the [1-9][0-9]* seconds measured before are "
+                                             "kept in .*emas.csv .*, best fitness so far -[0-9]")),
+    {ok, Csv} = file:read_file(filename:join(Out, "emas.csv")),
+    [Header | Lines] = string:lexemes(Csv, "\n"),
+    ?assertEqual(<<"second,island,reproductions,fights,deaths,migrations,best_fitness">>, Header),
+    ?assert(length(Lines) >= 2 andalso length(Lines) rem 2 =:= 0),
+    {ok, #{<<"outputs">> := [#{<<"file">> := <<"emas.csv">>, <<"parameters">> := #{<<"partial">> := true}}]}} =
+        terrain_json:read_file(filename:join(Out, "manifest.json")),
+    ?assertNot(filelib:is_regular(filename:join(Out, "summary.json"))).
 
 emas_scaling_keeps_partial_results_on_sigterm() ->
     [{doc, "SIGTERM during emas scaling (after two runs): exit 1 naming the runs kept, scaling.json with "

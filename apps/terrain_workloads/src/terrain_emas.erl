@@ -81,7 +81,8 @@
           arena_timeout := pos_integer(),           % concurrent: ms a lone agent waits (1000)
           time_check_interval := pos_integer(),     % check the clock every N steps/meetings (1)
           skel_workers := pos_integer() | islands,  % skel: worker processes (islands)
-          nodes := [node()]}.                       % hybrid, skel: island nodes, round robin ([node()])
+          nodes := [node()],                        % hybrid, skel: island nodes, round robin ([node()])
+          progress => pid()}.                       % gets {emas_progress, Rows} every second: that second's rows
 
 -define(TWO_PI, 6.283185307179586).
 -define(A, 10.0).
@@ -120,7 +121,7 @@ defaults() ->
 -spec validate(map()) -> {ok, params()} | {error, {emas, term()}}.
 validate(Options) when is_map(Options) ->
     Params = maps:merge(defaults(), Options),
-    Known = [steps | maps:keys(defaults())],
+    Known = [steps, progress | maps:keys(defaults())],
     case [K || K <- maps:keys(Options), not lists:member(K, Known)] of
         [Unknown | _] ->
             {error, {emas, {unknown_option, Unknown}}};
@@ -141,6 +142,7 @@ valid(arena_call, C) -> C =:= cast orelse C =:= call;
 valid(seed, S) -> is_integer(S);
 valid(reproduction_threshold, V) -> is_integer(V) andalso V >= 0;
 valid(skel_workers, islands) -> true;
+valid(progress, P) -> is_pid(P);
 valid(nodes, Nodes) -> is_list(Nodes) andalso Nodes =/= [] andalso lists:all(fun is_atom/1, Nodes);
 valid(K, V) when K =:= recombination_probability; K =:= mutation_probability; K =:= mutation_rate;
                  K =:= migration_probability ->

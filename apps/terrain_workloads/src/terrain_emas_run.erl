@@ -24,7 +24,7 @@
          vm_usage/2]).
 
 %% Internal exports
--export([sampler/2]).
+-export([sampler/3]).
 
 -export_type([context/0, final/0, island_final/0, result/0, vm_sample/0, vm_usage/0]).
 
@@ -116,7 +116,8 @@ zero_counts() ->
 %% The coordinator
 
 coordinate(Model, Params) ->
-    Sampler = spawn_link(?MODULE, sampler, [self(), erlang:monotonic_time(millisecond)]),
+    Sampler = spawn_link(?MODULE, sampler, [self(), erlang:monotonic_time(millisecond),
+                                            maps:get(progress, Params, undefined)]),
     Ctx = #{sampler => Sampler, coordinator => self(),
             duration_ms => case Params of #{steps := _} -> undefined; #{time_ms := T} -> T end,
             steps => maps:get(steps, Params, undefined)},
@@ -201,7 +202,7 @@ summary(Model, Params, #{islands := Islands} = Final, ElapsedUs, {LocalUtilisati
       energy_initial => maps:get(islands, Params) * maps:get(population, Params) * maps:get(initial_energy, Params),
       energy_final => terrain_emas:total_energy(Agents),
       lost_agents => maps:get(lost_agents, Final, 0),
-      parameters => maps:remove(nodes, Params#{nodes_used => lists:usort([N || #{node := N} <- Islands])})}.
+      parameters => maps:without([nodes, progress], Params#{nodes_used => lists:usort([N || #{node := N} <- Islands])})}.
 
 json_float(undefined) -> null;
 json_float(F) -> F.
@@ -209,11 +210,13 @@ json_float(F) -> F.
 %%--------------------------------------------------------------------
 %% The sampler
 
-%% @doc The sampler loop (spawned by the coordinator).
--spec sampler(pid(), integer()) -> no_return().
-sampler(Coordinator, T0) ->
+%% @doc The sampler loop (spawned by the coordinator). With `Progress' (the run's
+%% `progress' option) it sends each second's rows there as `{emas_progress, Rows}'
+%% (the run's result so far, for a caller that may stop early).
+-spec sampler(pid(), integer(), pid() | undefined) -> no_return().
+sampler(Coordinator, T0, Progress) ->
     _ = erlang:send_after(T0 + 1000, self(), {tick, 1}, [{abs, true}]),
-    sample(Coordinator, T0, #{reporters => [], last => #{}, rows => [], second => 0}).
+    sample(Coordinator, T0, #{reporters => [], last => #{}, rows => [], second => 0, progress => Progress}).
 
 sample(Coordinator, T0, State) ->
     receive
@@ -222,7 +225,12 @@ sample(Coordinator, T0, State) ->
         {tick, Second} ->
             _ = erlang:send_after(T0 + 1000 * (Second + 1), self(), {tick, Second + 1}, [{abs, true}]),
             Reports = ask(maps:get(reporters, State)),
-            sample(Coordinator, T0, rows(Second, Reports, State));
+            #{rows := Rows} = Next = rows(Second, Reports, State),
+            _ = case maps:get(progress, State) of
+                undefined -> ok;
+                Progress -> Progress ! {emas_progress, lists:reverse(lists:sublist(Rows, length(Rows) - length(maps:get(rows, State))))}
+            end,
+            sample(Coordinator, T0, Next);
         {finish, Coordinator, Finals, ElapsedMs} ->
             #{second := Last} = State,
             Final = case ElapsedMs > Last * 1000 of

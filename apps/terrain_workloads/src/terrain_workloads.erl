@@ -180,7 +180,8 @@
           arena_timeout => pos_integer(),
           time_check_interval => pos_integer(),
           skel_workers => pos_integer() | islands,
-          nodes => [node()]}.
+          nodes => [node()],
+          progress => pid()}.
 %% Options of {@link emas/1} (defaults: {@link emas_defaults/0}; docs/EXPERIMENTS.md).
 %% <ul>
 %% <li>`model' — default hybrid</li>
@@ -230,7 +231,10 @@
 %% reproduced, fought, died and migrated in that second and the island's best
 %% fitness so far (the last row covers the part of a second at the end); `summary'
 %% the totals, rates, the scheduler utilisation over the run (OTP's
-%% `scheduler_wall_time') and the energy before and after.
+%% `scheduler_wall_time') and the energy before and after. With the option
+%% `progress => Pid', Pid gets `{emas_progress, Rows}' after every second, the rows of
+%% that second: the result so far of a run its caller may abandon (`terrain emas' keeps
+%% them on SIGTERM).
 -spec emas(emas_options()) -> {ok, emas_result()} | {error, term()}.
 emas(Options) ->
     case terrain_emas:validate(Options) of

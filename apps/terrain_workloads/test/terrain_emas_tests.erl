@@ -136,11 +136,33 @@ defaults_are_erlang_emas_test() ->
                    mutation_range := 0.05, migration_probability := 0.0001, topology := mesh,
                    solution := binary}, D).
 
+%% The rows sent to the progress pid, second by second, begin the run's rows (the last,
+%% partial second comes only with the result); the summary's parameters leave the pid out.
+progress_sends_each_seconds_rows_test_() ->
+    {timeout, 30,
+     fun() ->
+             {ok, #{rows := Rows, summary := #{parameters := Parameters}}} =
+                 terrain_workloads:emas(#{model => hybrid, islands => 2, population => 20, dimensions => 10,
+                                          time_ms => 2500, progress => self()}),
+             Sent = progress_rows([]),
+             %% a second whose islands did not answer within 800 ms has no rows (a loaded machine)
+             ?assertNotEqual([], Sent),
+             ?assert(lists:all(fun(#{second := S}) -> S =:= 1 orelse S =:= 2 end, Sent)),
+             ?assertEqual(Sent, lists:sublist(Rows, length(Sent))),
+             ?assertNot(is_map_key(progress, Parameters))
+     end}.
+
+progress_rows(Acc) ->
+    receive {emas_progress, New} -> progress_rows(Acc ++ New)
+    after 0 -> Acc
+    end.
+
 bad_parameters_are_errors_test_() ->
     [?_assertMatch({error, {emas, {bad_option, islands, 0}}}, terrain_workloads:emas(#{islands => 0})),
      ?_assertMatch({error, {emas, {bad_option, initial_energy, -1}}}, terrain_workloads:emas(#{initial_energy => -1})),
      ?_assertMatch({error, {emas, {bad_option, mutation_rate, 1.5}}}, terrain_workloads:emas(#{mutation_rate => 1.5})),
      ?_assertMatch({error, {emas, {unknown_option, energy}}}, terrain_workloads:emas(#{energy => 3})),
+     ?_assertMatch({error, {emas, {bad_option, progress, self}}}, terrain_workloads:emas(#{progress => self})),
      ?_assertMatch({error, {emas, {model_is_local, concurrent}}},
                    terrain_workloads:emas(#{model => concurrent, nodes => [other@host]})),
      ?_assertMatch({error, {emas, {steps_need_a_deterministic_model, hybrid}}},
