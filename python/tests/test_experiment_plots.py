@@ -51,6 +51,18 @@ def test_distances_figure_is_written(tmp_path: Path) -> None:
     assert all(p.parent == out for p in written)
 
 
+def test_a_partial_distances_run_is_drawn_with_its_missing_ratio_said(tmp_path: Path) -> None:
+    # a node killed during the second case: one case kept, both ratios null
+    results = [{"topology": "spec", "placement": "distance", "mean_s": 1.0, "runs_s": [1.0, 1.1]}]
+    summary = {"format": "terrain.experiment/1", "experiment": "distances", "results": results,
+               "ratio_spec": None, "ratio_discovered": None, "partial": True}
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    written = write_experiment_plots(tmp_path, tmp_path / "figures")
+    assert sorted(p.name for p in written) == ["distances_times.png", "distances_times.svg"]
+    svg = (tmp_path / "figures" / "distances_times.svg").read_text()
+    assert "n/a (spec topology)" in svg and "partial run" in svg
+
+
 def test_wrong_format_is_an_error_that_names_it(tmp_path: Path) -> None:
     (tmp_path / "summary.json").write_text(json.dumps({"format": "terrain.other/1"}))
     with pytest.raises(ValueError, match="terrain.other/1"):

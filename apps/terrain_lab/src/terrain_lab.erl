@@ -110,6 +110,10 @@ format_error({aco, _} = Reason) ->
     terrain_lab_aco:format_error(Reason);
 format_error({aco_instance, _} = Reason) ->
     terrain_workloads:aco_format_error(Reason);
+format_error({aco_vertex_failed, _} = Reason) ->
+    terrain_workloads:format_error(Reason);
+format_error(aco_timeout) ->
+    terrain_workloads:format_error(aco_timeout);
 format_error({cgroup, _} = Reason) ->
     terrain_lab_cgroup:format_error(Reason);
 format_error({guard, _} = Reason) ->

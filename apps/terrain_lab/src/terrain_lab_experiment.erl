@@ -220,32 +220,43 @@ distances(Dir, Options, Progress) ->
                                  runs_s => [S || {S, _} <- Results], mean_s => mean([S || {S, _} <- Results]),
                                  slow_links => [slow_links(Tree, A, SpecName, Spec) || {_, A} <- Results]}
                        end,
-                SpecResults = [Case(spec, P) || P <- [distance, random]],
-                Progress("probing round trips (concurrent) and discovering the topology\n"),
-                Discovered = must(discover(Dir, Nodes, Batches)),
-                _ = [must(load_topology(N, Discovered)) || N <- Nodes],
-                DiscResults = [Case(discovered, P) || P <- [distance, random]],
-                Results = SpecResults ++ DiscResults,
-                Ratio = fun(T) ->
-                                [R] = [maps:get(mean_s, X) || #{topology := T1, placement := random} = X <- Results, T1 =:= T],
-                                [D] = [maps:get(mean_s, X) || #{topology := T1, placement := distance} = X <- Results, T1 =:= T],
-                                R / D
-                        end,
+                %% the four cases and the discovery between them, one after another; a
+                %% step that fails (a node killed) stops the experiment, and the cases
+                %% finished before are written, marked partial
+                Discover = fun(Done) ->
+                                   Progress("probing round trips (concurrent) and discovering the topology\n"),
+                                   Discovered = must(discover(Dir, Nodes, Batches)),
+                                   _ = [must(load_topology(N, Discovered)) || N <- Nodes],
+                                   Done
+                           end,
+                Steps = [fun(Done) -> [Case(spec, distance) | Done] end,
+                         fun(Done) -> [Case(spec, random) | Done] end,
+                         Discover,
+                         fun(Done) -> [Case(discovered, distance) | Done] end,
+                         fun(Done) -> [Case(discovered, random) | Done] end],
                 Parameters = #{quick => Quick, runs => Runs, global => Global, local => 1, ants => 2,
                                colonies => colonies(Tree), nodes => length(Nodes), degree => 3,
                                latency_us => #{cluster => 10000, site => 1000, rack => 0}, probe_batches => Batches},
+                {Results, Stopped} = distance_steps(Steps, []),
                 Summary = #{format => ?FORMAT, experiment => distances, parameters => Parameters,
-                            ratio_spec => Ratio(spec), ratio_discovered => Ratio(discovered),
-                            results => Results, machine => machine()},
+                            ratio_spec => distance_ratio(spec, Results),
+                            ratio_discovered => distance_ratio(discovered, Results),
+                            results => Results, partial => Stopped =/= none, machine => machine()},
                 must(terrain_lab_files:write(filename:join(Dir, "summary.json"),
                                              [terrain_json:encode(Summary, #{pretty => true}), $\n])),
                 Dots = [#{kind => placement_dot, file => iolist_to_binary(dot_name(T, P))}
-                        || T <- [spec, discovered], P <- [distance, random]],
+                        || #{topology := T, placement := P} <- Results],
+                Probed = [#{kind => latency, file => <<"probe/latency.json">>}
+                          || filelib:is_regular(filename:join([Dir, "probe", "latency.json"]))]
+                    ++ [#{kind => topology, file => <<"discovered.term">>}
+                        || filelib:is_regular(filename:join(Dir, "discovered.term"))],
                 must(terrain_lab_run:write_manifest(Dir, experiment_distances,
-                                                    [#{kind => summary, file => <<"summary.json">>, parameters => Parameters},
-                                                     #{kind => latency, file => <<"probe/latency.json">>},
-                                                     #{kind => topology, file => <<"discovered.term">>} | Dots])),
-                {ok, Summary}
+                                                    [#{kind => summary, file => <<"summary.json">>, parameters => Parameters}
+                                                     | Probed ++ Dots])),
+                case Stopped of
+                    none -> {ok, Summary};
+                    Failed -> {error, {experiment, {partial_cases, length(Results), 4, Failed}}}
+                end
             catch
                 throw:{?MODULE, Why} -> {error, Why}     % a step that failed (a node killed, a full disk)
             after
@@ -274,6 +285,27 @@ discover(Dir, Nodes, Batches) ->
 load_topology(Node, Tree) ->
     try erpc:call(Node, terrain, load_topology, [Tree], 10000)
     catch error:{erpc, Why} -> {error, {experiment, {load_topology, Node, Why}}}
+    end.
+
+%% The steps of the distance experiment in order, each taking and returning the
+%% cases finished so far; the first that fails stops them: {Cases, none | Why}.
+distance_steps([], Done) ->
+    {lists:reverse(Done), none};
+distance_steps([Step | Rest], Done) ->
+    try Step(Done) of
+        Done1 -> distance_steps(Rest, Done1)
+    catch
+        throw:{?MODULE, Why} -> {lists:reverse(Done), Why}
+    end.
+
+%% Random over distance placement's mean time with one topology, or null when a
+%% partial run lacks either case.
+distance_ratio(Topology, Results) ->
+    Mean = fun(Placement) -> [M || #{topology := T, placement := P, mean_s := M} <- Results,
+                                   T =:= Topology, P =:= Placement] end,
+    case {Mean(random), Mean(distance)} of
+        {[R], [D]} when D > 0 -> R / D;
+        _ -> null
     end.
 
 %% A step of the distance experiment: its value, or the experiment stops with its
@@ -360,6 +392,9 @@ format_error({experiment, {partial, Done, All, interrupted}}) ->
 format_error({experiment, {partial, Done, All, {run_failed, Ants, Run, Placement, Why}}}) ->
     io_lib:format("run ~b with ~b ants (~ts placement) failed: ~ts; the ~b of ~b runs finished before are kept, "
                   "marked partial", [Run, Ants, Placement, terrain_lab:format_error(Why), Done, All]);
+format_error({experiment, {partial_cases, Done, All, Why}}) ->
+    io_lib:format("~ts; the ~b of ~b cases finished before are kept in summary.json, marked partial",
+                  [terrain_lab:format_error(Why), Done, All]);
 format_error({experiment, Why}) ->
     io_lib:format("the experiment failed: ~0tP", [Why, 12]).
 
@@ -387,3 +422,27 @@ machine() ->
                {error, _} -> null
            end,
     #{logical_processors => erlang:system_info(logical_processors_available), loadavg1 => Load}.
+
+-ifdef(TEST).
+-include_lib("eunit/include/eunit.hrl").
+
+a_failed_step_keeps_the_cases_finished_before_test() ->
+    Case = fun(T, P) -> fun(Done) -> [#{topology => T, placement => P, mean_s => 1.0} | Done] end end,
+    Killed = fun(_Done) -> must({error, {aco_vertex_failed, noconnection}}) end,
+    {Kept, Why} = distance_steps([Case(spec, distance), Case(spec, random), Killed, Case(discovered, distance)], []),
+    ?assertEqual([{spec, distance}, {spec, random}], [{T, P} || #{topology := T, placement := P} <- Kept]),
+    ?assertEqual({aco_vertex_failed, noconnection}, Why),
+    ?assertEqual({Kept, none}, distance_steps([Case(spec, distance), Case(spec, random)], [])).
+
+a_partial_run_has_a_ratio_only_with_both_placements_test() ->
+    Spec = [#{topology => spec, placement => distance, mean_s => 1.0},
+            #{topology => spec, placement => random, mean_s => 2.5},
+            #{topology => discovered, placement => distance, mean_s => 1.0}],
+    ?assertEqual(2.5, distance_ratio(spec, Spec)),
+    ?assertEqual(null, distance_ratio(discovered, Spec)).
+
+a_killed_node_is_a_sentence_naming_what_was_kept_test() ->
+    Text = lists:flatten(format_error({experiment, {partial_cases, 2, 4, {aco_vertex_failed, noconnection}}})),
+    ?assertEqual("a vertex of the ML-ACO tree failed: its node went down or was cut off (noconnection); "
+                 "the 2 of 4 cases finished before are kept in summary.json, marked partial", Text).
+-endif.

@@ -317,6 +317,8 @@ aco_format_error({aco_instance, _} = Reason) ->
     terrain_aco_instance:format_error(Reason);
 aco_format_error(aco_timeout) ->
     "the ML-ACO run did not finish before its deadline";
+aco_format_error({aco_vertex_failed, noconnection}) ->
+    "a vertex of the ML-ACO tree failed: its node went down or was cut off (noconnection)";
 aco_format_error({aco_vertex_failed, Why}) ->
     io_lib:format("a vertex of the ML-ACO tree failed: ~0tP", [Why, 12]).
 
@@ -343,5 +345,9 @@ format_error({emas, _} = Reason) ->
     terrain_emas:format_error(Reason);
 format_error({windtunnel, _} = Reason) ->
     terrain_windtunnel:format_error(Reason);
+format_error({aco_vertex_failed, _} = Reason) ->
+    aco_format_error(Reason);
+format_error(aco_timeout) ->
+    aco_format_error(aco_timeout);
 format_error(Reason) ->
     io_lib:format("~0tp", [Reason]).

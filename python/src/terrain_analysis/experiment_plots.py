@@ -220,6 +220,11 @@ def _attributes_shape(parameters: dict[str, Any]) -> str:
     )
 
 
+def _ratio(value: Any) -> str:
+    """A ratio for a title; a partial run that lacks one of its two cases has ``null``."""
+    return f"{value:.2f}" if isinstance(value, (int, float)) else "n/a"
+
+
 def _distances_figures(summary: dict[str, Any]) -> list[tuple[str, Figure]]:
     results = summary["results"]
     figure = Figure(figsize=(7, 4.5))
@@ -233,8 +238,9 @@ def _distances_figures(summary: dict[str, Any]) -> list[tuple[str, Figure]]:
     axes.set_xticks(range(len(results)), labels)
     axes.set_ylabel("ML-ACO main loop (s)")
     axes.set_title(
-        f"Distance vs random placement: ratio {summary['ratio_spec']:.2f} (spec topology), "
-        f"{summary['ratio_discovered']:.2f} (discovered)",
+        f"Distance vs random placement: ratio {_ratio(summary.get('ratio_spec'))} (spec topology), "
+        f"{_ratio(summary.get('ratio_discovered'))} (discovered)"
+        + (" — partial run" if summary.get("partial") else ""),
         fontsize=10,
     )
     figure.text(0.01, 0.01, NOISE_NOTE, fontsize=7, color="grey")
