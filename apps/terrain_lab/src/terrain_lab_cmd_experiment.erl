@@ -74,7 +74,12 @@ run(Options, [Name], Io) ->
                              try terrain_lab_experiment:attributes(Dir, ExpOptions, Progress)
                              after ok = terrain_lab_cli_signals:clear()
                              end;
-                         "distances" -> terrain_lab_experiment:distances(Dir, ExpOptions, Progress);
+                         "distances" ->
+                             %% SIGTERM stops it after the current case, keeping the cases done
+                             ok = terrain_lab_cli_signals:on_interrupt(self(), {terrain_lab_experiment, interrupt}),
+                             try terrain_lab_experiment:distances(Dir, ExpOptions, Progress)
+                             after ok = terrain_lab_cli_signals:clear()
+                             end;
                          "scale" -> terrain_lab_scale:run(Dir, #{max_nodes => maps:get(max_nodes, Options),
                                                                  probe_budget_s => maps:get(probe_budget, Options),
                                                                  prefix => maps:get(prefix, Options), io => Io},

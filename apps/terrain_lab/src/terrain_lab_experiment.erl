@@ -292,10 +292,14 @@ load_topology(Node, Tree) ->
 distance_steps([], Done) ->
     {lists:reverse(Done), none};
 distance_steps([Step | Rest], Done) ->
-    try Step(Done) of
-        Done1 -> distance_steps(Rest, Done1)
-    catch
-        throw:{?MODULE, Why} -> {lists:reverse(Done), Why}
+    receive
+        {?MODULE, interrupt} -> {lists:reverse(Done), interrupted}   % SIGTERM, turned into a message by the CLI
+    after 0 ->
+            try Step(Done) of
+                Done1 -> distance_steps(Rest, Done1)
+            catch
+                throw:{?MODULE, Why} -> {lists:reverse(Done), Why}
+            end
     end.
 
 %% Random over distance placement's mean time with one topology, or null when a
@@ -392,6 +396,9 @@ format_error({experiment, {partial, Done, All, interrupted}}) ->
 format_error({experiment, {partial, Done, All, {run_failed, Ants, Run, Placement, Why}}}) ->
     io_lib:format("run ~b with ~b ants (~ts placement) failed: ~ts; the ~b of ~b runs finished before are kept, "
                   "marked partial", [Run, Ants, Placement, terrain_lab:format_error(Why), Done, All]);
+format_error({experiment, {partial_cases, Done, All, interrupted}}) ->
+    io_lib:format("interrupted (SIGTERM); the ~b of ~b cases finished before are kept in summary.json, marked partial",
+                  [Done, All]);
 format_error({experiment, {partial_cases, Done, All, Why}}) ->
     io_lib:format("~ts; the ~b of ~b cases finished before are kept in summary.json, marked partial",
                   [terrain_lab:format_error(Why), Done, All]);
@@ -432,7 +439,10 @@ a_failed_step_keeps_the_cases_finished_before_test() ->
     {Kept, Why} = distance_steps([Case(spec, distance), Case(spec, random), Killed, Case(discovered, distance)], []),
     ?assertEqual([{spec, distance}, {spec, random}], [{T, P} || #{topology := T, placement := P} <- Kept]),
     ?assertEqual({aco_vertex_failed, noconnection}, Why),
-    ?assertEqual({Kept, none}, distance_steps([Case(spec, distance), Case(spec, random)], [])).
+    ?assertEqual({Kept, none}, distance_steps([Case(spec, distance), Case(spec, random)], [])),
+    %% SIGTERM (the CLI's message) stops them before the next step
+    self() ! {?MODULE, interrupt},
+    ?assertEqual({[], interrupted}, distance_steps([Case(spec, distance), Case(spec, random)], [])).
 
 a_partial_run_has_a_ratio_only_with_both_placements_test() ->
     Spec = [#{topology => spec, placement => distance, mean_s => 1.0},
