@@ -470,16 +470,20 @@ compare(Options, FoundFile, TruthFile, Io) ->
         {{ok, Found}, {ok, Truth}} ->
             Found1 = match_names(Found, Truth, maps:get(prefix, Options, "")),
             case terrain:compare_topologies(Found1, Truth) of
-                {ok, #{levels := Levels} = Report} ->
-                    lists:foreach(fun(#{level := K, truth_clusters := T, found_clusters := F, ari := A}) ->
-                                          terrain_lab_io:out(Io, "level ~b: ~b true clusters, ~b found, ARI ~.3f~n",
-                                                             [K, T, F, A])
-                                  end, Levels),
-                    #{clade_recall := R, clade_precision := P, truth_clades := TC, found_clades := FC,
-                      common_clades := C, nodes := N} = Report,
-                    terrain_lab_io:out(Io, "clades: recall ~.3f (~b of ~b true clades found), "
-                                       "precision ~.3f (~b of ~b found clades true); ~b nodes~n",
-                                       [R, C, TC, P, C, FC, N]);
+                {ok, Report} ->
+                    case output_format(Options) of
+                        {ok, json} ->
+                            %% terrain.topology_comparison/1, what `terrain report' renders
+                            Json = terrain_json:encode(Report#{format => <<"terrain.topology_comparison/1">>,
+                                                               found => unicode:characters_to_binary(FoundFile),
+                                                               truth => unicode:characters_to_binary(TruthFile)},
+                                                      #{pretty => true}),
+                            emit([Json, $\n], Options, Io);
+                        {ok, _} ->
+                            emit(comparison_text(Report), Options, Io);
+                        {error, _} = Error ->
+                            Error
+                    end;
                 {error, _} = Error ->
                     Error
             end;
@@ -488,6 +492,13 @@ compare(Options, FoundFile, TruthFile, Io) ->
         {_, {error, _} = Error} ->
             Error
     end.
+
+comparison_text(#{levels := Levels, clade_recall := R, clade_precision := P, truth_clades := TC,
+                  found_clades := FC, common_clades := C, nodes := N}) ->
+    [[io_lib:format("level ~b: ~b true clusters, ~b found, ARI ~.3f~n", [K, T, F, A])
+      || #{level := K, truth_clusters := T, found_clusters := F, ari := A} <- Levels],
+     io_lib:format("clades: recall ~.3f (~b of ~b true clades found), "
+                   "precision ~.3f (~b of ~b found clades true); ~b nodes~n", [R, C, TC, P, C, FC, N])].
 
 %% When the truth is a spec (short names) and the found tree has full node names,
 %% compare by the local part without the prefix.

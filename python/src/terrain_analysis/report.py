@@ -163,6 +163,14 @@ class Text:
 
 
 @dataclass(frozen=True)
+class Pre:
+    """Preformatted text, a command's output as it printed it (escaped when rendered)."""
+
+    text: str
+    caption: str = ""
+
+
+@dataclass(frozen=True)
 class Table:
     """A table of values; ``None`` shows as a dash, floats with 4 significant digits.
 
@@ -204,7 +212,7 @@ class Figure:
     command: str
 
 
-Block = Text | Table | Figure
+Block = Text | Pre | Table | Figure
 """What a section is made of."""
 
 
@@ -1037,6 +1045,135 @@ def render_events(entry: Entry, run: Run) -> Section:
 
 
 # --------------------------------------------------------------------------------------------------
+# The SLURM pipeline (examples/slurm/pipeline.sbatch, RELEASE D3.5 §4.6; docs/TESTBED.md)
+# --------------------------------------------------------------------------------------------------
+
+_PIPELINE_LINES = 80  # lines of a step's output shown; the rest is in its file
+
+
+def render_pipeline(entry: Entry, run: Run) -> Section:
+    """``pipeline``: ``terrain.pipeline/1`` — the batch job's steps, their times and their outputs."""
+    document = _read_json(run, entry, ["terrain.pipeline/"])
+    steps = document.get("steps") or []
+    blocks: list[Block] = [
+        Table(
+            ["", "value"],
+            [
+                ["SLURM job", document.get("job")],
+                ["allocated nodes", document.get("nodelist")],
+                ["probe strategy", document.get("strategy")],
+                ["statistic", document.get("statistic")],
+                ["payload (bytes)", document.get("payload_bytes")],
+                ["wall time (s)", document.get("seconds")],
+            ],
+            f"The batch job; made by {run.command(entry)}.",
+        ),
+        Table(
+            ["step", "started at (s)", "took (s)", "output"],
+            [[s.get("title"), s.get("started_s"), s.get("seconds"), s.get("output")] for s in steps],
+            "Every step of the job, in order, with its start (seconds after the job's start) and duration.",
+        ),
+    ]
+    for step in steps:
+        output = step.get("output")
+        if not output:
+            continue
+        lines = run.path(str(output)).read_text(errors="replace").splitlines()
+        shown = lines[:_PIPELINE_LINES]
+        if len(lines) > len(shown):
+            shown.append(f"... {len(lines) - len(shown)} more lines in {output}")
+        blocks.append(Pre("\n".join(shown), f"{step.get('title')} ({output})"))
+    return Section("Pipeline steps", blocks)
+
+
+def render_slurm_topology(entry: Entry, run: Run) -> Section:
+    """``slurm_topology``: ``terrain.topology/1`` of SLURM's switches (``terrain topology import slurm``)."""
+    document = _read_json(run, entry, ["terrain.topology/"])
+    clusters: list[list[Any]] = []
+
+    def walk(node: Mapping[str, Any], depth: int) -> None:
+        if "node" in node:
+            return
+        leaves = _topology_leaves(node)
+        clusters.append([node.get("name"), depth, len(leaves), " ".join(leaves)])
+        for child in node.get("children") or []:
+            walk(child, depth + 1)
+
+    walk(document.get("tree") or {}, 0)
+    return Section(
+        "SLURM topology",
+        [
+            Table(
+                ["switch", "depth", "hosts", "hosts below it"],
+                clusters,
+                f"SLURM's switches (topology.conf), from the top down; made by {run.command(entry)}.",
+            )
+        ],
+    )
+
+
+def _read_json_lines(run: Run, entry: Entry) -> list[dict[str, Any]]:
+    path = run.path(entry)
+    records = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{entry.file}: line {number} is not JSON ({error})") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"{entry.file}: line {number} is not a JSON object")
+        records.append(record)
+    return records
+
+
+def render_aco_placement(entry: Entry, run: Run) -> Section:
+    """``aco_placement``: ``terrain aco --json`` lines — ML-ACO placed by distance against random."""
+    records = _read_json_lines(run, entry)
+    rows = [[r.get("placement"), r.get("seed"), r.get("main_s"), r.get("setup_s"), r.get("best_cost"),
+             r.get("colonies"), r.get("nodes")] for r in records]
+    by: dict[str, list[float]] = {}
+    for r in records:
+        if isinstance(r.get("main_s"), (int, float)):
+            by.setdefault(str(r.get("placement")), []).append(float(r["main_s"]))
+    means = {p: float(np.mean(v)) for p, v in by.items()}
+    summary = [[p, len(by[p]), means[p], float(np.min(by[p])), float(np.max(by[p]))] for p in sorted(by)]
+    blocks: list[Block] = [
+        Table(
+            ["placement", "runs", "mean main loop (s)", "fastest (s)", "slowest (s)"],
+            summary,
+            "Main-loop time of ML-ACO per placement of its colonies.",
+        )
+    ]
+    if means.get("distance"):
+        blocks.append(Text(f"random / distance: {means.get('random', float('nan')) / means['distance']:.2f} "
+                           "(above 1: placing by distance on the discovered tree was faster)."))
+    blocks.append(Table(["placement", "seed", "main loop (s)", "set-up (s)", "best cost", "colonies", "nodes"], rows,
+                        f"Every run; made by {run.command(entry)}."))
+    if by:
+        figure, axes = _new_figure(5.5, 2.6)
+        names = sorted(by)
+        for k, name in enumerate(names):
+            values = by[name]
+            axes.plot([k] * len(values), [v * 1000 for v in values], "o", alpha=0.7)
+            axes.plot([k - 0.2, k + 0.2], [means[name] * 1000] * 2, "-", color="black")
+        axes.set_xticks(range(len(names)), names)
+        axes.set_xlim(-0.6, len(names) - 0.4)
+        axes.set_ylabel("main loop (ms)")
+        axes.set_title("ML-ACO main loop per run; bar: mean", fontsize=9)
+        blocks.append(
+            figure_from_matplotlib(
+                figure,
+                title="ML-ACO placed by distance against random",
+                caption="Each dot one run (one seed); the bar is the mean of the placement's runs.",
+                command=f"{_report_command(run)} (runs made by {run.command(entry)})",
+            )
+        )
+    return Section("ML-ACO: distance against random placement", blocks)
+
+
+# --------------------------------------------------------------------------------------------------
 # The registry
 # --------------------------------------------------------------------------------------------------
 
@@ -1064,6 +1201,10 @@ RENDERERS: dict[str, Renderer] = {
     "events_timeline": summary_renderer("Event timelines", []),
     "events_reads": summary_renderer("Read times", []),
     "event_findings": summary_renderer("Monitors' findings", ["terrain.event_findings/"]),
+    # ... and what examples/slurm/pipeline.sbatch records (docs/TESTBED.md).
+    "slurm_topology": render_slurm_topology,
+    "aco_placement": render_aco_placement,
+    "pipeline": render_pipeline,
 }
 """Kind → renderer, in the order the sections appear. A tool adds its kind here."""
 
@@ -1075,6 +1216,8 @@ RENDERERS: dict[str, Renderer] = {
 _CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; color: #1d2327;
        margin: 0; background: #f6f7f8; }
+pre { background: #f1f3f5; padding: .6em .9em; overflow-x: auto; font-size: .82em; line-height: 1.3; }
+p.pre-caption { margin: .9em 0 .2em; font-weight: 600; }
 header { background: #24313a; color: #fff; padding: 1.2em 2em; }
 header h1 { margin: 0 0 .3em; font-size: 1.6em; }
 header p { margin: .2em 0; color: #d5dde2; }
@@ -1128,6 +1271,9 @@ def _format_cell(value: Any) -> tuple[str, bool]:
 def _html_block(block: Block, number: list[int]) -> str:
     if isinstance(block, Text):
         return f"<p>{_escape(block.text)}</p>"
+    if isinstance(block, Pre):
+        caption = f'<p class="pre-caption">{_escape(block.caption)}</p>' if block.caption else ""
+        return f"{caption}<pre>{_escape(block.text)}</pre>"
     if isinstance(block, Table):
         head = "".join(f"<th>{_escape(c)}</th>" for c in block.columns)
         body = []
