@@ -15,7 +15,7 @@ REBAR := rebar3
 TEST_PATHS = $(wildcard _build/test/lib/*/ebin) $(wildcard _build/test/lib/*/test)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup apt build escript check compile xref dialyzer docs eunit ct proper pytest examples test bench demo clean
+.PHONY: setup apt build escript check compile xref dialyzer docs eunit ct proper pytest examples test bench demo clean formats
 
 ## setup: Erlang/OTP, rebar3 and test applications from Debian; the Python package in .venv
 setup: apt $(VENV)/.installed
@@ -78,6 +78,11 @@ examples: apt
 
 pytest: $(VENV)/.installed
 	cd python && ../$(VENV)/bin/python -m pytest -q
+
+## formats: regenerate apps/terrain_json/include/terrain_formats.hrl from spec/formats.json (the registry of format
+## tags and manifest kinds; python/tests/test_formats.py fails when they differ)
+formats:
+	python3 python/tools/formats_hrl.py
 
 ## test: everything CI runs; exits non-zero on any failure
 test: setup check docs eunit ct proper examples pytest

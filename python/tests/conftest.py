@@ -74,7 +74,7 @@ def _png(path: Path, title: str) -> None:
 
 
 def make_run_directory(directory: Path) -> Path:
-    """Write a run directory with one output of every kind the report knows, and one it does not.
+    """Write a run directory with one output of every registered kind (spec/formats.json), and one it does not know.
 
     The cluster, attributes, latency, topology, durations and GEV outputs follow the formats terrain
     writes today (the GEV fit and its plots are made by ``terrain-analysis gev`` itself); the bench,
@@ -168,15 +168,18 @@ def make_run_directory(directory: Path) -> Path:
          "failed_nodes": []},
     )
     (directory / "bench" / "sweep.csv").write_text(
-        "nodes,operation,throughput,p99_us\n2,rpc,400,1900\n4,rpc,700,2400\n"
+        "nodes,argument_size,compute_us,op,count,errors,throughput,p50,p90,p95,p99,p999,max,per_node_p99_mean,"
+        "failed_instances\n"
+        "2,64,0,rpc,12000,0,400.0,210,480,610,1900,5100,9000,1200.0,0\n"
+        "4,64,0,rpc,21000,2,700.0,230,520,680,2400,6000,9900,1500.0,0\n"
     )
     _png(directory / "bench" / "throughput.png", "Throughput vs nodes")
     write(
         "collective/collective.json",
         {"format": "terrain.collective/1", "spec": "examples/paths.cluster",
-         "results": [{"algorithm": "hierarchical", "size": 8, "rank_order": "random", "median_us": 45000,
+         "results": [{"algorithm": "hierarchical", "size_bytes": 8, "rank_order": "random", "median_us": 45000,
                       "p95_us": 47000, "lower_bound_us": 44800},
-                     {"algorithm": "binomial", "size": 8, "rank_order": "random", "median_us": 120000,
+                     {"algorithm": "binomial", "size_bytes": 8, "rank_order": "random", "median_us": 120000,
                       "p95_us": 140000}]},
     )
     write(
@@ -199,6 +202,16 @@ def make_run_directory(directory: Path) -> Path:
          "ratios": [{"ants": 1, "with_s": 1.0, "without_s": 1.1, "ratio": 1.1},
                     {"ants": 8, "with_s": 1.2, "without_s": 4.0, "ratio": 3.3}]},
     )
+    (directory / "experiment" / "attributes.csv").write_text(
+        "ants,run,placement,seconds\n1,1,attributes,1.0\n1,1,random,1.1\n8,1,attributes,1.2\n8,1,random,4.0\n"
+    )
+    (directory / "experiment" / "placement_attributes.dot").write_text("graph placement { a -- b; }\n")
+    rows = ["source,target,min_us"] + [f"{a},{b},{matrix[i, j]:.1f}" for i, a in enumerate(nodes)
+                                      for j, b in enumerate(nodes) if i != j]
+    (directory / "latency.csv").write_text("\n".join(rows) + "\n")
+    write("bench/points/1/summary.json", {"format": "terrain.bench/1", "nodes": 2, "operations": {}})
+    (directory / "bench" / "nodes" / "t_a1@host").mkdir(parents=True)
+    (directory / "bench" / "nodes" / "t_a1@host" / "rpc.hlog").write_text("#[StartTime: 0]\n")
     (directory / "hosts.txt").write_text("host-a\nhost-b\n")
     outputs = [
         {"kind": "cluster", "file": "cluster.json", "parameters": {"command": "terrain demo --spec fixture"}},
@@ -215,6 +228,12 @@ def make_run_directory(directory: Path) -> Path:
         {"kind": "emas", "file": "emas/summary.json", "parameters": {}},
         {"kind": "emas", "file": "emas/emas.csv", "parameters": {}},
         {"kind": "experiment", "file": "experiment/summary.json", "parameters": {}},
+        {"kind": "summary", "file": "experiment/summary.json", "parameters": {}},
+        {"kind": "attributes_times", "file": "experiment/attributes.csv", "parameters": {}},
+        {"kind": "placement_dot", "file": "experiment/placement_attributes.dot", "parameters": {}},
+        {"kind": "latency_csv", "file": "latency.csv", "parameters": {}},
+        {"kind": "bench_point", "file": "bench/points/1/summary.json", "parameters": {}},
+        {"kind": "bench_node_files", "file": "bench/nodes/t_a1@host", "parameters": {}},
         {"kind": "hostlist", "file": "hosts.txt", "parameters": {}},
     ]
     write(

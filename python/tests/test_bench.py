@@ -156,7 +156,7 @@ def test_bad_inputs_name_the_argument(tmp_path):
         read_sweep(bad)
     wrong = tmp_path / "summary.json"
     wrong.write_text(json.dumps({"format": "terrain.latency/1"}))
-    with pytest.raises(ValueError, match="must have format 'terrain.bench/1', got 'terrain.latency/1'"):
+    with pytest.raises(ValueError, match="summary.json: format 'terrain.latency/1', expected 'terrain.bench/1'"):
         read_summary(wrong)
     with pytest.raises(ValueError, match="'rows' must not be empty"):
         sweep_figures([])

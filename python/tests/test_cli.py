@@ -179,3 +179,13 @@ def test_gev_on_a_nearly_constant_sample_is_an_error_without_numpy_warnings(tmp_
     assert "its standard errors are not finite" in lines[0]
     assert "encountered" not in done.stderr
     assert not out.exists()
+
+
+def test_report_refuses_to_overwrite_an_input_of_the_run(run_directory, capsys):
+    manifest = (run_directory / "manifest.json").read_text()
+    for target in (run_directory / "manifest.json", run_directory / "latency.json"):
+        assert main(["report", str(run_directory), "--out", str(target)]) == 1
+        assert capsys.readouterr().err == (
+            f"terrain-analysis: error: --out {target} is an input of the run {run_directory}: give another file\n"
+        )
+    assert (run_directory / "manifest.json").read_text() == manifest

@@ -39,7 +39,7 @@ def test_read_collective_keeps_every_result_and_the_bound(tmp_path):
 @pytest.mark.parametrize(
     ("document", "message"),
     [
-        ({"format": "terrain.latency/1", "results": RESULTS}, "'format' must be"),
+        ({"format": "terrain.latency/1", "results": RESULTS}, "format 'terrain.latency/1', expected"),
         (_document([]), "'results' must be a non-empty list"),
         (_document([{"algorithm": "flat"}]), "'results[0]' is not a result"),
         (_document([dict(RESULTS[0], size_bytes=0)]), "'results[0]' needs a positive size"),
@@ -77,4 +77,4 @@ def test_command_rejects_another_format(tmp_path, capsys):
     path = tmp_path / "latency.json"
     path.write_text(json.dumps({"format": "terrain.latency/1"}))
     assert main(["collective", str(path), "--out", str(tmp_path)]) == 1
-    assert "'format' must be 'terrain.collective/1'" in capsys.readouterr().err
+    assert f"{path}: format 'terrain.latency/1', expected 'terrain.collective/1'" in capsys.readouterr().err

@@ -75,7 +75,7 @@ def test_read_run_gives_the_best_of_all_islands_per_second(tmp_path: Path) -> No
 def test_read_run_rejects_a_wrong_format(tmp_path: Path) -> None:
     directory = make_run(tmp_path / "r")
     (directory / "summary.json").write_text(json.dumps({"format": "terrain.emas/2", "model": "hybrid"}))
-    with pytest.raises(ValueError, match="'format' must be 'terrain.emas/1', got 'terrain.emas/2'"):
+    with pytest.raises(ValueError, match="summary.json: format 'terrain.emas/2', expected 'terrain.emas/1'"):
         read_run(directory)
 
 

@@ -53,7 +53,8 @@ def test_read_events_round_trip(tmp_path):
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("", "is empty"), ('{"format": "terrain.latency/1"}\n', "has format 'terrain.latency/1'"),
+    [("", "is empty"),
+     ('{"format": "terrain.latency/1"}\n', "line 1: format 'terrain.latency/1', expected 'terrain.events/1'"),
      ('{"format": "terrain.events/1"}\n{"name": "x"}\n', "line 2 is not an event")],
 )
 def test_read_events_rejects_what_is_not_an_events_file(tmp_path, text, message):

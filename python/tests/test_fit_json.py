@@ -28,7 +28,7 @@ def test_round_trip(tmp_path):
 def test_unknown_format_is_rejected_on_read(tmp_path):
     path = tmp_path / "fit.json"
     path.write_text(json.dumps({**MINIMAL, "format": "terrain.gev/2"}))
-    with pytest.raises(ValueError, match=r"must have format 'terrain\.gev/1', got 'terrain\.gev/2'"):
+    with pytest.raises(ValueError, match=r"format 'terrain\.gev/2', expected 'terrain\.gev/1'"):
         read_fit_json(path)
 
 
@@ -47,7 +47,7 @@ def test_non_positive_scale_is_rejected(tmp_path):
 def test_not_json_is_rejected(tmp_path):
     path = tmp_path / "fit.json"
     path.write_text("location = 3")
-    with pytest.raises(ValueError, match=r"'path' must be a JSON file"):
+    with pytest.raises(ValueError, match=r"fit.json: not JSON"):
         read_fit_json(path)
 
 

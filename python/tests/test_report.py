@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import html
 import json
 import re
 import shutil
@@ -15,6 +16,9 @@ from terrain_analysis import report
 from terrain_analysis.browser import check_page
 from terrain_analysis.cli import main
 from terrain_analysis.report import RENDERERS, build_report, read_run, write_report
+from terrain_analysis.report import cluster as report_cluster
+from terrain_analysis.report import durations as report_durations
+from terrain_analysis.report import topology as report_topology
 
 KNOWN_KINDS = [
     "cluster",
@@ -29,6 +33,8 @@ KNOWN_KINDS = [
     "events",
     "emas",
     "experiment",
+    "summary",
+    "attributes_times",
 ]
 
 
@@ -41,6 +47,21 @@ def test_report_has_one_section_per_kind_in_registry_order(run_directory):
     assert errors == []
     assert _section_ids(page) == KNOWN_KINDS + ["other"]
     assert list(RENDERERS)[: len(KNOWN_KINDS)] == KNOWN_KINDS
+
+
+def test_every_registered_kind_is_rendered_or_listed_with_why(run_directory):
+    from terrain_analysis.formats import KINDS
+
+    page, errors = build_report([run_directory])
+    assert errors == []
+    kinds = {o["kind"] for o in json.loads((run_directory / "manifest.json").read_text())["outputs"]}
+    assert {"summary", "placement_dot", "latency_csv", "bench_point", "bench_node_files", "attributes_times"} <= kinds
+    other = page.split('id="kind-other"', 1)[1]
+    for name in kinds & set(KINDS):
+        if KINDS[name].report == "rendered":
+            assert f'id="kind-{name}"' in page, name
+        else:
+            assert f"<td>{name}</td>" in other and html.escape(KINDS[name].what) in other, name
 
 
 def test_unknown_kinds_are_listed_with_their_files(run_directory):
@@ -92,7 +113,8 @@ def test_figures_drawn_by_the_report_have_a_title_and_axis_labels_with_units(run
         drawn.append(figure)
         return original(figure, **kwargs)
 
-    monkeypatch.setattr(report, "figure_from_matplotlib", record)
+    for module in (report_cluster, report_topology, report_durations):  # the renderers that draw
+        monkeypatch.setattr(module, "figure_from_matplotlib", record)
     build_report([run_directory])
     assert len(drawn) == 5  # group tree, heatmap, dendrogram, discovered tree, durations
     for figure in drawn:
@@ -288,7 +310,8 @@ def test_chromium_is_installed():
 def test_events_as_json_lines_are_counted_by_name(tmp_path, make_run):
     run = make_run(tmp_path / "run")
     (run / "events" / "events.jsonl").write_text(
-        '{"format": "terrain.events/1", "nodes": ["a@h"]}\n{"name": "compute"}\n{"name": "send"}\n{"name": "compute"}\n'
+        '{"format": "terrain.events/1", "nodes": ["a@h"]}\n{"name": "compute", "time_us": 10}\n'
+        '{"name": "send", "time_us": 20}\n{"name": "compute", "time_us": 30}\n'
     )
     manifest = json.loads((run / "manifest.json").read_text())
     manifest["outputs"] = [{"kind": "events", "file": "events/events.jsonl"}]
@@ -338,3 +361,25 @@ def test_aco_placement_lines_that_are_not_json_are_reported(tmp_path, make_run):
     (run / "manifest.json").write_text(json.dumps(manifest))
     page, errors = build_report([run])
     assert len(errors) == 1 and "aco.jsonl: line 2 is not JSON" in errors[0]
+
+
+def test_the_live_demo_step_renders_its_timeline_and_places(tmp_path, make_run):
+    run = make_run(tmp_path / "run")
+    (run / "live").mkdir()
+    (run / "live" / "live.json").write_text(
+        json.dumps(
+            {
+                "format": "terrain.live/1",
+                "healed_ms": 66,
+                "timeline": [{"t_s": 2.9, "what": "node joined", "version": 1, "detail": "n9 placed next to n3, n4"}],
+                "places": [{"node": "n9", "before": "-", "after": "live/s1/s1r2"}],
+            }
+        )
+    )
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["outputs"].append({"kind": "live", "file": "live/live.json", "parameters": {}})
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    page, errors = build_report([run])
+    assert errors == []
+    assert "Live cluster" in page
+    assert "<td>node joined</td>" in page and "<td>live/s1/s1r2</td>" in page

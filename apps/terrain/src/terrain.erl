@@ -84,6 +84,24 @@
 %% {@link spawn_on/3} spawns on a chosen node; {@link place_tree/2} places a process
 %% tree so that children sit near their parents (docs/DISTANCES.md).
 %%
+%% == Spread, placed groups and the live topology ==
+%%
+%% `choose_nodes(all, Preds, #{count => 4, spread => {depth, 2}})' takes four matches
+%% from as many racks as possible, evenly. {@link start_placed/2} keeps K processes
+%% running on matching nodes, spread over failure domains, and starts them elsewhere
+%% when their node dies (no state handoff); {@link placed/1} lists them. With the app env
+%% key `live' the topology follows nodes joining, leaving and moving, one version on
+%% every node ({@link live_status/0}); {@link subscribe/2} delivers the changes
+%% (docs/DISTANCES.md).
+%% ```
+%% {ok, _} = terrain:start_placed(workers, #{start => {my_worker, start_link, []}, count => 8,
+%%                                           preds => [{vm_num_processors, ge, 4}],
+%%                                           spread => {depth, 2}}),
+%% [{Pid, Node} | _] = terrain:placed(workers),
+%% {ok, Ref} = terrain:subscribe(topology, #{}),
+%% receive {terrain_topology, Ref, #{version := V, change := Change}} -> {V, Change} end.
+%% '''
+%%
 %% == Topology discovery ==
 %%
 %% {@link read_latency/1} reads the round trips `terrain probe' measured;
@@ -125,6 +143,7 @@
          load_attrs/1,
          attrs/2,
          attrs/3,
+         subscribe/2,
          subscribe/3,
          unsubscribe/1,
          stats/0]).
@@ -139,6 +158,7 @@
 -export([load_topology/1,
          check_topology/1,
          topology/0,
+         live_status/0,
          render_topology/2,
          distance/2,
          level/2,
@@ -146,6 +166,11 @@
          disc/2,
          spawn_on/3,
          place_tree/2]).
+
+%% API: placed groups
+-export([start_placed/2,
+         placed/1,
+         stop_placed/1]).
 
 %% API: topology discovery
 -export([read_latency/1,
@@ -164,11 +189,12 @@
 
 %% exports_not_used: The public API: called by users of the library, not by this project's code.
 -ignore_xref([{version, 0}, {format_error, 1}, {attr, 1}, {set_attr, 2}, {set_attr, 3},
-              {delete_attr, 1}, {load_attrs, 1}, {attrs, 2}, {attrs, 3}, {subscribe, 3},
+              {delete_attr, 1}, {load_attrs, 1}, {attrs, 2}, {attrs, 3}, {subscribe, 2}, {subscribe, 3},
               {unsubscribe, 1}, {stats, 0}, {choose_nodes, 2}, {choose_nodes, 3}, {choose_node, 3},
-              {format_explanation, 1}, {load_topology, 1}, {check_topology, 1}, {topology, 0},
+              {format_explanation, 1}, {load_topology, 1}, {check_topology, 1}, {topology, 0}, {live_status, 0},
               {render_topology, 2}, {distance, 2}, {level, 2}, {disc, 2}, {spawn_on, 3},
-              {place_tree, 2}, {read_latency, 1}, {discover, 2}, {compare_topologies, 2}, {insert_node, 4}, {remove_node, 2},
+              {place_tree, 2}, {start_placed, 2}, {placed, 1}, {stop_placed, 1}, {read_latency, 1}, {discover, 2},
+              {compare_topologies, 2}, {insert_node, 4}, {remove_node, 2},
               {load_duration_model, 1}, {load_duration_model, 2}, {check_duration, 1},
               {check_duration, 2}, {duration_model, 1}, {unload_duration_model, 1}]).
 
@@ -182,9 +208,12 @@
               choose_options/0,
               choose_node_options/0,
               explanation/0,
+              spread/0,
+              spread_shortfall/0,
               spawn_options/0,
               process_tree/0,
               place_options/0,
+              placed_spec/0,
               topology_tree/0,
               topology_format/0,
               latency/0,
@@ -253,7 +282,10 @@
                             max_age => non_neg_integer() | infinity,
                             order_by => {attr_name(), asc | desc} | distance,
                             explain => boolean(),
-                            relax => boolean()}.
+                            relax => boolean(),
+                            count => pos_integer(),
+                            spread => spread(),
+                            occupied => [node()]}.
 %% Options of {@link choose_nodes/3}:
 %% <ul>
 %% <li>`timeout', `max_age' — as in {@link query_options()}.</li>
@@ -263,6 +295,16 @@
 %% <li>`explain' — when nothing matches, return `{[], Explanation}' instead of `[]'.</li>
 %% <li>`relax' — drop predicates from the end of the list until a node matches; the
 %%     result becomes `{Nodes, Dropped}'.</li>
+%% <li>`count' — return at most K of the matches (nearest first unless `order_by').</li>
+%% <li>`spread' — take them from as many distinct failure domains as the matches
+%%     allow, evenly (the counts of two domains differ by at most one unless one ran
+%%     out of matches), nearest first within that: a level name (`near': nodes at
+%%     most `near' apart share a domain) or `{depth, D}' (the subtrees D levels below
+%%     the root; `{depth, 2}' is the racks of a sites/racks/nodes tree). With `explain',
+%%     a result that falls short (fewer than K, or two in one domain) is
+%%     `{Nodes, Shortfall}'; {@link format_explanation/1} says why.</li>
+%% <li>`occupied' — nodes already in use (with multiplicity), counted in their
+%%     domains before the spread picks, so that new picks go where there are fewest.</li>
 %% </ul>
 
 -type choose_node_options() :: #{timeout => non_neg_integer(),
@@ -270,7 +312,9 @@
                                  order_by => {attr_name(), asc | desc} | distance,
                                  relax => boolean(),
                                  pick => random | first | least_loaded | round_robin,
-                                 load_attr => attr_name()}.
+                                 load_attr => attr_name(),
+                                 spread => spread(),
+                                 occupied => [node()]}.
 %% Options of {@link choose_node/3}: those of {@link choose_options()} except
 %% `explain', and:
 %% <ul>
@@ -279,14 +323,33 @@
 %%     at random) or `round_robin' (a node-wide rotation over the matches).</li>
 %% <li>`load_attr' — the attribute `least_loaded' compares (default
 %%     `scheduler_utilisation', a 10-second moving average).</li>
+%% <li>`spread', `occupied' — as in {@link choose_options()}: `pick' chooses among
+%%     the matches in the domain with the fewest occupied nodes (then the least
+%%     occupied nodes in it).</li>
 %% </ul>
 
 -type explanation() :: #{candidates := non_neg_integer(),
                          unreachable := #{node() => term()},
                          steps := [{predicate(), non_neg_integer()}],
                          removed_by := predicate() | none,
-                         last := #{node() => #{term() => term()}}}.
-%% Why nothing matched; render it with {@link format_explanation/1}.
+                         last := #{node() => #{term() => term()}}}
+                     | spread_shortfall().
+%% Why nothing matched, or why a spread fell short; render it with
+%% {@link format_explanation/1}.
+
+-type spread() :: level() | {depth, non_neg_integer()}.
+%% Failure domains to spread over: a level name, or `{depth, D}' (see
+%% {@link choose_options()}).
+
+-type spread_shortfall() :: #{count := pos_integer(),
+                              spread := spread() | none,
+                              matched := non_neg_integer(),
+                              picked := non_neg_integer(),
+                              domains := non_neg_integer(),
+                              shared := [{Domain :: term(), pos_integer()}]}.
+%% Why a spread was not met (`explain => true' with `count' or `spread'): K asked,
+%% how many nodes matched, how many were picked, over how many distinct domains, and
+%% the domains (network names) that got more than one pick.
 
 -type spawn_options() :: #{candidates => candidates(),
                            pick => random | first | least_loaded | round_robin,
@@ -325,6 +388,34 @@
 %%     tree over all the candidates).</li>
 %% <li>`random_rounds' — random placements averaged for the comparison (default 20).</li>
 %% <li>`timeout', `max_age' — for the attributes the vertices' predicates need.</li>
+%% </ul>
+
+-type placed_spec() :: #{start := {module(), atom(), [term()]},
+                         count := pos_integer(),
+                         preds => predicate() | [predicate()],
+                         spread => spread(),
+                         candidates => candidates(),
+                         rebalance => false | pos_integer(),
+                         max_restarts => non_neg_integer(),
+                         start_timeout => pos_integer(),
+                         timeout => pos_integer()}.
+%% A placed group for {@link start_placed/2}:
+%% <ul>
+%% <li>`start' — `{M, F, A}' run on the chosen node, returning `{ok, Pid}' as a
+%%     supervisor child's start does (`{gen_event, start, []}', a `start_link');</li>
+%% <li>`count' — how many members (K);</li>
+%% <li>`preds' — the predicates a member's node must satisfy (default `[]');</li>
+%% <li>`spread' — spread the members over the failure domains of this level or
+%%     `{depth, D}' (as in {@link choose_options()}), also after every repair;</li>
+%% <li>`candidates' — where to look (default `all': this node and the connected ones,
+%%     as they are at each placement);</li>
+%% <li>`rebalance' — `false' (default) or an interval in ms (at least 100): when nodes
+%%     join, move at most one member per interval where that evens the spread;</li>
+%% <li>`max_restarts' — member exits tolerated within 10 s before the group stops
+%%     (default 10; node failures do not count);</li>
+%% <li>`start_timeout' — ms {@link start_placed/2} waits for the members (default 5000).</li>
+%% <li>`timeout' — ms each selection may take to ask the candidates' attributes
+%%     (default 2000; a node that does not answer in time is not chosen that time).</li>
 %% </ul>
 
 -type topology_tree() :: {network, term(), [topology_tree()]}
@@ -552,12 +643,27 @@ subscribe(Nodes, Names, IntervalMs) ->
                                   end)
               end).
 
-%% @doc Ends a subscription made by {@link subscribe/3}.
+%% @doc Subscribes the caller to the changes of the live topology: for every version
+%% this node takes, a message `{terrain_topology, Ref, #{version := V, change :=
+%% Change, topology := Tree}}', Change being `{join, Node, Siblings, PairsMeasured}',
+%% `{leave, Node}', `{move, Node, FromSiblings, ToSiblings}' or `{sync, Version}' (a
+%% state adopted after a partition or a new sequencer). `{error, not_live}' when the
+%% node runs without a live topology (app env key `live'; docs/DISTANCES.md).
+-spec subscribe(topology, Opts :: #{}) -> {ok, reference()} | {error, term()}.
+subscribe(topology, Opts) ->
+    maybe_run([fun() -> check_options(Opts, #{}) end],
+              fun() -> call_server(fun() -> terrain_live:subscribe(self()) end) end).
+
+%% @doc Ends a subscription made by {@link subscribe/3} or {@link subscribe/2}.
 -spec unsubscribe(Ref :: reference()) -> ok.
 unsubscribe(Ref) when is_reference(Ref) ->
-    case call_server(fun() -> terrain_attr_cache:unsubscribe(Ref) end) of
+    case call_server(fun() -> terrain_live:unsubscribe(Ref) end) of
         ok -> ok;
-        {error, not_running} -> ok
+        _ ->
+            case call_server(fun() -> terrain_attr_cache:unsubscribe(Ref) end) of
+                ok -> ok;
+                {error, not_running} -> ok
+            end
     end.
 
 %% @doc Counters of this node's attribute traffic since the application started:
@@ -586,7 +692,7 @@ choose_nodes(Candidates, Preds) ->
 %% `relax => true' the result is `{Nodes, DroppedPredicates}'.
 -spec choose_nodes(Candidates :: candidates(), Preds :: predicate() | [predicate()],
                    Opts :: choose_options()) ->
-          [node()] | {[], explanation()} | {[node()], [predicate()]} | {error, term()}.
+          [node()] | {[node()], explanation()} | {[node()], [predicate()]} | {error, term()}.
 choose_nodes(Candidates, Preds, Opts) ->
     maybe_run([fun() -> terrain_select:validate(Preds) end,
                fun() -> check_options(Opts, choose_checks()) end],
@@ -598,7 +704,7 @@ choose_nodes(Candidates, Preds, Opts) ->
                   Opts :: choose_node_options()) -> {ok, node()} | {error, term()}.
 choose_node(Candidates, Preds, Opts) ->
     maybe_run([fun() -> terrain_select:validate(Preds) end,
-               fun() -> check_options(Opts, maps:merge(maps:remove(explain, choose_checks()),
+               fun() -> check_options(Opts, maps:merge(maps:without([explain, count], choose_checks()),
                                                        #{pick => fun(P) -> lists:member(P, [random, first, least_loaded, round_robin]) end,
                                                          load_attr => fun is_atom/1})) end],
               fun() -> terrain_choose:node(Candidates, Preds, Opts) end).
@@ -606,6 +712,8 @@ choose_node(Candidates, Preds, Opts) ->
 %% @doc Renders the explanation that `choose_nodes(..., #{explain => true})' returns
 %% for an empty result.
 -spec format_explanation(Explanation :: explanation()) -> iolist().
+format_explanation(#{shared := _} = Shortfall) ->
+    terrain_spread:format_shortfall(Shortfall);
 format_explanation(Explanation) ->
     terrain_select:format_explanation(Explanation).
 
@@ -650,6 +758,15 @@ topology() ->
         undefined -> undefined;
         T -> terrain_topology:term(T)
     end.
+
+%% @doc The live topology on this node: `disabled' (the app env key `live' is not
+%% set), or the version of the tree it holds, the sequencer (the member with the
+%% smallest name, which orders every change), the members, and the nodes that left
+%% and are waiting out the grace period before they are removed.
+-spec live_status() -> disabled | #{version := non_neg_integer(), sequencer := node(), members := [node()],
+                                   leaving := [node()]} | {error, not_running}.
+live_status() ->
+    call_server(fun() -> terrain_live:status() end).
 
 %% @doc The communication distance between two nodes under the current topology:
 %% RELEASE D3.5's ultrametric 2^−ℓ (§4.2), or the measured height of their lowest common network.
@@ -723,6 +840,44 @@ place_tree(ProcessTree, Opts) ->
                               terrain_place:place_tree(ProcessTree, Topology, terrain_choose:dedup(Candidates), Opts)
                       end
               end).
+
+%%====================================================================
+%% API: placed groups
+
+%% @doc Starts a placed group on this node: `count' processes started by `start' on
+%% nodes that satisfy `preds', spread over `spread' (docs/DISTANCES.md, "Placed
+%% groups"). When a member's node dies (or is cut off) the member is started again
+%% on a node chosen then, from the live topology and fresh attributes, keeping the
+%% spread; when a member exits it is restarted the same way. State is not handed
+%% over: a restarted member starts fresh. Returns once the members run (or after
+%% `start_timeout'; members that could not be placed are retried every second).
+-spec start_placed(Name :: term(), Spec :: placed_spec()) -> {ok, pid()} | {error, term()}.
+start_placed(Name, Spec) ->
+    Checks = #{start => fun({M, F, A}) -> is_atom(M) andalso is_atom(F) andalso is_list(A); (_) -> false end,
+               count => fun(K) -> is_integer(K) andalso K > 0 end,
+               preds => fun(P) -> terrain_select:validate(P) =:= ok end,
+               spread => fun terrain_topology:check_spread/1,
+               candidates => fun(C) -> C =:= all orelse terrain_choose:check_nodes(C) =:= ok
+                                           orelse (is_tuple(C) andalso tuple_size(C) =:= 3
+                                                   andalso element(1, C) =:= group andalso is_atom(element(2, C)))
+                             end,
+               rebalance => fun(R) -> R =:= false orelse (is_integer(R) andalso R >= 100) end,
+               max_restarts => fun(R) -> is_integer(R) andalso R >= 0 end,
+               start_timeout => fun(T) -> is_integer(T) andalso T > 0 end,
+               timeout => fun(T) -> is_integer(T) andalso T > 0 end},
+    maybe_run([fun() -> required(Spec, [start, count]) end,
+               fun() -> check_options(Spec, Checks) end],
+              fun() -> call_server(fun() -> terrain_placed:start(Name, Spec) end) end).
+
+%% @doc The running members of a placed group: `[{Pid, Node}]', read in the caller.
+-spec placed(Name :: term()) -> [{pid(), node()}] | {error, {no_group, term()}}.
+placed(Name) ->
+    terrain_placed:members(Name).
+
+%% @doc Stops a placed group and its members.
+-spec stop_placed(Name :: term()) -> ok | {error, {no_group, term()}}.
+stop_placed(Name) ->
+    terrain_placed:stop(Name).
 
 %%====================================================================
 %% API: topology discovery
@@ -850,6 +1005,12 @@ format_error({bad_predicate, P}) ->
     io_lib:format("malformed predicate: ~0tp (see the predicate list in docs/ATTRIBUTES.md)", [P]);
 format_error({bad_option, Key, Value}) ->
     io_lib:format("bad value for option ~0tp: ~0tp", [Key, Value]);
+format_error({no_group, Name}) ->
+    io_lib:format("no placed group ~0tp is running on this node", [Name]);
+format_error({already_started, Pid}) ->
+    io_lib:format("a placed group of that name is already running (~0p)", [Pid]);
+format_error({missing_option, Key}) ->
+    io_lib:format("the option ~0tp is required", [Key]);
 format_error({unknown_option, Key}) ->
     io_lib:format("unknown option ~0tp", [Key]);
 format_error({bad_options, Opts}) ->
@@ -870,6 +1031,8 @@ format_error({no_scope, Scope}) ->
     io_lib:format("no pg scope ~0tp is running on this node", [Scope]);
 format_error(none) ->
     "no node satisfies the predicates";
+format_error(not_live) ->
+    "this node runs without a live topology (set the terrain app env key live, or terrain up --live)";
 format_error(not_running) ->
     "the terrain application is not running (on that node)";
 format_error(timeout) ->
@@ -919,6 +1082,14 @@ check_options(Opts, Checks) when is_map(Opts) ->
 check_options(Opts, _Checks) ->
     {error, {bad_options, Opts}}.
 
+required(Opts, Keys) when is_map(Opts) ->
+    case [K || K <- Keys, not maps:is_key(K, Opts)] of
+        [] -> ok;
+        [Missing | _] -> {error, {missing_option, Missing}}
+    end;
+required(Opts, _Keys) ->
+    {error, {bad_options, Opts}}.
+
 query_checks() ->
     #{timeout => fun(T) -> is_integer(T) andalso T >= 0 end,
       max_age => fun(A) -> A =:= infinity orelse (is_integer(A) andalso A >= 0) end}.
@@ -929,7 +1100,10 @@ choose_checks() ->
                                      (_) -> false
                                   end,
                       explain => fun is_boolean/1,
-                      relax => fun is_boolean/1}.
+                      relax => fun is_boolean/1,
+                      count => fun(K) -> is_integer(K) andalso K > 0 end,
+                      spread => fun terrain_topology:check_spread/1,
+                      occupied => fun(Ns) -> terrain_choose:check_nodes(Ns) =:= ok end}.
 
 check_names(all) ->
     ok;

@@ -18,7 +18,9 @@
          fetch/3,
          dedup/1,
          topology_distance/3,
-         topology_level/3]).
+         topology_level/3,
+         domain_of/1,
+         nearest_first/1]).
 
 -define(DEFAULT_TIMEOUT, 1000).
 
@@ -28,15 +30,23 @@
 %% @doc The candidates that satisfy the predicates, as {@link terrain:choose_nodes/3}
 %% returns them.
 -spec nodes(terrain:candidates(), terrain:predicate() | [terrain:predicate()], terrain:choose_options()) ->
-          [node()] | {[], terrain:explanation()} | {[node()], [terrain:predicate()]} | {error, term()}.
+          [node()] | {[node()], terrain:explanation()} | {[node()], [terrain:predicate()]} | {error, term()}.
 nodes(Candidates, Preds, Opts) ->
     case select(Candidates, Preds, Opts, []) of
         {ok, {[], _Dropped, Explain}} when map_get(explain, Opts) =:= true ->
             {[], explain(Explain)};
         {ok, {Nodes, Dropped, _}} when map_get(relax, Opts) =:= true ->
-            {Nodes, Dropped};
+            {spread(Nodes, Opts), Dropped};
         {ok, {Nodes, _, _}} ->
-            Nodes;
+            case {spread(Nodes, Opts), maps:get(explain, Opts, false)} of
+                {Picked, true} when is_map_key(count, Opts); is_map_key(spread, Opts) ->
+                    case shortfall(Picked, Nodes, Opts) of
+                        none -> Picked;
+                        Shortfall -> {Picked, Shortfall}
+                    end;
+                {Picked, _} ->
+                    Picked
+            end;
         {error, _} = Error ->
             Error
     end.
@@ -50,9 +60,24 @@ node(Candidates, Preds, Opts) ->
     Extra = case Pick of least_loaded -> [LoadAttr]; _ -> [] end,
     case select(Candidates, Preds, Opts, Extra) of
         {ok, {[], _, _}} -> {error, none};
-        {ok, {Nodes, _, {Values, _}}} -> {ok, pick(Pick, Nodes, LoadAttr, Values)};
+        {ok, {Nodes, _, {Values, _}}} -> {ok, pick(Pick, spread_best(Nodes, Opts), LoadAttr, Values)};
         {error, _} = Error -> Error
     end.
+
+%% @doc The failure domain of a node under a spread and this node's topology (each
+%% node its own domain without a topology).
+-spec domain_of(terrain_topology:spread()) -> fun((node()) -> term()).
+domain_of(Spread) ->
+    case terrain_topology_server:current() of
+        undefined -> fun(N) -> {node, N} end;
+        T -> fun(N) -> terrain_topology:domain(T, Spread, N) end
+    end.
+
+%% @doc Nodes nearest first from this node (stable: ties keep their order).
+-spec nearest_first([node()]) -> [node()].
+nearest_first(Nodes) ->
+    Topology = terrain_topology_server:current(),
+    order_by_distance(Nodes, #{self => node(), distance => fun(A, B) -> topology_distance(Topology, A, B) end}).
 
 %% @doc The nodes that `candidates()' stands for.
 -spec resolve_candidates(term()) -> {ok, [node()]} | {error, term()}.
@@ -157,6 +182,45 @@ select(Candidates, Preds, Opts, ExtraNames) ->
             Error;
         {_, {error, _} = Error} ->
             Error
+    end.
+
+%% count / spread (docs/DISTANCES.md, "Spread"): K of the matches, spread over the
+%% domains, nearest first within that unless order_by gave an order.
+spread(Nodes, Opts) when is_map_key(count, Opts); is_map_key(spread, Opts) ->
+    K = maps:get(count, Opts, length(Nodes)),
+    Ordered = case maps:is_key(order_by, Opts) of
+                  true -> Nodes;
+                  false -> nearest_first(Nodes)
+              end,
+    terrain_spread:assign(Ordered, spread_domain(Opts), K, maps:get(occupied, Opts, []), false);
+spread(Nodes, _Opts) ->
+    Nodes.
+
+spread_best(Nodes, #{spread := _} = Opts) ->
+    Ordered = case maps:is_key(order_by, Opts) of
+                  true -> Nodes;
+                  false -> nearest_first(Nodes)
+              end,
+    terrain_spread:best(Ordered, spread_domain(Opts), maps:get(occupied, Opts, []));
+spread_best(Nodes, _Opts) ->
+    Nodes.
+
+spread_domain(#{spread := Spread}) -> domain_of(Spread);
+spread_domain(#{}) -> fun(N) -> {node, N} end.
+
+shortfall(Picked, Matched, Opts) ->
+    K = maps:get(count, Opts, length(Matched)),
+    Spread = maps:get(spread, Opts, none),
+    case terrain_spread:shortfall(Picked, spread_domain(Opts), K, {Matched, Spread}) of
+        none -> none;
+        #{shared := Shared} = S -> S#{shared := [{domain_name(D), C} || {D, C} <- Shared]}
+    end.
+
+domain_name({node, _} = D) -> D;
+domain_name(Id) ->
+    case terrain_topology_server:current() of
+        undefined -> Id;
+        T -> terrain_topology:network_name(T, Id)
     end.
 
 explain({Values, {Nodes, Preds, Unreachable, Ctx}}) ->

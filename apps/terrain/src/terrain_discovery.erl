@@ -67,7 +67,8 @@
 
 -export_type([options/0, latency/0, result/0, error_reason/0]).
 
--define(LATENCY_FORMAT, <<"terrain.latency/1">>).
+-include_lib("terrain_json/include/terrain_formats.hrl").
+-define(LATENCY_FORMAT, ?TERRAIN_FORMAT_LATENCY).
 -define(SAMPLE, 50000).
 
 -type options() :: terrain:discovery_options().

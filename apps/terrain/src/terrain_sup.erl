@@ -15,8 +15,11 @@
 %% </ol>
 %% Then `terrain_topology_server' (the node's topology), and last
 %% `terrain_attr_responder', which answers other nodes' attribute requests from the
-%% tables: a crash of either restarts nothing else, and a restart of the tables'
-%% keeper restarts the responder too.
+%% tables; then `terrain_placed_sup' (placed groups), the `pg' scope
+%% `terrain_live_scope' and `terrain_live' (the live topology, idle unless the app
+%% env key `live' is set). A restart of the tables'
+%% keeper restarts everything after it; the responder and the processes after it hold
+%% no state the others need.
 -module(terrain_sup).
 -behaviour(supervisor).
 
@@ -37,8 +40,13 @@ init([]) ->
                 worker(terrain_attr_cache),
                 worker(terrain_attr_server),
                 worker(terrain_topology_server),
-                %% last: its restart restarts nothing else
-                worker(terrain_attr_responder)],
+                worker(terrain_attr_responder),
+                %% placed groups and the live topology: only their own state
+                supervisor(terrain_placed_sup),
+                #{id => terrain_live_scope,
+                  start => {pg, start_link, [terrain_live_scope]},
+                  restart => permanent, shutdown => 5000, type => worker, modules => [pg]},
+                worker(terrain_live)],
     {ok, {Flags, Children}}.
 
 worker(Module) ->
@@ -47,4 +55,12 @@ worker(Module) ->
       restart => permanent,
       shutdown => 5000,
       type => worker,
+      modules => [Module]}.
+
+supervisor(Module) ->
+    #{id => Module,
+      start => {Module, start_link, []},
+      restart => permanent,
+      shutdown => infinity,
+      type => supervisor,
       modules => [Module]}.

@@ -57,6 +57,9 @@
          groups/1,
          subnetworks/2,
          network_members/2,
+         domain/3,
+         network_name/2,
+         check_spread/1,
          term/1,
          render/2,
          format_error/1]).
@@ -64,7 +67,7 @@
 %% exports_not_used: Read by terrain_topology_tests and prop_topology to check the model.
 -ignore_xref([{anywhere, 1}, {groups, 1}, {metric, 1}, {new, 2}]).
 
--export_type([topology/0, tree/0, metric/0, level/0, format/0, network_id/0, error_reason/0]).
+-export_type([topology/0, tree/0, metric/0, level/0, format/0, network_id/0, error_reason/0, spread/0]).
 
 -compile({no_auto_import, [nodes/1]}).
 
@@ -74,6 +77,10 @@
 %% same list as a value, and every other module takes the levels and their order from there.
 -type level() :: terrain:level().
 -type format() :: terrain:topology_format().
+-type spread() :: terrain:spread().
+%% The failure domains a selection spreads over (docs/DISTANCES.md, "Spread"): the
+%% subtrees `D' levels below the root (`{depth, 0}' is the whole tree, `{depth, 2}' the
+%% racks of a sites/racks/nodes tree), or the classes of nodes at most `Level' apart.
 
 %% A network of the tree is identified by its position path from the root: `[1]' is
 %% the root, `[1, 2]' its second child, and so on.
@@ -98,7 +105,8 @@
 -type json_error() :: {json, non_neg_integer(), string()} | {format, term()} | {bad_height, term()}
                     | {bad_entry, term()}.
 
--define(JSON_FORMAT, <<"terrain.topology/1">>).
+-include_lib("terrain_json/include/terrain_formats.hrl").
+-define(JSON_FORMAT, ?TERRAIN_FORMAT_TOPOLOGY).
 
 %%--------------------------------------------------------------------
 %% API
@@ -285,6 +293,28 @@ subnetworks(T, Id) ->
 network_members(#{groups := Groups}, Id) ->
     maps:get(members, maps:get(Id, Groups)).
 
+%% @doc The failure domain of a node under a spread: the id of its network `D' levels
+%% below the root (`{depth, D}'), or of its highest network whose distance is at most
+%% the largest distance of level `Level' (a level name: the distance classes of an
+%% ultrametric are exactly these subtrees). A node outside the tree, or above depth
+%% `D', or alone under `same_node', is a domain of its own: `{node, Node}'.
+-spec domain(topology(), spread(), node()) -> network_id() | {node, node()}.
+domain(#{paths := Paths} = T, Spread, Node) ->
+    case Paths of
+        #{Node := Path} -> path_domain(T, Spread, Path, Node);
+        _ -> {node, Node}
+    end.
+
+%% @doc The name of a network (generated for unnamed ones).
+-spec network_name(topology(), network_id()) -> term().
+network_name(#{groups := Groups}, Id) ->
+    maps:get(name, maps:get(Id, Groups)).
+
+%% @doc `ok' for a spread: a level name or `{depth, D}' with D >= 0.
+-spec check_spread(term()) -> boolean().
+check_spread({depth, D}) -> is_integer(D) andalso D >= 0;
+check_spread(Level) -> lists:member(Level, levels()).
+
 %% @doc The topology term it was made from.
 -spec term(topology()) -> tree().
 term(#{tree := Tree}) ->
@@ -374,6 +404,30 @@ node_paths(Groups) ->
                         lists:foldl(fun(N, A) -> maps:update_with(N, fun(P) -> P ++ [Id] end, [Id], A) end,
                                     Acc, Members)
                 end, #{}, Sorted).
+
+%%--------------------------------------------------------------------
+%% Spread domains
+
+path_domain(_T, {depth, D}, Path, Node) ->
+    case length(Path) > D of
+        true -> lists:nth(D + 1, Path);
+        false -> {node, Node}
+    end;
+path_domain(#{distances := Distances} = T, Level, Path, Node) ->
+    Count = length(Distances),
+    Rank = level_rank(Level),
+    Within = [D || {R, D} <- lists:zip(lists:seq(0, Count - 1), Distances),
+                   level_rank(level_of(R, Count)) =< Rank],
+    case {Level, Within} of
+        {anywhere, _} -> hd(Path);
+        {_, []} -> {node, Node};
+        {_, _} ->
+            Radius = lists:max(Within),
+            case [G || G <- Path, lca_distance(T, G) =< Radius] of
+                [Domain | _] -> Domain;
+                [] -> {node, Node}
+            end
+    end.
 
 %%--------------------------------------------------------------------
 %% Distances and levels

@@ -55,7 +55,8 @@
 
 -type error_reason() :: {variability, term()}.
 
--define(FORMAT, <<"terrain.gev/1">>).
+-include_lib("terrain_json/include/terrain_formats.hrl").
+-define(FORMAT, ?TERRAIN_FORMAT_GEV).
 -define(GUMBEL_EPS, 1.0e-7).
 -define(KEY(Name), {?MODULE, Name}).
 

@@ -11,7 +11,8 @@
 
 -define(CALL_TIMEOUT, 15000).
 -define(BARRIER_MS, 1000).
--define(SUMMARY_FORMAT, <<"terrain.bench/1">>).
+-include_lib("terrain_json/include/terrain_formats.hrl").
+-define(SUMMARY_FORMAT, ?TERRAIN_FORMAT_BENCH).
 -define(PERCENTILES, [{p50, 50}, {p90, 90}, {p95, 95}, {p99, 99}, {p999, 99.9}]).
 
 %%--------------------------------------------------------------------

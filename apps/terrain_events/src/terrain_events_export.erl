@@ -21,8 +21,9 @@
          read_jsonl/1,
          write_perfetto/2]).
 
--define(EVENTS_FORMAT, <<"terrain.events/1">>).
--define(TRACE_FORMAT, <<"terrain.trace/1">>).
+-include_lib("terrain_json/include/terrain_formats.hrl").
+-define(EVENTS_FORMAT, ?TERRAIN_FORMAT_EVENTS).
+-define(TRACE_FORMAT, ?TERRAIN_FORMAT_TRACE).
 
 %% @doc Writes merged events and their header to `File' (temporary name, then
 %% renamed).

@@ -104,6 +104,8 @@ format_error({spec, _, _, _} = Reason) ->
     terrain_lab_spec:format_error(Reason);
 format_error({experiment, _} = Reason) ->
     terrain_lab_experiment:format_error(Reason);
+format_error({scale, _} = Reason) ->
+    terrain_lab_scale:format_error(Reason);
 format_error({aco, _} = Reason) ->
     terrain_lab_aco:format_error(Reason);
 format_error({aco_instance, _} = Reason) ->

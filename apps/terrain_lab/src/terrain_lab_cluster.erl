@@ -60,12 +60,19 @@
 -define(DEFAULT_BOOT_TIMEOUT, 60000).
 %% Lab nodes are stopped all at once; with global's partition prevention on, every
 %% node would report (and act on) the others going down. A node's own `args' come
-%% later on the command line and can turn it back on.
+%% later on the command line and can turn any of these back (docs/CLI.md, "Lean VMs").
 %% A node's log events (a crashed instance's report, "SIGTERM received") go to its
 %% stderr, which the launcher's own stderr receives: its stdout reaches the CLI's
 %% stdout (peer passes it on), which carries results only.
 -define(LAB_VM_ARGS, ["-kernel", "prevent_overlapping_partitions", "false",
-                      "-kernel", "logger", "[{handler,default,logger_std_h,#{config=>#{type=>standard_error}}}]"]).
+                      "-kernel", "logger", "[{handler,default,logger_std_h,#{config=>#{type=>standard_error}}}]"]
+        ++ ?LEAN).
+%% Lean VMs, so that 256 fit on a laptop-sized machine: a process table of 65,536
+%% (default 262,144: 2.9 MB less resident per VM), a port table of 8,192 (default
+%% 65,536: 0.7 MB), 2 dirty I/O schedulers (default 10 threads), and no busy wait of
+%% idle schedulers: with more VMs than cores a spinning idle VM takes the core from
+%% one with work.
+-define(LEAN, ["+P", "65536", "+Q", "8192", "+SDio", "2"] ++ ?NO_SPIN).
 -define(NO_SPIN, ["+sbwt", "none", "+sbwtdcpu", "none", "+sbwtdio", "none"]).
 -define(STOP_TIMEOUT, 5000).
 
@@ -298,9 +305,9 @@ await_setup(Worker, Ref) ->
     end.
 
 %% @doc VM arguments a lab node gets before the code path and its own `args': the
-%% lab's, its schedulers (`+S N:N'), and for a node with a CPU quota no busy-waiting
-%% of idle schedulers (`+sbwt none +sbwtdcpu none +sbwtdio none'), which would spend
-%% the quota spinning.
+%% lab's (lean VMs, no busy-waiting of idle schedulers: `+sbwt none +sbwtdcpu none
+%% +sbwtdio none', which would also spend a CPU quota spinning) and its schedulers
+%% (`+S N:N').
 -spec lab_vm_args(NodeSpec) -> [string()] when
       NodeSpec :: #{schedulers => pos_integer(), cpu => number(), cpu_per_scheduler => number(), _ => _}.
 lab_vm_args(NodeSpec) ->
@@ -308,19 +315,17 @@ lab_vm_args(NodeSpec) ->
                      #{schedulers := S} -> ["+S", integer_to_list(S) ++ ":" ++ integer_to_list(S)];
                      #{} -> []
                  end,
-    NoSpin = case maps:is_key(cpu, NodeSpec) orelse maps:is_key(cpu_per_scheduler, NodeSpec) of
-                 true -> ?NO_SPIN;
-                 false -> []
-             end,
-    ?LAB_VM_ARGS ++ Schedulers ++ NoSpin.
+    ?LAB_VM_ARGS ++ Schedulers.
 
 %% @doc Prepares a booted node (started with `terrain_lab_code:vm_args()'): sets the
 %% attributes of its spec and the cluster's topology (the node spec's `topology' key,
-%% see {@link terrain_lab_spec:topology/2}) and starts the `terrain' application, all
+%% see {@link terrain_lab_spec:topology/2}), the live topology (`live': the terrain app
+%% env key of that name) and starts the `terrain' application, all
 %% before `Deadline' (monotonic ms).
 %% A node spec with `cpu' or `cpu_per_scheduler' and `cluster' (the cluster's name)
 %% has its VM put in CPU cgroups (terrain_lab_cgroup) first.
--spec setup_node(terrain_lab_spec:node_spec() | #{topology => terrain:topology_tree(), cluster => atom()},
+-spec setup_node(terrain_lab_spec:node_spec() | #{topology => terrain:topology_tree(), cluster => atom(),
+                                                  live => true | map()},
                  node(), integer()) ->
           {ok, node_info()} | {error, term()}.
 setup_node(#{name := Name, path := Path} = NodeSpec, Node, Deadline) ->
@@ -333,6 +338,8 @@ setup_node(#{name := Name, path := Path} = NodeSpec, Node, Deadline) ->
             andalso erpc:call(Node, application, set_env, [terrain, attrs, maps:get(attrs, NodeSpec)], Timeout),
         _ = maps:is_key(topology, NodeSpec)
             andalso erpc:call(Node, application, set_env, [terrain, topology, maps:get(topology, NodeSpec)], Timeout),
+        _ = maps:is_key(live, NodeSpec)
+            andalso erpc:call(Node, application, set_env, [terrain, live, maps:get(live, NodeSpec)], Timeout),
         {ok, _} = erpc:call(Node, application, ensure_all_started, [terrain], Timeout),
         Schedulers = erpc:call(Node, erlang, system_info, [schedulers_online], Timeout),
         {ok, maps:merge(#{name => Name, node => Node, path => Path, schedulers => Schedulers, os_pid => OsPid}, Cpu)}

@@ -49,7 +49,8 @@
 
 -export_type([error_reason/0]).
 
--define(FORMAT, <<"terrain.state/1">>).
+-include_lib("terrain_json/include/terrain_formats.hrl").
+-define(FORMAT, ?TERRAIN_FORMAT_STATE).
 -define(DEFAULT_DIR, ".terrain").
 -define(MAX_NAME, 255).          % characters in an atom, so in a node name
 

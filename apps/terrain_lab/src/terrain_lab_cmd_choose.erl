@@ -26,7 +26,10 @@ commands() ->
                       "are combined with and. Prints the chosen nodes in the cluster's order (or --order-by), "
                       "one per line. When none matches, prints which predicate removed the last candidates "
                       "and their values, on stderr, and exits with status 1. --relax drops predicates from "
-                      "the end until a node matches; --pick prints one node. Distance predicates "
+                      "the end until a node matches; --pick prints one node. --count K --spread LEVEL|depth:D "
+                      "prints K nodes spread over failure domains (depth:2 is the racks of a "
+                      "sites/racks/nodes tree; when the spread cannot be met the nodes are printed and "
+                      "why on stderr). Distance predicates "
                       "({dist, le, R}, {level, le, near}, {in_subtree, Net}) need a topology: --at NODE asks a "
                       "node of the cluster (which holds the cluster's topology) to choose, as that node.",
        args => {1, infinity},
@@ -45,6 +48,12 @@ commands() ->
                    #{name => load_attr, long => "load-attr", type => string, metavar => "ATTR",
                      check => {fun attr_name/1, "an attribute name of 1 to 255 characters"},
                      help => "the attribute least_loaded compares (default scheduler_utilisation)"},
+                   #{name => count, long => "count", type => integer, range => {1, inf}, metavar => "K",
+                     help => "print at most K of the matches (nearest to the --at node first)"},
+                   #{name => spread, long => "spread", type => string, metavar => "LEVEL|depth:D",
+                     check => {fun spread_text/1, "a level name (very_near, near, far, very_far) or depth:D"},
+                     help => "take them from as many distinct failure domains as possible, evenly: "
+                             "a level name or depth:D (the subtrees D levels below the root)"},
                    #{name => timeout, long => "timeout", type => integer, default => 2000, range => {1, inf}, metavar => "MS",
                      help => "deadline for asking all the nodes"},
                    terrain_lab_cli_options:state_dir()],
@@ -73,6 +82,9 @@ choose(Nodes, Preds, Options, undefined, Io) ->
         {[], Explanation} when is_map(Explanation) ->
             terrain_lab_io:progress(Io, "~ts", [terrain:format_explanation(Explanation)]),
             {error, none};
+        {Chosen, Shortfall} when is_map(Shortfall) ->
+            terrain_lab_io:progress(Io, "~ts", [terrain:format_explanation(Shortfall)]),
+            print(Chosen, Io);
         {Chosen, Dropped} when is_list(Dropped) ->
             [terrain_lab_io:progress(Io, "relaxed: dropped ~0tp~n", [P]) || P <- Dropped],
             print(Chosen, Io);
@@ -82,7 +94,7 @@ choose(Nodes, Preds, Options, undefined, Io) ->
             print(Chosen, Io)
     end;
 choose(Nodes, Preds, Options, {Pick, LoadAttr}, Io) ->
-    case at(Options, choose_node, [Nodes, Preds, maps:remove(at, maps:merge(Options, LoadAttr#{pick => Pick}))]) of
+    case at(Options, choose_node, [Nodes, Preds, maps:without([at, count], maps:merge(Options, LoadAttr#{pick => Pick}))]) of
         {ok, Node} -> print([Node], Io);
         {error, none} ->
             %% ask again for the explanation
@@ -170,8 +182,27 @@ order_by_text(Text) ->
 attr_name(Text) ->
     Text =/= "" andalso length(Text) =< 255.
 
+spread_text(Text) ->
+    spread_term(Text) =/= error.
+
+spread_term("depth:" ++ D) ->
+    case string:to_integer(D) of
+        {Depth, ""} when Depth >= 0 -> {depth, Depth};
+        _ -> error
+    end;
+spread_term(Level) ->
+    %% the library checks that it is a level (terrain:choose_nodes/3 answers bad_option)
+    try list_to_existing_atom(Level)
+    catch error:badarg -> error
+    end.
+
 choose_options(Options) ->
-    Base = #{timeout => maps:get(timeout, Options), relax => maps:get(relax, Options, false)},
+    Base = maps:merge(#{timeout => maps:get(timeout, Options), relax => maps:get(relax, Options, false)},
+                      maps:merge(maps:filter(fun(_, V) -> V =/= undefined end, maps:with([count], Options)),
+                                 case maps:get(spread, Options, undefined) of
+                                     undefined -> #{};
+                                     SpreadText -> #{spread => spread_term(SpreadText)}
+                                 end)),
     case maps:get(order_by, Options, undefined) of
         undefined ->
             {ok, Base};

@@ -18,7 +18,8 @@
 %% exports_not_used: commands/0 and the handlers are called through the command table.
 -ignore_xref([{commands, 0}, {up, 3}, {status, 3}, {down, 3}]).
 
--define(STATUS_FORMAT, <<"terrain.status/1">>).
+-include_lib("terrain_json/include/terrain_formats.hrl").
+-define(STATUS_FORMAT, ?TERRAIN_FORMAT_STATUS).
 
 %% @doc The commands of this module, as `terrain_lab_cli:commands/0' lists them.
 -spec commands() -> [terrain_lab_cli:command()].
@@ -30,13 +31,16 @@ commands() ->
                       "(stored with mode 0600, never printed) and records them in STATE_DIR/cluster.json. "
                       "Refuses, before starting anything, while a cluster recorded there is still running, "
                       "when a node name is already registered with epmd (choose another --prefix), and when "
-                      "the nodes would not fit in memory (about 40 MB per VM; --force starts anyway). With "
+                      "the nodes would not fit in memory (23 MB per VM plus 52 kB per connection of the full mesh; --force starts anyway). With "
                       "--hosts FILE (one host or hostlist expression a line, '#' comments) instead of SPEC, "
                       "the spec is built from the hosts, --per-host nodes on each, one group per host, "
                       "written to --spec-out (default FILE.spec) and started. With --slurm, inside a SLURM "
                       "allocation, the hosts are SLURM_JOB_NODELIST's (one VM each, --per-host N, or one per task "
                       "of SLURM_TASKS_PER_NODE with --per-task), grouped by 'scontrol show topology' when it "
-                      "lists switches, and the VMs start with srun when it is on the PATH, else over ssh.",
+                      "lists switches, and the VMs start with srun when it is on the PATH, else over ssh. "
+                      "--live gives the cluster a live topology; --add SPEC starts the nodes of SPEC into the "
+                      "running cluster (groups of SPEC with the name of a cluster group join it; emulated links "
+                      "follow the merged spec, kept in STATE_DIR/spec.cluster).",
        args => {0, 1},
        options => [terrain_lab_cli_options:state_dir(),
                    #{name => prefix, long => "prefix", type => string, default => "",
@@ -67,6 +71,16 @@ commands() ->
                    #{name => tls, long => "tls", type => flag,
                      help => "distribution over TLS: a CA and a certificate per node, the CLI joins with its own "
                              "(as the spec's tls => true; docs/HOSTS.md)"},
+                   #{name => live, long => "live", type => flag,
+                     help => "a live topology: nodes that join are placed into the tree by measurement, nodes "
+                             "that leave are removed after a grace period (docs/DISTANCES.md, \"Live topology\")"},
+                   #{name => live_grace, long => "live-grace", type => integer, range => {0, inf}, metavar => "MS",
+                     help => "with --live: how long a node may be gone before it is removed (default 10000)"},
+                   #{name => live_remeasure, long => "live-remeasure", type => integer, range => {0, inf},
+                     metavar => "MS", help => "with --live: re-measure one node every MS, 0 for never (default 60000)"},
+                   #{name => add, long => "add", type => string, metavar => "SPEC",
+                     help => "start the nodes of SPEC into the running cluster (its groups may name the "
+                             "cluster's groups)"},
                    #{name => code_path, long => "code-path", type => string, metavar => "DIR",
                      help => "nodes on other hosts: terrain's code is in DIR/<app>/ebin there "
                              "(default: the local code directories, for a shared home)"}],
@@ -84,21 +98,32 @@ commands() ->
        run => {?MODULE, status}},
      #{name => "down",
        summary => "Stop exactly the nodes that 'terrain up' started",
-       usage => "",
+       usage => "[--nodes NAME,...]",
        description => "Stops every recorded node by node name, falling back to its recorded OS pid "
                       "(killed only while it is still that node's VM), and removes the state. An unreadable "
                       "cluster.json does not stop it: the nodes named by the pid files are stopped instead. "
-                      "--force removes the state even when it names no node or a node could not be stopped.",
+                      "--force removes the state even when it names no node or a node could not be stopped. "
+                      "--nodes stops only the named nodes and keeps the others running.",
        args => {0, 0},
        options => [terrain_lab_cli_options:state_dir(),
                    #{name => timeout, long => "timeout", type => integer, default => 5000, range => {1, inf},
                      metavar => "MS", help => "time a node gets to halt before it is killed"},
                    #{name => force, long => "force", type => flag,
-                     help => "remove the state even when it is unreadable or a node could not be stopped"}],
+                     help => "remove the state even when it is unreadable or a node could not be stopped"},
+                   #{name => nodes, long => "nodes", type => string, metavar => "NAME,...",
+                     help => "stop only these nodes (spec names or node names)"}],
        run => {?MODULE, down}}].
 
 %% @doc `terrain up SPEC': starts the cluster and prints its nodes.
 -spec up(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
+up(#{add := AddFile} = Options, [], Io) when AddFile =/= undefined ->
+    Dir = terrain_lab_cluster_state:state_dir(Options),
+    case terrain_lab_launch:add(AddFile, maps:with([timeout], Options), Dir, Io) of
+        {ok, Nodes} -> print_nodes(Nodes, Io);
+        {error, _} = Error -> Error
+    end;
+up(#{add := AddFile}, [_ | _], _Io) when AddFile =/= undefined ->
+    {error, {usage, {hosts, {usage, "give either SPEC or --add SPEC, not both"}}}};
 up(#{slurm := true, hosts := HostsFile}, Args, _Io) when HostsFile =/= undefined; Args =/= [] ->
     {error, {usage, {slurm, {usage, "give one of SPEC, --hosts FILE and --slurm"}}}};
 up(#{per_host := PerHost}, _Args, _Io) when PerHost > 100000 ->
@@ -138,8 +163,16 @@ up(_Options, [], _Io) ->
     {error, {usage, {hosts, {usage, "give SPEC or --hosts FILE"}}}};
 up(Options, [SpecFile], Io) ->
     Dir = terrain_lab_cluster_state:state_dir(Options),
-    case terrain_lab_launch:up(SpecFile, maps:with([prefix, timeout, netem, force, ssh_options, code_path, launcher,
-                                                    tls], Options), Dir, Io) of
+    Live = case {maps:get(live, Options, false),
+                 maps:filter(fun(_, V) -> V =/= undefined end, maps:with([live_grace, live_remeasure], Options))} of
+               {false, _} -> false;
+               {true, Given} when map_size(Given) =:= 0 -> true;
+               {true, Given} -> maps:from_list([{case K of live_grace -> grace; live_remeasure -> remeasure end,
+                                                 case {K, V} of {live_remeasure, 0} -> false; _ -> V end}
+                                                || {K, V} <- maps:to_list(Given)])
+           end,
+    case terrain_lab_launch:up(SpecFile, (maps:with([prefix, timeout, netem, force, ssh_options, code_path, launcher,
+                                                     tls], Options))#{live => Live}, Dir, Io) of
         {ok, Nodes} -> print_nodes(Nodes, Io);
         {error, _} = Error -> Error
     end.
@@ -160,6 +193,18 @@ status(Options, [], Io) ->
 
 %% @doc `terrain down': stops the recorded nodes and says what became of each.
 -spec down(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
+down(#{nodes := Names} = Options, [], Io) when Names =/= undefined ->
+    Dir = terrain_lab_cluster_state:state_dir(Options),
+    case terrain_lab_launch:stop_some(Dir, string:lexemes(Names, ","), maps:get(timeout, Options), Io) of
+        {ok, Results} ->
+            lists:foreach(fun({Node, How}) -> terrain_lab_io:out(Io, "~-28ts ~ts~n", [Node, How]) end, Results),
+            case terrain_lab_launch:still_running(Results) of
+                [] -> ok;
+                Left -> {error, {launch, {still_running, Left}}}
+            end;
+        {error, _} = Error ->
+            Error
+    end;
 down(Options, [], Io) ->
     Dir = terrain_lab_cluster_state:state_dir(Options),
     Force = maps:get(force, Options),
@@ -207,9 +252,25 @@ print_status_table(#{<<"nodes">> := Nodes} = State, Io) ->
                   end, Nodes),
     Up = length([x || #{<<"state">> := up} <- Nodes]),
     terrain_lab_io:out(Io, "~b of ~b nodes reachable~n", [Up, length(Nodes)]),
+    print_live(State, Io),
     _ = maps:get(<<"tls">>, State, false) =:= true
         andalso terrain_lab_io:out(Io, "distribution over TLS (certificates of the cluster's CA)~n", []),
     print_levels(State, Io).
+
+%% A live cluster: each node's version of the live tree and its place in it.
+print_live(#{<<"live">> := Live, <<"nodes">> := Nodes}, Io) when Live =/= false ->
+    terrain_lab_io:out(Io, "~nlive topology~n~-28s ~8s ~s~n", ["NODE", "VERSION", "PLACE IN THE LIVE TREE"]),
+    lists:foreach(fun(N) ->
+                          terrain_lab_io:out(Io, "~-28ts ~8ts ~ts~n",
+                                             [maps:get(<<"node">>, N), text(maps:get(<<"live_version">>, N, null)),
+                                              case maps:get(<<"live_place">>, N, null) of
+                                                  null -> "-";
+                                                  [] -> "(not in the tree)";
+                                                  Place -> path_text(Place)
+                                              end])
+                  end, Nodes);
+print_live(_State, _Io) ->
+    ok.
 
 %% The spec's link levels: between two nodes, the level of their lowest common group
 %% applies (recorded by `up'; absent from states written before network emulation).
@@ -242,6 +303,7 @@ print_status_json(State, Io) ->
                netem => maps:get(<<"netem">>, State, false),
                tls => maps:get(<<"tls">>, State, false),
                levels => maps:get(<<"levels">>, State, []),
+               live => maps:get(<<"live">>, State, false),
                nodes => maps:get(<<"nodes">>, State)},
     terrain_lab_io:out(Io, "~ts~n", [terrain_json:encode(Status, #{pretty => true})]).
 

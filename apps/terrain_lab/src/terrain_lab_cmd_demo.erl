@@ -31,9 +31,10 @@
 -ignore_xref([{commands, 0}, {run, 3}]).
 
 
--define(CLUSTER_FORMAT, <<"terrain.cluster/1">>).
--define(ATTRIBUTES_FORMAT, <<"terrain.attributes/1">>).
--define(COMPARISON_FORMAT, <<"terrain.topology_comparison/1">>).
+-include_lib("terrain_json/include/terrain_formats.hrl").
+-define(CLUSTER_FORMAT, ?TERRAIN_FORMAT_CLUSTER).
+-define(ATTRIBUTES_FORMAT, ?TERRAIN_FORMAT_ATTRIBUTES).
+-define(COMPARISON_FORMAT, ?TERRAIN_FORMAT_TOPOLOGY_COMPARISON).
 %% Attributes recorded in attributes.json (the first three are also printed).
 -define(SHOWN_ATTRIBUTES, [vm_schedulers_online, gpu, num_erlang_processes]).
 -define(RECORDED_ATTRIBUTES, ?SHOWN_ATTRIBUTES ++ [hostname, vm_num_processors, cpu_model_name, mem_total,
@@ -49,7 +50,9 @@ commands() ->
                       "parallel, each running the terrain application, walks through terrain on it "
                       "(attributes, choices, placement, probe and discovery, a timed task and its GEV fit), "
                       "records every output in RUNS_DIR/<UTC stamp>/manifest.json, stops the cluster, "
-                      "writes the run's report.html and prints its path last.",
+                      "runs the lab's other tools into the same run, then a live cluster of its own "
+                      "(examples/live.cluster: a node joins and a member's VM is killed under a placed group; "
+                      "the tree before and after), writes the run's report.html and prints its path last.",
        args => {0, 0},
        options => [#{name => spec, long => "spec", type => string, default => "examples/demo.cluster",
                      metavar => "FILE", help => "cluster spec to start"},
@@ -94,11 +97,37 @@ lab_steps(SpecFile, RunDir, Io) ->
                "--workers", "8", "--steps", "200"]},
              {"ML-ACO placed with and without attributes, quick (terrain experiment attributes)", "experiment",
               ["experiment", "attributes", "--quick"]}],
-    Failed = [Title || {Title, Sub, Args} <- Steps, not lab_step(Title, Sub, Args, RunDir, Io)],
+    FailedTools = [Title || {Title, Sub, Args} <- Steps, not lab_step(Title, Sub, Args, RunDir, Io)],
+    %% after the tools (explicitly: the operands of ++ have no evaluation order)
+    FailedLive = [Title || {Title, Sub} <- [{"a live cluster: a node joins, one is killed under a placed group", "live"}],
+                           not live_step(Title, Sub, RunDir, Io)],
+    Failed = FailedTools ++ FailedLive,
     case Failed of
         [] -> ok;
         _ -> terrain_lab_io:progress(Io, "demo: ~b of ~b steps of the lab's tools failed: ~ts~n",
-                                     [length(Failed), length(Steps), lists:join("; ", Failed)])
+                                     [length(Failed), length(Steps) + 1, lists:join("; ", Failed)])
+    end.
+
+%% The live topology and a placed group (terrain_lab_live): its own cluster, started
+%% live from examples/live.cluster; live.json joins the manifest as kind `live'.
+live_step(Title, Sub, RunDir, Io) ->
+    section(Io, Title),
+    Out = filename:join(RunDir, Sub),
+    Spec = "examples/live.cluster",
+    Add = "examples/live_add.cluster",
+    terrain_lab_io:out(Io, "$ terrain up ~ts --live   (then terrain up --add ~ts, kill -9 of a member's VM)~n", [Spec, Add]),
+    case terrain_lab_live:run(Spec, Add, Out, Io) of
+        {ok, File} ->
+            case terrain_lab_run:add_outputs(RunDir, [#{kind => live, file => list_to_binary(filename:join(Sub, File)),
+                                                        parameters => #{spec => list_to_binary(Spec),
+                                                                        added => list_to_binary(Add),
+                                                                        command => command(["terrain demo (live step)"])}}]) of
+                ok -> true;
+                {error, Reason} -> terrain_lab_io:progress(Io, "demo: live: ~ts~n", [terrain_lab:format_error(Reason)]), false
+            end;
+        {error, Reason} ->
+            terrain_lab_io:progress(Io, "demo: live: ~0tp~n", [Reason]),
+            false
     end.
 
 lab_step(Title, Sub, Args, RunDir, Io) ->

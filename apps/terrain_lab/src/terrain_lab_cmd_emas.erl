@@ -13,8 +13,9 @@
 %% exports_not_used: commands/0 and the handlers are called through the command table.
 -ignore_xref([{commands, 0}, {run, 3}]).
 
--define(SUMMARY_FORMAT, <<"terrain.emas/1">>).
--define(SCALING_FORMAT, <<"terrain.emas_scaling/1">>).
+-include_lib("terrain_json/include/terrain_formats.hrl").
+-define(SUMMARY_FORMAT, ?TERRAIN_FORMAT_EMAS).
+-define(SCALING_FORMAT, ?TERRAIN_FORMAT_EMAS_SCALING).
 -define(CSV_COLUMNS, [second, island, reproductions, fights, deaths, migrations, best_fitness]).
 -define(MODELS, [sequential, hybrid, concurrent, skel]).
 -define(SCHEDULERS, [1, 2, 4, 8]).

@@ -1,6 +1,8 @@
 %% @private
 %% @doc `terrain experiment attributes|distances [--quick] --out DIR': the placement
-%% experiments of RELEASE D3.5 (terrain_lab_experiment) into a run directory.
+%% experiments of RELEASE D3.5 (terrain_lab_experiment) into a run directory; and
+%% `terrain experiment scale --max-nodes N --out DIR': the lab's operations at 16 to
+%% 256 VMs with their growth exponents (terrain_lab_scale).
 -module(terrain_lab_cmd_experiment).
 
 %% API (command table and CLI handler)
@@ -15,8 +17,8 @@
 -spec commands() -> [terrain_lab_cli:command()].
 commands() ->
     [#{name => "experiment",
-       summary => "Run a placement experiment (attributes or distances) with ML-ACO",
-       usage => "attributes|distances",
+       summary => "Run a placement experiment (attributes or distances) with ML-ACO, or the scaling experiment",
+       usage => "attributes|distances|scale",
        description => "attributes: an emulated cluster of 4 big VMs (8 schedulers) and 3 small ones (1 scheduler), "
                       "every scheduler capped at 0.05 cores (cpu_per_scheduler: 8 or 1 emulated cores of one speed); "
                       "ML-ACO with attribute placement against random, for growing numbers of ants "
@@ -27,7 +29,12 @@ commands() ->
                       "spec's topology and with the one discovered by probe + topology (RELEASE D3.5 section 4.6). "
                       "Writes summary.json (ratio_spec, ratio_discovered), the placements as dot files, "
                       "probe/latency.json and discovered.term. "
-                      "--quick takes at most about 3 minutes.",
+                      "--quick takes at most about 3 minutes. "
+                      "scale: the lab's operations (up, attrs, choose, probe of all pairs concurrently under "
+                      "--probe-budget, down) at 16, 32, 64, 128 and 256 one-scheduler VMs up to --max-nodes; "
+                      "writes scale.json (terrain.scale/1: seconds per operation and size, each operation's "
+                      "fitted growth exponent), the plot scale_time_vs_nodes.png and a manifest (kind scale). "
+                      "256 VMs need about 9 GB of memory and 10 minutes on 2 cores.",
        args => {1, 1},
        options => [#{name => quick, long => "quick", type => flag, help => "a small run (<= 3 minutes)"},
                    #{name => out, long => "out", type => string, metavar => "DIR",
@@ -35,7 +42,13 @@ commands() ->
                    #{name => instances, long => "instances", type => string, metavar => "FILE",
                      help => "an OR-Library SMTWTP file for the workload (default: a generated instance of 100 jobs for attributes, 40 for distances)"},
                    #{name => instance, long => "instance", type => integer, range => {1, inf}, default => 1, metavar => "K",
-                     help => "with --instances: the instance"}],
+                     help => "with --instances: the instance"},
+                   #{name => max_nodes, long => "max-nodes", type => integer, range => {16, 256}, default => 256,
+                     metavar => "N", help => "scale: the largest cluster (16 to 256)"},
+                   #{name => probe_budget, long => "probe-budget", type => integer, range => {1, inf}, default => 20,
+                     metavar => "SECONDS", help => "scale: time for the probe at each size"},
+                   #{name => prefix, long => "prefix", type => string, default => "xs_", metavar => "TEXT",
+                     help => "scale: prepended to every node name"}],
        run => {?MODULE, run}}].
 
 %% @doc `terrain experiment NAME --out DIR'.
@@ -61,7 +74,11 @@ run(Options, [Name], Io) ->
                              try terrain_lab_experiment:attributes(Dir, ExpOptions, Progress)
                              after ok = terrain_lab_cli_signals:clear()
                              end;
-                         "distances" -> terrain_lab_experiment:distances(Dir, ExpOptions, Progress)
+                         "distances" -> terrain_lab_experiment:distances(Dir, ExpOptions, Progress);
+                         "scale" -> terrain_lab_scale:run(Dir, #{max_nodes => maps:get(max_nodes, Options),
+                                                                 probe_budget_s => maps:get(probe_budget, Options),
+                                                                 prefix => maps:get(prefix, Options), io => Io},
+                                                          Progress)
                      end
              end,
              fun(Summary) -> print(Name, Summary, Options, Io) end],
@@ -77,7 +94,7 @@ run(Options, [Name], Io) ->
 %% @doc A sentence for an error of this command.
 -spec format_error({experiment_cmd, term()}) -> iolist().
 format_error({experiment_cmd, {unknown_experiment, Name}}) ->
-    io_lib:format("unknown experiment '~ts' (attributes or distances)", [Name]);
+    io_lib:format("unknown experiment '~ts' (attributes, distances or scale)", [Name]);
 format_error({experiment_cmd, missing_out}) ->
     "give the output directory with --out DIR";
 format_error({experiment_cmd, {out_exists, Dir}}) ->
@@ -87,7 +104,7 @@ format_error({experiment_cmd, {out_exists, Dir}}) ->
 %% Internal functions
 
 check(Name, Options) ->
-    case {lists:member(Name, ["attributes", "distances"]), maps:get(out, Options, undefined)} of
+    case {lists:member(Name, ["attributes", "distances", "scale"]), maps:get(out, Options, undefined)} of
         {false, _} -> {error, {experiment_cmd, {unknown_experiment, Name}}};
         {true, undefined} -> {error, {experiment_cmd, missing_out}};
         {true, Dir} ->
@@ -117,6 +134,18 @@ print("attributes", #{ratios := Ratios}, Options, Io) ->
                           terrain_lab_io:out(Io, "~6b ~12.3f ~12.3f ~8.2f~n", [A, W, WO, R])
                   end, Ratios),
     terrain_lab_io:out(Io, "written to ~ts~n", [maps:get(out, Options)]);
+print("scale", #{rows := Rows, growth_exponents := Exponents} = Summary, Options, Io) ->
+    terrain_lab_io:out(Io, "~6s ~10s ~10s ~10s ~10s ~10s~n", ["NODES", "UP (s)", "ATTRS (s)", "CHOOSE (s)", "PROBE (s)",
+                                                               "DOWN (s)"]),
+    lists:foreach(fun(N) ->
+                          Seconds = [hd([S || #{nodes := M, operation := O, seconds := S} <- Rows, M =:= N, O =:= Op])
+                                     || Op <- [up, attrs, choose, probe, down]],
+                          terrain_lab_io:out(Io, "~6b ~10.2f ~10.2f ~10.2f ~10.2f ~10.2f~n", [N | Seconds])
+                  end, maps:get(sizes, Summary)),
+    terrain_lab_io:out(Io, "growth exponent (time ~~ n^b): ~ts~nwritten to ~ts~n",
+                       [lists:join(", ", [io_lib:format("~s ~ts", [Op, exponent(maps:get(Op, Exponents))])
+                                          || Op <- [up, attrs, choose, probe, down]]),
+                        maps:get(out, Options)]);
 print("distances", #{results := Results} = Summary, Options, Io) ->
     terrain_lab_io:out(Io, "~-11s ~-9s ~10s ~22s~n", ["TOPOLOGY", "PLACEMENT", "MEAN (s)", "SLOW LINKS/PATH (max)"]),
     lists:foreach(fun(#{topology := T, placement := P, mean_s := M, slow_links := L}) ->
@@ -126,3 +155,6 @@ print("distances", #{results := Results} = Summary, Options, Io) ->
                   end, Results),
     terrain_lab_io:out(Io, "ratio random/distance: ~.2f (spec topology), ~.2f (discovered)~nwritten to ~ts~n",
                        [maps:get(ratio_spec, Summary), maps:get(ratio_discovered, Summary), maps:get(out, Options)]).
+
+exponent(null) -> "-";
+exponent(B) -> io_lib:format("~.2f", [B]).

@@ -30,13 +30,16 @@
 commands() ->
     [#{name => "netem",
        summary => "Partition, isolate and heal the nodes of the running emulated cluster",
-       usage => "partition NODES NODES | isolate NODES | heal [NODES] | show",
+       usage => "partition NODES NODES | isolate NODES | heal [NODES] | show | move NODE GROUP",
        description => "Acts on the cluster that 'terrain up' started with network emulation on. "
                       "partition cuts every connection between the two sets of nodes and refuses new "
                       "ones; isolate cuts NODES from all other nodes; heal lifts the partitions of "
                       "NODES (of every node without NODES); show lists, per node, its proxied "
                       "connections and the nodes it is cut from. NODES is a comma-separated list of "
-                      "spec node names, node names or group names (a group stands for its nodes).",
+                      "spec node names, node names or group names (a group stands for its nodes). "
+                      "move puts NODE into GROUP of the spec: every link to it becomes that of its new "
+                      "place at once, without disconnecting (a live topology finds the move by "
+                      "re-measurement); the moved spec is kept in STATE_DIR/spec.cluster.",
        args => {1, 3},
        options => [terrain_lab_cli_options:state_dir(),
                    #{name => timeout, long => "timeout", type => integer, default => 5000, range => {1, inf},
@@ -51,6 +54,12 @@ run(Options, [Action | Args], Io) ->
         {"isolate", 1} -> run_on_cluster(Options, Action, Args, Io);
         {"heal", N} when N =< 1 -> run_on_cluster(Options, Action, Args, Io);
         {"show", 0} -> run_on_cluster(Options, Action, Args, Io);
+        {"move", 2} ->
+            [Node, Group] = Args,
+            case terrain_lab_launch:move(terrain_lab_cluster_state:state_dir(Options), Node, Group) of
+                {ok, Path} -> terrain_lab_io:out(Io, "moved ~ts to ~ts~n", [Node, lists:join("/", [atom_to_list(P) || P <- Path])]);
+                {error, _} = Error -> Error
+            end;
         _ -> {error, {netem, {usage, [Action | Args]}}}
     end.
 

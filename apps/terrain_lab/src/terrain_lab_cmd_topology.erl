@@ -32,6 +32,8 @@
 %% `pairs_total', `clade_recall', `clade_precision', `seconds', …).
 -module(terrain_lab_cmd_topology).
 
+-include_lib("terrain_json/include/terrain_formats.hrl").
+
 %% API (command table and CLI handler)
 -export([commands/0,
          run/3]).
@@ -475,7 +477,7 @@ compare(Options, FoundFile, TruthFile, Io) ->
                     case output_format(Options) of
                         {ok, json} ->
                             %% terrain.topology_comparison/1, what `terrain report' renders
-                            Json = terrain_json:encode(Report#{format => <<"terrain.topology_comparison/1">>,
+                            Json = terrain_json:encode(Report#{format => ?TERRAIN_FORMAT_TOPOLOGY_COMPARISON,
                                                                found => unicode:characters_to_binary(FoundFile),
                                                                truth => unicode:characters_to_binary(TruthFile)},
                                                       #{pretty => true}),

@@ -32,7 +32,8 @@
 
 -export_type([options/0]).
 
--define(FORMAT, <<"terrain.collective/1">>).
+-include_lib("terrain_json/include/terrain_formats.hrl").
+-define(FORMAT, ?TERRAIN_FORMAT_COLLECTIVE).
 -define(SYNC_TIMEOUT, 120000).
 
 -type rank_order() :: block | round_robin | random.

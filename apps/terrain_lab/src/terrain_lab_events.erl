@@ -19,7 +19,8 @@
 
 -export_type([record_options/0, record_result/0]).
 
--define(FINDINGS_FORMAT, <<"terrain.event_findings/1">>).
+-include_lib("terrain_json/include/terrain_formats.hrl").
+-define(FINDINGS_FORMAT, ?TERRAIN_FORMAT_EVENT_FINDINGS).
 
 -type record_options() ::
         #{nodes := [node()],                 % where the wind tunnel runs

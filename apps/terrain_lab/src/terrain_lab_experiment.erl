@@ -17,6 +17,7 @@
 
 -export([attributes/3,
          distances/3,
+         machine/0,
          format_error/1]).
 
 -export_type([options/0]).
@@ -27,7 +28,8 @@
 
 -type progress() :: fun((iodata()) -> ok).
 
--define(FORMAT, <<"terrain.experiment/1">>).
+-include_lib("terrain_json/include/terrain_formats.hrl").
+-define(FORMAT, ?TERRAIN_FORMAT_EXPERIMENT).
 %% The attribute experiment's emulated cluster (see attributes_spec/1).
 -define(CORE_SPEED, 0.05).      % cores: the CPU of one emulated core (cpu_per_scheduler)
 -define(BIG_VMS, 4).            % one per colony
@@ -376,6 +378,9 @@ shuffle(List, Rand0) ->
 
 %% The machine the run had: its cores and load when the experiment ended (other
 %% users of the machine change the results).
+%% @doc The machine a run measured on: its logical processors and the load average
+%% of the last minute (`null' where /proc/loadavg cannot be read).
+-spec machine() -> #{logical_processors := pos_integer(), loadavg1 := binary() | null}.
 machine() ->
     Load = case file:read_file("/proc/loadavg") of
                {ok, Bin} -> hd(string:lexemes(Bin, " "));

@@ -23,7 +23,8 @@
          processes/2,
          node_count/1,
          process_bytes/0,
-         vm_memory_mb/0,
+         vm_memory_mb/2,
+         mem_available_mb/0,
          format_error/1]).
 
 -export_type([item/0]).
@@ -32,7 +33,14 @@
 %% message), how many there are, and the bytes each takes.
 -type item() :: {Option :: string(), Count :: non_neg_integer(), BytesEach :: non_neg_integer()}.
 
--define(VM_MB, 40).              % estimated resident memory of one node's VM, MB
+%% exports_not_used: vm_memory_mb/2 is read by terrain_lab_cli_contract_SUITE to size a spec too big.
+-ignore_xref([{vm_memory_mb, 2}]).
+
+%% Memory one node's VM takes (MemAvailable before and after, lean VM flags,
+%% docs/BENCHMARKS.md "256 VMs"): 23 MB unconnected, and 52 kB more for each
+%% distribution connection it holds: a full mesh of 256 VMs is 36 MB per VM.
+-define(VM_BASE_KB, 23 * 1024).
+-define(CONNECTION_KB, 52).
 -define(MEM_SHARE, 80).          % % of MemAvailable a command may take
 -define(PROCESS_BYTES, 3000).    % an Erlang process: 338 words of heap and stack, and its PCB
 -define(MAX_NODES, 100000).      % node names are atoms: at most this many per command
@@ -42,13 +50,16 @@
 
 %% @doc Refuses `Count' VMs that would not fit in memory (unless `force') or whose
 %% names would not fit in the atom table.
--spec vms(non_neg_integer(), #{force => boolean()}) -> ok | {error, {guard, term()}}.
+%% `full_mesh' (default true): the VMs will hold a connection to every other
+%% (`global''s default), each costing memory; false for `connect_all => false'.
+-spec vms(non_neg_integer(), #{force => boolean(), full_mesh => boolean()}) -> ok | {error, {guard, term()}}.
 vms(Count, Options) ->
     case node_count(Count) of
         ok ->
+            NeedMb = Count * vm_memory_mb(max(Count, 1), maps:get(full_mesh, Options, true)),
             case {maps:get(force, Options, false), mem_available_mb()} of
-                {false, {ok, Available}} when Count * ?VM_MB > Available * ?MEM_SHARE div 100 ->
-                    {error, {guard, {vms, Count, Count * ?VM_MB, Available * ?MEM_SHARE div 100}}};
+                {false, {ok, Available}} when NeedMb > Available * ?MEM_SHARE div 100 ->
+                    {error, {guard, {vms, Count, NeedMb, Available * ?MEM_SHARE div 100}}};
                 _ ->
                     ok
             end;
@@ -91,17 +102,21 @@ processes(Option, Count) ->
 process_bytes() ->
     ?PROCESS_BYTES.
 
-%% @doc The memory one node's VM is estimated to take, in MB.
--spec vm_memory_mb() -> pos_integer().
-vm_memory_mb() ->
-    ?VM_MB.
+%% @doc The memory one node's VM is estimated to take, in MB, in a cluster of
+%% `Count' nodes, connected to every other (`global''s full mesh) or not
+%% (`connect_all => false': connections on demand, counted as none).
+-spec vm_memory_mb(pos_integer(), FullMesh :: boolean()) -> pos_integer().
+vm_memory_mb(Count, true) ->
+    (?VM_BASE_KB + ?CONNECTION_KB * (Count - 1) + 1023) div 1024;
+vm_memory_mb(_Count, false) ->
+    (?VM_BASE_KB + 1023) div 1024.
 
 %% @doc A sentence for a refusal.
 -spec format_error({guard, term()}) -> iolist().
 format_error({guard, {vms, Count, NeedMb, LimitMb}}) ->
     io_lib:format("~b nodes need about ~b MB (~b MB per VM) but only ~b MB are available (~b% of MemAvailable); "
                   "nothing was started; use a smaller spec, or --force to start anyway (terrain up only)",
-                  [Count, NeedMb, ?VM_MB, LimitMb, ?MEM_SHARE]);
+                  [Count, NeedMb, NeedMb div max(Count, 1), LimitMb, ?MEM_SHARE]);
 format_error({guard, {nodes, Count, Max}}) ->
     io_lib:format("~b nodes are more than terrain starts (at most ~b: every node name is an atom); "
                   "nothing was started", [Count, Max]);
@@ -116,6 +131,9 @@ format_error({guard, {processes, Option, Count, Limit}}) ->
 %%--------------------------------------------------------------------
 %% Internal functions
 
+%% @doc `MemAvailable' of /proc/meminfo in MB, `unknown' where it cannot be read
+%% (exported for the scaling experiment's memory figures).
+-spec mem_available_mb() -> {ok, non_neg_integer()} | unknown.
 mem_available_mb() ->
     case file:read_file("/proc/meminfo") of
         {ok, Text} ->

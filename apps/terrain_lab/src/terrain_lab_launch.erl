@@ -17,8 +17,8 @@
 %% longer than an atom can be; a node name that epmd already has registered (a VM of
 %% another cluster, another state directory or anything else), naming the clashes and
 %% suggesting `--prefix'; and a spec whose VMs would not fit in memory: each VM is
-%% estimated at 40 MB (the resident size measured of a terrain node with network
-%% emulation, 38-40 MB, docs/CLI.md), and `up' refuses when the nodes would take more
+%% estimated by terrain_lab_guard:vm_memory_mb/2 (measured: 23 MB plus 52 kB per
+%% connection of the full mesh, docs/CLI.md), and `up' refuses when the nodes would take more
 %% than 80% of `MemAvailable' in /proc/meminfo, unless `force' (the resource guard, terrain_lab_guard). Its default
 %% deadline grows with the node count ({@link default_timeout/1}); it prints "k of N
 %% nodes up" with an ETA on the `Io''s `err' device as the nodes come up.
@@ -37,14 +37,14 @@
 
 %% API
 -export([up/4,
+         add/4,
          status/2,
          stop/3,
+         stop_some/4,
+         move/3,
          still_running/1,
-         vm_memory_mb/0,
          format_error/1]).
 
-%% exports_not_used: vm_memory_mb/0 is read by terrain_lab_cli_contract_SUITE to size a spec too big.
--ignore_xref([{vm_memory_mb, 0}]).
 
 -export_type([up_options/0, node_record/0, stop_result/0]).
 
@@ -56,7 +56,8 @@
                         %% nodes on other hosts (terrain_lab_ssh, docs/HOSTS.md):
                         ssh_options => terrain_lab_ssh:ssh_options(),
                         code_path => file:filename() | undefined,
-                        launcher => ssh | srun}.    % terrain up --slurm: srun job steps (terrain_lab_slurm)
+                        launcher => ssh | srun,     % terrain up --slurm: srun job steps (terrain_lab_slurm)
+                        live => false | true | map()}. % the terrain app env key live on every node
 
 %% A started node as recorded in cluster.json.
 -type node_record() :: #{name := atom(), node := node(), group_path := [atom()],
@@ -88,6 +89,7 @@ up(SpecFile, #{netem := NetemOption} = Options, Dir, Io) ->
                          {error, _} = Error -> Error
                      end
              end,
+             fun({Spec, Netem} = SpecNetem) -> _ = Netem andalso warn_netem_scale(Spec, Io), {ok, SpecNetem} end,
              fun(SpecNetem) -> check_names(SpecNetem, Options) end,
              fun(SpecNetem) -> check_memory(SpecNetem, Options) end,
              fun(SpecNetem) -> locked(Dir, fun() -> refuse_if_running(Dir, SpecNetem) end) end,
@@ -121,16 +123,194 @@ unlock(Dir) ->
         _ -> ok
     end.
 
+%% @doc `terrain up --add SPEC': starts the nodes of `AddFile' into the cluster recorded
+%% in `Dir' (terrain_lab_spec:merge/2: its groups may name the cluster's). The merged
+%% spec is written to `Dir'/spec.cluster and recorded; with network emulation the
+%% running nodes get the merged link tables before the new nodes start, so every
+%% connection to a new node crosses its links. On a live cluster the new nodes start
+%% without a topology: the sequencer places them (terrain_live); otherwise they get
+%% the merged spec's tree. Returns the new nodes' records.
+-spec add(file:filename(), #{timeout => pos_integer() | undefined}, file:filename(), terrain_lab_io:io()) ->
+          {ok, [node_record()]} | {error, term()}.
+add(AddFile, Options, Dir, Io) ->
+    terrain_lab_steps:run(
+      [fun(_) -> terrain_lab_cluster_state:read(Dir) end,
+       fun(#{<<"spec">> := SpecPath} = State) when is_binary(SpecPath) ->
+               case terrain_lab_spec:merge(binary_to_list(SpecPath), AddFile) of
+                   {ok, Spec, Terms} -> {ok, {State, Spec, Terms}};
+                   {error, _} = Error -> Error
+               end;
+          (_) -> {error, {launch, no_spec_recorded}}
+       end,
+       fun({State, Spec, Terms}) ->
+               %% the resource guard, as for up: the VMs the merged spec adds
+               Added = length(terrain_lab_spec:nodes(Spec)) - length(maps:get(<<"nodes">>, State, [])),
+               case terrain_lab_guard:vms(max(Added, 0), #{}) of
+                   ok -> {ok, {State, Spec, Terms}};
+                   {error, _} = Error -> Error
+               end
+       end,
+       fun({State, Spec, Terms}) ->
+               case terrain_lab_cluster_state:connect_cli(Dir) of
+                   ok -> add_nodes(State, Spec, Terms, Options, Dir, Io);
+                   {error, _} = Error -> Error
+               end
+       end], AddFile).
+
+add_nodes(#{<<"nodes">> := Records} = State, Spec, Terms, Options, Dir, Io) ->
+    Prefix = binary_to_list(maps:get(<<"prefix">>, State, <<>>)),
+    Known = [binary_to_atom(N) || #{<<"name">> := N} <- Records],
+    New = [NS || #{name := Name} = NS <- terrain_lab_spec:nodes(Spec), not lists:member(Name, Known)],
+    Netem = maps:get(<<"netem">>, State, false) =:= true,
+    Live = live_option(maps:get(<<"live">>, State, false)),
+    Names = maps:from_list([{binary_to_atom(N), binary_to_atom(Node)} || #{<<"name">> := N, <<"node">> := Node} <- Records]),
+    NewNodes = [{NS, terrain_lab_dist:node_name(Prefix, Name)} || #{name := Name} = NS <- New],
+    AllNames = maps:merge(Names, maps:from_list([{Name, Node} || {#{name := Name}, Node} <- NewNodes])),
+    Timeout = case maps:get(timeout, Options, undefined) of
+                  undefined -> default_timeout(length(New));
+                  T -> T
+              end,
+    Deadline = erlang:monotonic_time(millisecond) + Timeout,
+    SpecFile = filename:join(Dir, "spec.cluster"),
+    case {New, write_terms(SpecFile, Terms), Netem andalso terrain_lab_netem:set_links(Spec, Prefix, Names)} of
+        {[], _, _} ->
+            {error, {launch, nothing_to_add}};
+        {_, {error, _} = Error, _} ->
+            Error;
+        {_, ok, {error, _} = Error} ->
+            Error;
+        {_, ok, _} ->
+            terrain_lab_io:progress(Io, "adding ~b node~s to cluster ~ts~n",
+                                    [length(New), [$s || length(New) > 1], maps:get(name, Spec)]),
+            [spawn_vm(NodeSpec, Node, Dir, case Netem of
+                                               true -> terrain_lab_netem:vm_args(Spec, Prefix, Name);
+                                               false -> []
+                                           end) || {#{name := Name} = NodeSpec, Node} <- NewNodes],
+            Topology = terrain_lab_spec:topology(Spec, fun(N) -> maps:get(N, AllNames) end),
+            Self = self(),
+            Ssh = terrain_lab_ssh:context(Dir, [], undefined),
+            Workers = [spawn_monitor(fun() ->
+                                             Extra = case Live of
+                                                         false -> #{topology => Topology};
+                                                         _ -> #{live => Live}
+                                                     end,
+                                             Result = bring_up(maps:merge(NodeSpec#{cluster => maps:get(name, Spec)}, Extra),
+                                                               Node, Dir, Deadline, Ssh),
+                                             Self ! {self(), join_cluster(Result, Node, maps:values(Names), Deadline)}
+                                     end) || {NodeSpec, Node} <- NewNodes],
+            Results = collect(Workers, "up", Io),
+            Added = [node_record(NodeSpec, Node, Dir, Result, Ssh) || {{NodeSpec, Node}, Result} <- lists:zip(NewNodes, Results)],
+            ok = terrain_lab_cluster_state:write(Dir, State#{<<"spec">> => list_to_binary(filename:absname(SpecFile)),
+                                                             <<"nodes">> => Records ++ Added}),
+            case [{atom_to_list(Node), format_reason(Why)} || {{_, Node}, {error, Why}} <- lists:zip(NewNodes, Results)] of
+                [] -> {ok, Added};
+                Failed -> {error, {launch, {not_started, Failed}}}
+            end
+    end.
+
+%% A node that joins connects to the first running node of the cluster; the mesh
+%% (and, on a live cluster, the sequencer) follows from there.
+join_cluster({ok, _} = Result, Node, [_ | _] = Existing, Deadline) ->
+    Timeout = max(1, Deadline - erlang:monotonic_time(millisecond)),
+    case lists:any(fun(Other) -> erpc:call(Node, net_kernel, connect_node, [Other], Timeout) end, Existing) of
+        true -> Result;
+        false -> {error, {text, "could not connect to any node of the cluster"}}
+    end;
+join_cluster(Result, _Node, _Existing, _Deadline) ->
+    Result.
+
+%% The live option as recorded in cluster.json (JSON: true, false or an object).
+live_option(true) -> true;
+live_option(Map) when is_map(Map) -> maps:from_list([{binary_to_atom(K), V} || {K, V} <- maps:to_list(Map)]);
+live_option(_) -> false.
+
+live(false, NodeSpec) -> NodeSpec;
+live(Live, NodeSpec) -> NodeSpec#{live => Live}.
+
+%% The merged spec, written whole (terrain_lab_files: a temporary file, then a rename).
+write_terms(File, Terms) ->
+    terrain_lab_files:write(File, unicode:characters_to_binary([io_lib:format("~tp.~n", [T]) || T <- Terms])).
+
+%% @doc `terrain netem move NODE GROUP': moves a node of the emulated cluster in `Dir'
+%% into another group of its spec: every node gets the links of the new spec (the
+%% connections stay up, their delays change at once), the merged spec is written to
+%% `Dir'/spec.cluster and the node's recorded group path changes. The node itself
+%% does not restart; a live topology finds the move by re-measurement.
+-spec move(file:filename(), string(), string()) -> {ok, [atom()]} | {error, term()}.
+move(Dir, NodeName, Group) ->
+    terrain_lab_steps:run(
+      [fun(_) -> terrain_lab_cluster_state:read(Dir) end,
+       fun(#{<<"spec">> := SpecPath, <<"nodes">> := Records} = State) when is_binary(SpecPath) ->
+               case terrain_lab_cluster_state:resolve([NodeName], Dir) of
+                   {ok, [Node]} ->
+                       [Name] = [binary_to_atom(N) || #{<<"name">> := N, <<"node">> := B} <- Records,
+                                                      B =:= atom_to_binary(Node)],
+                       case terrain_lab_spec:move(binary_to_list(SpecPath), Name, list_to_atom(Group)) of
+                           {ok, Spec, Terms} -> {ok, {State, Name, Spec, Terms}};
+                           {error, _} = Error -> Error
+                       end;
+                   {error, _} = Error -> Error
+               end;
+          (_) -> {error, {launch, no_spec_recorded}}
+       end,
+       fun({#{<<"nodes">> := Records} = State, Name, Spec, Terms}) ->
+               SpecFile = filename:join(Dir, "spec.cluster"),
+               Prefix = binary_to_list(maps:get(<<"prefix">>, State, <<>>)),
+               Names = maps:from_list([{binary_to_atom(N), binary_to_atom(Node)}
+                                       || #{<<"name">> := N, <<"node">> := Node} <- Records]),
+               [#{path := Path}] = [NS || #{name := N} = NS <- terrain_lab_spec:nodes(Spec), N =:= Name],
+               terrain_lab_steps:run(
+                 [fun(_) -> write_terms(SpecFile, Terms) end,
+                  fun(_) -> terrain_lab_cluster_state:connect_cli(Dir) end,
+                  fun(_) -> terrain_lab_netem:set_links(Spec, Prefix, Names) end,
+                  fun(_) ->
+                          Bin = atom_to_binary(Name),
+                          Moved = [case R of
+                                       #{<<"name">> := Bin} ->
+                                           R#{<<"group_path">> => [atom_to_binary(P) || P <- Path]};
+                                       _ -> R
+                                   end || R <- Records],
+                          case terrain_lab_cluster_state:write(Dir, State#{<<"spec">> => list_to_binary(filename:absname(SpecFile)),
+                                                                           <<"nodes">> => Moved}) of
+                              ok -> {ok, Path};
+                              {error, _} = Error -> Error
+                          end
+                  end], ok)
+       end], Dir).
+
+%% @doc `terrain down --nodes NAME,...': stops those nodes of the cluster in `Dir' and
+%% removes them from its state; the others keep running.
+-spec stop_some(file:filename(), [string()], pos_integer(), terrain_lab_io:io()) ->
+          {ok, [stop_result()]} | {error, term()}.
+stop_some(Dir, Names, Timeout, Io) ->
+    terrain_lab_steps:run(
+      [fun(_) -> terrain_lab_cluster_state:read(Dir) end,
+       fun(State) ->
+               case terrain_lab_cluster_state:resolve(Names, Dir) of
+                   {ok, Nodes} -> {ok, {State, [atom_to_binary(N) || N <- Nodes]}};
+                   {error, _} = Error -> Error
+               end
+       end,
+       fun({#{<<"nodes">> := Records} = State, Stop}) ->
+               case terrain_lab_cluster_state:connect_cli(Dir) of
+                   ok ->
+                       {Stopping, Staying} = lists:partition(fun(#{<<"node">> := N}) -> lists:member(N, Stop) end, Records),
+                       Results = stop_nodes(State#{<<"nodes">> := Stopping}, Timeout, Dir, Io),
+                       Left = still_running(Results),
+                       Kept = Staying ++ [R || #{<<"node">> := N} = R <- Stopping, lists:member(N, Left)],
+                       ok = terrain_lab_cluster_state:write(Dir, State#{<<"nodes">> := Kept}),
+                       {ok, Results};
+                   {error, _} = Error ->
+                       Error
+               end
+       end], Dir).
+
 %% @doc The default deadline for `N' nodes to come up: 30 s plus 1 s per node, at
 %% least 60 s (nodes start in parallel, but on a small machine they share its cores).
 -spec default_timeout(non_neg_integer()) -> pos_integer().
 default_timeout(N) ->
     max(60000, 30000 + 1000 * N).
 
-%% @doc The memory one node's VM is estimated to take, in MB.
--spec vm_memory_mb() -> pos_integer().
-vm_memory_mb() ->
-    terrain_lab_guard:vm_memory_mb().
 
 %% @doc The recorded state of the cluster in `Dir' with every node checked at once
 %% under one deadline: each entry of `<<"nodes">>' gets `<<"state">>' `up' (it
@@ -140,7 +320,11 @@ status(Dir, Timeout) ->
     case terrain_lab_cluster_state:read(Dir) of
         {ok, State} ->
             ok = terrain_lab_cluster_state:connect_cli(Dir),
-            {ok, State#{<<"nodes">> := check_nodes(State, Timeout, Dir)}};
+            Checked = check_nodes(State, Timeout, Dir),
+            {ok, State#{<<"nodes">> := case maps:get(<<"live">>, State, false) of
+                                           false -> Checked;
+                                           _ -> live_places(Checked, Timeout)
+                                       end}};
         {error, _} = Error ->
             Error
     end.
@@ -192,6 +376,10 @@ format_error({launch, {name_clash, Clashes}}) ->
     io_lib:format("node name~s ~ts ~s already registered with epmd (a running VM: another cluster or "
                   "--state-dir); nothing was started; choose other names with --prefix, e.g. --prefix ~s_",
                   [Plural, lists:join(", ", Clashes), Verb, os:getenv("USER", "my")]);
+format_error({launch, no_spec_recorded}) ->
+    "the running cluster's state records no spec file to add nodes to";
+format_error({launch, nothing_to_add}) ->
+    "the spec to add names no node that the cluster does not have already";
 format_error({launch, {bad_prefix, Prefix, Char}}) ->
     io_lib:format("--prefix '~ts' cannot start a node name: '~tc' is not an ASCII letter, digit, '_' or '-'; "
                   "nothing was started", [Prefix, Char]);
@@ -236,7 +424,9 @@ terrain_lab_dist_host() ->
 
 %% Refuses a spec whose VMs would not fit in memory (unless forced): the resource guard.
 check_memory({Spec, _} = SpecNetem, Options) ->
-    case terrain_lab_guard:vms(length(terrain_lab_spec:nodes(Spec)), #{force => maps:get(force, Options, false)}) of
+    case terrain_lab_guard:vms(length(terrain_lab_spec:nodes(Spec)),
+                               #{force => maps:get(force, Options, false),
+                                 full_mesh => terrain_lab_spec:connect_all(Spec)}) of
         ok -> {ok, SpecNetem};
         {error, _} = Error -> Error
     end.
@@ -300,17 +490,19 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
     ok = terrain_lab_cluster_state:connect_cli(Dir),
     terrain_lab_io:progress(Io, "starting ~b nodes of ~ts (deadline ~b s)~n", [length(Nodes), SpecPath, Timeout div 1000]),
     _ = Netem andalso terrain_lab_io:progress(Io, "network emulation on: ~ts~n", [netem_summary(Spec)]),
-    lists:foreach(fun({#{name := Name} = NodeSpec, Node}) ->
-                          NetemArgs = case Netem of
-                                          true -> terrain_lab_netem:vm_args(Spec, Prefix, Name);
-                                          false -> []
-                                      end,
-                          Remote orelse spawn_vm(NodeSpec, Node, Dir, NetemArgs ++ tls_args(Tls, Dir, Name))
-                  end, Nodes),
+    _ = Remote orelse
+        spawn_vms([fun() ->
+                           NetemArgs = case Netem of
+                                           true -> terrain_lab_netem:vm_args(Spec, Prefix, Name);
+                                           false -> []
+                                       end,
+                           spawn_vm(NodeSpec, Node, Dir, NetemArgs ++ tls_args(Tls, Dir, Name))
+                   end || {#{name := Name} = NodeSpec, Node} <- Nodes], Io),
     Self = self(),
     Topology = terrain_lab_spec:topology(Spec, fun(Name) -> proplists:get_value(Name, [{N, Node} || {#{name := N}, Node} <- Nodes]) end),
-    Workers = [spawn_monitor(fun() -> Self ! {self(), remote_spawn_then_bring_up(Remote, NodeSpec#{topology => Topology,
-                                                                                           cluster => maps:get(name, Spec)},
+    Live = maps:get(live, Options, false),
+    Workers = [spawn_monitor(fun() -> Self ! {self(), remote_spawn_then_bring_up(Remote, live(Live, NodeSpec#{topology => Topology,
+                                                                                                     cluster => maps:get(name, Spec)}),
                                                                                  Node, Dir, Deadline, Ssh)} end)
                || {NodeSpec, Node} <- Nodes],
     Results = collect(Workers, "up", Io),
@@ -321,6 +513,8 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
                                                 started_at => terrain_lab_run:timestamp(),
                                                 netem => Netem,
                                                 tls => Tls,
+                                                prefix => list_to_binary(Prefix),
+                                                live => Live,
                                                 levels => terrain_lab_netem:level_records(Spec),
                                                 nodes => Records}),
     case {[{atom_to_list(Node), format_reason(Why)} || {{_, Node}, {error, Why}} <- lists:zip(Nodes, Results)],
@@ -423,6 +617,40 @@ collect(Pids, Indexed, Done, T0, Step, What, Io) ->
         end,
     collect(maps:remove(Pid, Pids), Indexed, Done1, T0, Step, What, Io).
 
+%% Emulated links cost CPU even while the cluster idles: every distribution tick
+%% (4 per net_ticktime, both ways) crosses a proxy that spins before its due time
+%% (docs/NETEM.md). Measured on 128 VMs in a full mesh: 0.41–0.46 cores, about
+%% 53 µs of a core per second per connection; it grows with the connections, n(n−1)/2
+%% in a full mesh. Above a fifth of the machine's cores the round trips lose their
+%% accuracy before any work runs: `up' warns and names the limit.
+-define(NETEM_CORE_US_PER_CONNECTION, 53).
+-define(NETEM_IDLE_SHARE, 0.2).
+
+warn_netem_scale(Spec, Io) ->
+    N = length(terrain_lab_spec:nodes(Spec)),
+    Connections = case terrain_lab_spec:connect_all(Spec) of
+                      true -> N * (N - 1) div 2;
+                      false -> N - 1        % on demand: about one node talking to all
+                  end,
+    Cores = erlang:system_info(logical_processors_available),
+    Idle = Connections * ?NETEM_CORE_US_PER_CONNECTION / 1.0e6,
+    Limit = netem_node_limit(Cores),
+    case Idle > ?NETEM_IDLE_SHARE * Cores of
+        true ->
+            terrain_lab_io:progress(Io, "terrain: warning: network emulation of ~b nodes in a full mesh (~b proxied "
+                                    "connections) takes about ~.2f of this machine's ~b cores while idle; above ~b "
+                                    "nodes here (a fifth of the cores) round trips drift beyond the spec's "
+                                    "+-10% + 100 us (docs/NETEM.md, \"At scale\"); fewer nodes, more cores, or "
+                                    "connect_all => false~n", [N, Connections, Idle, Cores, Limit]);
+        false ->
+            ok
+    end.
+
+%% The largest full mesh whose idle emulation stays within a fifth of `Cores'.
+netem_node_limit(Cores) ->
+    MaxConnections = ?NETEM_IDLE_SHARE * Cores * 1.0e6 / ?NETEM_CORE_US_PER_CONNECTION,
+    trunc((1 + math:sqrt(1 + 8 * MaxConnections)) / 2).
+
 netem_summary(Spec) ->
     lists:join(", ", [[Level, " ", level_text(Record)]
                       || #{level := Level} = Record <- terrain_lab_netem:level_records(Spec),
@@ -437,6 +665,35 @@ level_text(#{latency_us := L, jitter_us := J, bandwidth_bytes_per_s := B}) ->
 
 unit(null, _Unit) -> "-";
 unit(Value, Unit) -> integer_to_list(Value) ++ Unit.
+
+%% Starts the detached VMs, a few at a time (each `erl -detached' takes 0.1–0.3 s of
+%% a core before it returns; one after the other, 256 took 72 s, docs/BENCHMARKS.md),
+%% with "started k of N VMs" progress.
+spawn_vms(Spawns, Io) ->
+    Parallel = 2 * erlang:system_info(schedulers_online),
+    Total = length(Spawns),
+    Step = max(1, Total div 10),
+    T0 = erlang:monotonic_time(millisecond),
+    spawn_vms(Spawns, #{}, 0, Parallel, fun(K) ->
+                                                 Elapsed = erlang:monotonic_time(millisecond) - T0,
+                                                 _ = (K rem Step =:= 0 andalso K < Total) andalso
+                                                     terrain_lab_io:progress(Io, "started ~b of ~b VMs, ~.1f s elapsed, ETA ~.1f s~n",
+                                                                             [K, Total, Elapsed / 1000,
+                                                                              Elapsed * (Total - K) / K / 1000]),
+                                                 ok
+                                         end).
+
+spawn_vms([], Running, _Done, _Parallel, _Progress) when map_size(Running) =:= 0 ->
+    ok;
+spawn_vms([Spawn | Rest], Running, Done, Parallel, Progress) when map_size(Running) < Parallel ->
+    {Pid, Ref} = spawn_monitor(Spawn),
+    spawn_vms(Rest, Running#{Ref => Pid}, Done, Parallel, Progress);
+spawn_vms(Spawns, Running, Done, Parallel, Progress) ->
+    receive
+        {'DOWN', Ref, process, _, _} when is_map_key(Ref, Running) ->
+            ok = Progress(Done + 1),
+            spawn_vms(Spawns, maps:remove(Ref, Running), Done + 1, Parallel, Progress)
+    end.
 
 %% A detached VM that writes its pid, reads the cookie, and only then goes distributed
 %% (through the netem epmd module when `NetemArgs' say so).
@@ -590,6 +847,45 @@ check_node(#{<<"node">> := Name} = Node, _Timeout, _Dir) ->
                 _ -> down
             end
     end.
+
+%% On a live cluster: each reachable node's version of the live tree and its place
+%% in its own tree (the network names from the root down), asked at once.
+live_places(Records, Timeout) ->
+    Requests = [{maps:get(<<"node">>, R),
+                 [erpc:send_request(binary_to_atom(maps:get(<<"node">>, R)), terrain, F, []) || F <- [live_status, topology]]}
+                || #{<<"state">> := up} = R <- Records],
+    Deadline = erlang:monotonic_time(millisecond) + Timeout,
+    Answers = maps:from_list([{N, [answer(Req, Deadline) || Req <- Reqs]} || {N, Reqs} <- Requests]),
+    [case maps:get(N, Answers, unknown) of
+         [#{version := Version}, Tree] when Tree =/= undefined, Tree =/= unknown ->
+             R#{<<"live_version">> => Version,
+                <<"live_place">> => [atom_to_binary(P) || P <- tree_place(Tree, binary_to_atom(N), [])]};
+         _ ->
+             R
+     end || #{<<"node">> := N} = R <- Records].
+
+answer(Request, Deadline) ->
+    try erpc:receive_response(Request, max(0, Deadline - erlang:monotonic_time(millisecond)))
+    catch
+        error:_ -> unknown;
+        exit:_ -> unknown
+    end.
+
+%% The names of the networks from the root down to a node's own ([] when absent).
+tree_place({node, Node}, Node, Above) ->
+    lists:reverse(Above);
+tree_place({node, _}, _Node, _Above) ->
+    [];
+tree_place(Network, Node, Above) ->
+    {Name, Children} = case Network of
+                           {network, N, _, C} -> {N, C};
+                           {network, N, C} when is_list(C) -> {N, C};
+                           {network, C} -> {network, C}
+                       end,
+    Label = case is_atom(Name) of true -> Name; false -> list_to_atom(lists:flatten(io_lib:format("~0tp", [Name]))) end,
+    lists:foldl(fun(Child, []) -> tree_place(Child, Node, [Label | Above]);
+                   (_, Found) -> Found
+                end, [], Children).
 
 %%--------------------------------------------------------------------
 %% stop

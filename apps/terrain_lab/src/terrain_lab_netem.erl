@@ -50,6 +50,7 @@
 %% Internal exports (launcher, CLI)
 -export([enabled/1,
          vm_args/3,
+         set_links/3,
          level_records/1]).
 
 %% exports_not_used: status/1 (default deadline) is what the netem suite polls; the CLI passes options
@@ -191,9 +192,21 @@ enabled(Spec) ->
 %% emulated node: the epmd module and its link to every other node of the spec.
 -spec vm_args(terrain_lab_spec:spec(), string(), atom()) -> [string()].
 vm_args(Spec, Prefix, Name) ->
-    Links = maps:from_list([{Prefix ++ atom_to_list(Other), terrain_lab_spec:link(Spec, Name, Other)}
-                            || Other <- terrain_lab_spec:node_names(Spec), Other =/= Name]),
-    ["-epmd_module", "terrain_lab_netem_epmd", "-terrain_netem", terrain_lab_netem_epmd:encode_links(Links)].
+    ["-epmd_module", "terrain_lab_netem_epmd", "-terrain_netem", terrain_lab_netem_epmd:encode_links(links(Spec, Prefix, Name))].
+
+%% @doc Gives the running emulated nodes `Nodes' (spec name => node) the link tables of
+%% `Spec' (nodes added to the cluster, a node moved to another group): new
+%% connections and the existing ones follow the new links. All under one deadline.
+-spec set_links(terrain_lab_spec:spec(), string(), #{atom() => node()}) -> ok | {error, error_reason()}.
+set_links(Spec, Prefix, Nodes) ->
+    Deadline = deadline(?DEFAULT_TIMEOUT),
+    all_ok(call_all([{Node, set_links, [links(Spec, Prefix, Name)]} || {Name, Node} <- maps:to_list(Nodes)],
+                    Deadline)).
+
+%% One node's link table: every other node of the spec by its short name.
+links(Spec, Prefix, Name) ->
+    maps:from_list([{Prefix ++ atom_to_list(Other), terrain_lab_spec:link(Spec, Name, Other)}
+                    || Other <- terrain_lab_spec:node_names(Spec), Other =/= Name]).
 
 %% @doc The levels of a spec as JSON-ready maps (for the state that `terrain up'
 %% records and `terrain status' shows): `level' is `cluster' or the group path joined

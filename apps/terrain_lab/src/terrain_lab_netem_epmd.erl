@@ -43,6 +43,7 @@
 
 %% Internal exports
 -export([links/0,
+         set_links/1,
          encode_links/1,
          decode_links/1]).
 
@@ -151,6 +152,11 @@ names(Host) ->
 -spec links() -> links().
 links() ->
     persistent_term:get(?LINKS_KEY, #{}).
+
+%% @doc Replaces the link table (called by `terrain_lab_netem_server' only).
+-spec set_links(links()) -> ok.
+set_links(Links) ->
+    persistent_term:put(?LINKS_KEY, Links).
 
 %% @doc The `-terrain_netem' argument for a link table: Erlang term text, readable in
 %% `ps', without spaces (node names and link options need no escaping).

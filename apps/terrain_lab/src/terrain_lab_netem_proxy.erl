@@ -60,7 +60,10 @@
                     queue = queue:new() :: queue:queue({integer(), binary()}),
                     queued = 0 :: non_neg_integer(),       % bytes in the queue
                     reading = active :: active | paused | closed,
-                    rand :: rand:state()}).
+                    rand :: rand:state(),
+                    %% the other direction (the inbound one, for the outbound process),
+                    %% to which a link change is passed on
+                    other :: pid() | undefined}).
 
 %% Sleep until this long (ns) before a due time, then spin. A receive timeout wakes
 %% about 1 ms late (the timer rounds up to the next millisecond), so the spin lasts
@@ -101,7 +104,7 @@ init(#{address := {Ip, _Port}} = Options) ->
 -spec inbound(pid(), gen_tcp:socket(), gen_tcp:socket(), terrain_lab_netem_link:link()) -> no_return().
 inbound(Proxy, Remote, Local, Link) ->
     receive
-        {go, Proxy} -> run(Remote, Local, Link)
+        {go, Proxy} -> run(Remote, Local, Link, undefined)
     end.
 
 %%--------------------------------------------------------------------
@@ -125,7 +128,7 @@ connect(Listen, #{address := {Ip, Port}, link := LinkOptions}) ->
         ok -> Inbound ! {go, self()}, ok;
         {error, Why} -> exit({shutdown, {controlling_process, Why}})
     end,
-    run(Local, Remote, Link).
+    run(Local, Remote, Link, Inbound).
 
 %% A write that makes no progress for a net tick time fails and ends the proxy: the
 %% node it writes to is frozen, and distribution gives up on it after as long.
@@ -143,9 +146,9 @@ setup_timeout() ->
         _ -> 7000
     end.
 
-run(Source, Sink, Link) ->
+run(Source, Sink, Link, Other) ->
     _ = inet:setopts(Source, [{active, ?ACTIVE_N}]),
-    loop(#direction{source = Source, sink = Sink, link = Link,
+    loop(#direction{source = Source, sink = Sink, link = Link, other = Other,
                     model = terrain_lab_netem_link:new_direction(),
                     window = terrain_lab_netem_link:window(Link),
                     rand = rand:seed_s(exsss)}).
@@ -196,6 +199,12 @@ handle({tcp_closed, Source}, #direction{source = Source} = D) ->
     D#direction{reading = closed};
 handle({tcp_error, Source, Why}, #direction{source = Source}) ->
     exit({shutdown, {tcp_error, Why}});
+handle({set_link, LinkOptions}, #direction{other = Other} = D) ->
+    %% the link changed (a node moved between groups, terrain_lab_netem:set_links/2):
+    %% chunks already queued keep their due times, new ones follow the new link
+    _ = is_pid(Other) andalso (Other ! {set_link, LinkOptions}),
+    Link = terrain_lab_netem_link:new(LinkOptions),
+    D#direction{link = Link, window = terrain_lab_netem_link:window(Link)};
 handle(_Unexpected, D) ->
     D.
 

@@ -6,8 +6,9 @@
 %% `terrain_lab_netem_sup'. Starting proxies and changing partitions go through it,
 %% so a partition cannot miss a proxy that is being started: `block/1' refuses new
 %% connections to the named nodes and kills the proxies of the existing ones in one
-%% step. It owns no table: the link table is a `persistent_term' written once at boot
-%% (`terrain_lab_netem_epmd:links/0'), and its state is the set of blocked nodes and
+%% step. It owns no table: the link table is a `persistent_term' written at boot
+%% (`terrain_lab_netem_epmd:links/0') and replaced only through this server
+%% (`set_links/1': nodes added, a node moved), and its state is the set of blocked nodes and
 %% the live proxies, each monitored.
 %%
 %% Nodes are matched by short name (the part before the `@'): an emulated cluster
@@ -22,7 +23,8 @@
          block/1,
          unblock/1,
          status/0,
-         members/0]).
+         members/0,
+         set_links/1]).
 
 %% gen_server callbacks
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
@@ -30,7 +32,7 @@
 %% exports_not_used: start_link/0 is named in terrain_lab_netem_sup's child spec; block/1, unblock/1,
 %% members/0 and status/0 are called on the emulated nodes by erpc from
 %% terrain_lab_netem (the controlling node).
--ignore_xref([{block, 1}, {members, 0}, {start_link, 0}, {status, 0}, {unblock, 1}]).
+-ignore_xref([{block, 1}, {members, 0}, {start_link, 0}, {status, 0}, {unblock, 1}, {set_links, 1}]).
 
 -export_type([status/0]).
 
@@ -78,6 +80,13 @@ unblock(all) ->
 unblock(Nodes) ->
     call({unblock, [short_name(N) || N <- Nodes]}).
 
+%% @doc Replaces this node's link table (nodes added to the cluster, a node moved
+%% between groups): new connections follow it, and the proxies of connections whose
+%% link changed switch to the new link at once (no disconnection).
+-spec set_links(terrain_lab_netem_epmd:links()) -> ok | {error, not_emulated | timeout}.
+set_links(Links) ->
+    call({set_links, Links}).
+
 %% @doc The links, partitions and proxies of this node.
 -spec status() -> status() | {error, not_emulated | timeout}.
 status() ->
@@ -122,6 +131,13 @@ handle_call({unblock, all}, _From, State) ->
     {reply, ok, State#state{blocked = #{}}};
 handle_call({unblock, Targets}, _From, #state{blocked = Blocked} = State) ->
     {reply, ok, State#state{blocked = maps:without(Targets, Blocked)}};
+handle_call({set_links, Links}, _From, #state{proxies = Proxies} = State) ->
+    Old = terrain_lab_netem_epmd:links(),
+    ok = terrain_lab_netem_epmd:set_links(Links),
+    _ = [Pid ! {set_link, maps:get(Target, Links)}
+     || {Pid, {Target, _}} <- maps:to_list(Proxies), maps:is_key(Target, Links),
+        maps:get(Target, Links) =/= maps:get(Target, Old, undefined)],
+    {reply, ok, State};
 handle_call(status, _From, #state{blocked = Blocked, proxies = Proxies} = State) ->
     Status = #{links => maps:from_list([{full_name(S), L} || {S, L} <- maps:to_list(terrain_lab_netem_epmd:links())]),
                blocked => lists:sort([full_name(S) || S <- maps:keys(Blocked)]),

@@ -72,7 +72,8 @@
 
 -export_type([options/0, result/0]).
 
--define(FORMAT, <<"terrain.latency/1">>).
+-include_lib("terrain_json/include/terrain_formats.hrl").
+-define(FORMAT, ?TERRAIN_FORMAT_LATENCY).
 -define(CSV_COLUMNS, [from, to, exchanges, min_us, median_us, mean_us, p95_us, stddev_us, status]).
 -define(STATS, [min, median, mean, p95, stddev]).
 -define(CALL_TIMEOUT, 10000).

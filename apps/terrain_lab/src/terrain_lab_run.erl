@@ -10,7 +10,8 @@
          include/2,
          add_outputs/2]).
 
--define(MANIFEST_FORMAT, <<"terrain.manifest/1">>).
+-include_lib("terrain_json/include/terrain_formats.hrl").
+-define(MANIFEST_FORMAT, ?TERRAIN_FORMAT_MANIFEST).
 
 -type output() :: #{kind := binary() | atom(),     % what the file holds, e.g. cluster, latency
                     file := binary(),               % relative to the run directory

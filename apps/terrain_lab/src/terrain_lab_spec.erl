@@ -31,8 +31,11 @@
          link/3,
          levels/1,
          tls/1,
+         connect_all/1,
          topology/2,
          topology/3,
+         merge/2,
+         move/3,
          format_error/1]).
 
 -export_type([spec/0, node_spec/0, link_options/0, error_reason/0]).
@@ -60,7 +63,8 @@
           %% Groups as {Path, LinkOptions}; Path from the top down, the group last.
           groups := [{[atom()], link_options()}],
           nodes := [node_spec()],
-          tls => boolean()}.              % distribution over TLS (cluster option `tls')
+          tls => boolean(),               % distribution over TLS (cluster option `tls')
+          connect_all => boolean()}.      % global's full mesh (cluster option `connect_all')
 
 -type where() :: [{cluster | group | node, atom()} | {term, pos_integer()}].
 -type error_reason() :: {spec, file:filename() | undefined, where(), term()}.
@@ -114,6 +118,12 @@ link(#{options := ClusterOptions, groups := Groups} = Spec, A, B) ->
         [] -> ClusterOptions;
         Common -> proplists:get_value(Common, Groups)
     end.
+
+%% @doc Whether `global' makes the full mesh among the spec's nodes (cluster option
+%% `connect_all', default true).
+-spec connect_all(spec()) -> boolean().
+connect_all(Spec) ->
+    maps:get(connect_all, Spec, true).
 
 %% @doc Whether the spec's nodes run distribution over TLS (cluster option `tls').
 -spec tls(spec()) -> boolean().
@@ -183,6 +193,92 @@ children(Path, Nodes) ->
                           end
                   end, [], Nodes)).
 
+%% @doc The spec of a running cluster (file `Base') with the nodes of `Added' joined
+%% to it (`terrain up --add'): `Added' holds groups and nodes, with or without a
+%% `cluster' term (ignored: the running cluster's stays). A group of `Added' whose
+%% name is a group of `Base' at the same place merges into it (its link options are
+%% the base's; its children are added), so `{group, s1, #{}, [{group, s1r1, #{},
+%% [{node, s1r1n4, #{}}]}]}' adds a node to rack s1r1 of site s1; other groups and
+%% nodes are added where they stand. Returns the merged spec and its terms (which
+%% `terrain up --add' writes into the state directory).
+-spec merge(file:filename(), file:filename()) -> {ok, spec(), [term()]} | {error, error_reason()}.
+merge(Base, Added) ->
+    case {file:consult(Base), file:consult(Added)} of
+        {{ok, BaseTerms}, {ok, AddedTerms}} ->
+            Merged = lists:foldl(fun({cluster, _, _}, Acc) -> Acc;
+                                    (Term, Acc) -> merge_entry(Term, Acc)
+                                 end, BaseTerms, AddedTerms),
+            case from_terms(Merged, Added) of
+                {ok, Spec} -> {ok, Spec, Merged};
+                {error, _} = Error -> Error
+            end;
+        {{error, Why}, _} -> {error, {spec, Base, [], consult_why(Why)}};
+        {_, {error, Why}} -> {error, {spec, Added, [], consult_why(Why)}}
+    end.
+
+consult_why({Line, Mod, Term}) when is_integer(Line) -> {syntax, Mod:format_error(Term)};
+consult_why(Why) -> {file, Why}.
+
+%% A group merges into a sibling group of the same name; anything else is appended.
+merge_entry({group, Name, _Options, Children} = Group, Siblings) ->
+    case lists:partition(fun(T) -> is_tuple(T) andalso element(1, T) =:= group andalso element(2, T) =:= Name end,
+                         Siblings) of
+        {[{group, Name, BaseOptions, BaseChildren}], _} ->
+            [case T of
+                 {group, Name, _, _} ->
+                     {group, Name, BaseOptions, lists:foldl(fun merge_entry/2, BaseChildren, Children)};
+                 _ -> T
+             end || T <- Siblings];
+        _ ->
+            Siblings ++ [Group]
+    end;
+merge_entry(Term, Siblings) ->
+    Siblings ++ [Term].
+
+%% @doc The spec in `File' with node `Node' moved into group `Group' (`terrain netem
+%% move': its links become those of its new place). Returns the spec and its terms.
+-spec move(file:filename(), atom(), atom()) -> {ok, spec(), [term()]} | {error, error_reason()}.
+move(File, Node, Group) ->
+    case file:consult(File) of
+        {ok, Terms} ->
+            case take_node(Terms, Node) of
+                {none, _} ->
+                    {error, {spec, File, [], {unknown_node, Node}}};
+                {Entry, Rest} ->
+                    case put_node(Rest, Group, Entry) of
+                        {Moved, true} ->
+                            case from_terms(Moved, File) of
+                                {ok, Spec} -> {ok, Spec, Moved};
+                                {error, _} = Error -> Error
+                            end;
+                        {_, false} ->
+                            {error, {spec, File, [], {unknown_group, Group}}}
+                    end
+            end;
+        {error, Why} ->
+            {error, {spec, File, [], consult_why(Why)}}
+    end.
+
+%% Removes a node's entry from the terms (a group left empty goes too).
+take_node(Terms, Node) ->
+    lists:foldr(fun({node, N, _} = E, {none, Acc}) when N =:= Node -> {E, Acc};
+                   ({group, G, O, Children}, {Found, Acc}) ->
+                        case take_node(Children, Node) of
+                            {none, _} -> {Found, [{group, G, O, Children} | Acc]};
+                            {E, []} -> {E, Acc};
+                            {E, Kept} -> {E, [{group, G, O, Kept} | Acc]}
+                        end;
+                   (T, {Found, Acc}) -> {Found, [T | Acc]}
+                end, {none, []}, Terms).
+
+put_node(Terms, Group, Entry) ->
+    lists:mapfoldl(fun({group, G, O, Children}, false) when G =:= Group -> {{group, G, O, Children ++ [Entry]}, true};
+                      ({group, G, O, Children}, false) ->
+                           {Kids, Done} = put_node(Children, Group, Entry),
+                           {{group, G, O, Kids}, Done};
+                      (T, Done) -> {T, Done}
+                   end, false, Terms).
+
 %% @doc A sentence for an error returned by this module.
 -spec format_error(error_reason()) -> iolist().
 format_error({spec, File, Where, Why}) ->
@@ -212,8 +308,16 @@ build(Terms, File) ->
     check_unique([lists:last(Path) || {Path, _} <- Groups], duplicate_group),
     check_unique([lists:last(Path) || {Path, _} <- Groups] ++ [Name || #{name := Name} <- AllNodes],
                  group_and_node_share_name),
-    #{name => ClusterName, file => File, options => maps:remove(tls, ClusterOptions),
-      groups => lists:reverse(Groups), nodes => AllNodes, tls => maps:get(tls, ClusterOptions, false)}.
+    #{name => ClusterName, file => File, options => maps:without([tls, connect_all], ClusterOptions),
+      groups => lists:reverse(Groups), nodes => connect_all(ClusterOptions, AllNodes),
+      tls => maps:get(tls, ClusterOptions, false), connect_all => maps:get(connect_all, ClusterOptions, true)}.
+
+%% `connect_all => false': every node starts with `-connect_all false' (before its own
+%% `args'), so `global' does not make the full mesh (docs/CLI.md, "Full mesh or on demand").
+connect_all(#{connect_all := false}, Nodes) ->
+    [Node#{args => ["-connect_all", "false" | maps:get(args, Node, [])]} || Node <- Nodes];
+connect_all(#{}, Nodes) ->
+    Nodes.
 
 top_level(N, {cluster, _, _}, _Acc) ->
     throw({spec_error, [{term, N}], second_cluster_term});
@@ -242,18 +346,14 @@ link_options(Options, Where) ->
     maps:foreach(fun(Key, Value) -> check_link(Key, Value, Where) end, Options),
     Options.
 
-%% The cluster's options: its link options and `tls'.
+%% The cluster's options: its link options, `tls' and `connect_all'.
 cluster_options(Options, Where) ->
-    case Options of
-        #{tls := Tls} when is_boolean(Tls) -> ok;
-        #{tls := Bad} -> throw({spec_error, Where, {bad_value, tls, Bad}});
-        #{} -> ok
-    end,
-    maps:foreach(fun(tls, _) -> ok;
+    maps:foreach(fun(Key, Value) when Key =:= tls; Key =:= connect_all ->
+                         is_boolean(Value) orelse throw({spec_error, Where, {bad_value, Key, Value}});
                     (Key, Value) ->
                          case lists:member(Key, ?LINK_KEYS) of
                              true -> check_link(Key, Value, Where);
-                             false -> throw({spec_error, Where, {unknown_key, Key, ?LINK_KEYS ++ [tls]}})
+                             false -> throw({spec_error, Where, {unknown_key, Key, ?LINK_KEYS ++ [tls, connect_all]}})
                          end
                  end, Options),
     Options.
@@ -339,6 +439,8 @@ where_part({term, N}) -> io_lib:format("term ~b", [N]);
 where_part({line, N}) -> io_lib:format("line ~p", [N]);
 where_part({Kind, Name}) -> io_lib:format("~s ~0tp", [Kind, Name]).
 
+why({unknown_node, N}) -> io_lib:format("no node ~0tp in the spec", [N]);
+why({unknown_group, G}) -> io_lib:format("no group ~0tp in the spec", [G]);
 why({file, enoent}) -> "no such file";
 why({file, eacces}) -> "permission denied";
 why({file, Why}) -> ["cannot read the file (", file:format_error(Why), ")"];
@@ -379,4 +481,5 @@ expected(cpu_per_scheduler) -> "expected a number of cores greater than 0 for ea
 expected(attrs) -> "expected a list of {Name, Value}";
 expected(args) -> "expected a list of non-empty strings";
 expected(host) -> "expected a host name or address as a string";
-expected(tls) -> "expected true or false".
+expected(tls) -> "expected true or false";
+expected(connect_all) -> "expected true or false".

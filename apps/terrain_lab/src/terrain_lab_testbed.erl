@@ -35,6 +35,8 @@
 %% what `up' made. A failed `up' does the same before it returns its error.
 -module(terrain_lab_testbed).
 
+-include_lib("terrain_json/include/terrain_formats.hrl").
+
 %% API
 -export([up/1,
          down/2,
@@ -206,7 +208,7 @@ env_lines(Dir0) ->
 -spec read(file:filename()) -> {ok, testbed()} | {error, error_reason()}.
 read(Dir) ->
     case terrain_json:read_file(record_file(Dir)) of
-        {ok, #{<<"format">> := <<"terrain.testbed/1">>} = Record} -> {ok, Record};
+        {ok, #{<<"format">> := ?TERRAIN_FORMAT_TESTBED} = Record} -> {ok, Record};
         _ -> {error, {testbed, {not_up, Dir}}}
     end.
 
@@ -385,7 +387,7 @@ make(Dir, Prefix, Switches, Net, Rates, Slurm, Progress) ->
     Hosts = [#{name => list_to_binary(H), address => list_to_binary(Net ++ "." ++ integer_to_list(I + 1)),
                veth => list_to_binary("tv" ++ Prefix ++ integer_to_list(I))}
              || {I, H} <- lists:enumerate(Names)],
-    Record0 = #{format => <<"terrain.testbed/1">>, prefix => list_to_binary(Prefix), dir => list_to_binary(Dir),
+    Record0 = #{format => ?TERRAIN_FORMAT_TESTBED, prefix => list_to_binary(Prefix), dir => list_to_binary(Dir),
                 bridge => list_to_binary("tbr" ++ Prefix), bridge_address => list_to_binary(Net ++ ".1"),
                 hosts => Hosts, slurm => Slurm, rates_mbit => Rates,
                 switches => [#{name => list_to_binary(N), level => L, nodes => [list_to_binary(H) || H <- Ns],

@@ -9,13 +9,15 @@
 -export([bad_invocation_exits_non_zero_with_stderr/0, bad_invocation_exits_non_zero_with_stderr/1,
          help_and_version/0, help_and_version/1,
          up_status_down/0, up_status_down/1,
-         down_after_a_node_died/0, down_after_a_node_died/1]).
+         down_after_a_node_died/0, down_after_a_node_died/1,
+         live_up_add_down_nodes/0, live_up_add_down_nodes/1]).
 
 suite() ->
     [{timetrap, {minutes, 3}}].
 
 all() ->
-    [bad_invocation_exits_non_zero_with_stderr, help_and_version, up_status_down, down_after_a_node_died].
+    [bad_invocation_exits_non_zero_with_stderr, help_and_version, up_status_down, down_after_a_node_died,
+     live_up_add_down_nodes].
 
 init_per_suite(Config) ->
     [{escript, terrain_lab_test_escript:path()} | Config].
@@ -109,6 +111,81 @@ down_after_a_node_died(Config) ->
         ?assertNotEqual(nomatch, string:find(NoCluster, "no cluster is recorded"))
     after
         [terrain_lab_os:kill(P) || P <- OsPids]
+    end.
+
+live_up_add_down_nodes() ->
+    [{doc, "up --live, up --add of a node into rack r2: status shows it in r2 on every node at one version; "
+           "choose --count 2 --spread depth:1 takes one node per rack; adding the same node again exits 1, adding 5000 "
+           "nodes is refused by the resource guard with nothing started; down --nodes "
+           "stops it and it leaves every tree after the grace period"}].
+live_up_add_down_nodes(Config) ->
+    Dir = ?config(priv_dir, Config),
+    Spec = filename:join(Dir, "live.cluster"),
+    Add = filename:join(Dir, "add.cluster"),
+    ok = file:write_file(Spec, "{cluster, small, #{latency => 20000}}.\n"
+                               "{group, r1, #{latency => 250}, [{node, a, #{schedulers => 1}}, {node, b, #{schedulers => 1}}]}.\n"
+                               "{group, r2, #{latency => 250}, [{node, c, #{schedulers => 1}}]}.\n"),
+    ok = file:write_file(Add, "{group, r2, #{}, [{node, d, #{schedulers => 1}}]}.\n"),
+    State = filename:join(Dir, "live_state"),
+    Prefix = "cli" ++ os:getpid() ++ "live_",
+    {0, _, _} = terrain(Config, ["up", "--state-dir", State, "--prefix", Prefix, "--live", "--live-grace", "1000",
+                                 "--live-remeasure", "0", Spec]),
+    try
+        {0, AddOut, _} = terrain(Config, ["up", "--state-dir", State, "--add", Add]),
+        ?assertNotEqual(nomatch, string:find(AddOut, Prefix ++ "d@")),
+        D = list_to_binary(Prefix ++ "d@"),
+        InR2 = fun(Nodes) -> lists:all(fun(#{<<"live_version">> := 1, <<"live_place">> := Place}) -> lists:last(Place) =/= <<>>;
+                                          (_) -> false
+                                       end, Nodes)
+                             andalso [lists:last(P) || #{<<"node">> := N, <<"live_place">> := P} <- Nodes,
+                                                       binary:match(N, D) =/= nomatch] =:= [<<"r2">>]
+               end,
+        ok = poll(fun() -> InR2(status_nodes(Config, State)) end, 30000),
+        {0, Text, _} = terrain(Config, ["status", "--state-dir", State]),
+        ct:pal("status after the join:~n~ts", [Text]),
+        ?assertNotEqual(nomatch, string:find(Text, "PLACE IN THE LIVE TREE")),
+        {0, Spread, _} = terrain(Config, ["choose", "--state-dir", State, "--at", "a", "--count", "2", "--spread", "depth:1",
+                                          "{vm_schedulers_online, ge, 1}"]),
+        ?assertEqual([Prefix ++ "a", Prefix ++ "c"], [hd(string:split(L, "@")) || L <- string:lexemes(Spread, "\n")]),
+        %% the same node again: the merged spec would name it twice
+        {1, _, Twice} = terrain(Config, ["up", "--state-dir", State, "--add", Add]),
+        ?assertNotEqual(nomatch, string:find(Twice, "node name d appears more than once")),
+        %% more VMs than memory allows: the resource guard refuses before any starts
+        Big = filename:join(Dir, "big.cluster"),
+        ok = file:write_file(Big, ["{group, r3, #{}, [",
+                                   lists:join(", ", [io_lib:format("{node, x~b, #{}}", [I]) || I <- lists:seq(1, 5000)]),
+                                   "]}.\n"]),
+        {1, _, Guarded} = terrain(Config, ["up", "--state-dir", State, "--add", Big]),
+        ?assertNotEqual(nomatch, string:find(Guarded, "5000 nodes need about")),
+        ?assertEqual(4, length(status_nodes(Config, State))),
+        {0, DownOut, _} = terrain(Config, ["down", "--state-dir", State, "--nodes", "d"]),
+        ?assertNotEqual(nomatch, string:find(DownOut, "stopped")),
+        ok = poll(fun() ->
+                          Nodes = status_nodes(Config, State),
+                          length(Nodes) =:= 3 andalso
+                              lists:all(fun(#{<<"live_version">> := 2}) -> true; (_) -> false end, Nodes)
+                  end, 30000)
+    after
+        terrain(Config, ["down", "--state-dir", State, "--force"])
+    end.
+
+status_nodes(Config, State) ->
+    {0, Json, _} = terrain(Config, ["status", "--state-dir", State, "--json"]),
+    {ok, #{<<"nodes">> := Nodes}} = terrain_json:decode(Json),
+    Nodes.
+
+poll(Fun, Timeout) ->
+    Deadline = erlang:monotonic_time(millisecond) + Timeout,
+    poll_until(Fun, Deadline).
+
+poll_until(Fun, Deadline) ->
+    case Fun() of
+        true -> ok;
+        false ->
+            case erlang:monotonic_time(millisecond) > Deadline of
+                true -> {error, timeout};
+                false -> receive after 200 -> poll_until(Fun, Deadline) end
+            end
     end.
 
 %%--------------------------------------------------------------------

@@ -212,7 +212,8 @@ up_refuses_a_name_clash_at_once(Config) ->
 
 up_refuses_what_cannot_start() ->
     [{doc, "up refuses before creating anything: a node name over 255 characters (no cookie or nodes/ left) "
-           "and a spec whose VMs would not fit in memory (with the estimate)."}].
+           "and a spec whose VMs would not fit in memory (with the estimate; emulated, with the warning that names "
+           "the network emulation's limit first)."}].
 up_refuses_what_cannot_start(Config) ->
     Dir = ?config(priv_dir, Config),
     Long = filename:join(Dir, "long.cluster"),
@@ -224,7 +225,7 @@ up_refuses_what_cannot_start(Config) ->
     ?assertNot(filelib:is_dir(LongState)),
     Big = filename:join(Dir, "big.cluster"),
     {ok, MemKb} = mem_available_kb(),
-    Count = MemKb div 1024 div terrain_lab_launch:vm_memory_mb() + 10,
+    Count = MemKb div 1024 div terrain_lab_guard:vm_memory_mb(1, true) + 10,
     ok = file:write_file(Big, ["{cluster, big, #{}}.\n{group, g, #{}, [",
                                lists:join(", ", [io_lib:format("{node, n~b, #{}}", [I]) || I <- lists:seq(1, Count)]),
                                "]}.\n"]),
@@ -232,6 +233,12 @@ up_refuses_what_cannot_start(Config) ->
     {1, "", BigErr} = escript(Config, ["up", "--state-dir", BigState, Big]),
     ?assert(found(BigErr, io_lib:format("~b nodes need about", [Count]))),
     ?assert(found(BigErr, "--force")),
+    ?assertNot(filelib:is_dir(BigState)),
+    %% emulated, the same spec is warned about first, naming the limit on this machine
+    {1, "", EmulatedErr} = escript(Config, ["up", "--state-dir", BigState, "--netem", "on", Big]),
+    ?assert(found(EmulatedErr, io_lib:format("warning: network emulation of ~b nodes in a full mesh", [Count]))),
+    ?assert(found(EmulatedErr, "round trips drift beyond the spec's +-10% + 100 us")),
+    ?assert(found(EmulatedErr, io_lib:format("~b nodes need about", [Count]))),
     ?assertNot(filelib:is_dir(BigState)).
 
 down_recovers_an_unreadable_state() ->

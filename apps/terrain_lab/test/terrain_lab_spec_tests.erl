@@ -118,7 +118,20 @@ tls_only_on_the_cluster_test() ->
     rejects([?CLUSTER, {group, g, #{tls => true}, [{node, a, #{}}]}], "in group g: unknown option tls").
 
 unknown_cluster_option_lists_tls_test() ->
-    rejects([{cluster, c, #{tsl => true}}, {node, a, #{}}], "unknown option tsl (known: latency, jitter, bandwidth, tls)").
+    rejects([{cluster, c, #{tsl => true}}, {node, a, #{}}],
+            "unknown option tsl (known: latency, jitter, bandwidth, tls, connect_all)").
+
+connect_all_false_puts_the_flag_before_each_nodes_own_args_test() ->
+    {ok, Spec} = terrain_lab_spec:from_terms([{cluster, c, #{connect_all => false}}, {node, a, #{}},
+                                              {node, b, #{args => ["+P", "1048576"]}}], undefined),
+    ?assertNot(terrain_lab_spec:connect_all(Spec)),
+    ?assertEqual([["-connect_all", "false"], ["-connect_all", "false", "+P", "1048576"]],
+                 [Args || #{args := Args} <- terrain_lab_spec:nodes(Spec)]),
+    {ok, Default} = terrain_lab_spec:from_terms([{cluster, c, #{}}, {node, a, #{}}], undefined),
+    ?assert(terrain_lab_spec:connect_all(Default)),
+    ?assertEqual([#{}], [maps:with([args], N) || N <- terrain_lab_spec:nodes(Default)]),
+    rejects([{cluster, c, #{connect_all => no}}, {node, a, #{}}],
+            "bad value for connect_all: no (expected true or false)").
 
 cpu_per_scheduler_is_a_positive_number_not_above_cpu_test() ->
     {ok, Spec} = terrain_lab_spec:from_terms([?CLUSTER, {node, a, #{schedulers => 4, cpu_per_scheduler => 0.1}},
@@ -129,3 +142,60 @@ cpu_per_scheduler_is_a_positive_number_not_above_cpu_test() ->
     rejects([?CLUSTER, {node, a, #{cpu_per_scheduler => fast}}], "bad value for cpu_per_scheduler: fast"),
     rejects([?CLUSTER, {node, a, #{cpu_per_scheduler => 0.5, cpu => 0.2}}],
             "in node a: cpu (0.2 cores for the VM) is below cpu_per_scheduler (0.5 cores for one scheduler)").
+
+%% terrain up --add: the added spec's groups merge into the running cluster's groups of
+%% the same name; new groups and nodes are appended; the cluster term of the added file
+%% is ignored; a node name already there is refused.
+merge_adds_into_named_groups_test() ->
+    Dir = filename:join(["/tmp", "terrain_spec_tests_" ++ os:getpid()]),
+    ok = filelib:ensure_dir(filename:join(Dir, "x")),
+    Base = filename:join(Dir, "base.cluster"),
+    Add = filename:join(Dir, "add.cluster"),
+    Dup = filename:join(Dir, "dup.cluster"),
+    ok = file:write_file(Base, "{cluster, c, #{latency => 5000}}.\n"
+                               "{group, s1, #{latency => 500}, [{group, r1, #{latency => 50}, [{node, a, #{}}]}]}.\n"),
+    ok = file:write_file(Add, "{cluster, other, #{}}.\n"
+                              "{group, s1, #{latency => 1}, [{group, r1, #{}, [{node, b, #{}}]}, {group, r2, #{latency => 60}, [{node, c, #{}}]}]}.\n"
+                              "{group, s2, #{latency => 500}, [{node, d, #{}}]}.\n"),
+    ok = file:write_file(Dup, "{group, s1, #{}, [{node, a, #{}}]}.\n"),
+    try
+        {ok, Spec, Terms} = terrain_lab_spec:merge(Base, Add),
+        ?assertEqual(c, maps:get(name, Spec)),
+        ?assertEqual([{a, [s1, r1]}, {b, [s1, r1]}, {c, [s1, r2]}, {d, [s2]}],
+                     [{N, P} || #{name := N, path := P} <- terrain_lab_spec:nodes(Spec)]),
+        %% the base's link options stay; the new group's are taken
+        ?assertEqual(#{latency => 50}, terrain_lab_spec:link(Spec, a, b)),
+        ?assertEqual(#{latency => 500}, terrain_lab_spec:link(Spec, a, c)),
+        ?assertEqual(#{latency => 5000}, terrain_lab_spec:link(Spec, a, d)),
+        {ok, Again} = terrain_lab_spec:from_terms(Terms, undefined),
+        ?assertEqual(terrain_lab_spec:nodes(Spec), terrain_lab_spec:nodes(Again)),
+        {error, Reason} = terrain_lab_spec:merge(Base, Dup),
+        ?assertNotEqual(nomatch, string:find(lists:flatten(terrain_lab:format_error(Reason)), "a"))
+    after
+        [file:delete(F) || F <- [Base, Add, Dup]],
+        file:del_dir(Dir)
+    end.
+
+%% terrain netem move: the node leaves its group (an emptied group goes) and joins the
+%% named one; its links are those of its new place; unknown names are refused.
+move_puts_a_node_into_another_group_test() ->
+    Dir = filename:join(["/tmp", "terrain_spec_move_" ++ os:getpid()]),
+    ok = filelib:ensure_dir(filename:join(Dir, "x")),
+    File = filename:join(Dir, "base.cluster"),
+    ok = file:write_file(File, "{cluster, c, #{latency => 5000}}.\n"
+                               "{group, r1, #{latency => 50}, [{node, a, #{}}, {node, b, #{}}]}.\n"
+                               "{group, r2, #{latency => 60}, [{node, c, #{}}]}.\n"),
+    try
+        {ok, Spec, _Terms} = terrain_lab_spec:move(File, c, r1),
+        ?assertEqual([{a, [r1]}, {b, [r1]}, {c, [r1]}], [{N, P} || #{name := N, path := P} <- terrain_lab_spec:nodes(Spec)]),
+        ?assertEqual(#{latency => 50}, terrain_lab_spec:link(Spec, a, c)),
+        {ok, Spec2, _} = terrain_lab_spec:move(File, a, r2),
+        ?assertEqual(#{latency => 60}, terrain_lab_spec:link(Spec2, a, c)),
+        {error, R1} = terrain_lab_spec:move(File, x, r1),
+        ?assertEqual("cluster spec " ++ File ++ ": no node x in the spec", lists:flatten(terrain_lab:format_error(R1))),
+        {error, R2} = terrain_lab_spec:move(File, a, r9),
+        ?assertEqual("cluster spec " ++ File ++ ": no group r9 in the spec", lists:flatten(terrain_lab:format_error(R2)))
+    after
+        file:delete(File),
+        file:del_dir(Dir)
+    end.

@@ -36,9 +36,11 @@
 %% root of `reduce', `broadcast', `gather' and `scatter' is the communicator's `root'
 %% (rank 0 unless set; an explicit tree's own root).
 %%
-%% Every call has a deadline (`timeout'). When a member, or its node, dies, every
-%% member's current call returns `{error, {member_down, Rank, Node}}' as soon as the
-%% `DOWN' of its monitor arrives, and so does every later call on that communicator.
+%% Every call has a deadline (`timeout'). A member that has done its part of a call
+%% may leave (exit) at once: the others still complete that call. When a call needs
+%% a message from a member that is gone (the member, or its node, died first), it
+%% returns `{error, {member_down, Rank, Node}}' as soon as the `DOWN' of its monitor
+%% arrives, and tells the other members, whose current calls return the same error.
 %% After any error the communicator is broken: later calls return the same error.
 %%
 %% == Operations ==

@@ -4,10 +4,23 @@
 %% Every member calls the same operations in the same order (SPMD). Each call gets
 %% the next sequence number of the communicator in this process, and every message
 %% is `{?TAG, CommId, Seq, Step, FromRank, Data}', so a receive picks exactly the
-%% message it waits for. The first call monitors every other member; a `DOWN' of
-%% one of them during any later call ends that call with
-%% `{error, {member_down, Rank, Node}}', and so does every later call. Every receive
-%% has the call's deadline.
+%% message it waits for. The first call monitors every other member. Every wait for
+%% data goes through one function, {@link await/5}, with the call's deadline:
+%%
+%% <ul>
+%% <li>A member that is gone (its `DOWN' arrived, in this call or an earlier one)
+%%     ends the call with `{error, {member_down, Rank, Node}}' only when the call
+%%     still needs a message from it that has not arrived. Erlang delivers the
+%%     messages a process sent before its `DOWN', so a member that finished its part
+%%     of the call and left (as MPI ranks do at the end of a job) breaks nothing: its
+%%     messages are in the mailbox, and only a later call that needs it fails.</li>
+%% <li>A member whose call fails tells the others (an `abort' carrying its
+%%     sequence number and the reason, sent without opening connections), so that
+%%     members who do not need the gone member directly fail at once with the same
+%%     reason instead of waiting for their deadline.</li>
+%% <li>After an error the communicator is broken in that process: later calls
+%%     return the same error.</li>
+%% </ul>
 -module(terrain_paths_collective).
 
 %% API
@@ -34,11 +47,12 @@ call(Operation, #{id := Id, members := Members, timeout := Timeout} = Comm, Algo
             Ctx = #{id => Id, members => Members, size => tuple_size(Members), rank => Rank, seq => Seq,
                     deadline => erlang:monotonic_time(millisecond) + Timeout, refs => Refs},
             try
-                check_down(Ctx),
                 run(Operation, Algorithm, Comm, Ctx, Args)
             catch
                 throw:{?MODULE, Reason} ->
-                    put(?STATE(Id), (get(?STATE(Id)))#{error => Reason}),
+                    Broken = (get(?STATE(Id)))#{error => Reason},
+                    put(?STATE(Id), Broken),
+                    tell_abort(Ctx, maps:get(gone, Broken), Reason),
                     {error, Reason}
             end
     end.
@@ -60,7 +74,7 @@ state(#{id := Id, members := Members}) ->
             Rank = rank_of(self(), Members),
             Refs = maps:from_list([{erlang:monitor(process, element(R + 1, Members)), R}
                                    || R <- lists:seq(0, tuple_size(Members) - 1), R =/= Rank]),
-            State = #{seq => 0, rank => Rank, refs => Refs},
+            State = #{seq => 0, rank => Rank, refs => Refs, gone => #{}},
             put(?STATE(Id), State),
             State;
         State ->
@@ -72,16 +86,18 @@ rank_of(Pid, Members, I) when I > tuple_size(Members) -> erlang:error(badarg, [P
 rank_of(Pid, Members, I) when element(I, Members) =:= Pid -> I - 1;
 rank_of(Pid, Members, I) -> rank_of(Pid, Members, I + 1).
 
-check_down(#{refs := Refs}) ->
-    receive
-        {'DOWN', Ref, process, Pid, _} when is_map_key(Ref, Refs) -> down(Ref, Pid, Refs)
-    after 0 ->
-            ok
-    end.
+-spec fail(term()) -> no_return().
+fail(Reason) ->
+    throw({?MODULE, Reason}).
 
--spec down(reference(), pid(), #{reference() => non_neg_integer()}) -> no_return().
-down(Ref, Pid, Refs) ->
-    throw({?MODULE, {member_down, maps:get(Ref, Refs), node(Pid)}}).
+%% Tells every member still there that this member's call `Seq' failed, and why (a
+%% member told of a failure tells the others too: one that waits for this member's
+%% message then learns the first reason before this member's `DOWN', if it leaves).
+%% `noconnect': a member whose node is unreachable is not waited for.
+tell_abort(#{id := Id, members := Members, rank := Rank, seq := Seq}, Gone, Reason) ->
+    [erlang:send(element(R + 1, Members), {?TAG, Id, abort, Seq, Rank, Reason}, [noconnect])
+     || R <- lists:seq(0, tuple_size(Members) - 1), R =/= Rank, not is_map_key(R, Gone)],
+    ok.
 
 %%--------------------------------------------------------------------
 %% Internal functions: messages
@@ -90,35 +106,55 @@ send(#{id := Id, members := Members, seq := Seq, rank := Rank}, To, Step, Data) 
     element(To + 1, Members) ! {?TAG, Id, Seq, Step, Rank, Data},
     ok.
 
-recv(#{id := Id, seq := Seq, refs := Refs, deadline := Deadline}, From, Step) ->
-    receive
-        {?TAG, Id, Seq, Step, From, Data} -> Data;
-        {'DOWN', Ref, process, Pid, _} when is_map_key(Ref, Refs) -> down(Ref, Pid, Refs)
-    after remaining(Deadline) ->
-            throw({?MODULE, timeout})
-    end.
+recv(Ctx, From, Step) ->
+    await(Ctx, Step, [From], fun(_, Data, _) -> Data end, undefined).
 
 %% Receives one message of `Step' from each rank of `From', in any order; returns
 %% the data in the order of `From'.
 collect(_Ctx, _Step, []) ->
     [];
 collect(Ctx, Step, From) ->
-    Got = collect(Ctx, Step, maps:from_list([{R, true} || R <- From]), #{}),
+    Got = await(Ctx, Step, From, fun(R, Data, Acc) -> Acc#{R => Data} end, #{}),
     [maps:get(R, Got) || R <- From].
 
-collect(#{id := Id, seq := Seq, refs := Refs, deadline := Deadline} = Ctx, Step, Pending, Got) ->
-    case map_size(Pending) of
-        0 -> Got;
-        _ ->
-            receive
-                {?TAG, Id, Seq, Step, From, Data} when is_map_key(From, Pending) ->
-                    collect(Ctx, Step, maps:remove(From, Pending), Got#{From => Data});
-                {'DOWN', Ref, process, Pid, _} when is_map_key(Ref, Refs) ->
-                    down(Ref, Pid, Refs)
-            after remaining(Deadline) ->
-                    throw({?MODULE, timeout})
-            end
-    end.
+%% The one wait of every operation: receives one message of `Step' from each rank of
+%% `From', in any order, folding `Fold(Rank, Data, Acc)' over them as they arrive.
+%% A rank already gone must have its message in the mailbox (it was sent before the
+%% `DOWN'); a rank that goes while its message is pending ends the call, as does
+%% another member's abort of this call or an earlier one, and the deadline.
+await(#{id := Id, seq := Seq} = Ctx, Step, From, Fold, Acc0) ->
+    Gone = maps:get(gone, get(?STATE(Id))),
+    {Pending, Acc} =
+        lists:foldl(fun(R, {P, A}) when is_map_key(R, Gone) ->
+                            receive
+                                {?TAG, Id, Seq, Step, R, Data} -> {P, Fold(R, Data, A)};
+                                {?TAG, Id, abort, AbortSeq, _From, Reason} when AbortSeq =< Seq -> fail(Reason)
+                            after 0 ->
+                                    fail({member_down, R, maps:get(R, Gone)})
+                            end;
+                       (R, {P, A}) ->
+                            {P#{R => true}, A}
+                    end, {#{}, Acc0}, From),
+    await_pending(Ctx, Step, Pending, Fold, Acc).
+
+await_pending(#{id := Id, seq := Seq, refs := Refs, deadline := Deadline} = Ctx, Step, Pending, Fold, Acc)
+  when map_size(Pending) > 0 ->
+    receive
+        {?TAG, Id, Seq, Step, From, Data} when is_map_key(From, Pending) ->
+            await_pending(Ctx, Step, maps:remove(From, Pending), Fold, Fold(From, Data, Acc));
+        {'DOWN', Ref, process, Pid, _} when is_map_key(Ref, Refs) ->
+            Rank = maps:get(Ref, Refs),
+            State = get(?STATE(Id)),
+            put(?STATE(Id), State#{gone := (maps:get(gone, State))#{Rank => node(Pid)}}),
+            is_map_key(Rank, Pending) andalso fail({member_down, Rank, node(Pid)}),
+            await_pending(Ctx, Step, Pending, Fold, Acc);
+        {?TAG, Id, abort, AbortSeq, _From, Reason} when AbortSeq =< Seq ->
+            fail(Reason)
+    after remaining(Deadline) ->
+            fail(timeout)
+    end;
+await_pending(_Ctx, _Step, _Pending, _Fold, Acc) ->
+    Acc.
 
 remaining(Deadline) ->
     max(0, Deadline - erlang:monotonic_time(millisecond)).
@@ -405,16 +441,4 @@ hierarchical(#{rank := Rank} = Ctx, #{forest := Forest, exchange := Exchange}, V
 %% `Acc' when it arrives (merging runs keeps a non-commutative operation in rank
 %% order, whatever the order of arrival): the work overlaps the wait for the last.
 fold_arrivals(Ctx, Op, From, Own) ->
-    fold_arrivals(Ctx, Op, maps:from_list([{R, true} || R <- From]), Own, length(From)).
-
-fold_arrivals(_Ctx, _Op, _Pending, Acc, 0) ->
-    Acc;
-fold_arrivals(#{id := Id, seq := Seq, refs := Refs, deadline := Deadline} = Ctx, Op, Pending, Acc, Left) ->
-    receive
-        {?TAG, Id, Seq, up, Child, {plain, Runs}} when is_map_key(Child, Pending) ->
-            fold_arrivals(Ctx, Op, maps:remove(Child, Pending), terrain_paths_op:merge(Op, [Acc, Runs]), Left - 1);
-        {'DOWN', Ref, process, Pid, _} when is_map_key(Ref, Refs) ->
-            down(Ref, Pid, Refs)
-    after remaining(Deadline) ->
-            throw({?MODULE, timeout})
-    end.
+    await(Ctx, up, From, fun(_, {plain, Runs}, Acc) -> terrain_paths_op:merge(Op, [Acc, Runs]) end, Own).

@@ -26,7 +26,8 @@
 
 -export_type([rules/0, rule/0]).
 
--define(FORMAT, <<"terrain.collective_rules/1">>).
+-include_lib("terrain_json/include/terrain_formats.hrl").
+-define(FORMAT, ?TERRAIN_FORMAT_COLLECTIVE_RULES).
 
 -type rule() :: #{operation := terrain_paths_collective:operation(),
                   min_bytes := non_neg_integer(),

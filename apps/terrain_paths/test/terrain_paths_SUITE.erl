@@ -9,21 +9,24 @@
 -export([suite/0, all/0, init_per_suite/1, end_per_suite/1]).
 -export([hierarchical_follows_the_topology/0, hand_drawn_tree_with_wrappers/0, collect_wrapper_feeds_the_event_space/0,
          reconfigure_switches_at_an_operation_boundary/0, auto_reads_the_rules_file/0,
-         node_stopped_mid_allreduce_gives_member_down/0, hung_member_gives_timeout/0]).
+         node_stopped_mid_allreduce_gives_member_down/0, hung_member_gives_timeout/0,
+         members_leaving_after_their_calls_break_nothing/0]).
 -export([hierarchical_follows_the_topology/1,
          hand_drawn_tree_with_wrappers/1,
          collect_wrapper_feeds_the_event_space/1,
          reconfigure_switches_at_an_operation_boundary/1,
          auto_reads_the_rules_file/1,
          node_stopped_mid_allreduce_gives_member_down/1,
-         hung_member_gives_timeout/1]).
+         hung_member_gives_timeout/1,
+         members_leaving_after_their_calls_break_nothing/1]).
 
 suite() -> [{timetrap, {minutes, 2}}].
 
 all() ->
     [hierarchical_follows_the_topology, hand_drawn_tree_with_wrappers, collect_wrapper_feeds_the_event_space,
      reconfigure_switches_at_an_operation_boundary, auto_reads_the_rules_file,
-     node_stopped_mid_allreduce_gives_member_down, hung_member_gives_timeout].
+     node_stopped_mid_allreduce_gives_member_down, hung_member_gives_timeout,
+     members_leaving_after_their_calls_break_nothing].
 
 init_per_suite(Config) ->
     terrain_test_peers:ensure_distributed(),
@@ -212,3 +215,30 @@ hung_member_gives_timeout(Config) ->
                                              end),
     ?assertEqual([{error, timeout}, {error, timeout}, hung], Results),
     terrain_paths_test_members:stop(Members).
+
+members_leaving_after_their_calls_break_nothing() ->
+    [{doc, "Regression (a check outside the project): 13 local members each call allreduce twice (sum, then "
+      "list append) and exit as soon as both return; with every algorithm, 10 times, every member gets both "
+      "results (binomial, recursive_doubling and ring used to fail the second call with member_down naming a "
+      "member that had completed it)."}].
+members_leaving_after_their_calls_break_nothing(_Config) ->
+    N = 13,
+    Expected = {{ok, lists:sum(lists:seq(0, N - 1))}, {ok, [[R] || R <- lists:seq(0, N - 1)]}},
+    Self = self(),
+    Run = fun(Algorithm) ->
+                  Ref = make_ref(),
+                  Members = [spawn(fun() ->
+                                           C = receive {go, Given} -> Given end,
+                                           R = terrain_paths:rank(C),
+                                           Sum = terrain_paths:allreduce(C, R, sum),
+                                           Append = terrain_paths:allreduce(C, [[R]], fun erlang:'++'/2),
+                                           Self ! {Ref, self(), {Sum, Append}}
+                                   end) || _ <- lists:seq(1, N)],
+                  {ok, Comm} = terrain_paths:communicator(Members, #{algorithm => Algorithm, timeout => 10000,
+                                                                     topology => {network, top, [{node, node()}]}}),
+                  [M ! {go, Comm} || M <- Members],
+                  [receive {Ref, M, Result} -> Result after 20000 -> {M, no_answer} end || M <- Members]
+          end,
+    [?assertEqual({Algorithm, lists:duplicate(N, Expected)}, {Algorithm, Run(Algorithm)})
+     || Algorithm <- [flat, binomial, recursive_doubling, ring, rabenseifner, hierarchical], _ <- lists:seq(1, 10)],
+    ok.

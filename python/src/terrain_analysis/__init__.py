@@ -33,6 +33,26 @@ bench
     package), throughput and latency figures (``terrain-analysis bench``).
 events
     The EventSpace views of a recorded wind tunnel: per-worker timeline, read times.
+collective
+    ``collective.json`` of ``terrain collective bench`` and its time-against-size figure.
+emas
+    EMAS runs (``emas.csv``, ``summary.json``) and the scaling table: fitness, throughput, utilisation.
+experiment_plots
+    The figures of ``terrain experiment`` (attribute placement, distances) and ``attributes.csv``.
+scale
+    ``scale.json`` of ``terrain experiment scale``: the lab's operations' times against cluster size, with fitted
+    growth exponents.
+report
+    The self-contained HTML page of run directories (a subpackage: model, renderers per concern, registry,
+    HTML).
+browser
+    Headless Chromium through the DevTools protocol, for the report's browser test and its screenshot.
+formats
+    The registry of format tags and manifest kinds (``spec/formats.json``) and the one format check.
+values
+    The checks on numbers read from files: no NaN, no infinity, no negative measurement.
+output
+    Writing output files whole or not at all (temporary file and rename).
 cli
     The ``terrain-analysis`` command.
 """

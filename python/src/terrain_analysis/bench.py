@@ -19,9 +19,8 @@ one row per cluster size, argument size, computation time and operation.
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,10 @@ from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+from terrain_analysis.formats import read_document, tag
+from terrain_analysis.output import make_directory, save_figure
+from terrain_analysis.values import measurement
 
 __all__ = [
     "HIGHEST_TRACKABLE_US",
@@ -45,7 +48,7 @@ __all__ = [
     "write_bench_plots",
 ]
 
-SUMMARY_FORMAT = "terrain.bench/1"
+SUMMARY_FORMAT = tag("bench")
 HIGHEST_TRACKABLE_US = 3_600_000_000
 """The histograms' range, as terrain_bench writes them: 1 µs to one hour."""
 SIGNIFICANT_DIGITS = 3
@@ -125,15 +128,7 @@ def read_summary(path: str | Path) -> dict[str, Any]:
     ValueError
         If the file is not JSON of format ``terrain.bench/1``.
     """
-    text = Path(path).read_text()
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"'path' {str(path)!r} is not JSON: {error}") from None
-    if not isinstance(document, dict) or document.get("format") != SUMMARY_FORMAT:
-        found = document.get("format") if isinstance(document, dict) else None
-        raise ValueError(f"'path' {str(path)!r} must have format {SUMMARY_FORMAT!r}, got {found!r}")
-    return document
+    return read_document(path, SUMMARY_FORMAT)
 
 
 def read_sweep(path: str | Path) -> list[SweepRow]:
@@ -152,7 +147,8 @@ def read_sweep(path: str | Path) -> list[SweepRow]:
     Raises
     ------
     ValueError
-        If the header is not :data:`SWEEP_COLUMNS` or a cell is not a number where one is due.
+        If the header is not :data:`SWEEP_COLUMNS`, a cell is not a number where one is due, or a
+        number is NaN, infinite or negative (the file is rejected, naming the line and column).
     """
     with open(path, newline="") as handle:
         reader = csv.reader(handle)
@@ -183,6 +179,9 @@ def read_sweep(path: str | Path) -> list[SweepRow]:
                 )
             except (ValueError, IndexError):
                 raise ValueError(f"{path}:{line}: malformed row {cells}") from None
+            for name, value in zip(SWEEP_COLUMNS, astuple(rows[-1]), strict=True):
+                if name != "op" and value is not None:
+                    measurement(value, f"{path}:{line}", name)
     return rows
 
 
@@ -425,7 +424,7 @@ def write_bench_plots(source: str | Path, directory: str | Path, formats: Sequen
     """
     source = Path(source)
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    make_directory(directory)
     if source.suffix == ".json":
         figures = {"bench_summary": summary_figure(read_summary(source))}
     else:
@@ -434,6 +433,6 @@ def write_bench_plots(source: str | Path, directory: str | Path, formats: Sequen
     for name, figure in figures.items():
         for extension in formats:
             path = directory / f"{name}.{extension}"
-            figure.savefig(path, dpi=110)
+            save_figure(figure, path, dpi=110)
             written.append(path)
     return written

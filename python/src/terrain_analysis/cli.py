@@ -4,7 +4,10 @@ Subcommands are data: each is a :class:`Subcommand` in :data:`SUBCOMMANDS`,
 with a function that declares its arguments and one that runs it. A later
 subcommand (``topology``, ``report``) is one more entry. Every failure leaves
 through one path: a message ``terrain-analysis: error: ...`` on stderr and exit
-status 1 (2 for a bad invocation, as argparse does).
+status 1 (2 for a bad invocation, as argparse does; 141 when stdout is closed, as
+the ``terrain`` escript). Results reach stdout only after the work is done; files
+are written through :mod:`terrain_analysis.output`, so a failed write names the
+output file and leaves nothing half-written.
 
 Examples
 --------
@@ -26,7 +29,10 @@ Python, as the tests do::
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
+import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -36,25 +42,36 @@ from typing import TextIO
 
 from terrain_analysis import __version__
 from terrain_analysis.analysis import DEFAULT_RETURN_PERIODS, GEVAnalysis, analyse_gev
-from terrain_analysis.collective import read_collective, write_collective_plot
 from terrain_analysis.bench import merged_log_percentiles, read_summary, write_bench_plots
+from terrain_analysis.collective import read_collective, write_collective_plot
 from terrain_analysis.durations import DEFAULT_COLUMN, read_durations
 from terrain_analysis.emas import read_run, read_scaling, write_emas_plots
 from terrain_analysis.events import read_events, write_event_views
 from terrain_analysis.experiment_plots import write_experiment_plots
 from terrain_analysis.fit_json import write_fit_json
+from terrain_analysis.output import OutputError, make_directory, write_atomically
 from terrain_analysis.plots import write_plots
+from terrain_analysis.report import read_run as read_report_run
 from terrain_analysis.report import write_report
-from terrain_analysis.topology import Discovery, discover, read_latency, read_topology, topology_document
+from terrain_analysis.scale import read_scale, write_scale_plot
+from terrain_analysis.topology import Discovery, Latency, discover, read_latency, read_topology, topology_document
 from terrain_analysis.topology_plots import write_topology_plots
+from terrain_analysis.values import DataWarning
 
-__all__ = ["PROGRAM", "SUBCOMMANDS", "CommandError", "Subcommand", "build_parser", "main"]
+__all__ = ["CLOSED_STDOUT", "PROGRAM", "SUBCOMMANDS", "CommandError", "Subcommand", "build_parser", "main"]
 
 PROGRAM = "terrain-analysis"
 
 
 class CommandError(Exception):
     """A failure to report as ``terrain-analysis: error: <message>`` with exit status 1."""
+
+
+def _io_error(error: OSError, fallback: Path) -> CommandError:
+    """``cannot write FILE: reason`` for an output (:class:`OutputError`: FILE is the output, never the
+    input it was made from), ``cannot read FILE: reason`` for anything else."""
+    verb = "write" if isinstance(error, OutputError) else "read"
+    return CommandError(f"cannot {verb} {error.filename or fallback}: {error.strerror or error}")
 
 
 @dataclass(frozen=True)
@@ -151,13 +168,13 @@ def _run_gev(arguments: argparse.Namespace, out: TextIO) -> int:
         print(f"{PROGRAM}: warning: {warning.message}", file=sys.stderr)
     directory: Path = arguments.out
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        make_directory(directory)
         plots = write_plots(analysis, directory)
         document = analysis.to_document(source=str(source), column=arguments.column)
         document["plots"] = [path.name for path in plots]
         fit_path = write_fit_json(document, directory / "fit.json")
     except OSError as error:
-        raise CommandError(f"cannot write to {str(directory)!r}: {error.strerror or error}") from None
+        raise _io_error(error, directory) from None
     _print_summary(analysis, out)
     print(f"wrote {fit_path}", file=out)
     for path in plots:
@@ -228,24 +245,50 @@ def _collective_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="directory for the plot")
 
 
-def _run_collective(arguments: argparse.Namespace, out: TextIO) -> int:
-    source: Path = arguments.collective
+def _scale_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scale", type=Path, help="scale.json written by 'terrain experiment scale'")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="directory for the plot")
+
+
+def _plot_document(source: Path, read: Callable, directory: Path, draw: Callable, out: TextIO) -> int:
+    """Read ``source`` with ``read``, draw with ``draw(document, directory)`` and print the files written,
+    turning unreadable input and unwritable output into a :class:`CommandError` naming the path."""
     try:
-        header, results = read_collective(source)
+        document = read(source)
     except OSError as error:
         raise CommandError(f"cannot read {str(source)!r}: {error.strerror or error}") from None
     except ValueError as error:
-        raise CommandError(f"{source}: {error}") from None
-    directory: Path = arguments.out
-    title = f"allreduce on {header.get('spec', '?')}: {header.get('nodes', '?')} nodes, {header.get('members', '?')} members"
+        message = str(error)
+        raise CommandError(message if str(source) in message else f"{source}: {message}") from None
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        written = write_collective_plot(results, directory, title)
+        make_directory(directory)
+        written = draw(document, directory)
     except OSError as error:
-        raise CommandError(f"cannot write to {str(directory)!r}: {error.strerror or error}") from None
+        raise _io_error(error, directory) from None
     for path in written:
         print(path, file=out)
     return 0
+
+
+def _run_scale(arguments: argparse.Namespace, out: TextIO) -> int:
+    def draw(document_rows: tuple, directory: Path) -> list[Path]:
+        document, rows = document_rows
+        machine = document.get("machine_at_start") or {}
+        title = (f"terrain's operations against cluster size ({machine.get('logical_processors', '?')} cores, "
+                 f"load {machine.get('loadavg1', '?')} at start)")
+        return write_scale_plot(rows, directory, title)
+
+    return _plot_document(arguments.scale, read_scale, arguments.out, draw, out)
+
+
+def _run_collective(arguments: argparse.Namespace, out: TextIO) -> int:
+    def draw(header_results: tuple, directory: Path) -> list[Path]:
+        header, results = header_results
+        title = (f"allreduce on {header.get('spec', '?')}: {header.get('nodes', '?')} nodes, "
+                 f"{header.get('members', '?')} members")
+        return write_collective_plot(results, directory, title)
+
+    return _plot_document(arguments.collective, read_collective, arguments.out, draw, out)
 
 
 def _alpha(text: str) -> float | str:
@@ -286,6 +329,7 @@ def _run_topology(arguments: argparse.Namespace, out: TextIO) -> int:
                 [],
                 found.repaired,
                 {**found.options, "alpha": "from " + str(arguments.topology)},
+                found.missing,
             )
     except OSError as error:
         raise CommandError(f"cannot read {str(arguments.topology)!r}: {error.strerror or error}") from None
@@ -293,14 +337,14 @@ def _run_topology(arguments: argparse.Namespace, out: TextIO) -> int:
         raise CommandError(f"{source}: {error}") from None
     directory: Path = arguments.out
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        make_directory(directory)
         written = write_topology_plots(found, directory)
         if arguments.topology is None:
             document_path = directory / "topology.json"
-            document_path.write_text(json.dumps(topology_document(found), indent=2) + "\n")
+            write_atomically(document_path, json.dumps(topology_document(found), indent=2) + "\n")
             written.append(document_path)
     except OSError as error:
-        raise CommandError(f"cannot write to {str(directory)!r}: {error.strerror or error}") from None
+        raise _io_error(error, directory) from None
     bottom = [c for c in found.tree.clusters() if all(isinstance(x, int) for x in c.children)]
     print(
         f"{len(found.nodes)} nodes, {len(found.tree.clusters())} clusters "
@@ -312,9 +356,27 @@ def _run_topology(arguments: argparse.Namespace, out: TextIO) -> int:
         print(f"  level: {level.points} points -> {level.clusters} clusters ({alpha})", file=out)
     if found.repaired:
         print(f"  {found.repaired} outlying round trips repaired", file=out)
+    _print_pairs(latency, found, out)
     for path in written:
         print(f"wrote {path}", file=out)
     return 0
+
+
+def _print_pairs(latency: Latency, found: Discovery, out: TextIO) -> None:
+    """How much of the matrix was measured, and where that leaves the tree undetermined."""
+    n = len(found.nodes)
+    print(
+        f"  pairs: {latency.pairs_measured} of {latency.pairs_total} ordered pairs measured; "
+        f"{found.missing} of {n * (n - 1) // 2} node pairs missing (no round trip in either direction)",
+        file=out,
+    )
+    for place in found.undetermined():
+        names = " ".join(found.nodes[i] for i in place.nodes)
+        print(
+            f"  undetermined: {len(place.nodes)} nodes below cluster {place.cluster} "
+            f"({place.height:.1f} us): no measured pair tells whether they belong with a sibling: {names}",
+            file=out,
+        )
 
 
 def _experiment_arguments(parser: argparse.ArgumentParser) -> None:
@@ -327,9 +389,11 @@ def _run_experiment(arguments: argparse.Namespace, out: TextIO) -> int:
     try:
         written = write_experiment_plots(directory, arguments.out)
     except OSError as error:
-        raise CommandError(f"cannot read or write in {str(directory)!r}: {error.strerror or error}") from None
-    except (ValueError, KeyError) as error:
-        raise CommandError(f"{directory}: {error}") from None
+        raise _io_error(error, directory) from None
+    except ValueError as error:  # names its file
+        raise CommandError(str(error)) from None
+    except KeyError as error:
+        raise CommandError(f"{directory}: summary.json lacks {error}") from None
     for path in written:
         print(f"wrote {path}", file=out)
     return 0
@@ -354,7 +418,7 @@ def _run_bench(arguments: argparse.Namespace, out: TextIO) -> int:
         if source.suffix == ".json":
             _print_logs(read_summary(source), source.parent, out)
     except OSError as error:
-        raise CommandError(f"{error.filename or source}: {error.strerror or error}") from None
+        raise _io_error(error, source) from None
     except ValueError as error:
         raise CommandError(str(error)) from None
     for path in written:
@@ -395,7 +459,7 @@ def _run_emas(arguments: argparse.Namespace, out: TextIO) -> int:
     try:
         written = write_emas_plots(arguments.out, runs, scaling)
     except OSError as error:
-        raise CommandError(f"cannot write to {str(arguments.out)!r}: {error.strerror or error}") from None
+        raise _io_error(error, arguments.out) from None
     for run in runs:
         summary = run.summary
         print(
@@ -440,10 +504,10 @@ def _run_events(arguments: argparse.Namespace, out: TextIO) -> int:
     worker = arguments.worker if arguments.worker is not None else workers // 2
     directory: Path = arguments.out if arguments.out is not None else arguments.directory
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        make_directory(directory)
         written = write_event_views(events, directory, highlight, worker)
     except OSError as error:
-        raise CommandError(f"cannot write to {str(directory)!r}: {error.strerror or error}") from None
+        raise _io_error(error, directory) from None
     except ValueError as error:
         raise CommandError(f"{source}: {error}") from None
     print(f"{len(events)} events, {workers} workers, {steps} steps; step {highlight} highlighted", file=out)
@@ -489,16 +553,31 @@ def _run_report(arguments: argparse.Namespace, out: TextIO) -> int:
     for run in runs:
         if not (run / "manifest.json").is_file():
             raise CommandError(f"{str(run)!r} is not a run directory: it has no manifest.json")
+    if arguments.out is not None:
+        _refuse_inputs(runs, arguments.out)
     try:
         path, errors = write_report(runs, arguments.out)
     except OSError as error:
-        raise CommandError(f"{error.filename or runs[0]}: {error.strerror or error}") from None
+        raise _io_error(error, runs[0]) from None
     except ValueError as error:
         raise CommandError(str(error)) from None
-    for error in errors:
-        print(f"{PROGRAM}: error: {error}", file=sys.stderr)
+    for problem in errors:
+        print(f"{PROGRAM}: error: {problem}", file=sys.stderr)
     print(path, file=out)
     return 1 if errors else 0
+
+
+def _refuse_inputs(runs: Sequence[Path], out: Path) -> None:
+    """--out must not be a run's manifest.json or a file its manifest lists (the report would destroy its input)."""
+    target = out.resolve()
+    for run in runs:
+        try:
+            read = read_report_run(run)
+            listed = [run / "manifest.json"] + [read.path(entry) for entry in read.entries]
+        except (OSError, ValueError):
+            continue  # write_report names the problem
+        if any(path.resolve() == target for path in listed):
+            raise CommandError(f"--out {out} is an input of the run {run}: give another file")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -528,6 +607,17 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         ),
         add_arguments=_topology_arguments,
         run=_run_topology,
+    ),
+    Subcommand(
+        name="scale",
+        summary="plot the lab's operation times against cluster size",
+        description=(
+            "Read scale.json (format terrain.scale/1, written by 'terrain experiment scale') and draw each "
+            "operation's wall time against the number of VMs, log-log, with the least-squares power law "
+            "(time proportional to n^b) dashed and b in the legend (PNG and SVG) to --out."
+        ),
+        add_arguments=_scale_arguments,
+        run=_run_scale,
     ),
     Subcommand(
         name="collective",
@@ -640,8 +730,19 @@ def build_parser(subcommands: Sequence[Subcommand] = SUBCOMMANDS) -> argparse.Ar
     return parser
 
 
+CLOSED_STDOUT = 141
+"""Exit status when stdout was closed before the results were written (as the ``terrain`` escript:
+a program killed by SIGPIPE, 128 + 13)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``terrain-analysis`` with ``argv`` (default: ``sys.argv[1:]``).
+
+    A subcommand writes its results (the lines naming the files written, summaries) into
+    a buffer that goes to stdout at the end. When stdout is closed (``>&-``) or its
+    reader has gone (``| head -0``), the command ends quietly with status 141, after
+    writing its files, as the ``terrain`` escript does; warnings (:class:`DataWarning`
+    and others) go to stderr as ``terrain-analysis: warning: ...``.
 
     Parameters
     ----------
@@ -651,20 +752,55 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        Exit status: 0 on success, 1 on an error, 2 on a bad invocation.
+        Exit status: 0 on success, 1 on an error, 2 on a bad invocation, 141 when stdout
+        was closed.
     """
     parser = build_parser()
+    results = io.StringIO()
     try:
-        arguments = parser.parse_args(argv)
+        with contextlib.redirect_stdout(results):  # --help and --version print to stdout
+            arguments = parser.parse_args(argv)
     except SystemExit as exit_:  # --help, --version, or a usage error
         code = exit_.code
-        return 0 if code is None else code if isinstance(code, int) else 1
+        status = 0 if code is None else code if isinstance(code, int) else 1
+        return _deliver(results.getvalue(), status)
+    failure = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DataWarning)
+        try:
+            run: Callable[[argparse.Namespace, TextIO], int] = arguments.run
+            status = run(arguments, results)
+        except CommandError as error:
+            failure, status = error, 1
+    for warning in caught:
+        print(f"{PROGRAM}: warning: {warning.message}", file=sys.stderr)
+    if failure is not None:
+        print(f"{PROGRAM}: error: {failure}", file=sys.stderr)
+    return _deliver(results.getvalue(), status)
+
+
+def _deliver(text: str, status: int) -> int:
+    """Write the results to stdout; :data:`CLOSED_STDOUT` if it is closed or its reader has gone."""
+    if not text:
+        return status
+    stdout = sys.stdout
+    if stdout is None:  # started with stdout closed (>&-)
+        return CLOSED_STDOUT
     try:
-        run: Callable[[argparse.Namespace, TextIO], int] = arguments.run
-        return run(arguments, sys.stdout)
-    except CommandError as error:
-        print(f"{PROGRAM}: error: {error}", file=sys.stderr)
-        return 1
+        stdout.write(text)
+        stdout.flush()
+    except (OSError, ValueError):  # | head -0 (EPIPE), >&- (EBADF), /dev/full (ENOSPC); ValueError: stream closed
+        _silence_stdout()
+        return CLOSED_STDOUT
+    return status
+
+
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null, so that the interpreter's last flush at exit does not fail again."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 if __name__ == "__main__":

@@ -11,18 +11,22 @@ PNG and SVG. Figures are built on the Agg canvas, never through ``pyplot``.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from terrain_analysis.formats import read_document, tag
+from terrain_analysis.output import save_figure
+from terrain_analysis.values import measurement
+
 __all__ = ["FORMAT", "PLOT_NAME", "CollectiveResult", "collective_figure", "read_collective", "write_collective_plot"]
 
-FORMAT = "terrain.collective/1"
+FORMAT = tag("collective")
 PLOT_NAME = "collective_time_vs_size"
 _STYLES = {"block": "-", "round_robin": ":", "random": "--"}
 
@@ -50,7 +54,7 @@ class CollectiveResult:
     lower_bound_us: float | None
 
 
-def read_collective(path: str | os.PathLike[str]) -> tuple[dict, list[CollectiveResult]]:
+def read_collective(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[CollectiveResult]]:
     """Read a ``terrain.collective/1`` document.
 
     Parameters
@@ -65,16 +69,14 @@ def read_collective(path: str | os.PathLike[str]) -> tuple[dict, list[Collective
     Raises
     ------
     ValueError
-        When the file is not a ``terrain.collective/1`` document; the message names the
-        offending field and value.
+        When the file is not a ``terrain.collective/1`` document, or holds a NaN, an infinity
+        or a negative time (the file is rejected); the message names the file, the offending
+        field and value.
     """
-    document = json.loads(Path(path).read_text())
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
-        found = document.get("format") if isinstance(document, dict) else type(document).__name__
-        raise ValueError(f"'format' must be {FORMAT!r}, got {found!r}")
+    document = read_document(path, FORMAT)
     raw = document.get("results")
     if not isinstance(raw, list) or not raw:
-        raise ValueError(f"'results' must be a non-empty list, got {raw!r}")
+        raise ValueError(f"{path}: 'results' must be a non-empty list, got {raw!r}")
     results = []
     for index, item in enumerate(raw):
         try:
@@ -89,9 +91,13 @@ def read_collective(path: str | os.PathLike[str]) -> tuple[dict, list[Collective
                 )
             )
         except (KeyError, TypeError, ValueError) as error:
-            raise ValueError(f"'results[{index}]' is not a result: {item!r} ({error})") from None
+            raise ValueError(f"{path}: 'results[{index}]' is not a result: {item!r} ({error})") from None
         if results[-1].size_bytes <= 0 or results[-1].median_us <= 0:
-            raise ValueError(f"'results[{index}]' needs a positive size and median, got {item!r}")
+            raise ValueError(f"{path}: 'results[{index}]' needs a positive size and median, got {item!r}")
+        for name in ("p95_us", "lower_bound_us"):
+            value = getattr(results[-1], name)
+            if value is not None:
+                measurement(value, f"{path} results[{index}]", name)
     header = {key: value for key, value in document.items() if key != "results"}
     return header, results
 
@@ -115,7 +121,9 @@ def collective_figure(results: list[CollectiveResult], title: str = "") -> Figur
     colours = {a: f"C{i}" for i, a in enumerate(algorithms)}
     for algorithm in algorithms:
         for order in sorted({r.rank_order for r in results if r.algorithm == algorithm}):
-            points = sorted((r.size_bytes, r.median_us) for r in results if r.algorithm == algorithm and r.rank_order == order)
+            points = sorted(
+                (r.size_bytes, r.median_us) for r in results if r.algorithm == algorithm and r.rank_order == order
+            )
             axes.plot(
                 [p[0] for p in points],
                 [p[1] / 1000 for p in points],
@@ -161,6 +169,6 @@ def write_collective_plot(
     with matplotlib.rc_context({"svg.hashsalt": "terrain", "svg.fonttype": "none"}):
         for extension in ("png", "svg"):
             path = directory / f"{PLOT_NAME}.{extension}"
-            figure.savefig(path, format=extension, dpi=150, metadata={"Date": None} if extension == "svg" else {})
+            save_figure(figure, path, format=extension, dpi=150, metadata={"Date": None} if extension == "svg" else {})
             written.append(path)
     return written

@@ -19,7 +19,6 @@ on the Agg canvas, never through ``pyplot``.
 from __future__ import annotations
 
 import csv
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +29,9 @@ import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+from terrain_analysis.formats import read_document, tag
+from terrain_analysis.output import make_directory, save_figure
 
 __all__ = [
     "CSV_COLUMNS",
@@ -48,10 +50,10 @@ __all__ = [
     "write_emas_plots",
 ]
 
-SUMMARY_FORMAT = "terrain.emas/1"
+SUMMARY_FORMAT = tag("emas")
 """Format of ``summary.json``."""
 
-SCALING_FORMAT = "terrain.emas_scaling/1"
+SCALING_FORMAT = tag("emas_scaling")
 """Format of ``scaling.json``."""
 
 CSV_COLUMNS = ("second", "island", "reproductions", "fights", "deaths", "migrations", "best_fitness")
@@ -107,18 +109,6 @@ class EmasRun:
         return seconds, np.fmax.accumulate(np.array(per_second, dtype=float))
 
 
-def _read_json(path: Path, expected: str) -> dict[str, Any]:
-    with open(path, encoding="utf-8") as handle:
-        try:
-            document = json.load(handle)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path}: not JSON: {error}") from None
-    if not isinstance(document, dict) or document.get("format") != expected:
-        found = document.get("format") if isinstance(document, dict) else None
-        raise ValueError(f"{path}: 'format' must be {expected!r}, got {found!r}")
-    return document
-
-
 def read_run(directory: str | os.PathLike[str]) -> EmasRun:
     """Read ``emas.csv`` and ``summary.json`` of one run directory.
 
@@ -139,7 +129,7 @@ def read_run(directory: str | os.PathLike[str]) -> EmasRun:
         If a file cannot be read.
     """
     path = Path(directory)
-    summary = _read_json(path / "summary.json", SUMMARY_FORMAT)
+    summary = read_document(path / "summary.json", SUMMARY_FORMAT)
     model = summary.get("model")
     if model not in MODELS:
         raise ValueError(f"{path / 'summary.json'}: 'model' must be one of {', '.join(MODELS)}, got {model!r}")
@@ -179,7 +169,7 @@ def read_scaling(path: str | os.PathLike[str]) -> dict[str, Any]:
     ValueError
         If the format is not :data:`SCALING_FORMAT` or a row misses a field.
     """
-    document = _read_json(Path(path), SCALING_FORMAT)
+    document = read_document(path, SCALING_FORMAT)
     rows = document.get("rows")
     if not isinstance(rows, list) or not rows:
         raise ValueError(f"{path}: 'rows' must be a non-empty list")
@@ -372,7 +362,7 @@ def write_emas_plots(
         The files written.
     """
     out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
+    make_directory(out)
     figures: list[tuple[str, Figure]] = []
     if runs:
         figures.append((FITNESS_NAME, fitness_figure(runs)))
@@ -386,6 +376,6 @@ def write_emas_plots(
             for extension in FORMATS:
                 path = out / f"{name}.{extension}"
                 metadata = {"Date": None} if extension == "svg" else {}
-                figure.savefig(path, format=extension, dpi=120, metadata=metadata)
+                save_figure(figure, path, format=extension, dpi=120, metadata=metadata)
                 written.append(path)
     return written

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,10 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+
+from terrain_analysis.formats import check_format, tag
+from terrain_analysis.output import save_figure
+from terrain_analysis.values import DataWarning, NonFiniteError, loads_json, measurement
 
 __all__ = [
     "EVENTS_FORMAT",
@@ -42,7 +47,7 @@ __all__ = [
     "write_event_views",
 ]
 
-EVENTS_FORMAT = "terrain.events/1"
+EVENTS_FORMAT = tag("events")
 """The format of the events file's header line."""
 
 TIMELINE_NAME = "timeline"
@@ -75,23 +80,54 @@ def read_events(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict
     Raises
     ------
     ValueError
-        If the first line is not a ``terrain.events/1`` header or a line is not an event.
+        If the first line is not a ``terrain.events/1`` header (or holds a NaN or an
+        infinity), or a line is not JSON or not an event.
+
+    Warns
+    -----
+    DataWarning
+        For each event skipped because it holds a NaN or an infinity, or a negative or
+        non-numeric ``time_us`` or ``measurements.duration_us``; the message names the
+        file and the line. The other events are kept.
     """
     with open(path, encoding="utf-8") as stream:
-        lines = [line for line in stream if line.strip()]
+        lines = [(number, line) for number, line in enumerate(stream, start=1) if line.strip()]
     if not lines:
         raise ValueError(f"'path' {str(path)!r} is empty, expected a {EVENTS_FORMAT} file")
-    header = json.loads(lines[0])
-    if not isinstance(header, dict) or header.get("format") != EVENTS_FORMAT:
-        found = header.get("format") if isinstance(header, dict) else None
-        raise ValueError(f"'path' {str(path)!r} has format {found!r}, expected {EVENTS_FORMAT!r}")
+    header = check_format(_parse_line(path, *lines[0]), EVENTS_FORMAT, f"{path} line {lines[0][0]}")
     events = []
-    for number, line in enumerate(lines[1:], start=2):
-        event = json.loads(line)
+    for number, line in lines[1:]:
+        try:
+            event = _parse_line(path, number, line)
+        except NonFiniteError as error:
+            warnings.warn(f"{error}; the event is skipped", DataWarning, stacklevel=2)
+            continue
         if not isinstance(event, dict) or "time_us" not in event or "name" not in event:
             raise ValueError(f"'path' {str(path)!r} line {number} is not an event: {line[:80]!r}")
+        measurements = event.get("measurements")
+        duration = measurements.get("duration_us") if isinstance(measurements, dict) else None
+        try:
+            _time(event["time_us"], f"{path} line {number}", "time_us")
+            if duration is not None:
+                _time(duration, f"{path} line {number}", "measurements.duration_us")
+        except ValueError as error:
+            warnings.warn(f"{error}; the event is skipped", DataWarning, stacklevel=2)
+            continue
         events.append(event)
     return header, events
+
+
+def _parse_line(path: str | os.PathLike[str], number: int, line: str) -> Any:
+    try:
+        return loads_json(line, f"{path} line {number}")
+    except json.JSONDecodeError as error:
+        raise ValueError(f"'path' {str(path)!r} line {number} is not JSON: {error.msg}") from None
+
+
+def _time(value: Any, where: str, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{where}: {name} is {value!r}, expected a finite number >= 0")
+    measurement(float(value), where, name)
 
 
 @dataclass(frozen=True)
@@ -299,6 +335,6 @@ def write_event_views(
             for extension in FORMATS:
                 path = directory / f"{stem}.{extension}"
                 metadata = {"Date": None} if extension == "svg" else {}
-                figure.savefig(path, format=extension, dpi=130, metadata=metadata)
+                save_figure(figure, path, format=extension, dpi=130, metadata=metadata)
                 written.append(path)
     return written

@@ -16,25 +16,29 @@ Figures are drawn on an Agg canvas (never through ``pyplot``) as PNG and SVG.
 from __future__ import annotations
 
 import csv
-import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-__all__ = ["FORMAT", "read_summary", "write_experiment_plots"]
+from terrain_analysis.formats import read_document, tag
+from terrain_analysis.output import make_directory, save_figure, write_atomically
+from terrain_analysis.values import measurement
 
-FORMAT = "terrain.experiment/1"
+__all__ = ["ATTRIBUTES_COLUMNS", "FORMAT", "read_attribute_times", "read_summary", "write_experiment_plots"]
+
+FORMAT = tag("experiment")
 FORMATS = ("png", "svg")
 NOISE_NOTE = "one 2-core machine shared with other work: times are noisy"
 
 matplotlib.use("Agg")
 
 
-def read_summary(directory: Path) -> dict:
+def read_summary(directory: Path) -> dict[str, Any]:
     """Read ``summary.json`` of an experiment's run directory.
 
     Parameters
@@ -55,13 +59,7 @@ def read_summary(directory: Path) -> dict:
         If it cannot be read.
     """
     path = directory / "summary.json"
-    try:
-        summary = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not JSON: {error}") from None
-    if not isinstance(summary, dict) or summary.get("format") != FORMAT:
-        found = summary.get("format") if isinstance(summary, dict) else None
-        raise ValueError(f"{path} has format {found!r}, expected {FORMAT!r}")
+    summary = read_document(path, FORMAT)
     if summary.get("experiment") not in ("attributes", "distances"):
         raise ValueError(f"{path}: unknown experiment {summary.get('experiment')!r}")
     return summary
@@ -84,9 +82,9 @@ def write_experiment_plots(directory: Path, out: Path | None = None) -> list[Pat
     """
     summary = read_summary(directory)
     target = directory if out is None else out
-    target.mkdir(parents=True, exist_ok=True)
+    make_directory(target)
     if summary["experiment"] == "attributes":
-        figures = _attributes_figures(summary, _read_rows(directory / "attributes.csv"))
+        figures = _attributes_figures(summary, read_attribute_times(directory / "attributes.csv"))
     else:
         figures = _distances_figures(summary)
     written = _render_dot_files(directory, target)
@@ -94,7 +92,7 @@ def write_experiment_plots(directory: Path, out: Path | None = None) -> list[Pat
         for extension in FORMATS:
             path = target / f"{name}.{extension}"
             FigureCanvasAgg(figure)
-            figure.savefig(path, dpi=120)
+            save_figure(figure, path, dpi=120)
             written.append(path)
     return written
 
@@ -106,24 +104,65 @@ def _render_dot_files(directory: Path, target: Path) -> list[Path]:
     written = []
     for source in sorted(directory.glob("placement_*.dot")):
         path = target / (source.stem + ".png")
-        subprocess.run([dot, "-Tpng", str(source), "-o", str(path)], check=True, capture_output=True)
-        written.append(path)
+        drawn = subprocess.run([dot, "-Tpng", str(source)], check=True, capture_output=True)
+        written.append(write_atomically(path, drawn.stdout))
     return written
 
 
-def _read_rows(path: Path) -> list[dict[str, str]]:
+ATTRIBUTES_COLUMNS = ("ants", "run", "placement", "seconds")
+"""Header of ``attributes.csv``: one row per run, ``seconds`` the ML-ACO main loop's time."""
+
+
+def read_attribute_times(path: Path) -> list[dict[str, Any]]:
+    """Read ``attributes.csv`` of an attributes experiment.
+
+    Parameters
+    ----------
+    path : Path
+
+    Returns
+    -------
+    list of dict
+        One per row: ``ants`` and ``run`` (int), ``placement`` (str), ``seconds`` (float).
+
+    Raises
+    ------
+    ValueError
+        If the header is not :data:`ATTRIBUTES_COLUMNS` or a row's ``ants``, ``run`` or
+        ``seconds`` is not a number, not finite or negative (the file is rejected, naming
+        the line).
+    """
     with path.open(newline="") as handle:
-        return list(csv.DictReader(handle))
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if header is None or tuple(h.strip() for h in header) != ATTRIBUTES_COLUMNS:
+            raise ValueError(f"{path}: header must be {','.join(ATTRIBUTES_COLUMNS)}, got {header!r}")
+        rows = []
+        for cells in reader:
+            if not cells:
+                continue
+            where = f"{path} line {reader.line_num}"
+            if len(cells) != len(ATTRIBUTES_COLUMNS):
+                raise ValueError(f"{where}: {len(cells)} fields, expected {len(ATTRIBUTES_COLUMNS)}")
+            try:
+                ants, run, seconds = int(cells[0]), int(cells[1]), float(cells[3])
+            except ValueError:
+                raise ValueError(f"{where}: ants, run and seconds must be numbers, got {cells!r}") from None
+            for name, value in (("ants", ants), ("run", run), ("seconds", seconds)):
+                measurement(value, where, name)
+            rows.append({"ants": ants, "run": run, "placement": cells[2].strip(), "seconds": seconds})
+    return rows
 
 
-def _attributes_figures(summary: dict, rows: list[dict[str, str]]) -> list[tuple[str, Figure]]:
+def _attributes_figures(summary: dict[str, Any], rows: list[dict[str, Any]]) -> list[tuple[str, Figure]]:
     ratios = summary["ratios"]
     ants = [r["ants"] for r in ratios]
     parameters = summary.get("parameters", {})
     shape = _attributes_shape(parameters)
     times = Figure(figsize=(7, 4.5))
     axes = times.add_subplot()
-    for placement, label, colour in (("attributes", "with attributes", "tab:blue"), ("random", "without (random)", "tab:red")):
+    lines = (("attributes", "with attributes", "tab:blue"), ("random", "without (random)", "tab:red"))
+    for placement, label, colour in lines:
         xs = [int(r["ants"]) for r in rows if r["placement"] == placement]
         ys = [float(r["seconds"]) for r in rows if r["placement"] == placement]
         axes.scatter(xs, ys, s=12, alpha=0.4, color=colour)
@@ -154,7 +193,7 @@ def _attributes_figures(summary: dict, rows: list[dict[str, str]]) -> list[tuple
     return [("attributes_times", times), ("attributes_ratio", ratio)]
 
 
-def _attributes_shape(parameters: dict) -> str:
+def _attributes_shape(parameters: dict[str, Any]) -> str:
     """Describe the emulated cluster of an attributes run from its ``parameters``.
 
     Parameters
@@ -181,7 +220,7 @@ def _attributes_shape(parameters: dict) -> str:
     )
 
 
-def _distances_figures(summary: dict) -> list[tuple[str, Figure]]:
+def _distances_figures(summary: dict[str, Any]) -> list[tuple[str, Figure]]:
     results = summary["results"]
     figure = Figure(figsize=(7, 4.5))
     axes = figure.add_subplot()

@@ -22,9 +22,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from terrain_analysis.formats import check_format, read_document, tag
+from terrain_analysis.output import write_atomically
+
 __all__ = ["FORMAT", "REQUIRED_KEYS", "read_fit_json", "write_fit_json"]
 
-FORMAT = "terrain.gev/1"
+FORMAT = tag("gev")
 """The ``format`` value of the documents this module writes and reads."""
 
 REQUIRED_KEYS = ("format", "n", "location", "scale", "shape", "se", "nll")
@@ -51,18 +54,12 @@ def write_fit_json(document: Mapping[str, Any], path: str | os.PathLike[str]) ->
     ValueError
         If the document is not ``terrain.gev/1``, lacks a required key, or holds NaN or
         infinity (JSON has neither; use None).
+    OutputError
+        If the file cannot be written (:func:`terrain_analysis.output.write_atomically`).
     """
     _check(document, "document")
     text = json.dumps(document, indent=2, allow_nan=False) + "\n"
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomically(path, text)
 
 
 def read_fit_json(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -85,20 +82,13 @@ def read_fit_json(path: str | os.PathLike[str]) -> dict[str, Any]:
     ValueError
         If it is not JSON, names another format, or lacks a required key.
     """
-    path = Path(path)
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise ValueError(f"'path' must be a JSON file, got {str(path)!r} ({error})") from None
+    document = read_document(path, FORMAT)
     _check(document, str(path))
     return dict(document)
 
 
 def _check(document: Any, what: str) -> None:
-    if not isinstance(document, Mapping):
-        raise ValueError(f"{what!r} must be a JSON object, got {type(document).__name__}")
-    if document.get("format") != FORMAT:
-        raise ValueError(f"{what!r} must have format {FORMAT!r}, got {document.get('format')!r}")
+    check_format(document, FORMAT, what)
     missing = [key for key in REQUIRED_KEYS if key not in document]
     if missing:
         raise ValueError(f"{what!r} lacks the keys {', '.join(missing)}")

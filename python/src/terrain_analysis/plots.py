@@ -32,6 +32,7 @@ from matplotlib.figure import Figure
 
 from terrain_analysis.analysis import GEVAnalysis
 from terrain_analysis.gev import GEVFit, QuantileBand, return_levels
+from terrain_analysis.output import save_figure
 
 __all__ = [
     "DIAGNOSTICS_NAME",
@@ -245,6 +246,6 @@ def write_plots(analysis: GEVAnalysis, directory: str | os.PathLike[str]) -> lis
             for extension in FORMATS:
                 path = directory / f"{stem}.{extension}"
                 metadata = {"Date": None} if extension == "svg" else {}
-                figure.savefig(path, format=extension, dpi=150, metadata=metadata)
+                save_figure(figure, path, format=extension, dpi=150, metadata=metadata)
                 written.append(path)
     return written

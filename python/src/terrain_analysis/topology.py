@@ -26,6 +26,18 @@ Pipeline (RELEASE D3.5, §4.3–4.5):
    middle; its clusters become the points of the next level. No such run: the
    points join under the root.
 
+**Partial matrices.** A probe that measures only some pairs (``terrain probe
+--strategy tree``, a budget that ran out) writes ``null`` for the others. A pair with
+no value in either direction is *missing* (NaN in :func:`distance_matrix`) and every
+step uses the measured pairs only: the distance between two clusters is the
+linkage over the pairs measured between them (the average of the measured pairs for
+average linkage), two clusters with no measured pair between them are never merged
+by the α rule, and clusters left with no measured pair between them join under the
+root. A tree built this way still *claims* that siblings are apart; where two
+siblings have no measured pair between them the data cannot tell whether they
+belong together, so :func:`undetermined` names those nodes (the smaller sibling's,
+or both when they are equal in size) instead of presenting the guess as a finding.
+
 Examples
 --------
 >>> import numpy as np
@@ -39,16 +51,16 @@ Examples
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+
+from terrain_analysis.formats import read_document, tag
 
 __all__ = [
     "LATENCY_FORMAT",
@@ -57,10 +69,13 @@ __all__ = [
     "Discovery",
     "Latency",
     "Level",
+    "Undetermined",
     "adjusted_rand_index",
     "alpha_tree",
     "auto_alpha",
+    "binary_linkage",
     "bottom_partition",
+    "cluster_names",
     "diameters",
     "discover",
     "distance_matrix",
@@ -68,12 +83,13 @@ __all__ = [
     "read_topology",
     "repair_outliers",
     "topology_document",
+    "undetermined",
 ]
 
-LATENCY_FORMAT = "terrain.latency/1"
+LATENCY_FORMAT = tag("latency")
 """The ``format`` of ``latency.json``."""
 
-TOPOLOGY_FORMAT = "terrain.topology/1"
+TOPOLOGY_FORMAT = tag("topology")
 """The ``format`` of a topology JSON file."""
 
 Linkage = Literal["complete", "average", "single"]
@@ -137,6 +153,23 @@ class Latency:
     stats: dict[str, FloatArray]
     metadata: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def pairs_total(self) -> int:
+        """Ordered pairs of distinct nodes, n·(n − 1)."""
+        return len(self.nodes) * (len(self.nodes) - 1)
+
+    @property
+    def pairs_measured(self) -> int:
+        """Ordered pairs with a round trip: the file's ``pairs_measured`` if it has one,
+        else the off-diagonal values of its ``min`` matrix (or its first matrix)."""
+        declared = self.metadata.get("pairs_measured")
+        if isinstance(declared, int) and not isinstance(declared, bool):
+            return declared
+        if not self.stats:
+            return 0
+        matrix = self.stats.get("min", next(iter(self.stats.values())))
+        return int(np.isfinite(matrix).sum() - np.isfinite(np.diag(matrix)).sum())
+
 
 @dataclass(frozen=True)
 class Level:
@@ -179,6 +212,9 @@ class Discovery:
         Distances changed by the outlier repair.
     options : dict
         The options used.
+    missing : int
+        Node pairs (unordered) with no round trip in either direction: NaN in
+        ``distances``.
     """
 
     tree: Cluster
@@ -187,6 +223,31 @@ class Discovery:
     levels: list[Level]
     repaired: int
     options: dict[str, Any]
+    missing: int = 0
+
+    def undetermined(self) -> list[Undetermined]:
+        """Where the measured pairs do not determine :attr:`tree` (see :func:`undetermined`)."""
+        return undetermined(self.tree, self.distances)
+
+
+@dataclass(frozen=True)
+class Undetermined:
+    """Nodes whose place below one cluster the measured pairs do not determine.
+
+    Attributes
+    ----------
+    cluster : str
+        The cluster's name as in ``topology.json`` (``c``, ``c_2``, ``c_2_1``, ...).
+    height : float
+        Its height (µs).
+    nodes : tuple of int
+        Matrix indices of the nodes: the leaves of each child of the cluster that has
+        no measured pair with a larger (or equally large) sibling.
+    """
+
+    cluster: str
+    height: float
+    nodes: tuple[int, ...]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -212,10 +273,7 @@ def read_latency(path: str | os.PathLike[str]) -> Latency:
     OSError
         If it cannot be read.
     """
-    document = json.loads(Path(path).read_text())
-    if not isinstance(document, dict) or document.get("format") != LATENCY_FORMAT:
-        found = document.get("format") if isinstance(document, dict) else None
-        raise ValueError(f"'path' {str(path)!r} is not a latency matrix: format {found!r}, expected {LATENCY_FORMAT!r}")
+    document = read_document(path, LATENCY_FORMAT)
     nodes = document.get("nodes")
     stats = document.get("stats")
     if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes) or not isinstance(stats, dict):
@@ -246,13 +304,13 @@ def distance_matrix(latency: Latency, statistic: str = "min", symmetrise: str = 
     Returns
     -------
     ndarray
-        n × n, symmetric, zero diagonal.
+        n × n, symmetric, zero diagonal; NaN for a pair with no value in either
+        direction (a missing pair).
 
     Raises
     ------
     ValueError
-        For an unknown statistic or symmetrisation, a negative value, or a pair with
-        no value in either direction.
+        For an unknown statistic or symmetrisation, or a negative or infinite value.
     """
     if statistic not in STATISTICS:
         raise ValueError(f"'statistic' must be one of {', '.join(STATISTICS)}, got {statistic!r}")
@@ -262,14 +320,14 @@ def distance_matrix(latency: Latency, statistic: str = "min", symmetrise: str = 
         raise ValueError(f"'statistic' {statistic!r} is not in the latency matrix (has {sorted(latency.stats)})")
     m = latency.stats[statistic].copy()
     np.fill_diagonal(m, 0.0)
-    if np.any(m < 0):
-        i, j = np.argwhere(m < 0)[0]
-        raise ValueError(f"round trip {latency.nodes[i]} -> {latency.nodes[j]} is negative: {m[i, j]}")
+    bad = (m < 0) | np.isinf(m)
+    if np.any(bad):
+        i, j = np.argwhere(bad)[0]
+        raise ValueError(
+            f"round trip {latency.nodes[i]} -> {latency.nodes[j]} is {m[i, j]}: expected a non-negative number of "
+            "microseconds or null"
+        )
     a, b = m, m.T
-    both = np.isnan(a) & np.isnan(b)
-    if np.any(both):
-        i, j = np.argwhere(both)[0]
-        raise ValueError(f"no round trip between {latency.nodes[i]} and {latency.nodes[j]} in either direction")
     a = np.where(np.isnan(a), b, a)
     b = np.where(np.isnan(b), a, b)
     if symmetrise == "min":
@@ -289,11 +347,32 @@ def _check_square(distances: npt.ArrayLike) -> FloatArray:
     d = np.array(distances, dtype=np.float64)
     if d.ndim != 2 or d.shape[0] != d.shape[1]:
         raise ValueError(f"'distances' must be a square matrix, got shape {d.shape}")
-    if not np.all(np.isfinite(d)) or np.any(d < 0):
-        raise ValueError("'distances' must be finite and non-negative")
-    if not np.allclose(d, d.T, rtol=0, atol=0):
+    if np.any(np.isinf(d)) or np.any(d < 0):
+        raise ValueError("'distances' must be finite and non-negative (NaN for a missing pair)")
+    if not np.array_equal(d, d.T, equal_nan=True):
         raise ValueError("'distances' must be symmetric")
     return d
+
+
+def _measured(d: FloatArray) -> npt.NDArray[np.bool_]:
+    """Off-diagonal pairs with a distance."""
+    measured = ~np.isnan(d)
+    np.fill_diagonal(measured, False)
+    return measured
+
+
+def _partial_linkage(linkage: str, dk: FloatArray, dx: FloatArray, pk: FloatArray, px: FloatArray) -> FloatArray:
+    """The linkage of k ∪ x to every cluster over the measured pairs only (``pk``, ``px``: their counts)."""
+    known_k, known_x = pk > 0, px > 0
+    if linkage == "complete":
+        both = np.maximum(dk, dx)
+    elif linkage == "single":
+        both = np.minimum(dk, dx)
+    else:
+        with np.errstate(invalid="ignore"):
+            both = (pk * dk + px * dx) / (pk + px)
+    new = np.where(known_k & known_x, both, np.where(known_k, dk, np.where(known_x, dx, np.inf)))
+    return np.asarray(new, dtype=np.float64)
 
 
 def _lance_williams(linkage: str, dk: FloatArray, dx: FloatArray, nk: float, nx: float) -> FloatArray:
@@ -312,19 +391,24 @@ def alpha_tree(
     *,
     heights: Sequence[float] | None = None,
     sizes: Sequence[float] | None = None,
+    counts: npt.ArrayLike | None = None,
 ) -> Cluster:
     """RELEASE D3.5's α tree (see the module docstring).
 
     Parameters
     ----------
     distances : array_like
-        Symmetric n × n matrix of non-negative distances, n ≥ 2.
+        Symmetric n × n matrix of non-negative distances, n ≥ 2; NaN for a missing pair.
     alpha : float
         The threshold, ≥ 1.
     linkage : {'complete', 'average', 'single'}
         How far apart two clusters are.
     heights, sizes : sequence of float, optional
         Initial height and size (weight for average linkage) of each point.
+    counts : array_like, optional
+        Measured pairs of leaves between two points (the weights of average linkage
+        over a partial matrix); by default the product of the sizes where a distance
+        is given, 0 where it is NaN.
 
     Returns
     -------
@@ -346,14 +430,29 @@ def alpha_tree(
         raise ValueError(f"'distances' must have at least 2 points, got {n}")
     height = np.zeros(n) if heights is None else np.array(heights, dtype=np.float64)
     size = np.ones(n) if sizes is None else np.array(sizes, dtype=np.float64)
-    np.fill_diagonal(d, np.inf)
+    measured = _measured(d)
+    partial = counts is not None or not measured.all(where=~np.eye(n, dtype=bool))
+    pairs = (
+        np.array(counts, dtype=np.float64) if counts is not None else np.outer(size, size) * measured
+    ) * measured
+    d[~measured] = np.inf
     active = np.ones(n, dtype=bool)
     trees: list[Cluster | int] = list(range(n))
     nn = d.argmin(axis=1)
     nd = d[np.arange(n), nn]
 
     def merge(k: int, x: int) -> None:
-        new = _lance_williams(linkage, d[k], d[x], size[k], size[x])
+        if partial:
+            new = _partial_linkage(linkage, d[k], d[x], pairs[k], pairs[x])
+            together = pairs[k] + pairs[x]
+            together[k] = together[x] = 0.0
+            together[~active] = 0.0
+            pairs[k, :] = together
+            pairs[:, k] = together
+            pairs[x, :] = 0.0
+            pairs[:, x] = 0.0
+        else:
+            new = _lance_williams(linkage, d[k], d[x], size[k], size[x])
         new[k] = np.inf
         new[~active] = np.inf
         new[x] = np.inf
@@ -366,6 +465,12 @@ def alpha_tree(
 
     while active.sum() > 1:
         a = int(np.argmin(np.where(active, nd, np.inf)))
+        if not math.isfinite(float(nd[a])):
+            # No measured pair between any two of the clusters left: they join under the root.
+            left = np.flatnonzero(active)
+            return Cluster(
+                float(height[left].max()), tuple(sorted((trees[int(i)] for i in left), key=_first_leaf))
+            )
         b = int(nn[a])
         k, x = min(a, b), max(a, b)
         delta = max(float(d[k, x]), float(height[k]), float(height[x]))
@@ -472,13 +577,16 @@ def auto_alpha(
     grid = [lo * ratio**k for k in range(steps - 1)] + [float(hi)]
     points: list[tuple[Cluster | int, float, float]] = [(i, 0.0, 1.0) for i in range(n)]
     levels: list[Level] = []
+    measured = _measured(d)
+    counts = None if measured.all(where=~np.eye(n, dtype=bool)) else measured.astype(np.float64)
     while True:
         m = len(points)
         heights = [h for _, h, _ in points]
         sizes = [s for _, _, s in points]
         results = []
         for alpha in grid:
-            blocks, loose = _bottom(alpha_tree(d, alpha, linkage, heights=heights, sizes=sizes))
+            tree = alpha_tree(d, alpha, linkage, heights=heights, sizes=sizes, counts=counts)
+            blocks, loose = _bottom(tree)
             signature = sorted(sorted(b) for b, _ in blocks)
             results.append((signature, [(sorted(b), h) for b, h in blocks], loose))
         runs: list[list[Any]] = []
@@ -492,6 +600,7 @@ def auto_alpha(
         if not candidates:
             one_block = [r[2] for r in runs if r[4] == everything]
             upper = d[np.triu_indices(m, 1)]
+            upper = upper[~np.isnan(upper)]
             root_height = max(float(upper.max()) if upper.size else 0.0, max(heights))
             root = Cluster(root_height, tuple(sorted((t for t, _, _ in points), key=_first_leaf)))
             levels.append(Level(m, 1, None, (one_block[0], grid[-1]) if one_block else None))
@@ -511,7 +620,10 @@ def auto_alpha(
             else:
                 trees = tuple(sorted((points[p][0] for p in members), key=_first_leaf))
                 new_points.append((Cluster(h, trees), h, sum(points[p][2] for p in members)))
-        d = _contract(d, [g[0] for g in groups], np.array(sizes), linkage)
+        if counts is None:
+            d = _contract(d, [g[0] for g in groups], np.array(sizes), linkage)
+        else:
+            d, counts = _contract_partial(d, counts, [g[0] for g in groups], linkage)
         points = new_points
         if len(points) == 1:
             last = points[0][0]
@@ -534,6 +646,32 @@ def _contract(d: FloatArray, groups: list[list[int]], sizes: FloatArray, linkage
                 value = (block * weights).sum() / (sizes[groups[a]].sum() * sizes[groups[b]].sum())
             out[a, b] = out[b, a] = value
     return out
+
+
+def _contract_partial(
+    d: FloatArray, counts: FloatArray, groups: list[list[int]], linkage: str
+) -> tuple[FloatArray, FloatArray]:
+    """:func:`_contract` over the measured pairs: ``counts`` holds the measured leaf pairs between points."""
+    g = len(groups)
+    out = np.full((g, g), np.nan)
+    np.fill_diagonal(out, 0.0)
+    pairs = np.zeros((g, g))
+    for a in range(g):
+        for b in range(a + 1, g):
+            block = d[np.ix_(groups[a], groups[b])]
+            weights = counts[np.ix_(groups[a], groups[b])]
+            known = weights > 0
+            if not known.any():
+                continue
+            if linkage == "complete":
+                value = block[known].max()
+            elif linkage == "single":
+                value = block[known].min()
+            else:
+                value = (block[known] * weights[known]).sum() / weights[known].sum()
+            out[a, b] = out[b, a] = value
+            pairs[a, b] = pairs[b, a] = weights[known].sum()
+    return out, pairs
 
 
 # --------------------------------------------------------------------------------------------------
@@ -583,6 +721,8 @@ def repair_outliers(distances: npt.ArrayLike, tree: Cluster, factor: float = 3.0
             continue
         i = np.concatenate(rows)
         j = np.concatenate(cols)
+        known = ~np.isnan(d[i, j])
+        i, j = i[known], j[known]
         values = d[i, j]
         stride = max(1, -(-values.size // _SAMPLE))
         sample = values[(i * n + j) % stride == 0]
@@ -636,6 +776,7 @@ def discover(
         outliers=outliers,
         outlier_factor=outlier_factor,
     )
+    missing = int(np.isnan(d[np.triu_indices(n, 1)]).sum())
     if n == 1:
         return Discovery(Cluster(0.0, (0,)), list(latency.nodes), d, [], 0, options)
     repaired = 0
@@ -646,7 +787,7 @@ def discover(
         tree, levels = auto_alpha(d, linkage)
     else:
         tree, levels = alpha_tree(d, float(alpha), linkage), []
-    return Discovery(diameters(tree, d), list(latency.nodes), d, levels, repaired, options)
+    return Discovery(diameters(tree, d), list(latency.nodes), d, levels, repaired, options, missing)
 
 
 def diameters(tree: Cluster, distances: npt.ArrayLike) -> Cluster:
@@ -661,7 +802,8 @@ def diameters(tree: Cluster, distances: npt.ArrayLike) -> Cluster:
     Returns
     -------
     Cluster
-        Heights: the largest distance between two points of each cluster.
+        Heights: the largest distance between two points of each cluster (of the
+        measured ones: NaN is a missing pair).
     """
     d = np.asarray(distances, dtype=np.float64)
 
@@ -669,12 +811,135 @@ def diameters(tree: Cluster, distances: npt.ArrayLike) -> Cluster:
         if isinstance(node, int):
             return node
         points = node.leaves()
-        height = float(d[np.ix_(points, points)].max()) if len(points) > 1 else 0.0
+        block = d[np.ix_(points, points)] if len(points) > 1 else np.zeros(1)
+        height = float(np.nanmax(block)) if not np.isnan(block).all() else 0.0
         return Cluster(height, tuple(walk(child) for child in node.children))
 
     result = walk(tree)
     assert isinstance(result, Cluster)
     return result
+
+
+def undetermined(tree: Cluster, distances: npt.ArrayLike) -> list[Undetermined]:
+    """Where the measured pairs do not determine the tree.
+
+    A cluster's children are apart in the tree; that is a finding only where some
+    pair between them was measured. For every two children of a cluster with no
+    measured pair between them, one of them a cluster, the smaller one's nodes (both
+    children's when they are equal in size) are undetermined below that cluster: a
+    node might belong inside the sibling cluster, two clusters might be one. (Two
+    points with no pair measured are left alone: a tighter cluster of the two would
+    be structure no measurement shows.)
+
+    Parameters
+    ----------
+    tree : Cluster
+        A tree over the points of ``distances``.
+    distances : array_like
+        Symmetric matrix; NaN for a missing pair.
+
+    Returns
+    -------
+    list of Undetermined
+        One per cluster with undetermined nodes, from the root down (empty when the
+        matrix is complete).
+
+    Examples
+    --------
+    >>> nan = float("nan")
+    >>> d = [[0, 1, 9, nan], [1, 0, 9, nan], [9, 9, 0, 2], [nan, nan, 2, 0]]
+    >>> [u.nodes for u in undetermined(Cluster(9.0, (Cluster(1.0, (0, 1)), Cluster(2.0, (2, 3)))), d)]
+    []
+    >>> d = [[0, 1, 9, nan], [1, 0, 9, nan], [9, 9, 0, nan], [nan, nan, nan, 0]]
+    >>> [u.nodes for u in undetermined(Cluster(9.0, (Cluster(1.0, (0, 1)), 2, 3)), d)]
+    [(3,)]
+    """
+    d = np.asarray(distances, dtype=np.float64)
+    known = ~np.isnan(d)
+    found = []
+    for name, cluster in cluster_names(tree):
+        members = [np.array(_leaves(child)) for child in cluster.children]
+        blamed: set[int] = set()
+        points = [isinstance(child, int) for child in cluster.children]
+        for a in range(len(members)):
+            for b in range(a + 1, len(members)):
+                if (points[a] and points[b]) or known[np.ix_(members[a], members[b])].any():
+                    continue
+                if members[a].size <= members[b].size:
+                    blamed.add(a)
+                if members[b].size <= members[a].size:
+                    blamed.add(b)
+        if blamed:
+            nodes = sorted(int(p) for k in blamed for p in members[k])
+            found.append(Undetermined(name, cluster.height, tuple(nodes)))
+    return found
+
+
+def cluster_names(tree: Cluster) -> list[tuple[str, Cluster]]:
+    """Every cluster with its name in ``topology.json``: ``c`` the root, ``c1``, ``c2``, ...
+    its children, ``c1_1``, ... theirs; depth first.
+
+    Parameters
+    ----------
+    tree : Cluster
+
+    Returns
+    -------
+    list of (str, Cluster)
+    """
+    named = []
+
+    def walk(node: Cluster, name: str) -> None:
+        named.append((name, node))
+        for k, child in enumerate(node.children, 1):
+            if isinstance(child, Cluster):
+                walk(child, _child_name(name, k))
+
+    walk(tree, "c")
+    return named
+
+
+def _child_name(name: str, k: int) -> str:
+    return ("c" if name == "c" else name + "_") + str(k)
+
+
+def binary_linkage(distances: npt.ArrayLike) -> FloatArray:
+    """The complete-linkage dendrogram of a matrix with missing pairs, as a scipy linkage matrix.
+
+    scipy's ``linkage`` needs every pair. Over a partial matrix the α tree with α = 1
+    and complete linkage is the complete-linkage dendrogram over the measured pairs
+    (clusters with no measured pair between them join at the top); equal heights give
+    a cluster with more than two children, which is written as successive merges at
+    that height.
+
+    Parameters
+    ----------
+    distances : array_like
+        Symmetric n × n matrix, n ≥ 2; NaN for a missing pair.
+
+    Returns
+    -------
+    ndarray
+        (n − 1) × 4, as ``scipy.cluster.hierarchy.linkage`` returns.
+    """
+    d = _check_square(distances)
+    n = d.shape[0]
+    tree = diameters(alpha_tree(d, 1.0, "complete"), d)
+    rows: list[list[float]] = []
+
+    def emit(node: Cluster | int) -> tuple[int, int]:
+        if isinstance(node, int):
+            return node, 1
+        parts = [emit(child) for child in node.children]
+        current, size = parts[0]
+        for other, other_size in parts[1:]:
+            size += other_size
+            rows.append([float(current), float(other), node.height, float(size)])
+            current = n + len(rows) - 1
+        return current, size
+
+    emit(tree)
+    return np.array(rows, dtype=np.float64)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -696,9 +961,7 @@ def topology_document(discovery: Discovery) -> dict[str, Any]:
     def node(tree: Cluster | int, name: str) -> dict[str, Any]:
         if isinstance(tree, int):
             return {"node": discovery.nodes[tree]}
-        children = [
-            node(child, ("c" if name == "c" else name + "_") + str(k)) for k, child in enumerate(tree.children, 1)
-        ]
+        children = [node(child, _child_name(name, k)) for k, child in enumerate(tree.children, 1)]
         return {"name": name, "height": tree.height, "children": children}
 
     return {
@@ -708,6 +971,10 @@ def topology_document(discovery: Discovery) -> dict[str, Any]:
         "discovery": {
             **{k: v for k, v in discovery.options.items()},
             "repaired": discovery.repaired,
+            "pairs_missing": discovery.missing,
+            "undetermined": [
+                {"cluster": u.cluster, "nodes": [discovery.nodes[i] for i in u.nodes]} for u in discovery.undetermined()
+            ],
             "levels": [
                 {
                     "points": lv.points,
@@ -741,10 +1008,7 @@ def read_topology(path: str | os.PathLike[str], nodes: Sequence[str]) -> Cluster
     ValueError
         If the file is not a topology or its nodes differ from ``nodes``.
     """
-    document = json.loads(Path(path).read_text())
-    if not isinstance(document, dict) or document.get("format") != TOPOLOGY_FORMAT:
-        found = document.get("format") if isinstance(document, dict) else None
-        raise ValueError(f"'path' {str(path)!r} is not a topology: format {found!r}, expected {TOPOLOGY_FORMAT!r}")
+    document = read_document(path, TOPOLOGY_FORMAT)
     index = {name: i for i, name in enumerate(nodes)}
 
     def build(entry: dict[str, Any]) -> Cluster | int:

@@ -1,0 +1,439 @@
+%% @private
+%% @doc The live topology (RELEASE D3.5, §5.1.5): one tree per cluster that follows
+%% nodes joining and leaving, the same on every node, changed in one order.
+%%
+%% Every node that runs `terrain' with the app env key `live' set joins the `pg'
+%% group `nodes' of the scope `terrain_live_scope' with this server, and connects
+%% to the nodes of the tree it starts with (a node that joins later connects to any
+%% one node of the cluster; distribution's full mesh does the rest). The
+%% <b>sequencer</b> is the member with the smallest node name: every node computes
+%% it from the group's membership, so there is no election and no message to agree on
+%% it; when the sequencer goes, the next smallest takes over with the state every
+%% node holds. Only the sequencer changes the tree. A change gets the next version
+%% and is sent, with the whole new tree, to every member; a node takes a tree only
+%% when its version is higher than the one it holds, so changes apply in the
+%% sequencer's order everywhere (messages between two processes keep their order).
+%%
+%% The sequencer:
+%% <ul>
+%% <li>asks each member that appears for its version and tree; when they differ from
+%%     its own, the higher version wins (at equal versions the tree with more nodes,
+%%     then its own) and is published as the higher version plus one, so that the
+%%     nodes of both sides of a healed partition take it (a node that was cut off
+%%     catches up this way);</li>
+%% <li>places a member that is not in the tree with `terrain:insert_node/4',
+%%     measuring round trips from the new node (`{join, Node, Siblings}');</li>
+%% <li>removes a node of the tree that is no longer a member once the grace period
+%%     has passed without it coming back (`{leave, Node}');</li>
+%% <li>re-measures one node every `remeasure' ms, round robin: takes it out of the
+%%     tree, inserts it again, and when its lowest network's other members differ,
+%%     publishes `{move, Node, From, To}' (the lists of siblings before and after).</li>
+%% </ul>
+%% Subscribers (`terrain:subscribe(topology, #{})') get `{terrain_topology, Ref,
+%% #{version, change, topology}}' for every version this node takes.
+-module(terrain_live).
+-behaviour(gen_server).
+
+%% API
+-export([start_link/0,
+         status/0,
+         subscribe/1,
+         unsubscribe/1,
+         round_trip/2]).
+
+%% gen_server callbacks
+-export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
+
+%% exports_not_used: start_link/0 is named in terrain_sup's child spec; round_trip/2
+%% is called on the joining node by erpc (the measurement of an insertion).
+-ignore_xref([{start_link, 0}, {round_trip, 2}]).
+
+-define(SCOPE, terrain_live_scope).
+-define(GROUP, nodes).
+-define(DEFAULT_GRACE, 10000).
+-define(DEFAULT_REMEASURE, 60000).
+-define(RTT_SAMPLES, 5).
+-define(RPC_TIMEOUT, 2000).
+
+-type config() :: #{grace := non_neg_integer(), remeasure := non_neg_integer() | false,
+                    insert := map()}.
+
+%%--------------------------------------------------------------------
+%% API
+
+-spec start_link() -> {ok, pid()} | ignore | {error, term()}.
+start_link() ->
+    gen_server:start_link({local, ?MODULE}, ?MODULE, [], []).
+
+%% @doc The live topology's state on this node: `disabled', or its version, the
+%% sequencer, the members, and the nodes waiting out their grace period.
+-spec status() -> disabled | #{version := non_neg_integer(), sequencer := node(), members := [node()],
+                               leaving := [node()]}.
+status() ->
+    gen_server:call(?MODULE, status).
+
+%% @doc Subscribes a process to the changes; `{error, not_live}' when disabled.
+-spec subscribe(pid()) -> {ok, reference()} | {error, not_live}.
+subscribe(Pid) ->
+    gen_server:call(?MODULE, {subscribe, Pid}).
+
+%% @doc Ends a subscription; `not_found' if the reference is not one of ours.
+-spec unsubscribe(reference()) -> ok | not_found.
+unsubscribe(Ref) ->
+    gen_server:call(?MODULE, {unsubscribe, Ref}).
+
+%% @doc The smallest of a few round trips from this node to `Other', in µs (a
+%% remote call of `erlang:node/0', after one warm-up call).
+-spec round_trip(node(), pos_integer()) -> {ok, number()} | {error, term()}.
+round_trip(Other, Samples) ->
+    try
+        _ = erpc:call(Other, erlang, node, [], ?RPC_TIMEOUT),
+        {ok, lists:min([begin
+                            T0 = erlang:monotonic_time(microsecond),
+                            _ = erpc:call(Other, erlang, node, [], ?RPC_TIMEOUT),
+                            erlang:monotonic_time(microsecond) - T0
+                        end || _ <- lists:seq(1, Samples)])}
+    catch
+        Class:Reason -> {error, {Class, Reason}}
+    end.
+
+%% @doc The live configuration from the app env key `live': `false' (default), `true'
+%% or a map of `grace' (ms), `remeasure' (ms or `false'), `insert' (options of
+%% `terrain:insert_node/4').
+-spec config() -> false | config().
+config() ->
+    Defaults = #{grace => ?DEFAULT_GRACE, remeasure => ?DEFAULT_REMEASURE, insert => #{}},
+    Valid = fun(grace, G) -> is_integer(G) andalso G >= 0;
+               (remeasure, R) -> R =:= false orelse (is_integer(R) andalso R >= 0);
+               (insert, I) -> is_map(I);
+               (_, _) -> false
+            end,
+    case application:get_env(terrain, live, false) of
+        true ->
+            Defaults;
+        Map when is_map(Map) ->
+            {Good, Bad} = lists:partition(fun({K, V}) -> Valid(K, V) end, maps:to_list(Map)),
+            [logger:error("terrain: ignoring the live option ~0tp => ~0tP (grace: ms >= 0; remeasure: ms >= 0 or "
+                          "false; insert: a map of terrain:insert_node/4 options)", [K, V, 8], #{domain => [terrain, live]})
+             || {K, V} <- Bad],
+            maps:merge(Defaults, maps:from_list(Good));
+        false ->
+            false;
+        Other ->
+            logger:error("terrain: the live app env value ~0tP is neither a boolean nor a map; no live topology",
+                         [Other, 8], #{domain => [terrain, live]}),
+            false
+    end.
+
+%%--------------------------------------------------------------------
+%% gen_server callbacks
+
+-spec init([]) -> {ok, map()}.
+init([]) ->
+    case config() of
+        false ->
+            {ok, #{live => false, subscribers => #{}}};
+        Config ->
+            ok = pg:join(?SCOPE, ?GROUP, self()),
+            {MonRef, Pids} = pg:monitor(?SCOPE, ?GROUP),
+            Tree = case terrain_topology_server:current() of
+                       undefined -> undefined;
+                       T -> terrain_topology:term(T)
+                   end,
+            %% the nodes of the tree it starts with are the cluster: connect to them
+            %% (in the background; distribution gives each attempt its own deadline)
+            _ = Tree =/= undefined andalso
+                spawn(fun() -> [net_kernel:connect_node(N) || N <- tree_nodes(Tree), N =/= node()] end),
+            State = #{live => true, config => Config, version => 0, tree => Tree,
+                      pg => MonRef, members => members(Pids),
+                      subscribers => #{},
+                      leaving => #{},          % Node => timer (sequencer only)
+                      inserting => undefined,  % {Node, Pid, Version} (sequencer only)
+                      remeasure => undefined, next => [],
+                      remeasuring => undefined}, % {Node, Pid, Version, Tree} (sequencer only)
+            {ok, sequence(State)}
+    end.
+
+-spec handle_call(term(), gen_server:from(), map()) -> {reply, term(), map()}.
+handle_call(status, _From, #{live := false} = State) ->
+    {reply, disabled, State};
+handle_call(status, _From, #{version := V, members := Members, leaving := Leaving} = State) ->
+    {reply, #{version => V, sequencer => sequencer(State), members => Members,
+              leaving => lists:sort(maps:keys(Leaving))}, State};
+handle_call({subscribe, _Pid}, _From, #{live := false} = State) ->
+    {reply, {error, not_live}, State};
+handle_call({subscribe, Pid}, _From, #{subscribers := Subs} = State) ->
+    Ref = erlang:monitor(process, Pid),
+    {reply, {ok, Ref}, State#{subscribers := Subs#{Ref => Pid}}};
+handle_call({unsubscribe, Ref}, _From, #{subscribers := Subs} = State) ->
+    case maps:take(Ref, Subs) of
+        {_, Rest} -> erlang:demonitor(Ref, [flush]), {reply, ok, State#{subscribers := Rest}};
+        error -> {reply, not_found, State}
+    end;
+handle_call(_Request, _From, State) ->
+    {reply, {error, unknown_request}, State}.
+
+-spec handle_cast(term(), map()) -> {noreply, map()}.
+handle_cast(_Request, State) ->
+    {noreply, State}.
+
+-spec handle_info(term(), map()) -> {noreply, map()}.
+handle_info({Ref, Kind, ?GROUP, Pids}, #{pg := Ref, members := Members} = State) ->
+    New = case Kind of
+              join -> lists:usort(Members ++ members(Pids));
+              leave -> Members -- members(Pids)
+          end,
+    {noreply, sequence(State#{members := New}, members(Pids), Kind)};
+handle_info({terrain_live_sync_request, From}, #{version := V, tree := Tree} = State) ->
+    From ! {terrain_live_state, node(), V, Tree},
+    {noreply, State};
+handle_info({terrain_live_state, _Node, V, Tree}, State) ->
+    case is_sequencer(State) of
+        true -> {noreply, reconcile(merge(V, Tree, State))};
+        false -> {noreply, State}
+    end;
+handle_info({terrain_live_change, V, Change, Tree}, #{version := Own, tree := OwnTree} = State)
+  when V > Own; OwnTree =:= undefined ->
+    {noreply, take(V, Tree, Change, State)};
+handle_info({terrain_live_change, _V, _Change, _Tree}, State) ->
+    {noreply, State};
+handle_info({grace_over, Node}, #{leaving := Leaving} = State) ->
+    State1 = State#{leaving := maps:remove(Node, Leaving)},
+    case is_sequencer(State1) andalso not lists:member(Node, maps:get(members, State1)) of
+        true -> {noreply, remove(Node, State1)};
+        false -> {noreply, State1}
+    end;
+handle_info({inserted, Pid, Node, Result}, #{inserting := {Node, Pid, Base}} = State) ->
+    State1 = State#{inserting := undefined},
+    {noreply, reconcile(inserted(Node, Result, Base, State1))};
+handle_info({'DOWN', Ref, process, _, _}, #{subscribers := Subs} = State) when is_map_key(Ref, Subs) ->
+    {noreply, State#{subscribers := maps:remove(Ref, Subs)}};
+handle_info({'DOWN', _, process, Pid, Reason}, #{inserting := {Node, Pid, _}} = State) ->
+    logger:warning("terrain: the insertion of ~0p into the live topology failed: ~0tP", [Node, Reason, 12],
+                   #{domain => [terrain, live]}),
+    {noreply, reconcile(State#{inserting := undefined})};
+handle_info({remeasured, Pid, Node, Result}, #{remeasuring := {Node, Pid, Base, Old}, version := V} = State) ->
+    State1 = State#{remeasuring := undefined},
+    case Result of
+        {ok, New, _Pairs} when V =:= Base -> {noreply, moved(Node, Old, New, State1)};
+        _ -> {noreply, State1}   % the tree changed meanwhile, or the node could not be measured
+    end;
+handle_info({'DOWN', _, process, Pid, _}, #{remeasuring := {_, Pid, _, _}} = State) ->
+    {noreply, State#{remeasuring := undefined}};
+handle_info(remeasure, State) ->
+    {noreply, schedule_remeasure(remeasure(State#{remeasure := undefined}))};
+handle_info(_Msg, State) ->
+    {noreply, State}.
+
+%%--------------------------------------------------------------------
+%% Internal: sequencing
+
+members(Pids) ->
+    lists:usort([node(P) || P <- Pids]).
+
+sequencer(#{members := Members}) ->
+    lists:min([node() | Members]).
+
+is_sequencer(State) ->
+    sequencer(State) =:= node().
+
+%% After a membership change: the sequencer asks the new members for their state
+%% and reconciles; everybody else waits for the sequencer.
+sequence(State) ->
+    sequence(State, maps:get(members, State), join).
+
+sequence(State, Changed, Kind) ->
+    case is_sequencer(State) of
+        false ->
+            cancel_leaving(State);
+        true ->
+            _ = Kind =:= join andalso
+                [{?MODULE, N} ! {terrain_live_sync_request, self()} || N <- Changed, N =/= node()],
+            schedule_remeasure(reconcile(State))
+    end.
+
+%% A member's state at the sequencer. The same version and tree: nothing to do. Else
+%% the higher version wins (at equal versions the tree with more nodes, then the
+%% sequencer's), and is published as version max + 1, so that both sides of a healed
+%% partition take it.
+merge(_V, undefined, #{version := Own, tree := OwnTree} = State) when OwnTree =/= undefined ->
+    %% a node that starts without a tree (it joins) takes ours as it is, without a version
+    _ = [{?MODULE, N} ! {terrain_live_change, Own, {sync, Own}, OwnTree} || N <- maps:get(members, State), N =/= node()],
+    State;
+merge(V, Tree, #{version := Own, tree := OwnTree} = State) ->
+    case {V, Tree} =:= {Own, OwnTree} of
+        true ->
+            State;
+        false ->
+            Winner = case {V, size_of(Tree)} > {Own, size_of(OwnTree)} of
+                         true -> Tree;
+                         false -> OwnTree
+                     end,
+            case Winner of
+                undefined -> State;
+                _ -> publish({sync, max(V, Own)}, Winner, State#{version := max(V, Own)})
+            end
+    end.
+
+size_of(undefined) -> 0;
+size_of(Tree) -> length(tree_nodes(Tree)).
+
+%% Joins for members not in the tree (one insertion at a time), grace timers for
+%% nodes of the tree that are not members, timers cancelled for those back.
+reconcile(#{tree := undefined} = State) ->
+    State;
+reconcile(#{tree := Tree, members := Members, leaving := Leaving} = State) ->
+    case is_sequencer(State) of
+        false ->
+            State;
+        true ->
+            InTree = tree_nodes(Tree),
+            Live = lists:usort([node() | Members]),
+            Gone = InTree -- Live,
+            Back = [N || N <- maps:keys(Leaving), lists:member(N, Live)],
+            _ = [erlang:cancel_timer(maps:get(N, Leaving)) || N <- Back],
+            Grace = maps:get(grace, maps:get(config, State)),
+            Leaving1 = maps:merge(maps:from_list([{N, erlang:send_after(Grace, self(), {grace_over, N})}
+                                                  || N <- Gone, not maps:is_key(N, Leaving)]),
+                                  maps:without(Back, Leaving)),
+            start_insertion(Live -- InTree, State#{leaving := Leaving1})
+    end.
+
+cancel_leaving(#{leaving := Leaving} = State) ->
+    _ = [erlang:cancel_timer(T) || T <- maps:values(Leaving)],
+    State#{leaving := #{}};
+cancel_leaving(State) ->
+    State.
+
+start_insertion([], State) ->
+    State;
+start_insertion([Node | _], #{inserting := undefined, tree := Tree, version := V, config := Config} = State) ->
+    Self = self(),
+    Options = maps:merge(#{name => Node}, maps:get(insert, Config)),
+    {Pid, _} = spawn_monitor(fun() -> Self ! {inserted, self(), Node, insert(Node, Tree, Options)} end),
+    State#{inserting := {Node, Pid, V}};
+start_insertion(_Joining, State) ->
+    State.
+
+insert(Node, Tree, Options) ->
+    Measure = fun(A, B) ->
+                      try erpc:call(A, ?MODULE, round_trip, [B, ?RTT_SAMPLES], ?RPC_TIMEOUT * (?RTT_SAMPLES + 2))
+                      catch Class:Reason -> {error, {Class, Reason}}
+                      end
+              end,
+    terrain:insert_node(Node, Tree, Measure, Options).
+
+%% An insertion is applied only on the tree it was computed from; otherwise the
+%% reconciliation starts it again on the current tree.
+inserted(Node, {ok, NewTree, Pairs}, Base, #{version := Base, members := Members} = State) ->
+    case lists:member(Node, Members) of
+        true -> publish({join, Node, siblings(NewTree, Node), length(Pairs)}, NewTree, State);
+        false -> State
+    end;
+inserted(Node, {error, Why}, _Base, State) ->
+    logger:warning("terrain: could not place ~0p into the live topology: ~ts", [Node, terrain:format_error(Why)],
+                   #{domain => [terrain, live]}),
+    State;
+inserted(_Node, _Result, _Base, State) ->
+    State.
+
+remove(Node, #{tree := Tree} = State) ->
+    case terrain_insert:remove(Node, Tree) of
+        {ok, NewTree} -> publish({leave, Node}, NewTree, State);
+        {error, _} -> State
+    end.
+
+%% The sequencer's change: next version, taken here, sent to every member.
+publish(Change, Tree, #{version := V, members := Members} = State) ->
+    Next = V + 1,
+    _ = [{?MODULE, N} ! {terrain_live_change, Next, Change, Tree} || N <- Members, N =/= node()],
+    take(Next, Tree, Change, State).
+
+%% Takes a version: stores the tree in the topology server, tells the subscribers.
+take(V, Tree, Change, #{subscribers := Subs} = State) ->
+    case terrain_topology:new(Tree) of
+        {ok, T} ->
+            ok = terrain_topology_server:put(T),
+            _ = [Pid ! {terrain_topology, Ref, #{version => V, change => Change, topology => Tree}}
+             || {Ref, Pid} <- maps:to_list(Subs)],
+            State#{version := V, tree := Tree};
+        {error, Why} ->
+            logger:error("terrain: refused live topology version ~b: ~ts", [V, terrain_topology:format_error(Why)],
+                         #{domain => [terrain, live]}),
+            State
+    end.
+
+%%--------------------------------------------------------------------
+%% Internal: re-measurement
+
+schedule_remeasure(#{config := #{remeasure := Ms}, remeasure := undefined} = State) when is_integer(Ms), Ms > 0 ->
+    State#{remeasure := erlang:send_after(Ms, self(), remeasure)};
+schedule_remeasure(State) ->
+    State.
+
+%% One node per round, round robin over the tree: out of the tree, in again; a
+%% different lowest network is a move.
+remeasure(#{tree := undefined} = State) ->
+    State;
+remeasure(#{tree := Tree, next := Next, version := V, members := Members, config := Config} = State) ->
+    case is_sequencer(State) andalso maps:get(inserting, State) =:= undefined
+        andalso maps:get(remeasuring, State) =:= undefined of
+        false ->
+            State;
+        true ->
+            Live = [N || N <- tree_nodes(Tree), lists:member(N, [node() | Members])],
+            case [N || N <- Next, lists:member(N, Live)] ++ (Live -- Next) of
+                [] ->
+                    State;
+                [Node | Rest] ->
+                    State1 = State#{next := Rest},
+                    %% in a process of its own: the round trips take a while (50 ms each across
+                    %% sites) and the server must keep answering
+                    Self = self(),
+                    Options = maps:merge(#{name => own_network(Tree, Node)}, maps:get(insert, Config)),
+                    {Pid, _} = spawn_monitor(fun() -> Self ! {remeasured, self(), Node, reinsert(Node, Tree, Options)} end),
+                    State1#{remeasuring := {Node, Pid, V, Tree}}
+            end
+    end.
+
+%% Out of the tree and in again; a network the removal collapsed comes back under its
+%% name (`name').
+reinsert(Node, Tree, Options) ->
+    case terrain_insert:remove(Node, Tree) of
+        {ok, Without} -> insert(Node, Without, Options);
+        {error, _} = Error -> Error
+    end.
+
+moved(Node, Old, New, State) ->
+    From = siblings(Old, Node),
+    case siblings(New, Node) of
+        From -> State;
+        To -> publish({move, Node, From, To}, New, State)
+    end.
+
+%%--------------------------------------------------------------------
+%% Internal: trees
+
+tree_nodes(Tree) ->
+    {ok, T} = terrain_topology:new(Tree),
+    lists:usort(terrain_topology:nodes(T)).
+
+%% The name of a node's lowest network (the node itself when it hangs off the root).
+own_network(Tree, Node) ->
+    {ok, T} = terrain_topology:new(Tree),
+    case terrain_topology:domain(T, very_near, Node) of
+        {node, _} -> Node;
+        Id -> terrain_topology:network_name(T, Id)
+    end.
+
+%% The other nodes of a node's lowest network, sorted.
+siblings(Tree, Node) ->
+    {ok, T} = terrain_topology:new(Tree),
+    Disc = terrain_topology:disc(T, Node, smallest_nonzero(T, Node)),
+    lists:sort(Disc -- [Node]).
+
+smallest_nonzero(T, Node) ->
+    case [terrain_topology:distance(T, Node, N) || N <- terrain_topology:nodes(T), N =/= Node] of
+        [] -> 0;
+        Ds -> lists:min(Ds)
+    end.

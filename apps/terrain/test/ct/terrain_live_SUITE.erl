@@ -1,0 +1,124 @@
+%% The live topology on peer nodes: a node that joins is placed into the tree on
+%% every node with one version; one that stops is removed after the grace period; a
+%% subscriber sees both changes with their versions; a node cut off and back catches up.
+-module(terrain_live_SUITE).
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([suite/0, all/0, init_per_testcase/2, end_per_testcase/2]).
+-export([join_and_leave_reach_every_node_in_one_order/0, join_and_leave_reach_every_node_in_one_order/1,
+         a_partitioned_node_catches_up_when_it_reconnects/0, a_partitioned_node_catches_up_when_it_reconnects/1,
+         subscribe_without_live_is_refused/0, subscribe_without_live_is_refused/1]).
+
+suite() -> [{timetrap, {minutes, 2}}].
+
+all() -> [subscribe_without_live_is_refused, join_and_leave_reach_every_node_in_one_order,
+          a_partitioned_node_catches_up_when_it_reconnects].
+
+init_per_testcase(Case, Config) ->
+    ok = terrain_test_peers:ensure_distributed(),
+    Prefix = terrain_test_peers:unique_prefix(Case),
+    [_, Host] = string:split(atom_to_list(node()), "@"),
+    [{prefix, Prefix}, {host, Host} | Config].
+
+end_per_testcase(_Case, Config) ->
+    terrain_test_peers:stop(proplists:get_value(peers, Config, [])).
+
+subscribe_without_live_is_refused() ->
+    [{doc, "subscribe(topology, #{}) on a node without the live key is {error, not_live} with a sentence"}].
+subscribe_without_live_is_refused(_Config) ->
+    {ok, _} = application:ensure_all_started(terrain),
+    ?assertEqual(disabled, terrain:live_status()),
+    {error, not_live} = terrain:subscribe(topology, #{}),
+    ?assertNotEqual(nomatch, string:find(lists:flatten(terrain:format_error(not_live)), "live")).
+
+join_and_leave_reach_every_node_in_one_order() ->
+    [{doc, "p1, p2 hold a tree; p3 joins: every node holds p3 at version 1; a subscriber on p2 gets the join; "
+           "p3 stops: after the 1 s grace every node holds the tree without it at version 2"}].
+join_and_leave_reach_every_node_in_one_order(Config) ->
+    Prefix = ?config(prefix, Config),
+    Full = fun(S) -> list_to_atom(Prefix ++ S ++ "@" ++ ?config(host, Config)) end,
+    Tree = {network, dc, #{height => 100000}, [{node, Full("p1")}, {node, Full("p2")}]},
+    Env = [{live, #{grace => 1000, remeasure => false}}, {topology, Tree}],
+    [P1, P2] = Two = terrain_test_peers:start([list_to_atom(Prefix ++ "p1"), list_to_atom(Prefix ++ "p2")], Env),
+    true = terrain_test_peers:call(P1, net_kernel, connect_node, [terrain_test_peers:node_of(P2)]),
+    Collector = terrain_test_peers:call(P2, erlang, spawn, [fun() -> collect([]) end]),
+    {ok, _} = terrain_test_peers:call(P2, erlang, apply, [fun() -> subscribe_for(Collector) end, []]),
+    [P3] = terrain_test_peers:start([list_to_atom(Prefix ++ "p3")], Env),
+    Peers = Two ++ [P3],
+    true = terrain_test_peers:call(P3, net_kernel, connect_node, [terrain_test_peers:node_of(P1)]),
+    N3 = terrain_test_peers:node_of(P3),
+    ok = terrain_test_peers:wait_until(fun() -> same_everywhere(Peers, 1, fun(Ns) -> lists:member(N3, Ns) end) end,
+                                       15000, "p3 in every tree at version 1"),
+    Joined = terrain_test_peers:call(P1, terrain, topology, []),
+    ct:pal("after the join, on every node: version 1~n~p~nstatus on p1: ~p",
+           [Joined, terrain_test_peers:call(P1, terrain, live_status, [])]),
+    terrain_test_peers:stop([P3]),
+    ok = terrain_test_peers:wait_until(fun() -> same_everywhere(Two, 2, fun(Ns) -> not lists:member(N3, Ns) end) end,
+                                       15000, "p3 gone from every tree at version 2"),
+    ct:pal("after the leave: ~p", [terrain_test_peers:call(P1, terrain, topology, [])]),
+    Changes = terrain_test_peers:call(P2, erlang, apply, [fun() -> Collector ! {get, self()}, receive {changes, C} -> C after 5000 -> timeout end end, []]),
+    ct:pal("changes seen by the subscriber on p2: ~p", [Changes]),
+    ?assertMatch([{1, {join, N3, _, _}}, {2, {leave, N3}}], Changes),
+    [{peers, Two}].
+
+a_partitioned_node_catches_up_when_it_reconnects() ->
+    [{doc, "p3 is cut off from p1 and p2 for longer than the grace period: each side removes the other and "
+           "moves on its own versions; when p3 reconnects, all three hold one tree with all three nodes at one "
+           "version, higher than either side's"}].
+a_partitioned_node_catches_up_when_it_reconnects(Config) ->
+    Prefix = ?config(prefix, Config),
+    Full = fun(S) -> list_to_atom(Prefix ++ S ++ "@" ++ ?config(host, Config)) end,
+    [N1, N2, N3] = [Full(S) || S <- ["p1", "p2", "p3"]],
+    Tree = {network, dc, #{height => 100000}, [{node, N1}, {node, N2}, {node, N3}]},
+    Env = [{live, #{grace => 1000, remeasure => false}}, {topology, Tree}],
+    [P1, _P2, P3] = Peers = terrain_test_peers:start([list_to_atom(Prefix ++ S) || S <- ["p1", "p2", "p3"]], Env),
+    ok = terrain_test_peers:wait_until(fun() -> same_everywhere(Peers, 0, fun(Ns) -> length(Ns) =:= 3 end) andalso
+                                                    lists:all(fun(P) -> length(maps:get(members, terrain_test_peers:call(P, terrain, live_status, []))) =:= 3 end, Peers)
+                                       end, 15000, "three members, one tree of three at version 0"),
+    %% the cut: p3 drops both connections (global's partition prevention is off on the peers)
+    [true = terrain_test_peers:call(P3, erlang, disconnect_node, [N]) || N <- [N1, N2]],
+    Side12 = fun() -> same_everywhere(Peers -- [P3], 1, fun(Ns) -> lists:sort(Ns) =:= [N1, N2] end) end,
+    Side3 = fun() -> case {terrain_test_peers:call(P3, terrain, live_status, []), terrain_test_peers:call(P3, terrain, topology, [])} of
+                         {#{version := V}, T} -> V >= 1 andalso leaves(T) =:= [N3];
+                         _ -> false
+                     end end,
+    ok = terrain_test_peers:wait_until(fun() -> Side12() andalso Side3() end, 15000, "each side without the other"),
+    ct:pal("during the partition: p1 ~p ~p~np3 ~p ~p",
+           [terrain_test_peers:call(P1, terrain, live_status, []), terrain_test_peers:call(P1, terrain, topology, []),
+            terrain_test_peers:call(P3, terrain, live_status, []), terrain_test_peers:call(P3, terrain, topology, [])]),
+    true = terrain_test_peers:call(P3, net_kernel, connect_node, [N1]),
+    ok = terrain_test_peers:wait_until(
+           fun() ->
+                   Versions = [maps:get(version, terrain_test_peers:call(P, terrain, live_status, [])) || P <- Peers],
+                   length(lists:usort(Versions)) =:= 1 andalso hd(Versions) >= 2 andalso
+                       lists:all(fun(P) -> lists:sort(leaves(terrain_test_peers:call(P, terrain, topology, []))) =:= [N1, N2, N3] end,
+                                 Peers)
+           end, 15000, "one tree of three again at one version"),
+    ct:pal("after the heal: ~p~n~p", [[terrain_test_peers:call(P, terrain, live_status, []) || P <- Peers],
+                                       terrain_test_peers:call(P1, terrain, topology, [])]),
+    [{peers, Peers}].
+
+%%--------------------------------------------------------------------
+
+subscribe_for(Collector) ->
+    %% the subscription belongs to the collector: subscribe from inside it
+    Collector ! {subscribe, self()},
+    receive {subscribed, R} -> R after 5000 -> {error, timeout} end.
+
+collect(Acc) ->
+    receive
+        {subscribe, From} -> From ! {subscribed, terrain:subscribe(topology, #{})}, collect(Acc);
+        {terrain_topology, _Ref, #{version := V, change := C}} -> collect([{V, C} | Acc]);
+        {get, From} -> From ! {changes, lists:reverse(Acc)}, collect(Acc)
+    end.
+
+same_everywhere(Peers, Version, Check) ->
+    States = [{terrain_test_peers:call(P, terrain, live_status, []), terrain_test_peers:call(P, terrain, topology, [])}
+              || P <- Peers],
+    lists:all(fun({#{version := V}, Tree}) -> V =:= Version andalso Check(leaves(Tree)); (_) -> false end, States).
+
+leaves({node, N}) -> [N];
+leaves({network, _, _, Children}) -> lists:append([leaves(C) || C <- Children]);
+leaves({network, _, Children}) -> lists:append([leaves(C) || C <- Children]);
+leaves({network, Children}) -> lists:append([leaves(C) || C <- Children]).

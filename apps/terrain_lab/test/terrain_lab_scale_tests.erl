@@ -1,0 +1,29 @@
+%% EUnit: the scaling experiment's pure parts (terrain_lab_scale).
+-module(terrain_lab_scale_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+sizes_stop_at_the_maximum_test() ->
+    ?assertEqual([16], terrain_lab_scale:sizes(16)),
+    ?assertEqual([16, 32, 64], terrain_lab_scale:sizes(100)),
+    ?assertEqual([16, 32, 64, 128, 256], terrain_lab_scale:sizes(256)).
+
+spec_of_n_nodes_is_a_valid_spec_of_n_one_scheduler_nodes_test() ->
+    [begin
+         {ok, Spec} = terrain_lab_spec:from_terms(terrain_lab_scale:spec_terms(N), undefined),
+         Nodes = terrain_lab_spec:nodes(Spec),
+         ?assertEqual(N, length(Nodes)),
+         ?assertEqual([1], lists:usort([S || #{schedulers := S} <- Nodes])),
+         %% sites of 4 racks: three levels of groups above every node
+         ?assertEqual([2], lists:usort([length(P) || #{path := P} <- Nodes]))
+     end || N <- [16, 32, 64, 128, 256]].
+
+growth_exponent_is_the_slope_on_log_log_axes_test() ->
+    ?assert(abs(terrain_lab_scale:growth_exponent([{N, 0.5 * N * N} || N <- [16, 32, 64]]) - 2.0) < 1.0e-9),
+    ?assert(abs(terrain_lab_scale:growth_exponent([{N, 7.0} || N <- [16, 32, 64, 128]])) < 1.0e-9),
+    ?assertEqual(null, terrain_lab_scale:growth_exponent([{16, 1.0}])).
+
+too_small_a_maximum_is_refused_with_a_sentence_test() ->
+    {error, Reason} = terrain_lab_scale:run("/nonexistent", #{max_nodes => 8, probe_budget_s => 1, prefix => "x_",
+                                                              io => undefined}, fun(_) -> ok end),
+    ?assertEqual("--max-nodes must be at least 16 (the smallest size measured), got 8",
+                 lists:flatten(terrain_lab_scale:format_error(Reason))).

@@ -1,0 +1,67 @@
+-module(netem_at_scale).
+-export([main/1, echo/0]).
+%% Run against a cluster started by terrain up (the state directory), e.g.
+%%   erlc -o /tmp examples/netem_at_scale.erl
+%%   erl -noshell -hidden -sname probe -pa _build/default/lib/*/ebin -pa /tmp \
+%%       -eval 'netem_at_scale:main(["/tmp/state", "150"])'
+%% Emulated links at scale (docs/NETEM.md, "At scale"): mesh the cluster from one node, then round trips per level
+%% (median of 20, 4 pairs per level) and the VMs' CPU while idle. main([StateDir, MeshTimeoutS]).
+main([Dir, MeshS]) ->
+    {ok, B} = file:read_file(filename:join(Dir, "cluster.json")),
+    #{<<"nodes">> := Recs} = json_decode(B),
+    Nodes = [{binary_to_atom(maps:get(<<"node">>, R)), [binary_to_atom(P) || P <- maps:get(<<"group_path">>, R)],
+              binary_to_list(maps:get(<<"os_pid">>, R))} || R <- Recs],
+    {ok, C} = file:read_file(filename:join(Dir, "cookie")),
+    erlang:set_cookie(binary_to_atom(string:trim(C))),
+    All = [N || {N, _, _} <- Nodes],
+    [{N1, _, _} | _] = Nodes,
+    pong = net_adm:ping(N1),
+    {Mod, Bin, File} = code:get_object_code(?MODULE),
+    [ok = load(N, Mod, Bin, File) || N <- All],
+    T0 = erlang:monotonic_time(millisecond),
+    erpc:call(N1, fun() -> [net_kernel:connect_node(X) || X <- All] end, 120000),
+    Deadline = T0 + list_to_integer(MeshS) * 1000,
+    Counts = wait_mesh(All, Deadline),
+    io:format("mesh: ~b nodes, connections per node min ~b max ~b (of ~b), ~b ms~n",
+              [length(All), lists:min(Counts), lists:max(Counts), length(All) - 1, erlang:monotonic_time(millisecond) - T0]),
+    Cpu1 = cpu(Nodes), L1 = loadavg(), timer:sleep(10000), Cpu2 = cpu(Nodes),
+    io:format("idle: the VMs used ~.2f cores over 10 s (load average ~s)~n", [(Cpu2 - Cpu1) / 100 / 10, L1]),
+    Levels = [{rack, fun(P1, P2) -> P1 =:= P2 end},
+              {site, fun(P1, P2) -> hd(P1) =:= hd(P2) andalso P1 =/= P2 end},
+              {top, fun(P1, P2) -> hd(P1) =/= hd(P2) end}],
+    Sources = lists:sublist(Nodes, 1, 4) ++ lists:sublist(lists:reverse(Nodes), 1, 0),
+    [begin
+         Pairs = [{A, hd([Bn || {Bn, PB, _} <- Nodes, Bn =/= A, Same(PA, PB)])} || {A, PA, _} <- Sources],
+         Rtts = [rtt(A, Bn) || {A, Bn} <- Pairs],
+         io:format("level ~-5s round trips (median of 20 per pair, us): ~w~n", [Level, Rtts])
+     end || {Level, Same} <- Levels],
+    Cpu3 = cpu(Nodes), timer:sleep(5000), Cpu4 = cpu(Nodes),
+    io:format("after: the VMs used ~.2f cores over 5 s (load average ~s)~n", [(Cpu4 - Cpu3) / 100 / 5, loadavg()]),
+    halt(0).
+wait_mesh(All, Deadline) ->
+    Counts = [try erpc:call(X, fun() -> length(nodes()) end, 20000) catch _:_ -> 0 end || X <- All],
+    case lists:min(Counts) >= length(All) - 1 orelse erlang:monotonic_time(millisecond) > Deadline of
+        true -> Counts;
+        false -> timer:sleep(2000), wait_mesh(All, Deadline)
+    end.
+load(N, Mod, Bin, File) ->
+    case erpc:call(N, code, load_binary, [Mod, File, Bin], 20000) of {module, _} -> ok; E -> E end.
+rtt(A, B) ->
+    erpc:call(A, fun() ->
+                         E = spawn(B, ?MODULE, echo, []),
+                         [begin E ! {self(), x}, receive x -> ok end end || _ <- lists:seq(1, 3)],
+                         Ts = [begin T = erlang:monotonic_time(microsecond), E ! {self(), x},
+                                     receive x -> ok end, erlang:monotonic_time(microsecond) - T end
+                               || _ <- lists:seq(1, 20)],
+                         exit(E, kill),
+                         lists:nth(11, lists:sort(Ts))
+                 end, 60000).
+echo() -> receive {P, M} -> P ! M, echo() end.
+cpu(Nodes) ->
+    lists:sum([case file:read_file("/proc/" ++ Pid ++ "/stat") of
+                   {ok, S} -> F = string:lexemes(lists:last(string:split(binary_to_list(S), ")")), " "),
+                              list_to_integer(lists:nth(12, F)) + list_to_integer(lists:nth(13, F));
+                   _ -> 0
+               end || {_, _, Pid} <- Nodes]).
+loadavg() -> {ok, B} = file:read_file("/proc/loadavg"), hd(string:lexemes(binary_to_list(B), " ")).
+json_decode(B) -> {ok, J} = terrain_json:decode(B), J.
