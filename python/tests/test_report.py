@@ -322,6 +322,47 @@ def test_events_as_json_lines_are_counted_by_name(tmp_path, make_run):
     assert '<td>compute</td><td class="num">2</td>' in page and '<td>send</td><td class="num">1</td>' in page
 
 
+def test_a_pipeline_run_shows_each_step_slurm_topology_and_aco_placement(tmp_path, make_run):
+    run = make_run(tmp_path / "run")
+    (run / "up.txt").write_text("NODE  GROUP PATH\np1_tb1_1@10.0.0.2  root/s1/tb1\n")
+    (run / "compare.txt").write_text("clades: recall 1.000 (2 of 2 true clades found)\n" + "x\n" * 100)
+    (run / "pipeline.json").write_text(json.dumps({
+        "format": "terrain.pipeline/1", "job": "7", "nodelist": "tb[1-4]", "strategy": "tree",
+        "statistic": "median", "payload_bytes": 8000, "seconds": 19.2,
+        "steps": [{"title": "1. start one VM per allocated node", "started_s": 0.0, "seconds": 3.0, "output": "up.txt"},
+                  {"title": "5. compare", "started_s": 8.5, "seconds": 2.1, "output": "compare.txt"}]}))
+    (run / "slurm.json").write_text(json.dumps({
+        "format": "terrain.topology/1", "metric": "ultrametric",
+        "tree": {"name": "root", "children": [{"name": "s1", "children": [{"node": "tb1"}, {"node": "tb2"}]},
+                                              {"name": "s2", "children": [{"node": "tb3"}, {"node": "tb4"}]}]}}))
+    (run / "aco.jsonl").write_text(
+        "".join(json.dumps({"format": "terrain.aco/1", "placement": p, "seed": s, "main_s": t, "setup_s": 0.001,
+                            "best_cost": 1012, "colonies": 3, "nodes": 4}) + "\n"
+                for p, s, t in [("distance", 1, 0.02), ("distance", 2, 0.04), ("random", 1, 0.06), ("random", 2, 0.06)]))
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["outputs"] = [{"kind": "slurm_topology", "file": "slurm.json"},
+                           {"kind": "aco_placement", "file": "aco.jsonl"},
+                           {"kind": "pipeline", "file": "pipeline.json"}]
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    page, errors = build_report([run])
+    assert errors == []
+    assert _section_ids(page) == ["slurm_topology", "aco_placement", "pipeline"]
+    assert "<td>s1</td><td class=\"num\">1</td><td class=\"num\">2</td><td>tb1 tb2</td>" in page
+    assert "random / distance: 2.00" in page
+    assert "<td>1. start one VM per allocated node</td>" in page and "p1_tb1_1@10.0.0.2  root/s1/tb1" in page
+    assert "... 21 more lines in compare.txt" in page  # 101 lines, 80 shown
+
+
+def test_aco_placement_lines_that_are_not_json_are_reported(tmp_path, make_run):
+    run = make_run(tmp_path / "run")
+    (run / "aco.jsonl").write_text('{"placement": "random", "main_s": 0.1}\nnot json\n')
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["outputs"] = [{"kind": "aco_placement", "file": "aco.jsonl"}]
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    page, errors = build_report([run])
+    assert len(errors) == 1 and "aco.jsonl: line 2 is not JSON" in errors[0]
+
+
 def test_the_live_demo_step_renders_its_timeline_and_places(tmp_path, make_run):
     run = make_run(tmp_path / "run")
     (run / "live").mkdir()

@@ -19,6 +19,7 @@
 -define(TERRAIN_FORMAT_LATENCY, <<"terrain.latency/1">>).
 -define(TERRAIN_FORMAT_LIVE, <<"terrain.live/1">>).
 -define(TERRAIN_FORMAT_MANIFEST, <<"terrain.manifest/1">>).
+-define(TERRAIN_FORMAT_PIPELINE, <<"terrain.pipeline/1">>).
 -define(TERRAIN_FORMAT_SCALE, <<"terrain.scale/1">>).
 -define(TERRAIN_FORMAT_STATE, <<"terrain.state/1">>).
 -define(TERRAIN_FORMAT_STATUS, <<"terrain.status/1">>).

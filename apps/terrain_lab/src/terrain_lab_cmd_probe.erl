@@ -66,6 +66,10 @@ commands() ->
                              "measuring it against a few representatives of the tree built so far"},
                    #{name => wave, long => "wave", type => integer, range => {1, inf}, metavar => "N",
                      help => "tree: most nodes placed at once (default 4)"},
+                   #{name => statistic, long => "statistic", type => string, default => "min",
+                     choices => ["min", "median", "mean", "p95"], metavar => "min|median|mean|p95",
+                     help => "tree: the per-pair statistic that places a node (median where links let a "
+                             "message through early now and then, as the testbed's rate shaping does)"},
                    #{name => warmup, long => "warmup", type => integer, range => {0, inf}, metavar => "N",
                      help => "unrecorded exchanges per pair first (default: MESSAGES)"},
                    #{name => timeout, long => "timeout", type => integer, default => 5000, range => {1, inf}, metavar => "MS",
@@ -153,9 +157,13 @@ probe_options(Options, Io) ->
                      precision => case Adaptive of true -> 0.05; false -> none end,
                      payload => maps:get(payload, Options), strategy => Strategy,
                      timeout => maps:get(timeout, Options), progress => progress_printer(Io)},
-    WithWave = case maps:get(wave, Options, undefined) of
+    WithWave0 = case maps:get(wave, Options, undefined) of
                    undefined -> ProbeOptions;
                    Wave -> ProbeOptions#{wave => Wave}
+               end,
+    WithWave = case Strategy of
+                   tree -> WithWave0#{statistic => statistic(maps:get(statistic, Options, "min"))};
+                   _ -> WithWave0
                end,
     case {maps:get(warmup, Options, undefined), Strategy} of
         {undefined, tree} -> WithWave#{warmup => ?TREE_WARMUP};
@@ -163,10 +171,17 @@ probe_options(Options, Io) ->
         {W, _} -> WithWave#{warmup => W}
     end.
 
-announce(Nodes, #{batches := B, messages := M, strategy := tree, budget_ms := Budget}, Io) ->
+statistic("min") -> min;
+statistic("median") -> median;
+statistic("mean") -> mean;
+statistic("p95") -> p95.
+
+announce(Nodes, #{batches := B, messages := M, strategy := tree, budget_ms := Budget} = Opts, Io) ->
     terrain_lab_io:progress(Io, "probe: ~b nodes, tree-guided: each node against a few representatives of the tree "
-                            "so far (~b ordered pairs in all), ~b batches x ~b messages per pair~ts~n",
-                            [length(Nodes), length(Nodes) * (length(Nodes) - 1), B, M, budget(Budget)]);
+                            "so far (~b ordered pairs in all), ~b batches x ~b messages per pair, placed by their "
+                            "~s~ts~n",
+                            [length(Nodes), length(Nodes) * (length(Nodes) - 1), B, M,
+                             maps:get(statistic, Opts, min), budget(Budget)]);
 announce(Nodes, #{batches := B, messages := M, strategy := Strategy, precision := none, budget_ms := Budget}, Io) ->
     terrain_lab_io:progress(Io, "probe: ~b nodes, ~b ordered pairs, ~s, ~b batches x ~b messages~ts~n",
                             [length(Nodes), length(Nodes) * (length(Nodes) - 1), Strategy, B, M, budget(Budget)]);

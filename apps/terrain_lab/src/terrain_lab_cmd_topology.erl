@@ -32,6 +32,8 @@
 %% `pairs_total', `clade_recall', `clade_precision', `seconds', …).
 -module(terrain_lab_cmd_topology).
 
+-include_lib("terrain_json/include/terrain_formats.hrl").
+
 %% API (command table and CLI handler)
 -export([commands/0,
          run/3]).
@@ -62,7 +64,8 @@ command() ->
                      "are repaired against a robust first pass unless --outliers keep. "
                      "compare FOUND TRUTH: per-level adjusted Rand index and clade recall of FOUND against "
                      "TRUTH (topology term or JSON files; TRUTH may be a cluster spec, matched by node name "
-                     "without host and --prefix). show FILE: renders a topology file. import slurm FILE|--scontrol: the "
+                     "without host and --prefix); with --format json or --out FILE.json the comparison as "
+                     "terrain.topology_comparison/1 JSON (what terrain report renders). show FILE: renders a topology file. import slurm FILE|--scontrol: the "
                      "switches of a SLURM topology.conf (or of the running cluster's 'scontrol show topology') as a "
                      "topology (one network per switch, its hosts as nodes), for compare and load_topology. load FILE: "
                      "terrain:load_topology/1 of a topology file on every node of the running cluster (what "
@@ -470,16 +473,20 @@ compare(Options, FoundFile, TruthFile, Io) ->
         {{ok, Found}, {ok, Truth}} ->
             Found1 = match_names(Found, Truth, maps:get(prefix, Options, "")),
             case terrain:compare_topologies(Found1, Truth) of
-                {ok, #{levels := Levels} = Report} ->
-                    lists:foreach(fun(#{level := K, truth_clusters := T, found_clusters := F, ari := A}) ->
-                                          terrain_lab_io:out(Io, "level ~b: ~b true clusters, ~b found, ARI ~.3f~n",
-                                                             [K, T, F, A])
-                                  end, Levels),
-                    #{clade_recall := R, clade_precision := P, truth_clades := TC, found_clades := FC,
-                      common_clades := C, nodes := N} = Report,
-                    terrain_lab_io:out(Io, "clades: recall ~.3f (~b of ~b true clades found), "
-                                       "precision ~.3f (~b of ~b found clades true); ~b nodes~n",
-                                       [R, C, TC, P, C, FC, N]);
+                {ok, Report} ->
+                    case output_format(Options) of
+                        {ok, json} ->
+                            %% terrain.topology_comparison/1, what `terrain report' renders
+                            Json = terrain_json:encode(Report#{format => ?TERRAIN_FORMAT_TOPOLOGY_COMPARISON,
+                                                               found => unicode:characters_to_binary(FoundFile),
+                                                               truth => unicode:characters_to_binary(TruthFile)},
+                                                      #{pretty => true}),
+                            emit([Json, $\n], Options, Io);
+                        {ok, _} ->
+                            emit(comparison_text(Report), Options, Io);
+                        {error, _} = Error ->
+                            Error
+                    end;
                 {error, _} = Error ->
                     Error
             end;
@@ -488,6 +495,13 @@ compare(Options, FoundFile, TruthFile, Io) ->
         {_, {error, _} = Error} ->
             Error
     end.
+
+comparison_text(#{levels := Levels, clade_recall := R, clade_precision := P, truth_clades := TC,
+                  found_clades := FC, common_clades := C, nodes := N}) ->
+    [[io_lib:format("level ~b: ~b true clusters, ~b found, ARI ~.3f~n", [K, T, F, A])
+      || #{level := K, truth_clusters := T, found_clusters := F, ari := A} <- Levels],
+     io_lib:format("clades: recall ~.3f (~b of ~b true clades found), "
+                   "precision ~.3f (~b of ~b found clades true); ~b nodes~n", [R, C, TC, P, C, FC, N])].
 
 %% When the truth is a spec (short names) and the found tree has full node names,
 %% compare by the local part without the prefix.

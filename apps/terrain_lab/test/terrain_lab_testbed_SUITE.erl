@@ -170,6 +170,14 @@ the_pipeline_batch_job_finds_slurms_topology_and_writes_its_report(Config) ->
     ?assertMatch({match, _}, re:run(Out, "random / distance: [0-9.]+")),
     Report = read(Run, "report.md"),
     [?assertMatch({match, _}, re:run(Report, "## " ++ N ++ "\\. "), N) || N <- ["1", "2", "3", "4", "5", "6", "7"]],
+    %% probed tree-guided, every node placed by the median (the default STRATEGY and STATISTIC)
+    ?assertMatch({match, _}, re:run(Out, "tree-guided: .* placed by their median")),
+    %% terrain report rendered the run directory: every step, both trees, SLURM's, the comparison, ML-ACO
+    Html = read(Run, "report.html"),
+    [?assertMatch({match, _}, re:run(Html, "id=\"kind-" ++ K ++ "\"", [unicode]), K)
+     || K <- ["latency", "topology", "topology_comparison", "slurm_topology", "aco_placement", "pipeline"]],
+    [?assertMatch({match, _}, re:run(Html, "<td>" ++ N ++ "\\. ", [unicode]), N) || N <- ["1", "2", "3", "4", "5", "6", "7"]],
+    ?assertEqual(nomatch, re:run(Html, "class=\"error\"", [unicode])),
     ?assertEqual([], [P || {_, P, "beam.smp"} <- current_namespace_pids(Config)]).
 
 scancel_of_a_batch_job_leaves_no_vm_and_down_says_so(Config) ->

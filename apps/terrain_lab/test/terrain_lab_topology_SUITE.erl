@@ -44,7 +44,8 @@ twenty_four_nodes_three_levels(Config) ->
 tree_probe_finds_the_spec_tree() ->
     [{doc, "The tree strategy on 2 sites x 2 racks x 3 nodes (one way 0 / 500 us / 4 ms): the topology it builds "
            "while measuring equals the spec's tree (every clade), it measured fewer than all pairs, and the files "
-           "hold null for the rest, pairs_measured, and topology.json listed in the manifest."}].
+           "hold null for the rest, pairs_measured, and topology.json listed in the manifest with the statistic "
+           "that placed the nodes (median here)."}].
 tree_probe_finds_the_spec_tree(Config) ->
     {ok, Spec} = terrain_lab_spec:from_terms(spec({2, 2, 3}), undefined),
     {ok, Cluster} = terrain_lab:start_cluster(Spec, #{prefix => "tt" ++ os:getpid() ++ "_"}),
@@ -52,7 +53,8 @@ tree_probe_finds_the_spec_tree(Config) ->
     try
         Nodes = [N || #{node := N} <- Infos],
         {ok, Result} = terrain_lab_probe:probe(Nodes, #{strategy => tree, batches => 1, messages => 10,
-                                                        warmup => 2, budget_ms => 60000}),
+                                                        warmup => 2, budget_ms => 60000,
+                                                        statistic => median}),
         #{topology := Tree, unplaced := [], ended_by := complete, pairs := Pairs} = Result,
         ByName = maps:from_list([{Name, N} || #{name := Name, node := N} <- Infos]),
         Truth = terrain_lab_spec:topology(Spec, fun(Name) -> maps:get(Name, ByName) end, #{heights => false}),
@@ -70,7 +72,8 @@ tree_probe_finds_the_spec_tree(Config) ->
         Nulls = length([V || Row <- maps:get(<<"min">>, maps:get(<<"stats">>, Latency)), V <- Row, V =:= null]),
         ?assertEqual(132 - Measured, Nulls),
         {ok, Manifest} = terrain_json:read_file(filename:join(Dir, "manifest.json")),
-        ?assert(lists:any(fun(#{<<"kind">> := K, <<"file">> := F}) -> {K, F} =:= {<<"topology">>, <<"topology.json">>};
+        ?assert(lists:any(fun(#{<<"kind">> := <<"topology">>, <<"file">> := <<"topology.json">>,
+                                <<"parameters">> := #{<<"statistic">> := <<"median">>}}) -> true;
                              (_) -> false
                           end, maps:get(<<"outputs">>, Manifest))),
         {ok, _, _} = terrain_topology:from_json(element(2, file:read_file(filename:join(Dir, "topology.json")))),

@@ -17,7 +17,7 @@ Adding a kind
 A renderer is a function ``(entry, run) -> Section``: ``entry`` is the manifest's
 output (:class:`Entry`: kind, file, parameters) and ``run`` the run directory
 (:class:`Run`: paths, the manifest, the other entries). It returns a
-:class:`Section` of blocks — :class:`Text`, :class:`Table`, :class:`Figure`.
+:class:`Section` of blocks — :class:`Text`, :class:`Pre`, :class:`Table`, :class:`Figure`.
 Register the kind in ``spec/formats.json`` (the registry of formats and kinds) and the
 renderer in :data:`RENDERERS` (``report/registry.py``); a kind the report deliberately
 does not draw goes into :data:`LISTED_KINDS` with the reason, shown under "Other
@@ -41,7 +41,7 @@ Python::
 Layout
 ------
 ``model`` (runs, entries, blocks, the shared readers), one module of renderers per
-concern (``cluster``, ``topology``, ``durations``, ``tools``), ``registry`` (kind →
+concern (``cluster``, ``topology``, ``durations``, ``tools``, ``pipeline``), ``registry`` (kind →
 renderer) and ``html`` (the page).
 """
 
@@ -53,6 +53,7 @@ from terrain_analysis.report.model import (
     Block,
     Entry,
     Figure,
+    Pre,
     Renderer,
     Run,
     Section,
@@ -72,6 +73,7 @@ __all__ = [
     "Block",
     "Entry",
     "Figure",
+    "Pre",
     "Renderer",
     "Run",
     "Section",

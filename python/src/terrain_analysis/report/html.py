@@ -18,6 +18,7 @@ from terrain_analysis.report.model import (
     Entry,
     Run,
     Section,
+    Pre,
     Table,
     Text,
     read_run,
@@ -27,6 +28,8 @@ from terrain_analysis.report.registry import LISTED_KINDS, RENDERERS
 _CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; color: #1d2327;
        margin: 0; background: #f6f7f8; }
+pre { background: #f1f3f5; padding: .6em .9em; overflow-x: auto; font-size: .82em; line-height: 1.3; }
+p.pre-caption { margin: .9em 0 .2em; font-weight: 600; }
 header { background: #24313a; color: #fff; padding: 1.2em 2em; }
 header h1 { margin: 0 0 .3em; font-size: 1.6em; }
 header p { margin: .2em 0; color: #d5dde2; }
@@ -80,6 +83,9 @@ def _format_cell(value: Any) -> tuple[str, bool]:
 def _html_block(block: Block, number: list[int]) -> str:
     if isinstance(block, Text):
         return f"<p>{_escape(block.text)}</p>"
+    if isinstance(block, Pre):
+        caption = f'<p class="pre-caption">{_escape(block.caption)}</p>' if block.caption else ""
+        return f"{caption}<pre>{_escape(block.text)}</pre>"
     if isinstance(block, Table):
         head = "".join(f"<th>{_escape(c)}</th>" for c in block.columns)
         body = []

@@ -105,6 +105,14 @@ class Text:
 
 
 @dataclass(frozen=True)
+class Pre:
+    """Preformatted text, a command's output as it printed it (escaped when rendered)."""
+
+    text: str
+    caption: str = ""
+
+
+@dataclass(frozen=True)
 class Table:
     """A table of values; ``None`` shows as a dash, floats with 4 significant digits.
 
@@ -146,7 +154,7 @@ class Figure:
     command: str
 
 
-Block = Text | Table | Figure
+Block = Text | Pre | Table | Figure
 """What a section is made of."""
 
 

@@ -10,6 +10,7 @@ from terrain_analysis.formats import KINDS, tag
 from terrain_analysis.report.cluster import render_attributes, render_cluster
 from terrain_analysis.report.durations import render_durations, render_gev_fit
 from terrain_analysis.report.model import Renderer
+from terrain_analysis.report.pipeline import render_aco_placement, render_pipeline, render_slurm_topology
 from terrain_analysis.report.tools import render_events, summary_renderer
 from terrain_analysis.report.topology import render_latency, render_topology, render_topology_comparison
 
@@ -50,6 +51,9 @@ RENDERERS: dict[str, Renderer] = {
     "events_timeline": summary_renderer("Event timelines", _formats("events_timeline")),
     "events_reads": summary_renderer("Read times", _formats("events_reads")),
     "event_findings": summary_renderer("Monitors' findings", _formats("event_findings")),
+    "slurm_topology": render_slurm_topology,
+    "aco_placement": render_aco_placement,
+    "pipeline": render_pipeline,
 }
 """Kind → renderer, in the order the sections appear. Every kind here is registered in
 ``spec/formats.json`` with ``"report": "rendered"``; its JSON files must carry one of the
