@@ -35,7 +35,7 @@ every_operation_writes_its_files_and_the_merged_summary() ->
     [{doc, "3 nodes, every operation for 2 s after 1 s of warm-up: each node's directory holds exactly the "
            "DE-Bench files with their columns and one HdrHistogram log per operation; summary.json's count per "
            "operation is the sum of the nodes' CSV rows and of their logs, the P2P operations had no errors, "
-           "and the merged p99 lies within the nodes' p99s."}].
+           "the merged p99 is the p99 of all the intervals the nodes logged, and the per-node counts add up."}].
 every_operation_writes_its_files_and_the_merged_summary(Config) ->
     Nodes = ?config(nodes, Config),
     Ops = terrain_bench:operations(),
@@ -54,19 +54,21 @@ every_operation_writes_its_files_and_the_merged_summary(Config) ->
          Rows = lists:append([csv_rows(filename:join([Out, atom_to_list(N), atom_to_list(Op) ++ "_latencies.csv"]))
                               || N <- Nodes]),
          ?assertEqual(Count, lists:sum([binary_to_integer(maps:get(<<"n">>, R)) || R <- Rows]), Op),
-         Logged = lists:sum([terrain_bench_hdr:count(H)
-                             || N <- Nodes,
-                                {_, _, H} <- terrain_bench_hdr:parse_log(
-                                               element(2, file:read_file(filename:join([Out, atom_to_list(N),
-                                                                                        atom_to_list(Op) ++ ".hlog"]))))]),
+         Intervals = [H || N <- Nodes,
+                           {_, _, H} <- terrain_bench_hdr:parse_log(
+                                          element(2, file:read_file(filename:join([Out, atom_to_list(N),
+                                                                                   atom_to_list(Op) ++ ".hlog"]))))],
+         Logged = lists:sum([terrain_bench_hdr:count(H) || H <- Intervals]),
          ?assertEqual(Count, Logged, Op),
          ?assert(Count > 0, Op),
          case lists:member(Op, [spawn, rpc, erpc, gen_server_call, fsm_server_call]) of
              true -> ?assertEqual(0, Errors, Op);
              false -> ok
          end,
-         NodeP99 = [P || #{count := K, p99 := P} <- maps:values(PerNode), K > 0],
-         ?assert(P99 >= lists:min(NodeP99) andalso P99 =< lists:max(NodeP99), {Op, P99, NodeP99}),
+         %% the cluster's p99 is the p99 of every interval every node logged, merged (not
+         %% always between the nodes' own p99s: the rank rule rounds, as HdrHistogram's does)
+         ?assertEqual(terrain_bench_hdr:percentile(terrain_bench_hdr:merge(Intervals), 99), P99, Op),
+         ?assertEqual(Count, lists:sum([K || #{count := K} <- maps:values(PerNode)]), Op),
          ?assert(is_map(Mean), Op)
      end || Op <- Ops],
     [Header | _] = read_lines(filename:join([Out, atom_to_list(hd(Nodes)), "rpc_latencies.csv"])),
