@@ -80,12 +80,6 @@ attributes(Dir, Options, Progress) ->
             try
                 Nodes = [N || #{node := N} <- terrain_lab:cluster_nodes(Cluster)],
                 Tree = terrain_workloads:aco_tree(length(Nodes), ?DEGREE),
-                %% one run after another; a run that fails (a node killed) or a SIGTERM
-                %% (the caller turned it into a message) stops the experiment, and the
-                %% runs finished before are written, marked partial
-                Runs1 = [{Ants, Run, Placement} || Ants <- AntCounts, Run <- lists:seq(1, Runs),
-                                                  Placement <- [attributes, random]],
-                {Rows, Stopped} = attribute_runs(Runs1, Nodes, Tree, Instance, {Global, Local}, Progress, []),
                 Parameters = #{quick => Quick, runs => Runs, ants => AntCounts, global => Global,
                                local => Local, degree => ?DEGREE,
                                cpu_per_scheduler => ?CORE_SPEED,
@@ -94,6 +88,15 @@ attributes(Dir, Options, Progress) ->
                                small_vms => ?SMALL_VMS, small_schedulers => 1,
                                small_cores => ?CORE_SPEED,
                                nodes => length(Nodes), colonies => colonies(Tree)},
+                %% one run after another; a run that fails (a node killed) or a SIGTERM
+                %% (the caller turned it into a message) stops the experiment, and the
+                %% runs finished before are written, marked partial. After every run the
+                %% files are written too (marked partial): a SIGINT or SIGKILL, which the
+                %% CLI cannot catch, loses at most the run under way.
+                Checkpoint = fun(Done) -> _ = write_attributes(Dir, Done, Parameters, true), ok end,
+                Runs1 = [{Ants, Run, Placement} || Ants <- AntCounts, Run <- lists:seq(1, Runs),
+                                                  Placement <- [attributes, random]],
+                {Rows, Stopped} = attribute_runs(Runs1, Nodes, Tree, Instance, {Global, Local}, {Progress, Checkpoint}, []),
                 case {write_attributes(Dir, Rows, Parameters, Stopped =/= none), Stopped} of
                     {{ok, _} = Done, none} -> Done;
                     {{ok, _}, Why} -> {error, {experiment, {partial, length(Rows), length(Runs1), Why}}};
@@ -111,7 +114,8 @@ mean_or_null(Values) -> mean(Values).
 
 attribute_runs([], _Nodes, _Tree, _Instance, _Iterations, _Progress, Rows) ->
     {lists:reverse(Rows), none};
-attribute_runs([{Ants, Run, Placement} | Rest], Nodes, Tree, Instance, {Global, Local} = Iterations, Progress, Rows) ->
+attribute_runs([{Ants, Run, Placement} | Rest], Nodes, Tree, Instance, {Global, Local} = Iterations,
+               {Progress, Checkpoint} = Reporters, Rows) ->
     receive
         {?MODULE, interrupt} -> {lists:reverse(Rows), interrupted}
     after 0 ->
@@ -126,7 +130,9 @@ attribute_runs([{Ants, Run, Placement} | Rest], Nodes, Tree, Instance, {Global, 
             case Result of
                 {ok, #{main_s := S}} ->
                     Progress(io_lib:format("ants ~3b run ~b ~-10s ~8.3f s~n", [Ants, Run, Placement, S])),
-                    attribute_runs(Rest, Nodes, Tree, Instance, Iterations, Progress, [{Ants, Run, Placement, S} | Rows]);
+                    Rows1 = [{Ants, Run, Placement, S} | Rows],
+                    ok = Checkpoint(lists:reverse(Rows1)),
+                    attribute_runs(Rest, Nodes, Tree, Instance, Iterations, Reporters, Rows1);
                 {error, Why} ->
                     {lists:reverse(Rows), {run_failed, Ants, Run, Placement, Why}}
             end

@@ -10,6 +10,7 @@
 
 -export([suite/0, all/0, init_per_suite/1, end_per_suite/1]).
 -export([usage_errors_exit_2/0, usage_errors_exit_2/1,
+         sigint_keeps_the_experiment_runs_finished_before/0, sigint_keeps_the_experiment_runs_finished_before/1,
          resource_guard_refuses_before_anything_starts/0, resource_guard_refuses_before_anything_starts/1,
          bad_input_is_a_sentence_not_exit_70/0, bad_input_is_a_sentence_not_exit_70/1,
          outputs_and_inputs_are_never_overwritten/0, outputs_and_inputs_are_never_overwritten/1,
@@ -36,7 +37,8 @@ all() ->
      non_ascii_input_is_echoed_as_utf8, sigterm_stops_the_report_child, sigterm_removes_the_cgroups_of_a_started_cluster,
      emas_scaling_keeps_partial_results_on_sigterm, events_record_keeps_partial_results_on_sigterm,
      emas_keeps_the_seconds_measured_on_sigterm,
-     sigint_removes_the_cgroups_of_a_started_cluster, sigkill_removes_the_cgroups_of_a_started_cluster].
+     sigint_removes_the_cgroups_of_a_started_cluster, sigkill_removes_the_cgroups_of_a_started_cluster,
+     sigint_keeps_the_experiment_runs_finished_before].
 
 init_per_suite(Config) ->
     Dir = ?config(priv_dir, Config),
@@ -435,6 +437,34 @@ killed_cli_leaves_no_cgroup(Config, Signal, Status) ->
                                   "pgrep -f \"emas${P}_\" >/dev/null && echo vm_left; echo end"]),
             {0, Out, _Err} = shell(Dir, Line),
             ?assertEqual("had_group\n" ++ Status ++ "\nend\n", Out),
+            ?assertNot(filelib:is_dir(Group))
+    end.
+
+sigint_keeps_the_experiment_runs_finished_before() ->
+    [{doc, "SIGINT (which the CLI cannot catch) during experiment attributes, once a run has finished: exit 130, "
+           "attributes.csv keeps the finished runs and summary.json says partial (the files are written after "
+           "every run), and the cleanup sentinel removes the experiment's cgroups (before: nothing kept)."}].
+sigint_keeps_the_experiment_runs_finished_before(Config) ->
+    Dir = ?config(priv_dir, Config),
+    Out = filename:join(Dir, "attributes_sigint"),
+    Group = "/sys/fs/cgroup/cpu/terrain/exp_attributes",
+    case filelib:is_dir("/sys/fs/cgroup/cpu") andalso os:cmd("id -u") =:= "0\n" of
+        false ->
+            {skip, "needs root and the cgroup v1 cpu controller"};
+        true ->
+            Csv = filename:join(Out, "attributes.csv"),
+            Line = lists:flatten(["set -m; \"$T\" experiment attributes --quick --out ", Out, " & P=$!; ",
+                                  "for i in $(seq 1 1200); do [ \"$(wc -l < ", Csv, " 2>/dev/null)\" -ge 2 ] && break; ",
+                                  "sleep 0.1; done; kill -INT $P; wait $P; echo $?; ",
+                                  "for i in $(seq 1 450); do [ -d ", Group, " ] || break; sleep 0.1; done; ",
+                                  "[ -d ", Group, " ] && echo group_left; echo end"]),
+            {0, Said, _Err} = shell(Dir, Line),
+            ?assertEqual("130\nend\n", Said),
+            {ok, Text} = file:read_file(Csv),
+            [<<"ants,run,placement,seconds">> | Rows] = binary:split(Text, <<"\n">>, [global, trim_all]),
+            ?assert(length(Rows) >= 1),
+            {ok, Summary} = terrain_json:read_file(filename:join(Out, "summary.json")),
+            ?assertMatch(#{<<"partial">> := true}, Summary),
             ?assertNot(filelib:is_dir(Group))
     end.
 
