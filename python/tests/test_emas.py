@@ -132,3 +132,14 @@ def test_command_prints_each_run_and_the_files(tmp_path: Path, capsys: pytest.Ca
 def test_command_without_inputs_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["emas", "--out", str(tmp_path / "plots")]) == 1
     assert "give at least one RUN_DIR or --scaling FILE" in capsys.readouterr().err
+
+
+def test_a_partial_run_without_summary_is_named_with_what_a_sigterm_keeps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = make_run(tmp_path / "partial")
+    (run / "summary.json").unlink()  # what terrain emas keeps on SIGTERM: emas.csv alone
+    assert main(["emas", str(run), "--out", str(tmp_path / "plots")]) == 1
+    error = capsys.readouterr().err
+    assert f"cannot read '{run / 'summary.json'}'" in error
+    assert "a run stopped by SIGTERM keeps only emas.csv" in error

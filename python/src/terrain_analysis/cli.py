@@ -445,7 +445,12 @@ def _run_emas(arguments: argparse.Namespace, out: TextIO) -> int:
         try:
             runs.append(read_run(directory))
         except OSError as error:
-            raise CommandError(f"cannot read {str(directory)!r}: {error.strerror or error}") from None
+            missing = Path(error.filename) if error.filename else Path(directory)
+            hint = ""
+            if missing.name == "summary.json" and (Path(directory) / "emas.csv").is_file():
+                hint = ("; a run stopped by SIGTERM keeps only emas.csv (marked partial in manifest.json), "
+                        "and this command draws complete runs")
+            raise CommandError(f"cannot read {str(missing)!r}: {error.strerror or error}{hint}") from None
         except ValueError as error:
             raise CommandError(str(error)) from None
     scaling = None
