@@ -229,7 +229,10 @@ execute(EmasOptions, Dir, Io) ->
     Ref = make_ref(),
     ok = terrain_lab_cli_signals:on_interrupt(Self, {?MODULE, interrupt}),
     {Pid, MRef} = spawn_monitor(fun() -> Self ! {Ref, terrain_workloads:emas(EmasOptions#{progress => Self})} end),
-    Outcome = try await_run(Ref, Pid, MRef, [])
+    %% the rows so far are written (marked partial) as they come, so that a SIGINT or
+    %% SIGKILL, which the CLI cannot catch, keeps the seconds measured too
+    Checkpoint = fun(Rows) -> _ = write_partial(Dir, Rows, EmasOptions), ok end,
+    Outcome = try await_run(Ref, Pid, MRef, Checkpoint, [])
               after ok = terrain_lab_cli_signals:clear()
               end,
     case Outcome of
@@ -240,9 +243,11 @@ execute(EmasOptions, Dir, Io) ->
             finish_run(Result, Dir, EmasOptions, Io)
     end.
 
-await_run(Ref, Pid, MRef, Rows) ->
+await_run(Ref, Pid, MRef, Checkpoint, Rows) ->
     receive
-        {emas_progress, New} -> await_run(Ref, Pid, MRef, Rows ++ New);
+        {emas_progress, New} ->
+            ok = Checkpoint(Rows ++ New),
+            await_run(Ref, Pid, MRef, Checkpoint, Rows ++ New);
         {?MODULE, interrupt} -> {interrupted, Rows};
         {Ref, Result} -> demonitor(MRef, [flush]), {done, Result};
         {'DOWN', MRef, process, Pid, Reason} -> {done, {error, {emas, {crashed, Reason}}}}
@@ -250,10 +255,7 @@ await_run(Ref, Pid, MRef, Rows) ->
 
 run_partial(Dir, Rows, EmasOptions) ->
     Csv = filename:join(Dir, "emas.csv"),
-    Parameters = (json_parameters(EmasOptions))#{partial => true},
-    case steps([fun() -> filelib:ensure_dir(filename:join(Dir, "x")) end,
-                fun() -> write_csv(Csv, Rows) end,
-                fun() -> manifest(Dir, [#{kind => emas, file => <<"emas.csv">>, parameters => Parameters}]) end]) of
+    case write_partial(Dir, Rows, EmasOptions) of
         ok ->
             Bests = [B || #{best_fitness := B} <- Rows, is_float(B)],
             Seconds = lists:max([0 | [S || #{second := S} <- Rows]]),
@@ -261,6 +263,13 @@ run_partial(Dir, Rows, EmasOptions) ->
         {error, _} = Error ->
             Error
     end.
+
+%% emas.csv with the rows so far and a manifest that marks it partial.
+write_partial(Dir, Rows, EmasOptions) ->
+    Parameters = (json_parameters(EmasOptions))#{partial => true},
+    steps([fun() -> filelib:ensure_dir(filename:join(Dir, "x")) end,
+           fun() -> write_csv(filename:join(Dir, "emas.csv"), Rows) end,
+           fun() -> manifest(Dir, [#{kind => emas, file => <<"emas.csv">>, parameters => Parameters}]) end]).
 
 finish_run(Result, Dir, EmasOptions, Io) ->
     case Result of

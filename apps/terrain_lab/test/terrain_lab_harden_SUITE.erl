@@ -11,6 +11,7 @@
 -export([suite/0, all/0, init_per_suite/1, end_per_suite/1]).
 -export([usage_errors_exit_2/0, usage_errors_exit_2/1,
          sigint_keeps_the_experiment_runs_finished_before/0, sigint_keeps_the_experiment_runs_finished_before/1,
+         sigint_keeps_the_emas_seconds_measured/0, sigint_keeps_the_emas_seconds_measured/1,
          resource_guard_refuses_before_anything_starts/0, resource_guard_refuses_before_anything_starts/1,
          bad_input_is_a_sentence_not_exit_70/0, bad_input_is_a_sentence_not_exit_70/1,
          outputs_and_inputs_are_never_overwritten/0, outputs_and_inputs_are_never_overwritten/1,
@@ -38,7 +39,7 @@ all() ->
      emas_scaling_keeps_partial_results_on_sigterm, events_record_keeps_partial_results_on_sigterm,
      emas_keeps_the_seconds_measured_on_sigterm,
      sigint_removes_the_cgroups_of_a_started_cluster, sigkill_removes_the_cgroups_of_a_started_cluster,
-     sigint_keeps_the_experiment_runs_finished_before].
+     sigint_keeps_the_experiment_runs_finished_before, sigint_keeps_the_emas_seconds_measured].
 
 init_per_suite(Config) ->
     Dir = ?config(priv_dir, Config),
@@ -492,6 +493,26 @@ emas_keeps_the_seconds_measured_on_sigterm(Config) ->
     {ok, #{<<"outputs">> := [#{<<"file">> := <<"emas.csv">>, <<"parameters">> := #{<<"partial">> := true}}]}} =
         terrain_json:read_file(filename:join(Out, "manifest.json")),
     ?assertNot(filelib:is_regular(filename:join(Out, "summary.json"))).
+
+sigint_keeps_the_emas_seconds_measured() ->
+    [{doc, "SIGINT (which the CLI cannot catch) during one emas run, after 3 s of 60: exit 130, and emas.csv holds "
+           "the seconds measured, marked partial in manifest.json (the rows are written as they come; before, "
+           "nothing was kept)."}].
+sigint_keeps_the_emas_seconds_measured(Config) ->
+    Dir = ?config(priv_dir, Config),
+    Out = filename:join(Dir, "emas_sigint"),
+    Csv = filename:join(Out, "emas.csv"),
+    Line = lists:flatten(["set -m; \"$T\" emas --islands 2 --population 20 --dimensions 10 --time-ms 60000 --out ", Out,
+                          " 2>/dev/null & P=$!; ",
+                          "for i in $(seq 1 600); do [ \"$(wc -l < ", Csv, " 2>/dev/null)\" -ge 5 ] && break; sleep 0.1; done; ",
+                          "kill -INT $P; wait $P; echo $?"]),
+    {0, Status, _} = shell(Dir, Line),
+    ?assertEqual("130\n", Status),
+    {ok, Text} = file:read_file(Csv),
+    [<<"second,island,reproductions,fights,deaths,migrations,best_fitness">> | Lines] = string:lexemes(Text, "\n"),
+    ?assert(length(Lines) >= 4 andalso length(Lines) rem 2 =:= 0),
+    {ok, #{<<"outputs">> := [#{<<"file">> := <<"emas.csv">>, <<"parameters">> := #{<<"partial">> := true}}]}} =
+        terrain_json:read_file(filename:join(Out, "manifest.json")).
 
 emas_scaling_keeps_partial_results_on_sigterm() ->
     [{doc, "SIGTERM during emas scaling (after two runs): exit 1 naming the runs kept, scaling.json with "
