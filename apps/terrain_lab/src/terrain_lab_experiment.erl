@@ -243,22 +243,11 @@ distances(Dir, Options, Progress) ->
                 Parameters = #{quick => Quick, runs => Runs, global => Global, local => 1, ants => 2,
                                colonies => colonies(Tree), nodes => length(Nodes), degree => 3,
                                latency_us => #{cluster => 10000, site => 1000, rack => 0}, probe_batches => Batches},
-                {Results, Stopped} = distance_steps(Steps, []),
-                Summary = #{format => ?FORMAT, experiment => distances, parameters => Parameters,
-                            ratio_spec => distance_ratio(spec, Results),
-                            ratio_discovered => distance_ratio(discovered, Results),
-                            results => Results, partial => Stopped =/= none, machine => machine()},
-                must(terrain_lab_files:write(filename:join(Dir, "summary.json"),
-                                             [terrain_json:encode(Summary, #{pretty => true}), $\n])),
-                Dots = [#{kind => placement_dot, file => iolist_to_binary(dot_name(T, P))}
-                        || #{topology := T, placement := P} <- Results],
-                Probed = [#{kind => latency, file => <<"probe/latency.json">>}
-                          || filelib:is_regular(filename:join([Dir, "probe", "latency.json"]))]
-                    ++ [#{kind => topology, file => <<"discovered.term">>}
-                        || filelib:is_regular(filename:join(Dir, "discovered.term"))],
-                must(terrain_lab_run:write_manifest(Dir, experiment_distances,
-                                                    [#{kind => summary, file => <<"summary.json">>, parameters => Parameters}
-                                                     | Probed ++ Dots])),
+                %% after every case the files are written too (marked partial): a SIGINT
+                %% or SIGKILL, which the CLI cannot catch, loses at most the case under way
+                Checkpoint = fun(Done) -> _ = write_distances(Dir, Parameters, Done, true), ok end,
+                {Results, Stopped} = distance_steps(Steps, [], Checkpoint),
+                Summary = must(write_distances(Dir, Parameters, Results, Stopped =/= none)),
                 case Stopped of
                     none -> {ok, Summary};
                     Failed -> {error, {experiment, {partial_cases, length(Results), 4, Failed}}}
@@ -295,17 +284,44 @@ load_topology(Node, Tree) ->
 
 %% The steps of the distance experiment in order, each taking and returning the
 %% cases finished so far; the first that fails stops them: {Cases, none | Why}.
-distance_steps([], Done) ->
+distance_steps([], Done, _Checkpoint) ->
     {lists:reverse(Done), none};
-distance_steps([Step | Rest], Done) ->
+distance_steps([Step | Rest], Done, Checkpoint) ->
     receive
         {?MODULE, interrupt} -> {lists:reverse(Done), interrupted}   % SIGTERM, turned into a message by the CLI
     after 0 ->
             try Step(Done) of
-                Done1 -> distance_steps(Rest, Done1)
+                Done1 ->
+                    ok = Checkpoint(lists:reverse(Done1)),
+                    distance_steps(Rest, Done1, Checkpoint)
             catch
                 throw:{?MODULE, Why} -> {lists:reverse(Done), Why}
             end
+    end.
+
+%% summary.json and manifest.json of the distance experiment with the cases in
+%% `Results' (and the probe's files and the placements drawn so far).
+write_distances(Dir, Parameters, Results, Partial) ->
+    Summary = #{format => ?FORMAT, experiment => distances, parameters => Parameters,
+                ratio_spec => distance_ratio(spec, Results),
+                ratio_discovered => distance_ratio(discovered, Results),
+                results => Results, partial => Partial, machine => machine()},
+    Dots = [#{kind => placement_dot, file => iolist_to_binary(dot_name(T, P))}
+            || #{topology := T, placement := P} <- Results],
+    Probed = [#{kind => latency, file => <<"probe/latency.json">>}
+              || filelib:is_regular(filename:join([Dir, "probe", "latency.json"]))]
+        ++ [#{kind => topology, file => <<"discovered.term">>}
+            || filelib:is_regular(filename:join(Dir, "discovered.term"))],
+    Steps = [fun(_) -> terrain_lab_files:write(filename:join(Dir, "summary.json"),
+                                                [terrain_json:encode(Summary, #{pretty => true}), $\n])
+             end,
+             fun(_) -> terrain_lab_run:write_manifest(Dir, experiment_distances,
+                                                      [#{kind => summary, file => <<"summary.json">>,
+                                                         parameters => Parameters} | Probed ++ Dots])
+             end],
+    case terrain_lab_steps:run(Steps, none) of
+        ok -> {ok, Summary};
+        {error, _} = Error -> Error
     end.
 
 %% Random over distance placement's mean time with one topology, or null when a
@@ -442,13 +458,23 @@ machine() ->
 a_failed_step_keeps_the_cases_finished_before_test() ->
     Case = fun(T, P) -> fun(Done) -> [#{topology => T, placement => P, mean_s => 1.0} | Done] end end,
     Killed = fun(_Done) -> must({error, {aco_vertex_failed, noconnection}}) end,
-    {Kept, Why} = distance_steps([Case(spec, distance), Case(spec, random), Killed, Case(discovered, distance)], []),
+    Nothing = fun(_) -> ok end,
+    {Kept, Why} = distance_steps([Case(spec, distance), Case(spec, random), Killed, Case(discovered, distance)], [],
+                                 Nothing),
     ?assertEqual([{spec, distance}, {spec, random}], [{T, P} || #{topology := T, placement := P} <- Kept]),
     ?assertEqual({aco_vertex_failed, noconnection}, Why),
-    ?assertEqual({Kept, none}, distance_steps([Case(spec, distance), Case(spec, random)], [])),
+    ?assertEqual({Kept, none}, distance_steps([Case(spec, distance), Case(spec, random)], [], Nothing)),
     %% SIGTERM (the CLI's message) stops them before the next step
     self() ! {?MODULE, interrupt},
-    ?assertEqual({[], interrupted}, distance_steps([Case(spec, distance), Case(spec, random)], [])).
+    ?assertEqual({[], interrupted}, distance_steps([Case(spec, distance), Case(spec, random)], [], Nothing)).
+
+every_finished_case_is_checkpointed_test() ->
+    Case = fun(T, P) -> fun(Done) -> [#{topology => T, placement => P, mean_s => 1.0} | Done] end end,
+    Self = self(),
+    Checkpoint = fun(Done) -> Self ! {checkpoint, [{T, P} || #{topology := T, placement := P} <- Done]}, ok end,
+    _ = distance_steps([Case(spec, distance), Case(spec, random)], [], Checkpoint),
+    ?assertEqual([[{spec, distance}], [{spec, distance}, {spec, random}]],
+                 [receive {checkpoint, C} -> C after 0 -> none end || _ <- [1, 2]]).
 
 a_partial_run_has_a_ratio_only_with_both_placements_test() ->
     Spec = [#{topology => spec, placement => distance, mean_s => 1.0},
