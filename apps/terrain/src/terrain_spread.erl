@@ -98,7 +98,7 @@ format_shortfall(#{count := K, spread := Spread, matched := M, picked := P, doma
 %% State: nodes with their domain and index; domain order by first appearance; picks
 %% per domain and per node (occupied nodes counted).
 init(Candidates, DomainOf, Occupied) ->
-    Unique = dedup(Candidates),
+    Unique = terrain_choose:dedup(Candidates),
     Nodes = [{N, DomainOf(N), I} || {I, N} <- lists:zip(lists:seq(1, length(Unique)), Unique)],
     DomainIndex = lists:foldl(fun({_, D, I}, Acc) -> maps:merge(#{D => I}, Acc) end, #{}, Nodes),
     Count = fun(Key, Acc) -> maps:update_with(Key, fun(C) -> C + 1 end, 1, Acc) end,
@@ -128,15 +128,6 @@ assign_loop(#{nodes := Nodes, node_picks := NP, domain_picks := DP} = State, K, 
                                domain_picks := maps:update_with(D, Inc, 1, DP)},
                         K - 1, Repeat, [N | Acc])
     end.
-
-dedup(Nodes) ->
-    {Kept, _} = lists:foldl(fun(N, {Acc, Seen}) ->
-                                    case Seen of
-                                        #{N := _} -> {Acc, Seen};
-                                        _ -> {[N | Acc], Seen#{N => true}}
-                                    end
-                            end, {[], #{}}, Nodes),
-    lists:reverse(Kept).
 
 domain_text({node, N}) -> io_lib:format("~0tp", [N]);
 domain_text(Other) -> io_lib:format("~0tp", [Other]).

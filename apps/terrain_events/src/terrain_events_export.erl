@@ -31,7 +31,7 @@
 write_jsonl(File, Events, Header) ->
     Lines = [terrain_json:encode(json_value(Header#{format => ?EVENTS_FORMAT})), $\n
              | [[terrain_json:encode(to_json(E)), $\n] || E <- Events]],
-    write_atomically(File, Lines).
+    write_in_dir(File, Lines).
 
 %% @doc Reads an events file: its header and its events as decoded JSON maps.
 -spec read_jsonl(file:filename()) -> {ok, map(), [map()]} | {error, term()}.
@@ -65,7 +65,7 @@ decode_lines([L | Rest], Header, Acc, N, File) ->
 %% `read_jsonl/1' returns them).
 -spec write_perfetto(file:filename(), [map()]) -> ok | {error, term()}.
 write_perfetto(File, JsonEvents) ->
-    write_atomically(File, terrain_json:encode(perfetto(JsonEvents))).
+    write_in_dir(File, terrain_json:encode(perfetto(JsonEvents))).
 
 %% @doc The Chrome trace-event JSON object of events (decoded JSON maps).
 -spec perfetto([map()]) -> map().
@@ -129,20 +129,9 @@ key(K) -> printed(K).
 printed(Term) ->
     iolist_to_binary(io_lib:format("~0tp", [Term])).
 
-write_atomically(File, Data) ->
-    Tmp = File ++ ".tmp",
+%% The file written whole (terrain_json:write_atomically/2), its directory made first.
+write_in_dir(File, Data) ->
     case filelib:ensure_dir(File) of
-        ok ->
-            case file:write_file(Tmp, Data) of
-                ok ->
-                    case file:rename(Tmp, File) of
-                        ok -> ok;
-                        {error, Why} -> _ = file:delete(Tmp), {error, {file, File, Why}}
-                    end;
-                {error, Why} ->
-                    _ = file:delete(Tmp),     % a full disk leaves no partial FILE.tmp behind
-                    {error, {file, File, Why}}
-            end;
-        {error, Why} ->
-            {error, {file, File, Why}}
+        ok -> terrain_json:write_atomically(File, Data);
+        {error, Why} -> {error, {file, File, Why}}
     end.

@@ -28,7 +28,8 @@
          encode/1,
          encode/2,
          read_file/1,
-         write_file/2]).
+         write_file/2,
+         write_atomically/2]).
 
 %% exports_not_used: the codec's public API; encode/1 (compact) is for users, the
 %% project's code writes pretty JSON with encode/2.
@@ -76,19 +77,26 @@ read_file(File) ->
         {error, Why} -> {error, {file, File, Why}}
     end.
 
-%% @doc Writes a term as pretty JSON with a final newline, atomically (write to a
-%% temporary file, then rename), so that a reader never sees half a file.
+%% @doc Writes a term as pretty JSON with a final newline, atomically (see
+%% {@link write_atomically/2}), so that a reader never sees half a file.
 -spec write_file(file:name_all(), json()) -> ok | {error, {file, file:name_all(), term()}}.
 write_file(File, Term) ->
+    write_atomically(File, [encode(Term, #{pretty => true}), $\n]).
+
+%% @doc Writes `Data' to `File' through `File.tmp' and a rename: on failure nothing
+%% is left but the old `File' (if any); a full disk leaves no partial `File.tmp'
+%% behind. The directory must exist.
+-spec write_atomically(file:name_all(), iodata()) -> ok | {error, {file, file:name_all(), term()}}.
+write_atomically(File, Data) ->
     Tmp = unicode:characters_to_list([File, ".tmp"]),
-    case file:write_file(Tmp, [encode(Term, #{pretty => true}), $\n]) of
+    case file:write_file(Tmp, Data) of
         ok ->
             case file:rename(Tmp, File) of
                 ok -> ok;
                 {error, Why} -> _ = file:delete(Tmp), {error, {file, File, Why}}
             end;
         {error, Why} ->
-            _ = file:delete(Tmp),     % a full disk leaves no partial FILE.tmp behind
+            _ = file:delete(Tmp),
             {error, {file, File, Why}}
     end.
 

@@ -22,7 +22,7 @@ create(File, Columns) ->
             case file:open(File, [write, exclusive, raw, binary]) of
                 {ok, Fd} ->
                     Csv = {Fd, File, Columns},
-                    case write_line(Csv, [atom_to_list(C) || C <- Columns]) of
+                    case write_lines(Csv, [[atom_to_list(C) || C <- Columns]]) of
                         ok -> {ok, Csv};
                         {error, _} = Error -> _ = file:close(Fd), Error
                     end;
@@ -35,23 +35,14 @@ create(File, Columns) ->
 
 %% @doc Appends one row (a map from column to value) and syncs it to disk.
 -spec write_row(csv(), #{atom() => term()}) -> ok | {error, {csv, file:filename(), term()}}.
-write_row({_, _, Columns} = Csv, Row) ->
-    write_line(Csv, [cell(maps:get(C, Row, "")) || C <- Columns]).
+write_row(Csv, Row) ->
+    write_rows(Csv, [Row]).
 
 %% @doc Appends many rows with one write and one sync (a file written whole, such as
 %% a probe's 16,256 pairs: a sync per row took 14 s).
 -spec write_rows(csv(), [#{atom() => term()}]) -> ok | {error, {csv, file:filename(), term()}}.
-write_rows({Fd, File, Columns}, Rows) ->
-    Lines = [[lists:join($,, [cell(maps:get(C, Row, "")) || C <- Columns]), $\n] || Row <- Rows],
-    case file:write(Fd, Lines) of
-        ok ->
-            case file:datasync(Fd) of
-                ok -> ok;
-                {error, Why} -> {error, {csv, File, Why}}
-            end;
-        {error, Why} ->
-            {error, {csv, File, Why}}
-    end.
+write_rows({_, _, Columns} = Csv, Rows) ->
+    write_lines(Csv, [[cell(maps:get(C, Row, "")) || C <- Columns] || Row <- Rows]).
 
 %% @doc Closes the file.
 -spec close(csv()) -> ok.
@@ -59,8 +50,9 @@ close({Fd, _, _}) ->
     _ = file:close(Fd),
     ok.
 
-write_line({Fd, File, _}, Cells) ->
-    case file:write(Fd, [lists:join($,, Cells), $\n]) of
+%% Lines of cells, with one write and one sync.
+write_lines({Fd, File, _}, Lines) ->
+    case file:write(Fd, [[lists:join($,, Cells), $\n] || Cells <- Lines]) of
         ok ->
             case file:datasync(Fd) of
                 ok -> ok;
