@@ -72,13 +72,11 @@ def write_atomically(path: str | os.PathLike[str], data: str | bytes) -> Path:
             os.fsync(stream.fileno())
         os.chmod(temporary, 0o666 & ~_umask())
         os.replace(temporary, path)
-    except OSError as error:
+    except BaseException as error:  # an interrupt too: no temporary file is left behind
         with contextlib.suppress(OSError):
             os.unlink(temporary)
-        raise OutputError(error.errno, error.strerror, str(path)) from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
+        if isinstance(error, OSError):
+            raise OutputError(error.errno, error.strerror, str(path)) from None
         raise
     return path
 
