@@ -148,6 +148,8 @@ format_error({testbed, _} = Reason) ->
     terrain_lab_testbed:format_error(Reason);
 format_error({tls, _} = Reason) ->
     terrain_lab_tls:format_error(Reason);
+format_error({vm, _} = Reason) ->
+    terrain_lab_vm:format_error(Reason);
 format_error({terrain_netem, bad_links, Text}) ->
     io_lib:format("bad -terrain_netem link table: ~ts", [Text]);
 format_error({boot_failed, Name, Why}) ->

@@ -21,7 +21,6 @@
 -define(SCHEDULERS, [1, 2, 4, 8]).
 %% VM arguments of every measured VM: no scheduler busy-waiting, so that the CPU an
 %% idle scheduler would spin away goes to the work (and to the machine's other users).
--define(NO_SPIN, ["+sbwt", "none", "+sbwtdcpu", "none", "+sbwtdio", "none"]).
 -define(PEER_TIMEOUT, 60000).
 
 %%--------------------------------------------------------------------
@@ -458,8 +457,7 @@ measure(Options, Schedulers, Io) ->
     measure(Options, Schedulers, false, Io).
 
 measure(#{model := Model} = Options, Schedulers, Msacc, Io) ->
-    Args = ["+S", io_lib:format("~b:~b", [Schedulers, Schedulers])] ++ ?NO_SPIN,
-    with_peer(Args, fun(Peer) ->
+    with_peer(#{schedulers => Schedulers}, fun(Peer) ->
                             Msacc andalso peer:call(Peer, msacc, start, [], ?PEER_TIMEOUT),
                             {ok, #{summary := Summary}} = peer:call(Peer, terrain_workloads, emas, [Options],
                                                                     maps:get(time_ms, Options) + ?PEER_TIMEOUT),
@@ -498,13 +496,20 @@ variant(Options) ->
     lists:join(" ", [io_lib:format("~ts=~0tp", [K, V]) || {K, V} <- maps:to_list(maps:without([model, time_ms, seed],
                                                                                               Options))]).
 
-with_peer(Args, Fun) ->
-    {ok, Peer, _} = peer:start(#{connection => standard_io, wait_boot => ?PEER_TIMEOUT,
-                                 args => Args ++ terrain_lab_code:vm_args()}),
-    try Fun(Peer)
+%% A VM measured on its own (terrain_lab_vm, local_linked over standard I/O: this VM
+%% need not be distributed), with no busy wait and none of the lab's other flags.
+with_peer(Options, Fun) ->
+    Vm = start_vm(maps:merge(#{transport => local_linked, name => emas, control => standard_io, lean => false},
+                             Options)),
+    try Fun(terrain_lab_vm:peer(Vm))
     after
-        peer:stop(Peer)
+        _ = terrain_lab_vm:stop(Vm, ?PEER_TIMEOUT)
     end.
+
+start_vm(Options) ->
+    {ok, Vm} = terrain_lab_vm:start(Options),
+    [{ok, Booted}] = terrain_lab_vm:await_boot([Vm], erlang:monotonic_time(millisecond) + ?PEER_TIMEOUT),
+    Booted.
 
 %% msacc: the share of thread time in each state, over all scheduler threads.
 msacc_shares(Stats) ->
@@ -533,7 +538,7 @@ lessons(Base, Io) ->
 %% nodes, as a list and as a binary.
 message_costs(Io) ->
     Count = 5000,
-    Local = with_peer(["+S", "2:2" | ?NO_SPIN],
+    Local = with_peer(#{schedulers => 2},
                       fun(Peer) ->
                               [peer:call(Peer, terrain_workloads, emas_message_cost, [#{solution => K, messages => Count}],
                                          ?PEER_TIMEOUT) || K <- [list, binary]]
@@ -553,23 +558,21 @@ between_nodes(Count) ->
     Prefix = "emas" ++ os:getpid() ++ "_",
     Start = fun(Name) ->
                     %% controlled over stdio: this VM need not be distributed
-                    {ok, P, N} = peer:start(#{name => list_to_atom(Prefix ++ Name), wait_boot => ?PEER_TIMEOUT,
-                                              connection => standard_io,
-                                              args => ["+S", "1:1", "-kernel", "prevent_overlapping_partitions",
-                                                       "false"] ++ ?NO_SPIN ++ terrain_lab_code:vm_args()}),
-                    {P, N}
+                    start_vm(#{transport => local_linked, name => list_to_atom(Name), control => standard_io,
+                               node => list_to_atom(Prefix ++ Name), lean => false, schedulers => 1,
+                               args => ["-kernel", "prevent_overlapping_partitions", "false"]})
             end,
-    {PA, _NA} = Start("a"),
+    A = Start("a"),
     try
-        {PB, NB} = Start("b"),
+        #{node := NB} = B = Start("b"),
         try
-            [peer:call(PA, terrain_workloads, emas_message_cost,
+            [peer:call(terrain_lab_vm:peer(A), terrain_workloads, emas_message_cost,
                        [#{solution => K, messages => Count, node => NB}], ?PEER_TIMEOUT) || K <- [list, binary]]
         after
-            peer:stop(PB)
+            _ = terrain_lab_vm:stop(B, ?PEER_TIMEOUT)
         end
     after
-        peer:stop(PA)
+        _ = terrain_lab_vm:stop(A, ?PEER_TIMEOUT)
     end.
 
 print_scaling(Rows, Lessons, Io) ->
