@@ -813,19 +813,16 @@ check_nodes(#{<<"nodes">> := Nodes}, Timeout, Dir) ->
          Node#{<<"state">> => State}
      end || {Node, {Pid, Ref}} <- Checks].
 
-check_node(#{<<"host">> := _} = Node, Timeout, Dir) ->
-    terrain_lab_hosts:check_remote(Node, Timeout, Dir);
-check_node(#{<<"node">> := Name} = Node, _Timeout, _Dir) ->
+%% `up' (it answered), `unreachable' (its VM runs), `down', or `host_unreachable'
+%% (a VM on another host that ssh cannot ask).
+check_node(#{<<"node">> := Name} = Record, Timeout, Dir) ->
     case net_kernel:connect_node(binary_to_atom(Name)) of
         true -> up;
         false ->
-            case Node of
-                #{<<"os_pid">> := P} when is_binary(P) ->
-                    case terrain_lab_os:alive(binary_to_list(P)) of
-                        true -> unreachable;
-                        false -> down
-                    end;
-                _ -> down
+            case terrain_lab_vm:alive(terrain_lab_vm:from_record(Record, Dir), Timeout) of
+                true -> unreachable;
+                false -> down;
+                {error, _} -> host_unreachable
             end
     end.
 
@@ -902,24 +899,11 @@ pid_file_record(File) ->
     end.
 
 %% Is this recorded node's VM still running? Checked by its OS pid, which must still be
-%% the VM started for this node (its command line names the node's pid file).
-vm_running(#{<<"host">> := _} = Node, Dir) ->
-    terrain_lab_hosts:remote_running(Node, Dir);
-vm_running(#{<<"os_pid">> := P} = Record, Dir) when is_binary(P) ->
-    owned_vm(binary_to_list(P), Record, Dir);
+%% the VM started for this node (terrain_lab_vm:alive/2).
+vm_running(#{<<"name">> := _} = Record, Dir) ->
+    terrain_lab_vm:alive(terrain_lab_vm:from_record(Record, Dir), 10000) =:= true;
 vm_running(_, _) ->
     false.
-
-owned_vm(OsPid, Record, Dir) ->
-    Mark = case Record of
-               #{<<"name">> := Name} when is_binary(Name) -> filename:join([Dir, "nodes", <<Name/binary, ".pid">>]);
-               #{} -> filename:join(Dir, "nodes")
-           end,
-    terrain_lab_os:alive(OsPid) andalso
-        case file:read_file("/proc/" ++ OsPid ++ "/cmdline") of
-            {ok, Cmdline} -> binary:match(Cmdline, unicode:characters_to_binary(Mark)) =/= nomatch;
-            {error, _} -> false
-        end.
 
 stop_nodes(#{<<"nodes">> := Nodes}, Timeout, Dir, Io) ->
     Self = self(),
@@ -933,45 +917,21 @@ stop_nodes(#{<<"nodes">> := Nodes}, Timeout, Dir, Io) ->
 label(#{<<"node">> := Node}) when is_binary(Node) -> Node;
 label(#{<<"name">> := Name}) -> Name.
 
-%% Halts the node by its full name over distribution (when it is known), waits for its
-%% OS process to exit, and kills the process only if it is still that node's VM.
-stop_node(#{<<"host">> := _} = Record, Timeout, Dir) ->
-    terrain_lab_hosts:stop_remote(Record, Timeout, Dir);
+%% Stops the recorded node (terrain_lab_vm:stop/2: halted by its full name, else its
+%% OS process killed while it is still that node's VM) and says what became of it; the
+%% files of a node on another host are removed there unless it still runs.
 stop_node(Record, Timeout, Dir) ->
-    Node = case maps:get(<<"node">>, Record, undefined) of
-               B when is_binary(B) -> binary_to_atom(B);
-               _ -> undefined
-           end,
-    OsPid = case maps:get(<<"os_pid">>, Record, null) of null -> undefined; P -> binary_to_list(P) end,
-    Halted = Node =/= undefined andalso
-        case lists:member(Node, nodes(hidden) ++ nodes()) orelse net_kernel:connect_node(Node) of
-            true ->
-                erpc:cast(Node, erlang, halt, []),
-                true;
-            false ->
-                false
-        end,
-    Gone = case OsPid of
-               undefined -> Halted andalso await_nodedown(Node, Timeout);
-               _ -> await_os_exit(OsPid, Timeout)
-           end,
-    How = if
-              Gone andalso Halted -> "stopped";
-              Gone -> "was not running";
-              OsPid =/= undefined ->
-                  case owned_vm(OsPid, Record, Dir) andalso terrain_lab_os:kill(OsPid) of
-                      true -> "killed (OS pid " ++ OsPid ++ ")";
-                      false -> "was not running"
-                  end;
-              true -> "still running (no OS pid recorded)"
-          end,
+    Vm = terrain_lab_vm:from_record(Record, Dir),
+    How = stop_text(terrain_lab_vm:stop(Vm, Timeout), Vm),
+    ok = terrain_lab_hosts:clean_remote(Record, lists:prefix("still running", How), Dir),
     {label(Record), How}.
 
-await_os_exit(OsPid, Timeout) ->
-    terrain_lab_os:await_exit([OsPid], Timeout) =:= [].
-
-await_nodedown(Node, Timeout) ->
-    monitor_node(Node, true),
-    receive {nodedown, Node} -> true
-    after Timeout -> monitor_node(Node, false), false
-    end.
+stop_text(stopped, _Vm) -> "stopped";
+stop_text({stopped, job_step}, _Vm) -> "stopped with its job step";
+stop_text(not_running, _Vm) -> "was not running";
+stop_text({not_running, job_step_ended}, _Vm) -> "was not running (its job step had ended)";
+stop_text({not_running, no_os_pid}, _Vm) -> "was not running (no OS pid recorded)";
+stop_text({killed, OsPid}, #{host := Host}) -> "killed (OS pid " ++ OsPid ++ " on " ++ Host ++ ")";
+stop_text({killed, OsPid}, #{}) -> "killed (OS pid " ++ OsPid ++ ")";
+stop_text({still_running, no_os_pid}, _Vm) -> "still running (no OS pid recorded)";
+stop_text({still_running, Why}, _Vm) -> "still running (" ++ lists:flatten(terrain_lab_ssh:format_error(Why)) ++ ")".

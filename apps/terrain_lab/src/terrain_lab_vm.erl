@@ -39,7 +39,8 @@
 -export([command_line/1,
          start/1,
          await_boot/2,
-         alive/1,
+         from_record/2,
+         alive/2,
          stop/2,
          peer/1,
          os_pid/1,
@@ -50,7 +51,7 @@
 %% (terrain_lab_vm_tests).
 -ignore_xref([{command_line, 1}]).
 
--export_type([options/0, transport/0, vm/0, error_reason/0]).
+-export_type([options/0, transport/0, vm/0, stop_result/0, error_reason/0]).
 
 -type transport() :: local_linked | local_detached | ssh | srun.
 
@@ -82,12 +83,20 @@
                 node := node() | undefined,   % undefined: a peer not booted yet, or not distributed
                 peer => pid(),                % local_linked: the peer's control process
                 boot_tag => term(),           % local_linked: the tag of its boot message
+                os_pid => string(),           % as recorded (else its pid file says)
                 pid_file => file:filename(),  % local_detached
                 dir => file:filename(),
                 host => string(),             % ssh, srun
                 ssh => terrain_lab_ssh:context(),
                 srun_pid => string(),         % srun: the OS pid of the step's srun (this machine)
                 log => file:filename()}.      % srun: srun's output
+
+%% What stop/2 did: halted it by name (`stopped'; a VM in a job step: `{stopped,
+%% job_step}', srun was running), found it gone, killed its OS process, or could not.
+-type stop_result() :: stopped | {stopped, job_step}
+                     | not_running | {not_running, no_os_pid | job_step_ended}
+                     | {killed, OsPid :: string()}
+                     | {still_running, no_os_pid | term()}.
 
 -type error_reason() :: {vm, {option, atom(), term()}}
                       | {vm, {missing, transport(), atom()}}
@@ -142,36 +151,71 @@ await_boot(Vms, Deadline) ->
     Results = await(Indexed, Deadline, #{}),
     [maps:get(I, Results) || I <- lists:seq(1, length(Vms))].
 
-%% @doc Whether the VM still runs: `true', `false', or `{error, Why}' when its host
-%% cannot be asked.
--spec alive(vm()) -> boolean() | {error, term()}.
-alive(#{transport := local_linked, peer := Peer}) ->
-    is_process_alive(Peer);
-alive(#{transport := local_detached} = Vm) ->
-    owned_pid(Vm) =/= undefined;
-alive(#{transport := srun, srun_pid := SrunPid}) ->
-    %% a VM in a job step lives as long as its step, whose handle is srun (on this machine)
-    terrain_lab_os:alive(SrunPid);
-alive(#{transport := ssh, host := Host, ssh := Ssh} = Vm) ->
-    case os_pid(Vm) of
-        undefined -> false;
-        OsPid -> terrain_lab_ssh:alive(Host, OsPid, ?STOP_TIMEOUT, Ssh)
+%% @doc The VM a node record of a cluster's state names (`cluster.json' or a pid file,
+%% terrain_lab_cluster_state; `Dir' its state directory): what `terrain up' started,
+%% for `terrain status' and `terrain down'. A record with a `host' is a VM on another
+%% host (in a job step when it has an `srun_pid'); any other a detached VM here.
+-spec from_record(#{binary() => term()}, file:filename()) -> vm().
+from_record(#{<<"name">> := NameBin} = Record, Dir) ->
+    Name = binary_to_atom(NameBin),
+    Node = case maps:get(<<"node">>, Record, null) of
+               B when is_binary(B) -> binary_to_atom(B);
+               _ -> undefined
+           end,
+    Base = maps:merge(#{name => Name, node => Node, dir => Dir},
+                      case maps:get(<<"os_pid">>, Record, null) of
+                          P when is_binary(P) -> #{os_pid => binary_to_list(P)};
+                          _ -> #{}
+                      end),
+    case Record of
+        #{<<"host">> := Host} ->
+            Ssh = #{dir => Dir, ssh_options => [binary_to_list(O) || O <- maps:get(<<"ssh_options">>, Record, [])],
+                    code => local},
+            Remote = Base#{host => binary_to_list(Host), ssh => Ssh},
+            case maps:get(<<"srun_pid">>, Record, null) of
+                S when is_binary(S) -> Remote#{transport => srun, srun_pid => binary_to_list(S)};
+                _ -> Remote#{transport => ssh}
+            end;
+        #{} ->
+            Base#{transport => local_detached, pid_file => terrain_lab_cluster_state:pid_file(Dir, Name)}
     end.
 
-%% @doc Stops the VM: halted by its node name when it answers, else (or when it does not
-%% exit within `Timeout' ms) its OS process is killed, only while that is still the VM
-%% that was started. Returns what became of it.
--spec stop(vm(), pos_integer()) -> stopped | not_running | {killed, string()} | {still_running, term()}.
+%% @doc Whether the VM still runs: `true', `false', or `{error, Why}' when its host
+%% cannot be asked within `Timeout' ms. A detached VM counts only while its OS pid is
+%% still the VM that was started (its command line names its pid file).
+-spec alive(vm(), pos_integer()) -> boolean() | {error, term()}.
+alive(#{transport := local_linked, peer := Peer}, _Timeout) ->
+    is_process_alive(Peer);
+alive(#{transport := local_detached} = Vm, _Timeout) ->
+    owned_pid(Vm) =/= undefined;
+alive(#{transport := srun, srun_pid := SrunPid}, _Timeout) ->
+    %% a VM in a job step lives as long as its step, whose handle is its srun (on this
+    %% machine): once srun has exited, SLURM has ended the step's processes
+    terrain_lab_os:alive(SrunPid);
+alive(#{transport := ssh, host := Host, ssh := Ssh} = Vm, Timeout) ->
+    case os_pid(Vm) of
+        undefined -> false;
+        OsPid -> terrain_lab_ssh:alive(Host, OsPid, Timeout, Ssh)
+    end.
+
+%% @doc Stops the VM: halted by its node name when it answers and waited for (a
+%% detached VM: until its OS process exits) up to `Timeout' ms; else its OS process is
+%% killed, only while that is still the VM that was started (on another host over
+%% ssh; a VM in a job step: its srun gets TERM, then KILL, and SLURM ends the step).
+-spec stop(vm(), pos_integer()) -> stop_result().
 stop(#{transport := local_linked, peer := Peer}, _Timeout) ->
     try peer:stop(Peer), stopped
     catch exit:_AlreadyGone -> not_running
     end;
 stop(#{node := Node} = Vm, Timeout) ->
     Halted = Node =/= undefined andalso halt_node(Node),
-    case Halted andalso await_nodedown(Node, Timeout) of
-        true -> stopped;
-        false -> kill(Vm)
-    end.
+    Result = case {gone(Vm, Halted, Timeout), Halted} of
+                 {true, true} -> stopped;
+                 {true, false} -> not_running;
+                 {false, _} -> kill(Vm)
+             end,
+    ok = end_step(Vm, Timeout),
+    Result.
 
 %% @doc The control process of a `local_linked' VM (for `peer:call/4,5').
 -spec peer(vm()) -> pid().
@@ -180,6 +224,8 @@ peer(#{transport := local_linked, peer := Peer}) ->
 
 %% @doc The OS pid the VM wrote to its pid file (on its host), when it has.
 -spec os_pid(vm()) -> string() | undefined.
+os_pid(#{os_pid := OsPid}) ->
+    OsPid;
 os_pid(#{transport := local_detached, pid_file := File}) ->
     case read_pid_file(File) of
         {ok, OsPid, _Node} -> OsPid;
@@ -187,7 +233,7 @@ os_pid(#{transport := local_detached, pid_file := File}) ->
     end;
 os_pid(#{transport := Remote, host := Host, name := Name, ssh := Ssh}) when Remote =:= ssh; Remote =:= srun ->
     case terrain_lab_ssh:pid_of(Host, Name, Ssh) of
-        {ok, OsPid} -> hd(string:lexemes(OsPid, " \n") ++ [OsPid]);
+        {ok, OsPid} -> OsPid;
         error -> undefined
     end;
 os_pid(#{}) ->
@@ -546,9 +592,10 @@ finish(Vm, {error, _} = Error) ->
     Error.
 
 halt_node(Node) ->
+    %% connect_node/1 is `ignored' when this VM is not distributed: it cannot halt anyone
     case lists:member(Node, nodes(hidden) ++ nodes()) orelse net_kernel:connect_node(Node) of
         true -> erpc:cast(Node, erlang, halt, []), true;
-        false -> false
+        _ -> false
     end.
 
 await_nodedown(Node, Timeout) ->
@@ -557,35 +604,38 @@ await_nodedown(Node, Timeout) ->
     after Timeout -> monitor_node(Node, false), false
     end.
 
+%% A halted VM is gone when its node is down (a detached VM here: when its OS
+%% process has exited).
+gone(#{transport := local_detached, node := Node} = Vm, Halted, Timeout) ->
+    case os_pid(Vm) of
+        undefined -> Halted andalso await_nodedown(Node, Timeout);
+        OsPid -> terrain_lab_os:await_exit([OsPid], Timeout) =:= []
+    end;
+gone(#{node := Node}, Halted, Timeout) ->
+    Halted andalso await_nodedown(Node, Timeout).
+
 %% The VM did not halt by its name (or has none yet): its OS process is killed, only
 %% while it is still the VM that was started.
 kill(#{transport := local_detached} = Vm) ->
-    case owned_pid(Vm) of
-        undefined -> not_running;
-        OsPid ->
+    case {os_pid(Vm), owned_pid(Vm)} of
+        {undefined, _} -> {still_running, no_os_pid};
+        {_, undefined} -> not_running;
+        {_, OsPid} ->
             case terrain_lab_os:kill(OsPid) of
                 true -> {killed, OsPid};
                 false -> not_running
             end
     end;
-kill(#{transport := srun, srun_pid := SrunPid, name := Name}) ->
-    %% srun is the step's handle: TERM (srun passes it on to the step), then KILL
-    Ours = fun() -> case file:read_file("/proc/" ++ SrunPid ++ "/cmdline") of
-                        {ok, Cmdline} -> binary:match(Cmdline, <<"srun">>) =/= nomatch andalso
-                                             binary:match(Cmdline, <<"terrain-", (atom_to_binary(Name))/binary>>) =/= nomatch;
-                        {error, _} -> false
-                    end end,
-    case terrain_lab_os:alive(SrunPid) of
-        false -> not_running;
-        true ->
-            case terrain_lab_os:terminate(SrunPid, ?STOP_TIMEOUT, Ours) of
-                true -> {killed, SrunPid};
-                false -> {still_running, srun}
-            end
+kill(#{transport := srun} = Vm) ->
+    %% srun is the step's handle: end_step/2 ends it, and SLURM the VM with it
+    case {maps:is_key(os_pid, Vm), alive(Vm, ?STOP_TIMEOUT)} of
+        {false, _} -> {not_running, no_os_pid};
+        {true, true} -> {stopped, job_step};
+        {true, false} -> {not_running, job_step_ended}
     end;
 kill(#{transport := ssh, host := Host, ssh := Ssh} = Vm) ->
     case os_pid(Vm) of
-        undefined -> not_running;
+        undefined -> {not_running, no_os_pid};
         OsPid ->
             case terrain_lab_ssh:kill(Host, OsPid, 10000, Ssh) of
                 true -> {killed, OsPid};
@@ -593,6 +643,20 @@ kill(#{transport := ssh, host := Host, ssh := Ssh} = Vm) ->
                 {error, Why} -> {still_running, Why}
             end
     end.
+
+%% A VM's srun (terrain up --slurm) ends with the VM; if it has not within `Timeout'
+%% ms (its step hangs), TERM (srun passes it to the step) and then KILL, only while
+%% that pid is still an srun of this node.
+end_step(#{transport := srun, srun_pid := SrunPid, name := Name}, Timeout) ->
+    Ours = fun() -> case file:read_file("/proc/" ++ SrunPid ++ "/cmdline") of
+                        {ok, Cmdline} -> binary:match(Cmdline, <<"srun">>) =/= nomatch andalso
+                                             binary:match(Cmdline, <<"terrain-", (atom_to_binary(Name))/binary>>) =/= nomatch;
+                        {error, _} -> false
+                    end end,
+    _ = terrain_lab_os:await_exit([SrunPid], Timeout) =:= [] orelse terrain_lab_os:terminate(SrunPid, ?STOP_TIMEOUT, Ours),
+    ok;
+end_step(#{}, _Timeout) ->
+    ok.
 
 %% The OS pid of a detached VM, while that process is still the VM started for this
 %% node (its command line names the node's pid file).
