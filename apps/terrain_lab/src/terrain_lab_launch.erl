@@ -710,10 +710,10 @@ spawn_vm(#{name := Name} = NodeSpec, Node, Dir, NetemArgs) ->
     Args = ["-detached", "-noinput"] ++ terrain_lab_cluster:lab_vm_args(NodeSpec) ++ terrain_lab_code:vm_args() ++ NetemArgs
         ++ maps:get(args, NodeSpec, []) ++ ["-eval", Boot],
     Erl = erl_executable(),
-    Port = open_port({spawn_executable, Erl}, [{args, Args}, exit_status, stderr_to_stdout]),
-    receive {Port, {exit_status, _}} -> ok
-    after 10000 -> port_close(Port)
-    end.
+    %% erl returns once the detached VM (in a session of its own) is forked; whether
+    %% the VM came up shows in its pid file and its ping
+    _ = terrain_lab_os:run(Erl, Args, #{timeout => 10000}),
+    ok.
 
 erl_executable() ->
     case os:find_executable("erl") of

@@ -7,10 +7,6 @@
 %% recognises as its own; and the cleanup sentinel ({@link sentinel/0}), a shell
 %% script that removes directories (CPU cgroups) once this VM is gone, however it went.
 %%
-%% Every `open_port' and every local `kill' of the lab is in this module (a check in
-%% terrain_lab_tests keeps it so); a signal to a process on another host is a shell
-%% line that `terrain_lab_ssh:remote_kill_command/2' builds.
-%%
 %% A program run by {@link run/3} is the leader of a process group of its own (the
 %% VM's `erl_child_setup' starts every port program with `setsid'), so at the
 %% deadline the signal goes to the group: a shell's children, ssh's proxy command,
