@@ -38,7 +38,9 @@
         #{timeout := pos_integer(),                % ms from the start until the program is stopped
           cwd => file:filename(),                  % its working directory (default: this VM's)
           env => [{string(), string() | false}],   % variables set (false: removed) over this VM's environment
-          stdin => iodata(),                       % written to its standard input at the start (which stays open)
+          stdin => iodata(),                       % written to its standard input at the start (which stays
+                                                   % open); more than a pipe holds (64 KiB) must be read by it,
+                                                   % or the run ends at the deadline
           stderr => merge | inherit,               % merge (default): into the output; inherit: to this VM's stderr
           max_output => pos_integer(),             % bytes of output at most (default 64 MiB); more stops it
           stop_signal => signal_name(),            % sent to its process group at the deadline (default "TERM")
@@ -111,12 +113,17 @@ start(Program, Args, Options) ->
                 port -> [use_stdio, binary];
                 inherit -> [nouse_stdio]
             end,
-    try open_port({spawn_executable, Program},
-                  [{args, Args}, exit_status | Stdio] ++ [{env, Env} || #{env := Env} <- [Options]]) of
-        Port -> {ok, Port}
-    catch
-        error:enoent -> {error, {run, Program, not_found}};
-        error:Why -> {error, {run, Program, {spawn, Why}}}
+    case executable(Program) of
+        {error, Why} ->
+            {error, {run, Program, Why}};
+        {ok, Path} ->
+            try open_port({spawn_executable, Path},
+                          [{args, Args}, exit_status | Stdio] ++ [{env, Env} || #{env := Env} <- [Options]]) of
+                Port -> {ok, Port}
+            catch
+                error:enoent -> {error, {run, Program, not_found}};
+                error:Why -> {error, {run, Program, {spawn, Why}}}
+            end
     end.
 
 %% @doc A sentence for an error of {@link run/3} or {@link start/3}.
@@ -265,7 +272,7 @@ supervise(Port, Program, #{timeout := Timeout} = Options) ->
     %% the CLI's exit path (SIGTERM to the escript) stops it too: no child left running
     ok = terrain_lab_cleanup:add({port, Pid}, fun() -> stop_group(Pid, Stop, Grace) end),
     try
-        _ = maps:is_key(stdin, Options) andalso port_command(Port, maps:get(stdin, Options)),
+        ok = send_stdin(Port, Options),
         Limit = maps:get(max_output, Options, ?DEFAULT_MAX_OUTPUT),
         case collect(Port, erlang:monotonic_time(millisecond) + Timeout, Limit, 0, []) of
             {exit, Status, Output} ->
@@ -281,6 +288,17 @@ supervise(Port, Program, #{timeout := Timeout} = Options) ->
         terrain_lab_cleanup:remove({port, Pid}),
         receive {'EXIT', Port, _} -> ok after 0 -> ok end
     end.
+
+%% A program that has exited already (its port closed) reads nothing: its exit
+%% status is in the mailbox.
+send_stdin(Port, #{stdin := Stdin}) ->
+    try port_command(Port, Stdin) of
+        true -> ok
+    catch
+        error:badarg -> ok
+    end;
+send_stdin(_Port, _Options) ->
+    ok.
 
 collect(Port, Deadline, Limit, Size, Acc) ->
     receive
