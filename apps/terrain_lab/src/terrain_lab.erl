@@ -166,6 +166,10 @@ format_error({code_load, Node, Why}) ->
     io_lib:format("cannot load terrain's code on ~0tp: ~0tp", [Node, Why]);
 format_error({report, _} = Reason) ->
     terrain_lab_analysis:format_error(Reason);
+format_error({emas_lab, _} = Reason) ->
+    terrain_lab_emas:format_error(Reason);
+format_error({run, _, _} = Reason) ->
+    terrain_lab_os:format_error(Reason);
 format_error({file, File, Why}) ->
     io_lib:format("~ts: ~ts", [File, file:format_error(Why)]);
 format_error(Reason) ->

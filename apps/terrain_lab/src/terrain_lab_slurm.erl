@@ -229,15 +229,23 @@ start_step(#{name := Name, host := Host}, Line, StdinData, Dir, Deadline) ->
     ok = write_private(Stdin, StdinData),
     Shell = ["setsid ", lists:join(" ", [quote(A) || A <- Args]), " <", quote(Stdin), " >", quote(Log),
              " 2>&1 & echo $!"],
-    Port = open_port({spawn_executable, "/bin/sh"}, [{args, ["-c", lists:flatten(Shell)]}, exit_status, binary]),
-    try launched(Port, Deadline, <<>>) of
-        {ok, OsPid} ->
-            ok = file:write_file(srun_file(Dir, Name), OsPid),
-            {ok, OsPid, Log};
-        timeout ->
-            {error, {slurm, {srun, Host, timeout}}}
+    %% the shell prints srun's pid and exits at once; srun, in a session of its own,
+    %% is not in the shell's process group that the deadline would stop
+    Launched = terrain_lab_os:run("/bin/sh", ["-c", lists:flatten(Shell)],
+                                  #{timeout => max(1, Deadline - erlang:monotonic_time(millisecond)),
+                                    stderr => inherit}),
+    try launched(Launched, Host, Log, Dir, Name)
     after file:delete(Stdin)
     end.
+
+launched({ok, _Status, Output}, _Host, Log, Dir, Name) ->
+    OsPid = string:trim(binary_to_list(Output)),
+    ok = file:write_file(srun_file(Dir, Name), OsPid),
+    {ok, OsPid, Log};
+launched({error, {run, _, {timeout, _, _}}}, Host, _Log, _Dir, _Name) ->
+    {error, {slurm, {srun, Host, timeout}}};
+launched({error, Reason}, Host, _Log, _Dir, _Name) ->
+    {error, {slurm, {srun, Host, {exited, lists:flatten(terrain_lab_os:format_error(Reason))}}}}.
 
 %% @doc A sentence for an error of this module.
 -spec format_error(error_reason()) -> iolist().
@@ -458,37 +466,15 @@ launcher(Progress) ->
 
 %% Runs a program with a deadline; its output, or why not.
 run(Program, Args, Timeout) ->
-    Port = open_port({spawn_executable, Program}, [{args, Args}, exit_status, binary, stderr_to_stdout]),
-    Deadline = erlang:monotonic_time(millisecond) + Timeout,
-    collect(Port, Deadline, []).
-
-collect(Port, Deadline, Acc) ->
-    receive
-        {Port, {data, D}} -> collect(Port, Deadline, [D | Acc]);
-        {Port, {exit_status, 0}} -> {ok, unicode:characters_to_list(lists:reverse(Acc))};
-        {Port, {exit_status, Code}} ->
-            {error, lists:flatten(io_lib:format("exit status ~b: ~ts",
-                                                [Code, string:trim(unicode:characters_to_list(lists:reverse(Acc)))]))}
-    after max(0, Deadline - erlang:monotonic_time(millisecond)) ->
-        kill_port(Port),
-        {error, "no answer in time; stopped"}
-    end.
-
-kill_port(Port) ->
-    _ = case erlang:port_info(Port, os_pid) of
-            {os_pid, OsPid} -> os:cmd("kill -9 " ++ integer_to_list(OsPid));
-            undefined -> ok
-        end,
-    catch port_close(Port).
-
-%% The shell that started srun in the background prints srun's pid and exits.
-launched(Port, Deadline, Acc) ->
-    receive
-        {Port, {data, D}} -> launched(Port, Deadline, <<Acc/binary, D/binary>>);
-        {Port, {exit_status, _}} -> {ok, string:trim(binary_to_list(Acc))}
-    after max(0, Deadline - erlang:monotonic_time(millisecond)) ->
-        kill_port(Port),
-        timeout
+    case terrain_lab_os:run(Program, Args, #{timeout => Timeout}) of
+        {ok, 0, Output} ->
+            {ok, unicode:characters_to_list(Output)};
+        {ok, Code, Output} ->
+            {error, lists:flatten(io_lib:format("exit status ~b: ~ts", [Code, string:trim(unicode:characters_to_list(Output))]))};
+        {error, {run, _, {timeout, _, _}}} ->
+            {error, "no answer in time; stopped"};
+        {error, Reason} ->
+            {error, lists:flatten(terrain_lab_os:format_error(Reason))}
     end.
 
 %% Created empty with mode 0600 first, then written.

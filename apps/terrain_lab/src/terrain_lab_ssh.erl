@@ -55,7 +55,8 @@
 %% `-F FILE' when written "ConfigFile=FILE".
 -type ssh_options() :: [string()].
 
--type error_reason() :: {ssh, {Host :: string(), timeout | {exit, integer(), string()} | {spawn, term()}}}.
+-type error_reason() :: {ssh, {Host :: string(), timeout | {exit, integer(), string()}
+                                                 | {run, terrain_lab_os:error_reason()}}}.
 
 -define(CONNECT_TIMEOUT_S, 5).
 
@@ -137,8 +138,7 @@ pid_of(Host, Name, #{dir := Dir} = Context) ->
 %% `{error, Why}' when the host cannot be reached.
 -spec alive(string(), string(), pos_integer(), context() | map()) -> boolean() | {error, error_reason()}.
 alive(Host, OsPid, Timeout, #{dir := Dir} = Context) ->
-    Check = ["grep -qF ", quote(remote_dir(Dir, Host)), " /proc/", quote(OsPid), "/cmdline 2>/dev/null",
-             " && echo yes || echo no"],
+    Check = [ours(Dir, Host, OsPid), " && echo yes || echo no"],
     case run(Host, Check, [], Context#{timeout => Timeout}) of
         {ok, "yes" ++ _} -> true;
         {ok, _} -> false;
@@ -146,11 +146,13 @@ alive(Host, OsPid, Timeout, #{dir := Dir} = Context) ->
     end.
 
 %% @doc Kills `OsPid' on `Host' if it is still a VM of this cluster. Returns whether
-%% it did (`{error, _}' when the host cannot be reached).
+%% it did (`{error, _}' when the host cannot be reached). The lab's one signal to a
+%% process on another host (local ones go through `terrain_lab_os'): a shell line run
+%% over ssh that sends SIGKILL only if the process's command line still names this
+%% cluster's remote directory, checked on the host just before.
 -spec kill(string(), string(), pos_integer(), context() | map()) -> boolean() | {error, error_reason()}.
 kill(Host, OsPid, Timeout, #{dir := Dir} = Context) ->
-    Kill = ["grep -qF ", quote(remote_dir(Dir, Host)), " /proc/", quote(OsPid), "/cmdline 2>/dev/null",
-            " && kill -9 ", quote(OsPid), " && echo killed || echo no"],
+    Kill = [ours(Dir, Host, OsPid), " && kill -9 ", quote(OsPid), " && echo killed || echo no"],
     case run(Host, Kill, [], Context#{timeout => Timeout}) of
         {ok, "killed" ++ _} -> true;
         {ok, _} -> false;
@@ -165,17 +167,11 @@ kill(Host, OsPid, Timeout, #{dir := Dir} = Context) ->
 run(Host, Command, Stdin, #{ssh_options := SshOptions, timeout := Timeout}) ->
     Args = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=" ++ integer_to_list(?CONNECT_TIMEOUT_S)]
         ++ lists:append([ssh_option(O) || O <- SshOptions]) ++ [Host, lists:flatten(io_lib:format("~ts", [Command]))],
-    case os:find_executable("ssh") of
-        false ->
-            {error, {ssh, {Host, {spawn, no_ssh_client}}}};
-        Ssh ->
-            try open_port({spawn_executable, Ssh}, [{args, Args}, exit_status, binary, stderr_to_stdout]) of
-                Port ->
-                    true = port_command(Port, Stdin),
-                    collect(Port, Host, erlang:monotonic_time(millisecond) + Timeout, [])
-            catch
-                error:Why -> {error, {ssh, {Host, {spawn, Why}}}}
-            end
+    case terrain_lab_os:run("ssh", Args, #{timeout => Timeout, stdin => Stdin}) of
+        {ok, 0, Output} -> {ok, unicode:characters_to_list(Output)};
+        {ok, Code, Output} -> {error, {ssh, {Host, {exit, Code, unicode:characters_to_list(Output)}}}};
+        {error, {run, _, {timeout, _, _}}} -> {error, {ssh, {Host, timeout}}};
+        {error, Reason} -> {error, {ssh, {Host, {run, Reason}}}}
     end.
 
 %% @doc A sentence for an error of this module.
@@ -191,35 +187,19 @@ format_error({ssh, {Host, {exit, 127, Output}}}) ->
                   [Host, string:trim(Output)]);
 format_error({ssh, {Host, {exit, Code, Output}}}) ->
     io_lib:format("the remote command on ~ts failed with exit status ~b: ~ts", [Host, Code, string:trim(Output)]);
-format_error({ssh, {Host, {spawn, Why}}}) ->
-    io_lib:format("cannot run ssh for ~ts: ~0tp", [Host, Why]).
+format_error({ssh, {Host, {run, Reason}}}) ->
+    io_lib:format("ssh to ~ts: ~ts", [Host, terrain_lab_os:format_error(Reason)]).
 
 %%--------------------------------------------------------------------
 %% Internal functions
 
+%% The remote shell test that `OsPid' is a VM of the cluster recorded in `Dir' (its
+%% command line names the cluster's remote directory).
+ours(Dir, Host, OsPid) ->
+    ["grep -qF ", quote(remote_dir(Dir, Host)), " /proc/", quote(OsPid), "/cmdline 2>/dev/null"].
+
 ssh_option("ConfigFile=" ++ File) -> ["-F", File];
 ssh_option(Option) -> ["-o", Option].
-
-collect(Port, Host, Deadline, Acc) ->
-    Wait = max(0, Deadline - erlang:monotonic_time(millisecond)),
-    receive
-        {Port, {data, Data}} ->
-            collect(Port, Host, Deadline, [Data | Acc]);
-        {Port, {exit_status, 0}} ->
-            {ok, unicode:characters_to_list(lists:reverse(Acc))};
-        {Port, {exit_status, Code}} ->
-            {error, {ssh, {Host, {exit, Code, unicode:characters_to_list(lists:reverse(Acc))}}}}
-    after Wait ->
-        _ = case erlang:port_info(Port, os_pid) of
-                {os_pid, OsPid} -> kill_os_process(OsPid);
-                undefined -> ok
-            end,
-        _ = catch port_close(Port),
-        {error, {ssh, {Host, timeout}}}
-    end.
-
-kill_os_process(OsPid) ->
-    os:cmd("kill -9 " ++ integer_to_list(OsPid)).
 
 quote(Arg) ->
     ["'", string:replace(Arg, "'", "'\\''", all), "'"].

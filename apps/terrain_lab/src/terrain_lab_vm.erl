@@ -251,6 +251,8 @@ format_error({vm, {missing, undefined, Key}}) ->
     io_lib:format("VM options need ~ts", [Key]);
 format_error({vm, {missing, Transport, Key}}) ->
     io_lib:format("a VM started by ~ts needs the option ~ts", [Transport, Key]);
+format_error({vm, {spawn, Name, {run, _, _} = Why}}) ->
+    io_lib:format("cannot start the VM of node ~ts: ~ts", [Name, terrain_lab_os:format_error(Why)]);
 format_error({vm, {spawn, Name, Why}}) ->
     io_lib:format("cannot start the VM of node ~ts: ~0tp", [Name, Why]).
 
@@ -475,14 +477,12 @@ start(local_linked, Args, #{name := Name} = Options) ->
 start(local_detached, Args, #{name := Name, node := Node, dir := Dir}) ->
     Vm = #{transport => local_detached, name => Name, node => Node, dir => Dir,
            pid_file => terrain_lab_cluster_state:pid_file(Dir, Name)},
-    try open_port({spawn_executable, erl_executable()}, [{args, Args}, exit_status, stderr_to_stdout]) of
-        Port ->
-            %% erl returns once the detached VM is forked; its boot is await_boot/2's
-            receive {Port, {exit_status, _}} -> {ok, Vm}
-            after ?DETACH_TIMEOUT -> port_close(Port), {ok, Vm}
-            end
-    catch
-        error:Why -> {error, {vm, {spawn, Name, Why}}}
+    %% erl returns once the detached VM (in a session of its own) is forked; whether
+    %% the VM came up shows in its pid file and its ping (await_boot/2)
+    case terrain_lab_os:run(erl_executable(), Args, #{timeout => ?DETACH_TIMEOUT}) of
+        {error, {run, _, {timeout, _, _}}} -> {ok, Vm};
+        {error, Why} -> {error, {vm, {spawn, Name, Why}}};
+        {ok, _Status, _Output} -> {ok, Vm}
     end;
 start(ssh, Args, #{name := Name, node := Node, host := Host, ssh := Ssh} = Options) ->
     case terrain_lab_ssh:run(Host, shell_line(Options, Args), stdin(Options), Ssh#{timeout => ?SSH_START_TIMEOUT}) of
