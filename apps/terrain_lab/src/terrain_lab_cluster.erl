@@ -55,7 +55,7 @@
 -record(state, {caller :: pid(),
                 spec :: terrain_lab_spec:spec(),
                 nodes :: [node_info()],
-                peers :: #{node() => pid()}}).
+                peers :: #{node() => terrain_lab_vm:vm()}}).   % the VMs still running
 
 -define(DEFAULT_BOOT_TIMEOUT, 60000).
 -define(STOP_TIMEOUT, 5000).
@@ -124,7 +124,7 @@ handle_cast(_Request, State) ->
 handle_info({'EXIT', Caller, Reason}, #state{caller = Caller} = State) ->
     {stop, Reason, State};
 handle_info({'EXIT', Pid, Reason}, #state{peers = Peers} = State) ->
-    case [Node || {Node, P} <- maps:to_list(Peers), P =:= Pid] of
+    case [Node || {Node, Vm} <- maps:to_list(Peers), terrain_lab_vm:peer(Vm) =:= Pid] of
         [Node] ->
             %% A node went down on its own: forget it, keep the others.
             %% peer's control process ends `normal' whenever the VM is gone, halted or killed
@@ -181,7 +181,7 @@ boot(Spec, Options) ->
                || #{name := Name} = NodeSpec <- Specs],
     Vms = [Vm || {ok, Vm} <- Started],
     Booted = maps:from_list([{Name, Result} || {#{name := Name}, Result} <- lists:zip(Vms, terrain_lab_vm:await_boot(Vms, Deadline))]),
-    Peers = maps:from_list([{Node, terrain_lab_vm:peer(Vm)} || {ok, #{node := Node} = Vm} <- maps:values(Booted)]),
+    Peers = maps:from_list([{Node, Vm} || {ok, #{node := Node} = Vm} <- maps:values(Booted)]),
     Failures = [Why || {error, Why} <- Started]
         ++ [{boot_failed, Name, Why} || {Name, {error, Why}} <- maps:to_list(Booted)],
     case Failures of
@@ -306,18 +306,13 @@ load_app(Node, Timeout) ->
         {error, Why} -> error({load_terrain, Why})
     end.
 
-%% Stops the peers in parallel, then makes sure their VMs are gone.
-stop_peers(Peers, OsPids) ->
-    Stoppers = [spawn_monitor(fun() -> stop_peer(Pid) end) || Pid <- Peers],
+%% Stops the VMs in parallel (terrain_lab_vm:stop/2), then makes sure they are gone.
+stop_peers(Vms, OsPids) ->
+    Stoppers = [spawn_monitor(fun() -> terrain_lab_vm:stop(Vm, ?STOP_TIMEOUT) end) || Vm <- Vms],
     lists:foreach(fun({_, Ref}) -> receive {'DOWN', Ref, process, _, _} -> ok end end, Stoppers),
     case terrain_lab_os:await_exit(OsPids, ?STOP_TIMEOUT) of
         [] -> ok;
         Left ->
             Killed = [P || P <- Left, terrain_lab_os:kill(P)],
             logger:warning("terrain_lab: killed VMs that did not halt: ~p", [Killed])
-    end.
-
-stop_peer(Pid) ->
-    try peer:stop(Pid)
-    catch exit:_AlreadyGone -> ok
     end.
