@@ -17,7 +17,7 @@
 %% longer than an atom can be; a node name that epmd already has registered (a VM of
 %% another cluster, another state directory or anything else), naming the clashes and
 %% suggesting `--prefix'; and a spec whose VMs would not fit in memory: each VM is
-%% estimated by terrain_lab_guard:vm_memory_mb/2 (measured: 23 MB plus 52 kB per
+%% estimated by terrain_lab_guard:vm_memory_mb/2 (measured: 23 MB plus 55 kB per
 %% connection of the full mesh, docs/CLI.md), and `up' refuses when the nodes would take more
 %% than 80% of `MemAvailable' in /proc/meminfo, unless `force' (the resource guard, terrain_lab_guard). Its default
 %% deadline grows with the node count ({@link default_timeout/1}); it prints "k of N
