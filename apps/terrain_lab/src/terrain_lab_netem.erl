@@ -189,10 +189,23 @@ enabled(Spec) ->
     lists:any(fun({_, Options}) -> map_size(Options) > 0 end, terrain_lab_spec:levels(Spec)).
 
 %% @doc The VM arguments that make spec node `Name' (started as `Prefix ++ Name') an
-%% emulated node: the epmd module and its link to every other node of the spec.
+%% emulated node: the epmd module, its link to every other node of the spec, and its
+%% proxies (`proxy_args/0').
 -spec vm_args(terrain_lab_spec:spec(), string(), atom()) -> [string()].
 vm_args(Spec, Prefix, Name) ->
-    ["-epmd_module", "terrain_lab_netem_epmd", "-terrain_netem", terrain_lab_netem_epmd:encode_links(links(Spec, Prefix, Name))].
+    ["-epmd_module", "terrain_lab_netem_epmd", "-terrain_netem", terrain_lab_netem_epmd:encode_links(links(Spec, Prefix, Name))
+     | proxy_args()].
+
+%% Which proxies the emulated nodes use: `-terrain_netem_proxy native PATH' (the
+%% default, where the native program was built), or `-terrain_netem_proxy erlang' when
+%% the environment says `TERRAIN_NETEM_PROXY=erlang' or there is no native program.
+-spec proxy_args() -> [string()].
+proxy_args() ->
+    case {os:getenv("TERRAIN_NETEM_PROXY"), terrain_lab_netem_native:executable()} of
+        {"erlang", _} -> ["-terrain_netem_proxy", "erlang"];
+        {_, {ok, Path}} -> ["-terrain_netem_proxy", "native", Path];
+        {_, error} -> ["-terrain_netem_proxy", "erlang"]
+    end.
 
 %% @doc Gives the running emulated nodes `Nodes' (spec name => node) the link tables of
 %% `Spec' (nodes added to the cluster, a node moved to another group): new

@@ -123,7 +123,17 @@ vm_args_give_each_node_its_links_to_all_others_test() ->
                      [{group, r1, #{latency => 200, jitter => 50}, [{node, a, #{}}, {node, b, #{}}]},
                       {node, c, #{}}]},
                     {group, s2, #{}, [{node, d, #{}}]}], undefined),
-    ["-epmd_module", "terrain_lab_netem_epmd", "-terrain_netem", Text] = terrain_lab_netem:vm_args(Spec, "p_", a),
+    ["-epmd_module", "terrain_lab_netem_epmd", "-terrain_netem", Text | Proxy] = terrain_lab_netem:vm_args(Spec, "p_", a),
+    %% the native proxy where it was built (it is, in this build), the Erlang proxies on request
+    {ok, Program} = terrain_lab_netem_native:executable(),
+    ?assertEqual(["-terrain_netem_proxy", "native", Program], Proxy),
+    ?assert(filelib:is_regular(Program)),
+    true = os:putenv("TERRAIN_NETEM_PROXY", "erlang"),
+    try
+        ?assertMatch([_, _, _, _, "-terrain_netem_proxy", "erlang"], terrain_lab_netem:vm_args(Spec, "p_", a))
+    after
+        os:unsetenv("TERRAIN_NETEM_PROXY")
+    end,
     ?assertEqual({ok, #{"p_b" => #{latency => 200, jitter => 50},
                         "p_c" => #{latency => 1000, bandwidth => 10000000},
                         "p_d" => #{latency => 5000}}},
