@@ -164,4 +164,9 @@ example_specs_are_emulated_test() ->
     ?assertEqual(#{latency => 60000, jitter => 5000, bandwidth => 2000000}, terrain_lab_spec:link(Wan, p1, t4)),
     ?assertEqual(#{latency => 50}, terrain_lab_spec:link(Wan, t3, t4)),
     {ok, Demo} = terrain_lab_spec:read(filename:join([Root, "examples", "demo.cluster"])),
-    ?assert(terrain_lab_netem:enabled(Demo)).
+    ?assert(terrain_lab_netem:enabled(Demo)),
+    %% the shallower hierarchy of docs/COLLECTIVES.md: 12 nodes, 10 ms / 1 ms / 100 us one way
+    {ok, Shallow} = terrain_lab_spec:read(filename:join([Root, "examples", "paths_shallow.cluster"])),
+    ?assertEqual(12, length(terrain_lab_spec:node_names(Shallow))),
+    ?assertEqual([#{latency => 100}, #{latency => 1000}, #{latency => 10000}],
+                 [terrain_lab_spec:link(Shallow, s1r1n1, N) || N <- [s1r1n3, s1r2n1, s2r2n3]]).
