@@ -23,7 +23,9 @@
  *   'C' Id:32   close the connection now (partition); queued bytes are dropped.
  *   'S'         statistics: 's' Count:32 then per connection Id:32 State:8 (0 accepting,
  *       1 connecting, 2 carrying) and for each direction (out = accepted -> target, then
- *       in) Bytes:64 Queued:64 Paused:8; then Wakeups:64.
+ *       in) Bytes:64 Queued:64 Paused:8; then Wakeups:64, and how late chunks left against their
+ *       due times: Count:64 SumNs:64 MaxNs:64 and 8 counts of lateness < 10, 20, 50, 100, 200, 500,
+ *       1000 us and >= 1000 us (each chunk counted once, when its first byte is written).
  * Events (proxy -> Erlang):
  *   'x' Id:32 Reason (text)   a connection ended (closed by either side, an error, a
  *       timeout, or 'C'); sent once per connection that was opened.
@@ -94,6 +96,10 @@ struct conn {
 static int epfd, tfd;
 static struct conn *conns;
 static uint64_t wakeups;
+/* lateness of the chunks written (ns past their due time) */
+#define LATE_BUCKETS 8
+static const int64_t late_bounds[LATE_BUCKETS - 1] = {10000, 20000, 50000, 100000, 200000, 500000, 1000000};
+static uint64_t late_count, late_sum, late_max, late_hist[LATE_BUCKETS];
 static int64_t armed = -2;
 static char *inbuf;
 static size_t inlen, incap;
@@ -290,6 +296,16 @@ static int read_source(struct conn *c, struct direction *d) {
     return 0;
 }
 
+static void late_record(int64_t late) {
+    if (late < 0) late = 0;
+    int b = 0;
+    while (b < LATE_BUCKETS - 1 && late >= late_bounds[b]) b++;
+    late_hist[b]++;
+    late_count++;
+    late_sum += (uint64_t)late;
+    if ((uint64_t)late > late_max) late_max = (uint64_t)late;
+}
+
 /* Writes every due chunk of `d` (in one writev when it can). Returns 0, or -1 when the
  * connection ended. */
 static int deliver(struct conn *c, struct direction *d, int64_t now) {
@@ -300,7 +316,16 @@ static int deliver(struct conn *c, struct direction *d, int64_t now) {
             iov[n].iov_base = k->data + k->off;
             iov[n].iov_len = k->len - k->off;
         }
+        int64_t at = now_ns();
         ssize_t w = writev(d->dst, iov, n);
+        if (w > 0) { /* the chunks whose first byte left now */
+            ssize_t before = 0;
+            struct chunk *k = d->head;
+            for (int i = 0; i < n && k && before < w; i++, k = k->next) {
+                if (k->off == 0) late_record(at - k->due);
+                before += (ssize_t)iov[i].iov_len;
+            }
+        }
         if (w < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -472,7 +497,7 @@ static void open_conn(const unsigned char *p, size_t n) {
 static void stats(void) {
     size_t count = 0;
     for (struct conn *c = conns; c; c = c->next) count++;
-    size_t size = 1 + 4 + count * (4 + 1 + 2 * 17) + 8;
+    size_t size = 1 + 4 + count * (4 + 1 + 2 * 17) + 8 + 8 * (3 + LATE_BUCKETS);
     char *body = malloc(size), *p = body;
     if (!body) die("malloc");
     *p++ = 's';
@@ -488,6 +513,10 @@ static void stats(void) {
         }
     }
     p = put64(p, wakeups);
+    p = put64(p, late_count);
+    p = put64(p, late_sum);
+    p = put64(p, late_max);
+    for (int i = 0; i < LATE_BUCKETS; i++) p = put64(p, late_hist[i]);
     frame(body, (size_t)(p - body));
     free(body);
 }

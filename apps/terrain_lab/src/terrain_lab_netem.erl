@@ -50,6 +50,7 @@
 %% Internal exports (launcher, CLI)
 -export([enabled/1,
          vm_args/3,
+         idle_cost/0,
          set_links/3,
          level_records/1]).
 
@@ -70,6 +71,12 @@
       | {netem, {usage, [string()]}}.                % CLI: an action with the wrong arguments
 
 -define(DEFAULT_TIMEOUT, 5000).
+%% Idle cost per connection (µs of a core per second), examples/netem_at_scale.sh at 128 VMs in a full mesh
+%% (8,128 connections), both proxies in one run on a quiet machine (docs/NETEM.md, "At scale"). The Erlang
+%% proxy spins 0.5–1.5 ms before each tick's due time; the native one sleeps, and what is left is mostly the
+%% VMs' own tick handling.
+-define(NATIVE_IDLE_US, 13).
+-define(ERLANG_IDLE_US, 50).
 
 %%--------------------------------------------------------------------
 %% API
@@ -195,6 +202,17 @@ enabled(Spec) ->
 vm_args(Spec, Prefix, Name) ->
     ["-epmd_module", "terrain_lab_netem_epmd", "-terrain_netem", terrain_lab_netem_epmd:encode_links(links(Spec, Prefix, Name))
      | proxy_args()].
+
+%% @doc The proxies a cluster started now gets (`proxy_args/0') and what one proxied
+%% connection of a full mesh costs while the cluster idles, in µs of a core per second:
+%% the VMs' and the proxies' CPU over the connections, measured at 128 VMs
+%% (docs/NETEM.md, "At scale"; `terrain up' warns from it).
+-spec idle_cost() -> {native | erlang, number()}.
+idle_cost() ->
+    case proxy_args() of
+        ["-terrain_netem_proxy", "native" | _] -> {native, ?NATIVE_IDLE_US};
+        _ -> {erlang, ?ERLANG_IDLE_US}
+    end.
 
 %% Which proxies the emulated nodes use: `-terrain_netem_proxy native PATH' (the
 %% default, where the native program was built), or `-terrain_netem_proxy erlang' when

@@ -35,7 +35,13 @@
                               out := direction_stats(),     % this node -> the target
                               in := direction_stats()}.
 -type stats() :: #{connections := [connection_stats()],
-                   wakeups := non_neg_integer()}.           % the program's epoll wake-ups so far
+                   wakeups := non_neg_integer(),            % the program's epoll wake-ups so far
+                   %% how late the chunks written so far left against their due times
+                   late := #{count := non_neg_integer(),
+                             sum_ns := non_neg_integer(),
+                             max_ns := non_neg_integer(),
+                             %% chunks by lateness: below each bound (µs), the last one at or above 1000
+                             histogram := [{pos_integer() | above, non_neg_integer()}]}}.
 
 -define(PROGRAM, "terrain_netem_proxy").
 -define(REPLY_TIMEOUT, 5000).
@@ -125,8 +131,10 @@ link_bytes(#{latency := Latency, jitter := Jitter, bandwidth := Bandwidth} = Lin
     Rate = case Bandwidth of infinity -> 0; _ -> Bandwidth end,
     <<Latency:64, Jitter:64, Rate:64, (terrain_lab_netem_link:window(Link)):64>>.
 
-decode_stats(0, <<Wakeups:64>>, Acc) ->
-    #{connections => lists:reverse(Acc), wakeups => Wakeups};
+decode_stats(0, <<Wakeups:64, Count:64, Sum:64, Max:64, Histogram:8/binary-unit:64>>, Acc) ->
+    #{connections => lists:reverse(Acc), wakeups => Wakeups,
+      late => #{count => Count, sum_ns => Sum, max_ns => Max,
+                histogram => lists:zip([10, 20, 50, 100, 200, 500, 1000, above], [N || <<N:64>> <= Histogram])}};
 decode_stats(N, <<Id:32, State:8, OB:64, OQ:64, OP:8, IB:64, IQ:64, IP:8, Rest/binary>>, Acc) ->
     Connection = #{id => Id,
                    state => case State of 0 -> accepting; 1 -> connecting; 2 -> carrying end,
