@@ -644,11 +644,25 @@ warn_netem_scale(Spec, Io) ->
                                     "or connect_all => false~n", [N, Connections, Proxies, Idle, Cores, Limit]);
         false ->
             ok
+    end,
+    %% each proxied connection keeps 3 local ports in use (terrain_lab_netem:port_capacity/0)
+    case terrain_lab_netem:port_capacity() of
+        Capacity when is_integer(Capacity), Connections > Capacity ->
+            terrain_lab_io:progress(Io, "terrain: warning: ~b proxied connections keep about ~b local ports in use (3 "
+                                    "each) and this machine's ephemeral range (net.ipv4.ip_local_port_range) has ~b: "
+                                    "above ~b nodes in a full mesh connections fail and other programs here cannot "
+                                    "listen (docs/NETEM.md, \"At scale\"); fewer nodes or connect_all => false~n",
+                                    [Connections, 3 * Connections, 3 * Capacity, mesh_nodes(Capacity)]);
+        _ ->
+            ok
     end.
 
 %% The largest full mesh whose idle emulation stays within a fifth of `Cores'.
 netem_node_limit(Cores, PerConnection) ->
-    MaxConnections = ?NETEM_IDLE_SHARE * Cores * 1.0e6 / PerConnection,
+    mesh_nodes(?NETEM_IDLE_SHARE * Cores * 1.0e6 / PerConnection).
+
+%% The largest full mesh of at most `MaxConnections' connections.
+mesh_nodes(MaxConnections) ->
     trunc((1 + math:sqrt(1 + 8 * MaxConnections)) / 2).
 
 netem_summary(Spec) ->
