@@ -148,6 +148,8 @@ format_error({testbed, _} = Reason) ->
     terrain_lab_testbed:format_error(Reason);
 format_error({tls, _} = Reason) ->
     terrain_lab_tls:format_error(Reason);
+format_error({vm, _} = Reason) ->
+    terrain_lab_vm:format_error(Reason);
 format_error({terrain_netem, bad_links, Text}) ->
     io_lib:format("bad -terrain_netem link table: ~ts", [Text]);
 format_error({boot_failed, Name, Why}) ->
@@ -164,6 +166,10 @@ format_error({code_load, Node, Why}) ->
     io_lib:format("cannot load terrain's code on ~0tp: ~0tp", [Node, Why]);
 format_error({report, _} = Reason) ->
     terrain_lab_analysis:format_error(Reason);
+format_error({emas_lab, _} = Reason) ->
+    terrain_lab_emas:format_error(Reason);
+format_error({run, _, _} = Reason) ->
+    terrain_lab_os:format_error(Reason);
 format_error({file, File, Why}) ->
     io_lib:format("~ts: ~ts", [File, file:format_error(Why)]);
 format_error(Reason) ->

@@ -18,7 +18,7 @@
 
 -type error_reason() :: {report, {no_analysis, [file:filename()]}
                                 | {failed, non_neg_integer(), binary()}
-                                | {timeout, pos_integer()}}.
+                                | terrain_lab_os:error_reason()}.
 
 -define(ANALYSIS, "terrain-analysis").
 -define(REPORT_DEADLINE_MS, 300000).
@@ -32,18 +32,16 @@ command() ->
     end.
 
 %% @doc Runs `Command' with `Args' (at most `TimeoutMs') and returns its exit status
-%% and its output (stdout and stderr together). A run that has not finished
-%% `TimeoutMs' after it started is stopped (its OS process, exactly) and reported
-%% with status 124, as timeout(1) reports it.
+%% and its output (stdout and stderr together), through `terrain_lab_os:run/3'. A run
+%% that has not finished `TimeoutMs' after it started is stopped (its process group)
+%% and reported with status 124, as timeout(1) reports it; a command that cannot be
+%% run with 127 (not found) or 126, as a shell reports them; the output is then the
+%% sentence that says so.
 -spec run(file:filename(), pos_integer(), [string()]) -> {non_neg_integer(), binary()}.
 run(Command, TimeoutMs, Args) ->
-    Port = open_port({spawn_executable, Command}, [{args, Args}, exit_status, stderr_to_stdout, binary]),
-    {os_pid, OsPid} = erlang:port_info(Port, os_pid),
-    %% the CLI's exit path (SIGTERM) stops it too: never a child left writing later
-    Pid = integer_to_list(OsPid),
-    ok = terrain_lab_cleanup:add({port, Pid}, fun() -> terrain_lab_os:terminate(Pid, 2000, fun() -> true end) end),
-    try collect(Port, OsPid, erlang:monotonic_time(millisecond) + TimeoutMs, TimeoutMs, [])
-    after terrain_lab_cleanup:remove({port, Pid})
+    case terrain_lab_os:run(Command, Args, #{timeout => TimeoutMs}) of
+        {ok, Status, Output} -> {Status, Output};
+        {error, {run, _, Why} = Reason} -> {shell_status(Why), iolist_to_binary(terrain_lab_os:format_error(Reason))}
     end.
 
 %% @doc Writes the report of `RunDirs' to `Out' with `terrain-analysis report'
@@ -54,10 +52,10 @@ report(RunDirs, Out) ->
         false ->
             {error, {report, {no_analysis, candidates()}}};
         Command ->
-            case run(Command, ?REPORT_DEADLINE_MS, ["report" | RunDirs] ++ ["--out", Out]) of
-                {0, _Output} -> ok;
-                {124, _} -> {error, {report, {timeout, ?REPORT_DEADLINE_MS}}};
-                {Status, Output} -> {error, {report, {failed, Status, Output}}}
+            case terrain_lab_os:run(Command, ["report" | RunDirs] ++ ["--out", Out], #{timeout => ?REPORT_DEADLINE_MS}) of
+                {ok, 0, _Output} -> ok;
+                {ok, Status, Output} -> {error, {report, {failed, Status, Output}}};
+                {error, Reason} -> {error, {report, Reason}}
             end
     end.
 
@@ -68,8 +66,8 @@ format_error({report, {no_analysis, Tried}}) ->
                   "into .venv", [lists:join(", ", Tried)]);
 format_error({report, {failed, Status, Output}}) ->
     io_lib:format("terrain-analysis report failed (exit status ~b):~n~ts", [Status, string:trim(Output)]);
-format_error({report, {timeout, Ms}}) ->
-    io_lib:format("terrain-analysis report did not finish within ~b s and was stopped", [Ms div 1000]).
+format_error({report, {run, _, _} = Reason}) ->
+    ["terrain-analysis report: ", terrain_lab_os:format_error(Reason)].
 
 %%--------------------------------------------------------------------
 %% Internal functions
@@ -89,19 +87,7 @@ beside_escript() ->
             []
     end.
 
-collect(Port, OsPid, Deadline, TimeoutMs, Acc) ->
-    Left = max(0, Deadline - erlang:monotonic_time(millisecond)),
-    receive
-        {Port, {data, Data}} -> collect(Port, OsPid, Deadline, TimeoutMs, [Data | Acc]);
-        {Port, {exit_status, Status}} -> {Status, iolist_to_binary(lists:reverse(Acc))}
-    after Left ->
-        %% Stop exactly the process this port started; closing the port alone leaves it running.
-        _ = terrain_lab_os:terminate(integer_to_list(OsPid), 2000, fun() -> true end),
-        receive
-            {Port, {exit_status, _}} -> ok
-        after 5000 ->
-            catch port_close(Port)
-        end,
-        {124, iolist_to_binary(io_lib:format("terrain-analysis did not finish within ~b s and was stopped",
-                                             [TimeoutMs div 1000]))}
-    end.
+shell_status({timeout, _, _}) -> 124;
+shell_status({output_limit, _, _}) -> 124;
+shell_status(not_found) -> 127;
+shell_status({spawn, _}) -> 126.

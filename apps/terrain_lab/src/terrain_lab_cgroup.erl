@@ -209,7 +209,7 @@ writable(Version, Root) ->
     end.
 
 is_root_user() ->
-    string:trim(os:cmd("id -u")) =:= "0".
+    terrain_lab_os:run("id", ["-u"], #{timeout => 10000}) =:= {ok, 0, <<"0\n">>}.
 
 %% Every group is handed to the cleanup sentinel before it is made, so that it goes
 %% however this VM ends (terrain_lab_cgroup_sentinel).

@@ -61,14 +61,14 @@ relaunch(Args, OptFile) ->
     UserFlags = os:getenv("ERL_FLAGS", ""),
     Flags = UserFlags ++ " -proto_dist inet_tls -ssl_dist_optfile " ++ quote(OptFile),
     Env = [{"ERL_FLAGS", Flags}, {?FLAGS_ENV, UserFlags}, {?PARENT_ENV, os:getpid()}],
-    try open_port({spawn_executable, escript_executable()},
-                  [{args, [escript:script_name() | Args]}, {env, Env}, nouse_stdio, exit_status]) of
-        Port ->
+    %% no deadline: the child is the user's command, and lasts as long as it does
+    case terrain_lab_os:start(escript_executable(), [escript:script_name() | Args], #{env => Env, stdio => inherit}) of
+        {ok, Port} ->
             ok = terrain_lab_cli_signals:on_interrupt(self(), {?MODULE, sigterm}),
-            await_child(Port)
-    catch
-        error:Why ->
-            io:format(standard_error, "terrain: cannot run the escript again with TLS distribution: ~0tp~n", [Why]),
+            await_child(Port);
+        {error, Why} ->
+            io:format(standard_error, "terrain: cannot run the escript again with TLS distribution: ~ts~n",
+                      [terrain_lab_os:format_error(Why)]),
             ?EXIT_INTERNAL
     end.
 
@@ -107,7 +107,7 @@ await_child(Port) ->
             Status;
         {?MODULE, sigterm} ->
             {os_pid, OsPid} = erlang:port_info(Port, os_pid),
-            _ = os:cmd("kill -TERM " ++ integer_to_list(OsPid)),
+            _ = terrain_lab_os:signal(integer_to_list(OsPid), "TERM"),
             await_child(Port)
     end.
 

@@ -25,7 +25,7 @@
          stop/1]).
 
 %% Internal exports
--export([setup_node/3, lab_vm_args/1]).
+-export([setup_node/3]).
 
 %% gen_server callbacks
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
@@ -55,25 +55,9 @@
 -record(state, {caller :: pid(),
                 spec :: terrain_lab_spec:spec(),
                 nodes :: [node_info()],
-                peers :: #{node() => pid()}}).
+                peers :: #{node() => terrain_lab_vm:vm()}}).   % the VMs still running
 
 -define(DEFAULT_BOOT_TIMEOUT, 60000).
-%% Lab nodes are stopped all at once; with global's partition prevention on, every
-%% node would report (and act on) the others going down. A node's own `args' come
-%% later on the command line and can turn any of these back (docs/CLI.md, "Lean VMs").
-%% A node's log events (a crashed instance's report, "SIGTERM received") go to its
-%% stderr, which the launcher's own stderr receives: its stdout reaches the CLI's
-%% stdout (peer passes it on), which carries results only.
--define(LAB_VM_ARGS, ["-kernel", "prevent_overlapping_partitions", "false",
-                      "-kernel", "logger", "[{handler,default,logger_std_h,#{config=>#{type=>standard_error}}}]"]
-        ++ ?LEAN).
-%% Lean VMs, so that 256 fit on a laptop-sized machine: a process table of 65,536
-%% (default 262,144: 2.9 MB less resident per VM), a port table of 8,192 (default
-%% 65,536: 0.7 MB), 2 dirty I/O schedulers (default 10 threads), and no busy wait of
-%% idle schedulers: with more VMs than cores a spinning idle VM takes the core from
-%% one with work.
--define(LEAN, ["+P", "65536", "+Q", "8192", "+SDio", "2"] ++ ?NO_SPIN).
--define(NO_SPIN, ["+sbwt", "none", "+sbwtdcpu", "none", "+sbwtdio", "none"]).
 -define(STOP_TIMEOUT, 5000).
 
 %%--------------------------------------------------------------------
@@ -140,7 +124,7 @@ handle_cast(_Request, State) ->
 handle_info({'EXIT', Caller, Reason}, #state{caller = Caller} = State) ->
     {stop, Reason, State};
 handle_info({'EXIT', Pid, Reason}, #state{peers = Peers} = State) ->
-    case [Node || {Node, P} <- maps:to_list(Peers), P =:= Pid] of
+    case [Node || {Node, Vm} <- maps:to_list(Peers), terrain_lab_vm:peer(Vm) =:= Pid] of
         [Node] ->
             %% A node went down on its own: forget it, keep the others.
             %% peer's control process ends `normal' whenever the VM is gone, halted or killed
@@ -183,48 +167,50 @@ validate_options(Options) ->
 boot(Spec, Options) ->
     Prefix = maps:get(prefix, Options, ""),
     Deadline = erlang:monotonic_time(millisecond) + maps:get(boot_timeout, Options, ?DEFAULT_BOOT_TIMEOUT),
-    CodeArgs = maps:get(dist_args, Options, []) ++ terrain_lab_code:vm_args()
-        ++ lists:append([["-pa", D] || D <- maps:get(code_path, Options, [])]),
     Specs = terrain_lab_spec:nodes(Spec),
-    Netem = maps:get(netem, Options, terrain_lab_netem:enabled(Spec)),
-    Started = [start_peer(NodeSpec, Prefix, CodeArgs ++ netem_args(Netem, Spec, Prefix, NodeSpec), Options)
-               || NodeSpec <- Specs],
-    Pids = maps:from_list([NamePid || {ok, NamePid} <- Started]),
-    Booted = await_boot(Pids, Deadline, #{}),
+    VmOptions = maps:merge(#{transport => local_linked, cookie => erlang:get_cookie(),
+                             env => maps:get(env, Options, []), code_path => maps:get(code_path, Options, [])},
+                           maps:get(dist_args, Options, #{})),
+    Netem = case maps:get(netem, Options, terrain_lab_netem:enabled(Spec)) of
+                true -> #{netem => {Spec, Prefix}};
+                false -> #{}
+            end,
+    Started = [start_vm(maps:merge(VmOptions#{name => Name, node => list_to_atom(Prefix ++ atom_to_list(Name)),
+                                              args => maps:get(args, NodeSpec, [])},
+                                   maps:merge(Netem, maps:with([schedulers], NodeSpec))))
+               || #{name := Name} = NodeSpec <- Specs],
+    Vms = [Vm || {ok, Vm} <- Started],
+    Booted = maps:from_list([{Name, Result} || {#{name := Name}, Result} <- lists:zip(Vms, terrain_lab_vm:await_boot(Vms, Deadline))]),
+    Peers = maps:from_list([{Node, Vm} || {ok, #{node := Node} = Vm} <- maps:values(Booted)]),
     Failures = [Why || {error, Why} <- Started]
         ++ [{boot_failed, Name, Why} || {Name, {error, Why}} <- maps:to_list(Booted)],
     case Failures of
         [] ->
-            Peers = maps:from_list([{Node, maps:get(Name, Pids)} || {Name, {ok, Node}} <- maps:to_list(Booted)]),
-            Names = maps:from_list([{Name, Node} || {Name, {ok, Node}} <- maps:to_list(Booted)]),
+            Names = maps:from_list([{Name, Node} || {Name, {ok, #{node := Node}}} <- maps:to_list(Booted)]),
             Topology = terrain_lab_spec:topology(Spec, fun(Name) -> maps:get(Name, Names) end),
-            case setup_all([S#{topology => Topology, cluster => maps:get(name, Spec)} || S <- Specs], Booted, Deadline) of
+            case setup_all([S#{topology => Topology, cluster => maps:get(name, Spec)} || S <- Specs], Names, Deadline) of
                 {ok, Nodes} ->
                     {ok, {Nodes, Peers}};
                 {error, Why, OsPids} ->
-                    stop_peers(maps:values(Pids), OsPids),
+                    stop_peers(maps:values(Peers), OsPids),
                     remove_cgroups(Spec, maps:keys(Peers)),
                     {error, Why}
             end;
         [Why | _] ->
-            stop_peers(maps:values(Pids), []),
+            stop_peers(maps:values(Peers), []),
             {error, Why}
     end.
 
-start_peer(#{name := Name} = NodeSpec, Prefix, CodeArgs, Options) ->
-    PeerOptions = #{name => Prefix ++ atom_to_list(Name),
-                    args => cookie_args() ++ lab_vm_args(NodeSpec) ++ CodeArgs ++ maps:get(args, NodeSpec, []),
-                    env => maps:get(env, Options, []),
-                    wait_boot => {self(), {boot, Name}}},
-    try peer:start_link(PeerOptions) of
-        {ok, Pid} -> {ok, {Name, Pid}};
-        {error, Why} -> {error, {boot_failed, Name, Why}}
-    catch
-        error:Why -> {error, {boot_failed, Name, Why}}
+%% A node's VM (terrain_lab_vm, transport local_linked: an OTP peer).
+start_vm(#{name := Name} = VmOptions) ->
+    case terrain_lab_vm:start(VmOptions) of
+        {ok, _} = Ok -> Ok;
+        {error, {vm, {spawn, Name, Why}}} -> {error, {boot_failed, Name, Why}};
+        {error, _} = Error -> Error
     end.
 
 %% The nodes speak this VM's distribution: when it runs TLS (`-proto_dist inet_tls'
-%% with `-ssl_dist_optfile FILE'), they start with the same two arguments, so that they
+%% with `-ssl_dist_optfile FILE'), they start with the same option file, so that they
 %% present its certificate and trust its CA (the only CA this VM trusts); a spec with
 %% `tls => true' needs such a VM and is refused otherwise (terrain_lab_tls).
 dist_args(Spec) ->
@@ -232,62 +218,20 @@ dist_args(Spec) ->
         {ok, []} ->
             case terrain_lab_spec:tls(Spec) of
                 true -> {error, {tls, not_tls_caller}};
-                false -> {ok, []}
+                false -> {ok, #{}}
             end;
-        {ok, _} = TlsArgs ->
-            TlsArgs;
+        {ok, ["-proto_dist", "inet_tls", "-ssl_dist_optfile", OptFile]} ->
+            {ok, #{tls_optfile => OptFile}};
         {error, _} = Error ->
             Error
     end.
 
-%% An emulated node routes its connections to the other nodes through netem proxies
-%% from boot on (terrain_lab_netem_epmd); its code is on disk through CodeArgs.
-netem_args(true, Spec, Prefix, #{name := Name}) ->
-    terrain_lab_netem:vm_args(Spec, Prefix, Name);
-netem_args(false, _Spec, _Prefix, _NodeSpec) ->
-    [].
-
-%% The peers must share this node's cookie. It is passed on the command line only
-%% when it differs from the one in ~/.erlang.cookie, which the peers read anyway.
-cookie_args() ->
-    Cookie = erlang:get_cookie(),
-    Home = case init:get_argument(home) of {ok, [[H]]} -> H; _ -> "" end,
-    case file:read_file(filename:join(Home, ".erlang.cookie")) of
-        {ok, Bin} when Bin =:= <<"">> -> ["-setcookie", atom_to_list(Cookie)];
-        {ok, Bin} ->
-            case string:trim(Bin) =:= atom_to_binary(Cookie) of
-                true -> [];
-                false -> ["-setcookie", atom_to_list(Cookie)]
-            end;
-        {error, _} -> ["-setcookie", atom_to_list(Cookie)]
-    end.
-
-%% Waits for every peer to report its boot; a peer whose control process exits
-%% first (the VM died while booting) fails at once instead of at the deadline.
-await_boot(Pids, _Deadline, Acc) when map_size(Acc) =:= map_size(Pids) ->
-    Acc;
-await_boot(Pids, Deadline, Acc) ->
-    Wait = max(0, Deadline - erlang:monotonic_time(millisecond)),
-    receive
-        {{boot, Name}, {started, Node, _Pid}} ->
-            await_boot(Pids, Deadline, Acc#{Name => {ok, Node}});
-        {{boot, Name}, {boot_failed, Why}} ->
-            await_boot(Pids, Deadline, Acc#{Name => {error, Why}});
-        {'EXIT', Pid, Why} ->
-            case [Name || {Name, P} <- maps:to_list(Pids), P =:= Pid, not maps:is_key(Name, Acc)] of
-                [Name] -> await_boot(Pids, Deadline, Acc#{Name => {error, {exited_while_booting, Why}}});
-                [] -> await_boot(Pids, Deadline, Acc)
-            end
-    after Wait ->
-        maps:merge(maps:map(fun(_, _) -> {error, boot_timeout} end, Pids), Acc)
-    end.
-
 %% Loads code, sets the node's attributes and starts terrain on every node at once.
-setup_all(Specs, Booted, Deadline) ->
+setup_all(Specs, Names, Deadline) ->
     Self = self(),
     Workers = [{spawn_monitor(fun() -> Self ! {setup, self(), setup_node(NodeSpec, Node, Deadline)} end), Name}
                || #{name := Name} = NodeSpec <- Specs,
-                  {ok, Node} <- [maps:get(Name, Booted)]],
+                  Node <- [maps:get(Name, Names)]],
     Results = [{Name, await_setup(Worker, Ref)} || {{Worker, Ref}, Name} <- Workers],
     OsPids = [OsPid || {_, {ok, #{os_pid := OsPid}}} <- Results],
     case [{Name, Why} || {Name, {error, Why}} <- Results] of
@@ -304,20 +248,7 @@ await_setup(Worker, Ref) ->
             {error, {setup_crashed, Reason}}
     end.
 
-%% @doc VM arguments a lab node gets before the code path and its own `args': the
-%% lab's (lean VMs, no busy-waiting of idle schedulers: `+sbwt none +sbwtdcpu none
-%% +sbwtdio none', which would also spend a CPU quota spinning) and its schedulers
-%% (`+S N:N').
--spec lab_vm_args(NodeSpec) -> [string()] when
-      NodeSpec :: #{schedulers => pos_integer(), cpu => number(), cpu_per_scheduler => number(), _ => _}.
-lab_vm_args(NodeSpec) ->
-    Schedulers = case NodeSpec of
-                     #{schedulers := S} -> ["+S", integer_to_list(S) ++ ":" ++ integer_to_list(S)];
-                     #{} -> []
-                 end,
-    ?LAB_VM_ARGS ++ Schedulers.
-
-%% @doc Prepares a booted node (started with `terrain_lab_code:vm_args()'): sets the
+%% @doc Prepares a booted node (started by `terrain_lab_vm'): sets the
 %% attributes of its spec and the cluster's topology (the node spec's `topology' key,
 %% see {@link terrain_lab_spec:topology/2}), the live topology (`live': the terrain app
 %% env key of that name) and starts the `terrain' application, all
@@ -375,18 +306,13 @@ load_app(Node, Timeout) ->
         {error, Why} -> error({load_terrain, Why})
     end.
 
-%% Stops the peers in parallel, then makes sure their VMs are gone.
-stop_peers(Peers, OsPids) ->
-    Stoppers = [spawn_monitor(fun() -> stop_peer(Pid) end) || Pid <- Peers],
+%% Stops the VMs in parallel (terrain_lab_vm:stop/2), then makes sure they are gone.
+stop_peers(Vms, OsPids) ->
+    Stoppers = [spawn_monitor(fun() -> terrain_lab_vm:stop(Vm, ?STOP_TIMEOUT) end) || Vm <- Vms],
     lists:foreach(fun({_, Ref}) -> receive {'DOWN', Ref, process, _, _} -> ok end end, Stoppers),
     case terrain_lab_os:await_exit(OsPids, ?STOP_TIMEOUT) of
         [] -> ok;
         Left ->
             Killed = [P || P <- Left, terrain_lab_os:kill(P)],
             logger:warning("terrain_lab: killed VMs that did not halt: ~p", [Killed])
-    end.
-
-stop_peer(Pid) ->
-    try peer:stop(Pid)
-    catch exit:_AlreadyGone -> ok
     end.

@@ -5,6 +5,7 @@
 
 %% API
 -export([ensure_started/1,
+         ensure_epmd/0,
          host/0,
          node_name/2]).
 
@@ -51,12 +52,14 @@ node_name(Prefix, Name) ->
            end,
     list_to_atom(Prefix ++ atom_to_list(Name) ++ "@" ++ Host).
 
-%% epmd must run before net_kernel can register; `epmd -daemon' returns at once when
-%% one is already running.
+%% @doc Starts epmd, which must run before net_kernel can register or a named peer
+%% start; `epmd -daemon' returns at once when one is already running. Whether it
+%% worked shows when the node registers.
+-spec ensure_epmd() -> ok.
 ensure_epmd() ->
     Epmd = case os:find_executable("epmd") of
                false -> filename:join([code:root_dir(), "bin", "epmd"]);
                Path -> Path
            end,
-    _ = os:cmd(Epmd ++ " -daemon"),
+    _ = terrain_lab_os:run(Epmd, ["-daemon"], #{timeout => 10000}),
     ok.

@@ -10,12 +10,12 @@
 %% {@link check_placement/1} is the launcher's guard: a spec runs either on this
 %% machine (no node names another host: short names, `erl -detached' here) or on other
 %% hosts (every node names a host that is not this machine: long names `NAME@HOST',
-%% started over ssh by `terrain_lab_ssh'); a spec that mixes both is refused before
+%% started over ssh by `terrain_lab_vm'); a spec that mixes both is refused before
 %% anything starts. For a cluster on other hosts the CLI's VM takes the long name
 %% `terrain_cli_<OS pid>@ADDRESS', ADDRESS being this machine's end of the route to
 %% the first host (recorded in the state directory's `cli_host'). The remaining
-%% functions are the remote halves of the launcher's status and stop: by node name
-%% over distribution first, then by the recorded host and OS pid over ssh.
+%% functions are the remote halves of the launcher: the node record of a VM on another
+%% host, and the removal of its files there once `terrain_lab_vm' has stopped it.
 -module(terrain_lab_hosts).
 
 %% API
@@ -32,9 +32,7 @@
 %% API (the remote half of terrain_lab_launch)
 -export([prepare_cli/2,
          remote_record/3,
-         check_remote/3,
-         remote_running/2,
-         stop_remote/3]).
+         clean_remote/3]).
 
 %% exports_not_used: read_file/1 and spec_terms/2 are the two halves of write_spec/3,
 %% tested on their own.
@@ -157,60 +155,17 @@ remote_record(#{name := Name} = Record, Host, #{ssh_options := SshOptions, dir :
             Remote
     end.
 
-%% @doc The state of a recorded node on another host: `up' (it answered), `unreachable'
-%% (its VM runs on the host), `down', or `host_unreachable' (ssh failed).
--spec check_remote(map(), pos_integer(), file:filename()) -> up | unreachable | down | host_unreachable.
-check_remote(#{<<"node">> := Name} = Record, Timeout, Dir) ->
-    case net_kernel:connect_node(binary_to_atom(Name)) of
-        true -> up;
-        false ->
-            case remote_alive(Record, Timeout, Dir) of
-                true -> unreachable;
-                false -> down;
-                {error, _} -> host_unreachable
-            end
-    end.
-
-%% @doc Whether the VM of a recorded node on another host still runs (`false' when
-%% its host cannot be reached).
--spec remote_running(map(), file:filename()) -> boolean().
-remote_running(Record, Dir) ->
-    remote_alive(Record, 10000, Dir) =:= true.
-
-%% @doc Stops a recorded node on another host: `erlang:halt/0' by node name, then,
-%% when it has not gone within `Timeout' ms, SIGKILL to its recorded OS pid over ssh
-%% (only if that process is still a VM of this cluster). Removes the node's files on
-%% the host, and the cluster's directory there after its last node.
--spec stop_remote(map(), pos_integer(), file:filename()) -> {binary(), string()}.
-stop_remote(#{<<"node">> := NodeBin, <<"host">> := HostBin} = Record, Timeout, Dir) ->
-    Node = binary_to_atom(NodeBin),
-    Host = binary_to_list(HostBin),
-    Ssh = ssh(Record, Dir),
-    Halted = case lists:member(Node, nodes(hidden) ++ nodes()) orelse net_kernel:connect_node(Node) of
-                 true -> erpc:cast(Node, erlang, halt, []), true;
-                 false -> false
-             end,
-    Gone = Halted andalso await_nodedown(Node, Timeout),
-    How = case {Gone, os_pid(Record)} of
-              {true, _} -> "stopped";
-              {false, undefined} -> "was not running (no OS pid recorded)";
-              {false, _} when is_map_key(<<"srun_pid">>, Record) ->
-                  %% In a job step: srun (on this machine) is the step's handle; stop_srun
-                  %% below ends it, and SLURM ends the VM with it. No ssh is needed.
-                  case remote_alive(Record, Timeout, Dir) of
-                      true -> "stopped with its job step";
-                      false -> "was not running (its job step had ended)"
-                  end;
-              {false, OsPid} ->
-                  case terrain_lab_ssh:kill(Host, OsPid, 10000, Ssh) of
-                      true -> "killed (OS pid " ++ OsPid ++ " on " ++ Host ++ ")";
-                      false -> "was not running";
-                      {error, Why} -> "still running (" ++ lists:flatten(terrain_lab_ssh:format_error(Why)) ++ ")"
-                  end
-          end,
-    _ = lists:prefix("still running", How) orelse clean_remote(Host, Record, Ssh),
-    ok = stop_srun(Record, Timeout, Dir),
-    {NodeBin, How}.
+%% @doc Removes the files of a stopped node on another host (unless `StillRunning'):
+%% its pid file and log there, and the cluster's directory there after its last node;
+%% for a VM of a job step also its srun's pid file and log here. Nothing for a node of
+%% this machine.
+-spec clean_remote(map(), boolean(), file:filename()) -> ok.
+clean_remote(#{<<"host">> := HostBin} = Record, StillRunning, Dir) ->
+    Ssh = #{dir => Dir, ssh_options => [binary_to_list(O) || O <- maps:get(<<"ssh_options">>, Record, [])]},
+    _ = StillRunning orelse remove_remote_files(binary_to_list(HostBin), Record, Ssh),
+    clean_srun(Record, Dir);
+clean_remote(#{}, _StillRunning, _Dir) ->
+    ok.
 
 %% @doc Whether `Host' names this machine: `localhost', a loopback address, or this
 %% machine's host name (short or fully qualified).
@@ -301,55 +256,24 @@ safe(Host) ->
 first_host(Spec) ->
     hd([H || #{host := H} <- terrain_lab_spec:nodes(Spec)]).
 
-%% A VM's srun (terrain up --slurm) ends with the VM; if it has not within `Timeout'
-%% ms (its step hangs), TERM (srun passes it to the step) and then KILL, only while
-%% that pid is still an srun of this node. Its pid file and log are removed.
-stop_srun(#{<<"srun_pid">> := Pid, <<"name">> := Name}, Timeout, Dir) when is_binary(Pid) ->
-    OsPid = binary_to_list(Pid),
-    Ours = fun() -> case file:read_file("/proc/" ++ OsPid ++ "/cmdline") of
-                        {ok, Cmdline} -> binary:match(Cmdline, <<"srun">>) =/= nomatch andalso
-                                             binary:match(Cmdline, <<"terrain-", Name/binary>>) =/= nomatch;
-                        {error, _} -> false
-                    end end,
-    _ = terrain_lab_os:await_exit([OsPid], Timeout) =:= [] orelse terrain_lab_os:terminate(OsPid, 5000, Ours),
+%% A VM's srun (terrain up --slurm; ended by terrain_lab_vm:stop/2): its pid file and
+%% log here.
+clean_srun(#{<<"srun_pid">> := Pid, <<"name">> := Name}, Dir) when is_binary(Pid) ->
     File = srun_file(Dir, binary_to_atom(Name)),
     _ = file:delete(File),
     _ = file:delete(File ++ ".log"),
     ok;
-stop_srun(_Record, _Timeout, _Dir) ->
+clean_srun(_Record, _Dir) ->
     ok.
 
 srun_file(Dir, Name) ->
     filename:join([Dir, "nodes", atom_to_list(Name) ++ ".srun"]).
 
-ssh(Record, Dir) ->
-    #{dir => Dir, ssh_options => [binary_to_list(O) || O <- maps:get(<<"ssh_options">>, Record, [])]}.
-
-os_pid(#{<<"os_pid">> := P}) when is_binary(P) -> binary_to_list(P);
-os_pid(_) -> undefined.
-
-%% A VM in a job step lives as long as its step, whose handle is the srun recorded
-%% on this machine: once srun has exited (terrain down, scancel, the job's end),
-%% SLURM has ended the step's processes.
-remote_alive(#{<<"srun_pid">> := SrunPid}, _Timeout, _Dir) when is_binary(SrunPid) ->
-    terrain_lab_os:alive(binary_to_list(SrunPid));
-remote_alive(#{<<"host">> := Host} = Record, Timeout, Dir) ->
-    case os_pid(Record) of
-        undefined -> false;
-        OsPid -> terrain_lab_ssh:alive(binary_to_list(Host), OsPid, Timeout, ssh(Record, Dir))
-    end.
-
-await_nodedown(Node, Timeout) ->
-    monitor_node(Node, true),
-    receive {nodedown, Node} -> true
-    after Timeout -> monitor_node(Node, false), false
-    end.
-
 %% The node's pid file and log on its host; the cookie and the directory after the
 %% host's last node. A VM of a job step (terrain up --slurm) kept them in the home
 %% it shares with this machine (as its code, written under the home's cache): they
 %% are removed here, without ssh, which a SLURM cluster need not allow.
-clean_remote(_Host, #{<<"srun_pid">> := P, <<"name">> := Name, <<"host">> := Host}, #{dir := Dir})
+remove_remote_files(_Host, #{<<"srun_pid">> := P, <<"name">> := Name, <<"host">> := Host}, #{dir := Dir})
   when is_binary(P) ->
     RDir = filename:join(os:getenv("HOME", "/"), terrain_lab_ssh:remote_dir(Dir, binary_to_list(Host))),
     N = binary_to_list(Name),
@@ -365,7 +289,7 @@ clean_remote(_Host, #{<<"srun_pid">> := P, <<"name">> := Name, <<"host">> := Hos
         _ ->
             ok
     end;
-clean_remote(Host, #{<<"name">> := Name}, #{dir := Dir} = Ssh) ->
+remove_remote_files(Host, #{<<"name">> := Name}, #{dir := Dir} = Ssh) ->
     RDir = terrain_lab_ssh:remote_dir(Dir, Host),
     N = binary_to_list(Name),
     Clean = ["cd ", quote(RDir), " 2>/dev/null || exit 0; rm -f nodes/", quote(N ++ ".pid"),

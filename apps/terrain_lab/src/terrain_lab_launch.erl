@@ -182,10 +182,12 @@ add_nodes(#{<<"nodes">> := Records} = State, Spec, Terms, Options, Dir, Io) ->
         {_, ok, _} ->
             terrain_lab_io:progress(Io, "adding ~b node~s to cluster ~ts~n",
                                     [length(New), [$s || length(New) > 1], maps:get(name, Spec)]),
-            [spawn_vm(NodeSpec, Node, Dir, case Netem of
-                                               true -> terrain_lab_netem:vm_args(Spec, Prefix, Name);
-                                               false -> []
-                                           end) || {#{name := Name} = NodeSpec, Node} <- NewNodes],
+            NetemOption = case Netem of
+                              true -> #{netem => {Spec, Prefix}};
+                              false -> #{}
+                          end,
+            Started = [terrain_lab_vm:start(maps:merge(vm_options(NodeSpec, Node, Dir), NetemOption))
+                       || {NodeSpec, Node} <- NewNodes],
             Topology = terrain_lab_spec:topology(Spec, fun(N) -> maps:get(N, AllNames) end),
             Self = self(),
             Ssh = terrain_lab_ssh:context(Dir, [], undefined),
@@ -194,10 +196,10 @@ add_nodes(#{<<"nodes">> := Records} = State, Spec, Terms, Options, Dir, Io) ->
                                                          false -> #{topology => Topology};
                                                          _ -> #{live => Live}
                                                      end,
-                                             Result = bring_up(maps:merge(NodeSpec#{cluster => maps:get(name, Spec)}, Extra),
-                                                               Node, Dir, Deadline, Ssh),
+                                             Result = bring_up(Start, maps:merge(NodeSpec#{cluster => maps:get(name, Spec)}, Extra),
+                                                               Node, Deadline),
                                              Self ! {self(), join_cluster(Result, Node, maps:values(Names), Deadline)}
-                                     end) || {NodeSpec, Node} <- NewNodes],
+                                     end) || {{NodeSpec, Node}, Start} <- lists:zip(NewNodes, Started)],
             Results = collect(Workers, "up", Io),
             Added = [node_record(NodeSpec, Node, Dir, Result, Ssh) || {{NodeSpec, Node}, Result} <- lists:zip(NewNodes, Results)],
             ok = terrain_lab_cluster_state:write(Dir, State#{<<"spec">> => list_to_binary(filename:absname(SpecFile)),
@@ -490,21 +492,39 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
     ok = terrain_lab_cluster_state:connect_cli(Dir),
     terrain_lab_io:progress(Io, "starting ~b nodes of ~ts (deadline ~b s)~n", [length(Nodes), SpecPath, Timeout div 1000]),
     _ = Netem andalso terrain_lab_io:progress(Io, "network emulation on: ~ts~n", [netem_summary(Spec)]),
-    _ = Remote orelse
-        spawn_vms([fun() ->
-                           NetemArgs = case Netem of
-                                           true -> terrain_lab_netem:vm_args(Spec, Prefix, Name);
-                                           false -> []
-                                       end,
-                           spawn_vm(NodeSpec, Node, Dir, NetemArgs ++ tls_args(Tls, Dir, Name))
-                   end || {#{name := Name} = NodeSpec, Node} <- Nodes], Io),
+    VmOptions = [case Remote of
+                     true ->
+                         remote_vm_options(NodeSpec, Node, Ssh#{deadline => Deadline});
+                     false ->
+                         maps:merge(vm_options(NodeSpec, Node, Dir),
+                                    maps:merge(case Netem of
+                                                   true -> #{netem => {Spec, Prefix}};
+                                                   false -> #{}
+                                               end,
+                                               case Tls of
+                                                   true -> #{tls_optfile => terrain_lab_tls:optfile(Dir, Name)};
+                                                   false -> #{}
+                                               end))
+                 end || {#{name := Name} = NodeSpec, Node} <- Nodes],
+    %% local VMs are started first, a few at a time; a VM on another host by its own
+    %% worker, in parallel
+    Started = case Remote of
+                  true -> [remote || _ <- Nodes];
+                  false -> spawn_vms([fun() -> terrain_lab_vm:start(O) end || O <- VmOptions], Io)
+              end,
     Self = self(),
     Topology = terrain_lab_spec:topology(Spec, fun(Name) -> proplists:get_value(Name, [{N, Node} || {#{name := N}, Node} <- Nodes]) end),
     Live = maps:get(live, Options, false),
-    Workers = [spawn_monitor(fun() -> Self ! {self(), remote_spawn_then_bring_up(Remote, live(Live, NodeSpec#{topology => Topology,
-                                                                                                     cluster => maps:get(name, Spec)}),
-                                                                                 Node, Dir, Deadline, Ssh)} end)
-               || {NodeSpec, Node} <- Nodes],
+    Workers = [spawn_monitor(fun() ->
+                                     Start = case Start0 of
+                                                 remote -> terrain_lab_vm:start(O);
+                                                 _ -> Start0
+                                             end,
+                                     Self ! {self(), bring_up(Start, live(Live, NodeSpec#{topology => Topology,
+                                                                                         cluster => maps:get(name, Spec)}),
+                                                              Node, Deadline)}
+                             end)
+               || {{NodeSpec, Node}, O, Start0} <- lists:zip3(Nodes, VmOptions, Started)],
     Results = collect(Workers, "up", Io),
     Records = [node_record(NodeSpec, Node, Dir, Result, Ssh) || {{NodeSpec, Node}, Result} <- lists:zip(Nodes, Results)],
     Written = terrain_lab_cluster_state:write(Dir, #{cluster => maps:get(name, Spec),
@@ -580,9 +600,6 @@ make_certificates(Nodes, Dir, Io) ->
         {error, _} = Error ->
             throw({not_started, Error})
     end.
-
-tls_args(true, Dir, Name) -> terrain_lab_tls:vm_args(terrain_lab_tls:optfile(Dir, Name));
-tls_args(false, _Dir, _Name) -> [].
 
 %% The workers' results in the workers' order, collected as they come with "k of N
 %% up" progress and an ETA from the pace so far (at most about 20 lines).
@@ -682,78 +699,69 @@ unit(Value, Unit) -> integer_to_list(Value) ++ Unit.
 
 %% Starts the detached VMs, a few at a time (each `erl -detached' takes 0.1–0.3 s of
 %% a core before it returns; one after the other, 256 took 72 s, docs/BENCHMARKS.md),
-%% with "started k of N VMs" progress.
+%% with "started k of N VMs" progress. Returns each start's result, in order.
 spawn_vms(Spawns, Io) ->
     Parallel = 2 * erlang:system_info(schedulers_online),
     Total = length(Spawns),
     Step = max(1, Total div 10),
     T0 = erlang:monotonic_time(millisecond),
-    spawn_vms(Spawns, #{}, 0, Parallel, fun(K) ->
-                                                 Elapsed = erlang:monotonic_time(millisecond) - T0,
-                                                 _ = (K rem Step =:= 0 andalso K < Total) andalso
-                                                     terrain_lab_io:progress(Io, "started ~b of ~b VMs, ~.1f s elapsed, ETA ~.1f s~n",
-                                                                             [K, Total, Elapsed / 1000,
-                                                                              Elapsed * (Total - K) / K / 1000]),
-                                                 ok
-                                         end).
+    Done = spawn_vms(lists:enumerate(Spawns), #{}, #{}, Parallel,
+                     fun(K) ->
+                             Elapsed = erlang:monotonic_time(millisecond) - T0,
+                             _ = (K rem Step =:= 0 andalso K < Total) andalso
+                                 terrain_lab_io:progress(Io, "started ~b of ~b VMs, ~.1f s elapsed, ETA ~.1f s~n",
+                                                         [K, Total, Elapsed / 1000,
+                                                          Elapsed * (Total - K) / K / 1000]),
+                             ok
+                     end),
+    [maps:get(I, Done) || I <- lists:seq(1, Total)].
 
-spawn_vms([], Running, _Done, _Parallel, _Progress) when map_size(Running) =:= 0 ->
-    ok;
-spawn_vms([Spawn | Rest], Running, Done, Parallel, Progress) when map_size(Running) < Parallel ->
-    {Pid, Ref} = spawn_monitor(Spawn),
-    spawn_vms(Rest, Running#{Ref => Pid}, Done, Parallel, Progress);
+spawn_vms([], Running, Done, _Parallel, _Progress) when map_size(Running) =:= 0 ->
+    Done;
+spawn_vms([{I, Spawn} | Rest], Running, Done, Parallel, Progress) when map_size(Running) < Parallel ->
+    Self = self(),
+    {Pid, Ref} = spawn_monitor(fun() -> Self ! {self(), Spawn()} end),
+    spawn_vms(Rest, Running#{Ref => {Pid, I}}, Done, Parallel, Progress);
 spawn_vms(Spawns, Running, Done, Parallel, Progress) ->
     receive
-        {'DOWN', Ref, process, _, _} when is_map_key(Ref, Running) ->
-            ok = Progress(Done + 1),
-            spawn_vms(Spawns, maps:remove(Ref, Running), Done + 1, Parallel, Progress)
+        {'DOWN', Ref, process, Pid, Why} when is_map_key(Ref, Running) ->
+            {Pid, I} = maps:get(Ref, Running),
+            Result = receive {Pid, R} -> R after 0 -> {error, {crashed, Why}} end,
+            Done1 = Done#{I => Result},
+            ok = Progress(map_size(Done1)),
+            spawn_vms(Spawns, maps:remove(Ref, Running), Done1, Parallel, Progress)
     end.
 
-%% A detached VM that writes its pid, reads the cookie, and only then goes distributed
-%% (through the netem epmd module when `NetemArgs' say so).
-spawn_vm(#{name := Name} = NodeSpec, Node, Dir, NetemArgs) ->
-    [Short, _Host] = string:split(atom_to_list(Node), "@"),
-    PidFile = terrain_lab_cluster_state:pid_file(Dir, Name),
-    Boot = lists:flatten(io_lib:format(
-             "try ok = file:write_file(~0tp, [os:getpid(), ~0tp]), "
-             "{ok, C} = file:read_file(~0tp), "
-             "{ok, _} = net_kernel:start(~0tp, #{name_domain => shortnames}), "
-             "true = erlang:set_cookie(binary_to_atom(string:trim(C))) "
-             "catch _:_ -> erlang:halt(3) end.",
-             [PidFile, " " ++ atom_to_list(Node), filename:join(Dir, "cookie"), list_to_atom(Short)])),
-    Args = ["-detached", "-noinput"] ++ terrain_lab_cluster:lab_vm_args(NodeSpec) ++ terrain_lab_code:vm_args() ++ NetemArgs
-        ++ maps:get(args, NodeSpec, []) ++ ["-eval", Boot],
-    Erl = erl_executable(),
-    Port = open_port({spawn_executable, Erl}, [{args, Args}, exit_status, stderr_to_stdout]),
-    receive {Port, {exit_status, _}} -> ok
-    after 10000 -> port_close(Port)
-    end.
+%% The options of a node's VM on this machine (terrain_lab_vm): a detached VM that
+%% writes its pid file in `Dir', reads the cookie there, and only then goes distributed.
+vm_options(NodeSpec, Node, Dir) ->
+    maps:merge(#{transport => local_detached, name => maps:get(name, NodeSpec), node => Node, dir => Dir},
+               maps:with([schedulers, args], NodeSpec)).
 
-erl_executable() ->
-    case os:find_executable("erl") of
-        false -> filename:join([code:root_dir(), "bin", "erl"]);
-        Erl -> Erl
-    end.
+%% The options of a node's VM on another host: over ssh, or in a job step (the ssh
+%% context's `launcher').
+remote_vm_options(#{host := Host} = NodeSpec, Node, Ssh) ->
+    maps:merge(#{transport => maps:get(launcher, Ssh, ssh), name => maps:get(name, NodeSpec), node => Node,
+                 host => Host, ssh => Ssh},
+               maps:with([schedulers, args], NodeSpec)).
 
-%% A node on another host is started over ssh by its own worker, in parallel.
-remote_spawn_then_bring_up(false, NodeSpec, Node, Dir, Deadline, Ssh) ->
-    bring_up(NodeSpec, Node, Dir, Deadline, Ssh);
-remote_spawn_then_bring_up(true, NodeSpec, Node, Dir, Deadline, Ssh) ->
-    case terrain_lab_ssh:spawn_vm(NodeSpec, Node, Ssh#{deadline => Deadline}) of
-        ok -> bring_up(NodeSpec, Node, Dir, Deadline, Ssh);
-        {error, Why} -> {error, {text, lists:flatten(terrain_lab_ssh:format_error(Why))}}
-    end.
+%% Waits (terrain_lab_vm) for a started VM to answer, then sets its node up.
+bring_up({ok, Vm}, NodeSpec, Node, Deadline) ->
+    case terrain_lab_vm:await_boot([Vm], Deadline) of
+        [{ok, _}] -> terrain_lab_cluster:setup_node(NodeSpec, Node, Deadline);
+        [{error, Why}] -> {error, boot_error(Why)}
+    end;
+bring_up({error, Why}, _NodeSpec, _Node, _Deadline) ->
+    {error, boot_error(Why)}.
 
-bring_up(NodeSpec, Node, Dir, Deadline, Ssh) ->
-    case await_ping(Node, Deadline) of
-        ok ->
-            terrain_lab_cluster:setup_node(NodeSpec, Node, Deadline);
-        timeout ->
-            case started_pid(NodeSpec, Dir, Ssh) of
-                {ok, _} -> {error, not_reachable};
-                error -> {error, vm_did_not_start}
-            end
-    end.
+%% Why a VM did not come up: not_reachable (it runs, but does not answer),
+%% vm_did_not_start (it wrote no pid file), or a sentence.
+boot_error(Why) when Why =:= not_reachable; Why =:= vm_did_not_start ->
+    Why;
+boot_error({ssh, _} = Why) ->
+    {text, lists:flatten(terrain_lab_ssh:format_error(Why))};
+boot_error(Why) ->
+    {text, lists:flatten(terrain_lab:format_error(Why))}.
 
 %% The OS pid a started VM wrote (on its host, for a node on another host).
 started_pid(#{name := Name} = NodeSpec, Dir, Ssh) ->
@@ -767,37 +775,10 @@ started_pid(#{name := Name} = NodeSpec, Dir, Ssh) ->
             read_pid(terrain_lab_cluster_state:pid_file(Dir, Name))
     end.
 
-await_ping(Node, Deadline) ->
-    case net_adm:ping(Node) of
-        pong -> ok;
-        pang ->
-            case erlang:monotonic_time(millisecond) > Deadline of
-                true -> timeout;
-                false -> receive after 50 -> await_ping(Node, Deadline) end
-            end
-    end.
-
-%% A pid file holds the VM's OS pid and, since the VM writes both, its full node name.
 read_pid(File) ->
-    case read_pid_file(File) of
+    case terrain_lab_vm:read_pid_file(File) of
         {ok, OsPid, _Node} -> {ok, OsPid};
         error -> error
-    end.
-
-read_pid_file(File) ->
-    case file:read_file(File) of
-        {ok, Bin} ->
-            case string:lexemes(binary_to_list(Bin), " \n") of
-                [OsPid | Rest] ->
-                    case lists:all(fun(C) -> C >= $0 andalso C =< $9 end, OsPid) of
-                        true -> {ok, OsPid, case Rest of [Node] when length(Node) =< 255 -> Node; _ -> undefined end};
-                        false -> error
-                    end;
-                [] ->
-                    error
-            end;
-        {error, _} ->
-            error
     end.
 
 node_record(#{name := Name, path := Path} = NodeSpec, Node, Dir, Result, Ssh) ->
@@ -846,19 +827,16 @@ check_nodes(#{<<"nodes">> := Nodes}, Timeout, Dir) ->
          Node#{<<"state">> => State}
      end || {Node, {Pid, Ref}} <- Checks].
 
-check_node(#{<<"host">> := _} = Node, Timeout, Dir) ->
-    terrain_lab_hosts:check_remote(Node, Timeout, Dir);
-check_node(#{<<"node">> := Name} = Node, _Timeout, _Dir) ->
+%% `up' (it answered), `unreachable' (its VM runs), `down', or `host_unreachable'
+%% (a VM on another host that ssh cannot ask).
+check_node(#{<<"node">> := Name} = Record, Timeout, Dir) ->
     case net_kernel:connect_node(binary_to_atom(Name)) of
         true -> up;
         false ->
-            case Node of
-                #{<<"os_pid">> := P} when is_binary(P) ->
-                    case terrain_lab_os:alive(binary_to_list(P)) of
-                        true -> unreachable;
-                        false -> down
-                    end;
-                _ -> down
+            case terrain_lab_vm:alive(terrain_lab_vm:from_record(Record, Dir), Timeout) of
+                true -> unreachable;
+                false -> down;
+                {error, _} -> host_unreachable
             end
     end.
 
@@ -928,31 +906,18 @@ read_state_or_pid_files(Dir, Io) ->
 
 pid_file_record(File) ->
     Name = list_to_binary(filename:basename(File, ".pid")),
-    case read_pid_file(File) of
+    case terrain_lab_vm:read_pid_file(File) of
         {ok, OsPid, undefined} -> #{<<"node">> => undefined, <<"name">> => Name, <<"os_pid">> => list_to_binary(OsPid)};
         {ok, OsPid, Node} -> #{<<"node">> => list_to_binary(Node), <<"name">> => Name, <<"os_pid">> => list_to_binary(OsPid)};
         error -> #{<<"node">> => undefined, <<"name">> => Name, <<"os_pid">> => null}
     end.
 
 %% Is this recorded node's VM still running? Checked by its OS pid, which must still be
-%% the VM started for this node (its command line names the node's pid file).
-vm_running(#{<<"host">> := _} = Node, Dir) ->
-    terrain_lab_hosts:remote_running(Node, Dir);
-vm_running(#{<<"os_pid">> := P} = Record, Dir) when is_binary(P) ->
-    owned_vm(binary_to_list(P), Record, Dir);
+%% the VM started for this node (terrain_lab_vm:alive/2).
+vm_running(#{<<"name">> := _} = Record, Dir) ->
+    terrain_lab_vm:alive(terrain_lab_vm:from_record(Record, Dir), 10000) =:= true;
 vm_running(_, _) ->
     false.
-
-owned_vm(OsPid, Record, Dir) ->
-    Mark = case Record of
-               #{<<"name">> := Name} when is_binary(Name) -> filename:join([Dir, "nodes", <<Name/binary, ".pid">>]);
-               #{} -> filename:join(Dir, "nodes")
-           end,
-    terrain_lab_os:alive(OsPid) andalso
-        case file:read_file("/proc/" ++ OsPid ++ "/cmdline") of
-            {ok, Cmdline} -> binary:match(Cmdline, unicode:characters_to_binary(Mark)) =/= nomatch;
-            {error, _} -> false
-        end.
 
 stop_nodes(#{<<"nodes">> := Nodes}, Timeout, Dir, Io) ->
     Self = self(),
@@ -966,45 +931,21 @@ stop_nodes(#{<<"nodes">> := Nodes}, Timeout, Dir, Io) ->
 label(#{<<"node">> := Node}) when is_binary(Node) -> Node;
 label(#{<<"name">> := Name}) -> Name.
 
-%% Halts the node by its full name over distribution (when it is known), waits for its
-%% OS process to exit, and kills the process only if it is still that node's VM.
-stop_node(#{<<"host">> := _} = Record, Timeout, Dir) ->
-    terrain_lab_hosts:stop_remote(Record, Timeout, Dir);
+%% Stops the recorded node (terrain_lab_vm:stop/2: halted by its full name, else its
+%% OS process killed while it is still that node's VM) and says what became of it; the
+%% files of a node on another host are removed there unless it still runs.
 stop_node(Record, Timeout, Dir) ->
-    Node = case maps:get(<<"node">>, Record, undefined) of
-               B when is_binary(B) -> binary_to_atom(B);
-               _ -> undefined
-           end,
-    OsPid = case maps:get(<<"os_pid">>, Record, null) of null -> undefined; P -> binary_to_list(P) end,
-    Halted = Node =/= undefined andalso
-        case lists:member(Node, nodes(hidden) ++ nodes()) orelse net_kernel:connect_node(Node) of
-            true ->
-                erpc:cast(Node, erlang, halt, []),
-                true;
-            false ->
-                false
-        end,
-    Gone = case OsPid of
-               undefined -> Halted andalso await_nodedown(Node, Timeout);
-               _ -> await_os_exit(OsPid, Timeout)
-           end,
-    How = if
-              Gone andalso Halted -> "stopped";
-              Gone -> "was not running";
-              OsPid =/= undefined ->
-                  case owned_vm(OsPid, Record, Dir) andalso terrain_lab_os:kill(OsPid) of
-                      true -> "killed (OS pid " ++ OsPid ++ ")";
-                      false -> "was not running"
-                  end;
-              true -> "still running (no OS pid recorded)"
-          end,
+    Vm = terrain_lab_vm:from_record(Record, Dir),
+    How = stop_text(terrain_lab_vm:stop(Vm, Timeout), Vm),
+    ok = terrain_lab_hosts:clean_remote(Record, lists:prefix("still running", How), Dir),
     {label(Record), How}.
 
-await_os_exit(OsPid, Timeout) ->
-    terrain_lab_os:await_exit([OsPid], Timeout) =:= [].
-
-await_nodedown(Node, Timeout) ->
-    monitor_node(Node, true),
-    receive {nodedown, Node} -> true
-    after Timeout -> monitor_node(Node, false), false
-    end.
+stop_text(stopped, _Vm) -> "stopped";
+stop_text({stopped, job_step}, _Vm) -> "stopped with its job step";
+stop_text(not_running, _Vm) -> "was not running";
+stop_text({not_running, job_step_ended}, _Vm) -> "was not running (its job step had ended)";
+stop_text({not_running, no_os_pid}, _Vm) -> "was not running (no OS pid recorded)";
+stop_text({killed, OsPid}, #{host := Host}) -> "killed (OS pid " ++ OsPid ++ " on " ++ Host ++ ")";
+stop_text({killed, OsPid}, #{}) -> "killed (OS pid " ++ OsPid ++ ")";
+stop_text({still_running, no_os_pid}, _Vm) -> "still running (no OS pid recorded)";
+stop_text({still_running, Why}, _Vm) -> "still running (" ++ lists:flatten(terrain_lab_ssh:format_error(Why)) ++ ")".

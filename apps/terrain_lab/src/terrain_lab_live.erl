@@ -70,7 +70,7 @@ walk(Records, AddFile, Out, Dir, Quiet, Io) ->
     OsPid = call(Victim, os, getpid, []),
     erlang:monitor_node(Victim, true),
     terrain_lab_io:out(Io, "$ kill -9 ~ts   # the VM of ~ts, which holds a member~n", [OsPid, Victim]),
-    _ = os:cmd("kill -9 " ++ OsPid),
+    true = terrain_lab_os:signal(OsPid, "KILL"),
     Down = receive {nodedown, Victim} -> erlang:monotonic_time(millisecond) after ?WAIT -> error({no_nodedown, Victim}) end,
     ok = wait(fun() -> M = call(Host, terrain, placed, [demo]), length(M) =:= 4 andalso not lists:keymember(Victim, 2, M) end),
     Healed = erlang:monotonic_time(millisecond) - Down,

@@ -25,8 +25,8 @@
 %% (RELEASE D3.5 §4.4.4: Athos's network was not published, so the plan was to probe
 %% each allocation and cluster the timings).
 %%
-%% The VMs are started with `srun' when it is on the PATH ({@link spawn_vm/3}; one job
-%% step per VM, the VM in the step's foreground so that SLURM accounts for it and
+%% The VMs are started with `srun' when it is on the PATH (the `srun' transport of
+%% `terrain_lab_vm', through {@link start_step/5}; one job step per VM, the VM in the step's foreground so that SLURM accounts for it and
 %% stops it with the job), else over ssh exactly as `--hosts' does. Every external
 %% command runs under a deadline.
 -module(terrain_lab_slurm).
@@ -40,10 +40,10 @@
          spec_terms/3,
          prepare/1,
          srun_args/2,
-         spawn_vm/3,
+         start_step/5,
          format_error/1]).
 
-%% exports_not_used: the parts of prepare/1 and spawn_vm/3, tested on their own
+%% exports_not_used: the parts of prepare/1 and start_step/5, tested on their own
 %% (terrain_lab_slurm_tests).
 -ignore_xref([{allocation, 1}, {tasks_per_node, 1}, {parse_topology, 1}, {spec_terms, 3}, {srun_args, 2}]).
 
@@ -72,8 +72,6 @@
           progress := fun((iodata()) -> ok)}.
 
 -define(SCONTROL_TIMEOUT, 10000).
--define(SRUN_DEFAULT_TIMEOUT, 20000).
--define(POLL_MS, 50).
 
 %%--------------------------------------------------------------------
 %% API
@@ -211,42 +209,43 @@ srun_args(Host, Name) ->
     ["--nodes=1", "--ntasks=1", "--nodelist=" ++ Host, "--overlap", "--kill-on-bad-exit=1",
      "--job-name=terrain-" ++ atom_to_list(Name)].
 
-%% @doc Starts the VM of `NodeSpec' as `Node' in a job step of its own: `srun ARGS
-%% /bin/sh -c LINE' in a new session (so that it outlives this command), LINE being
-%% the one the ssh launcher runs (`terrain_lab_ssh:vm_command/4') with the VM in the
-%% foreground. The cookie goes to srun's standard input (from a private file that is
-%% removed again), which srun forwards to the task. srun's OS pid goes to `Dir/nodes/NAME.srun', its output to
-%% `Dir/nodes/NAME.srun.log'. Returns once the VM answers, or with an error when
-%% srun exits first or the context's `deadline' passes (srun is then stopped).
--spec spawn_vm(#{name := atom(), host := string(), atom() => term()}, node(), terrain_lab_ssh:context()) ->
-          ok | {error, error_reason()}.
-spawn_vm(#{name := Name, host := Host} = NodeSpec, Node, #{dir := Dir} = Context) ->
-    Deadline = maps:get(deadline, Context, erlang:monotonic_time(millisecond) + ?SRUN_DEFAULT_TIMEOUT),
-    Line = lists:flatten(io_lib:format("~ts", [terrain_lab_ssh:vm_command(NodeSpec, Node, Context, foreground)])),
+%% @doc Starts a job step of its own on `Host' for the VM of spec node `Name': `srun
+%% ARGS /bin/sh -c LINE' in a new session (so that it outlives this command), LINE
+%% being the VM's shell line (`terrain_lab_vm:shell_line/2', the VM in the
+%% foreground). `Stdin' (the cookie, and with TLS the node's key material) goes to
+%% srun's standard input, which srun forwards to the task. srun's OS pid goes to
+%% `Dir/nodes/NAME.srun', its output to `Dir/nodes/NAME.srun.log'. Returns srun's OS
+%% pid and log once srun runs; the VM's boot is `terrain_lab_vm:await_boot/2''s.
+-spec start_step(#{name := atom(), host := string()}, string(), iodata(), file:filename(), integer()) ->
+          {ok, OsPid :: string(), Log :: file:filename()} | {error, error_reason()}.
+start_step(#{name := Name, host := Host}, Line, StdinData, Dir, Deadline) ->
     Srun = os:find_executable("srun"),
     Log = srun_file(Dir, Name) ++ ".log",
     Args = [Srun | srun_args(Host, Name)] ++ ["/bin/sh", "-c", Line],
-    %% srun's standard input (the cookie, and with TLS the node's key material) comes
-    %% from a file of the state directory, mode 0600 from its creation (the cookie and
-    %% the certificates are there already), removed once srun has started the VM or
-    %% failed: a pipe from this VM would race with the shell, which exits at once.
+    %% srun's standard input comes from a file of the state directory, mode 0600 from
+    %% its creation (the cookie and the certificates are there already), removed once
+    %% srun has started: a pipe from this VM would race with the shell, which exits at once.
     Stdin = srun_file(Dir, Name) ++ ".stdin",
-    ok = write_private(Stdin, terrain_lab_ssh:vm_stdin(NodeSpec, Context)),
+    ok = write_private(Stdin, StdinData),
     Shell = ["setsid ", lists:join(" ", [quote(A) || A <- Args]), " <", quote(Stdin), " >", quote(Log),
              " 2>&1 & echo $!"],
-    Port = open_port({spawn_executable, "/bin/sh"}, [{args, ["-c", lists:flatten(Shell)]}, exit_status, binary]),
-    try launch(Port, Node, Host, Log, Dir, Name, Deadline)
+    %% the shell prints srun's pid and exits at once; srun, in a session of its own,
+    %% is not in the shell's process group that the deadline would stop
+    Launched = terrain_lab_os:run("/bin/sh", ["-c", lists:flatten(Shell)],
+                                  #{timeout => max(1, Deadline - erlang:monotonic_time(millisecond)),
+                                    stderr => inherit}),
+    try launched(Launched, Host, Log, Dir, Name)
     after file:delete(Stdin)
     end.
 
-launch(Port, Node, Host, Log, Dir, Name, Deadline) ->
-    case launched(Port, Deadline, <<>>) of
-        {ok, OsPid} ->
-            ok = file:write_file(srun_file(Dir, Name), OsPid),
-            await_vm(Node, OsPid, Host, Log, Deadline);
-        timeout ->
-            {error, {slurm, {srun, Host, timeout}}}
-    end.
+launched({ok, _Status, Output}, _Host, Log, Dir, Name) ->
+    OsPid = string:trim(binary_to_list(Output)),
+    ok = file:write_file(srun_file(Dir, Name), OsPid),
+    {ok, OsPid, Log};
+launched({error, {run, _, {timeout, _, _}}}, Host, _Log, _Dir, _Name) ->
+    {error, {slurm, {srun, Host, timeout}}};
+launched({error, Reason}, Host, _Log, _Dir, _Name) ->
+    {error, {slurm, {srun, Host, {exited, lists:flatten(terrain_lab_os:format_error(Reason))}}}}.
 
 %% @doc A sentence for an error of this module.
 -spec format_error(error_reason()) -> iolist().
@@ -467,57 +466,15 @@ launcher(Progress) ->
 
 %% Runs a program with a deadline; its output, or why not.
 run(Program, Args, Timeout) ->
-    Port = open_port({spawn_executable, Program}, [{args, Args}, exit_status, binary, stderr_to_stdout]),
-    Deadline = erlang:monotonic_time(millisecond) + Timeout,
-    collect(Port, Deadline, []).
-
-collect(Port, Deadline, Acc) ->
-    receive
-        {Port, {data, D}} -> collect(Port, Deadline, [D | Acc]);
-        {Port, {exit_status, 0}} -> {ok, unicode:characters_to_list(lists:reverse(Acc))};
-        {Port, {exit_status, Code}} ->
-            {error, lists:flatten(io_lib:format("exit status ~b: ~ts",
-                                                [Code, string:trim(unicode:characters_to_list(lists:reverse(Acc)))]))}
-    after max(0, Deadline - erlang:monotonic_time(millisecond)) ->
-        kill_port(Port),
-        {error, "no answer in time; stopped"}
-    end.
-
-kill_port(Port) ->
-    _ = case erlang:port_info(Port, os_pid) of
-            {os_pid, OsPid} -> os:cmd("kill -9 " ++ integer_to_list(OsPid));
-            undefined -> ok
-        end,
-    catch port_close(Port).
-
-%% The shell that started srun in the background prints srun's pid and exits.
-launched(Port, Deadline, Acc) ->
-    receive
-        {Port, {data, D}} -> launched(Port, Deadline, <<Acc/binary, D/binary>>);
-        {Port, {exit_status, _}} -> {ok, string:trim(binary_to_list(Acc))}
-    after max(0, Deadline - erlang:monotonic_time(millisecond)) ->
-        kill_port(Port),
-        timeout
-    end.
-
-%% Waits for the VM to answer, srun to exit, or the deadline (srun is then stopped:
-%% TERM, which srun passes on to its step, then KILL).
-await_vm(Node, OsPid, Host, Log, Deadline) ->
-    case net_adm:ping(Node) of
-        pong -> ok;
-        pang ->
-            case {terrain_lab_os:alive(OsPid), erlang:monotonic_time(millisecond) > Deadline} of
-                {false, _} ->
-                    {error, {slurm, {srun, Host, {exited, case file:read_file(Log) of
-                                                              {ok, B} -> binary_to_list(B);
-                                                              {error, _} -> ""
-                                                          end}}}};
-                {true, true} ->
-                    _ = terrain_lab_os:terminate(OsPid, 5000, fun() -> true end),
-                    {error, {slurm, {srun, Host, timeout}}};
-                {true, false} ->
-                    receive after ?POLL_MS -> await_vm(Node, OsPid, Host, Log, Deadline) end
-            end
+    case terrain_lab_os:run(Program, Args, #{timeout => Timeout}) of
+        {ok, 0, Output} ->
+            {ok, unicode:characters_to_list(Output)};
+        {ok, Code, Output} ->
+            {error, lists:flatten(io_lib:format("exit status ~b: ~ts", [Code, string:trim(unicode:characters_to_list(Output))]))};
+        {error, {run, _, {timeout, _, _}}} ->
+            {error, "no answer in time; stopped"};
+        {error, Reason} ->
+            {error, lists:flatten(terrain_lab_os:format_error(Reason))}
     end.
 
 %% Created empty with mode 0600 first, then written.

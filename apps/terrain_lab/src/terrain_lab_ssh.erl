@@ -1,6 +1,7 @@
 %% @private
-%% @doc VMs on other hosts, started and stopped over the system `ssh' client (the
-%% remote part of `terrain up', `status' and `down'; docs/HOSTS.md).
+%% @doc The system `ssh' client for VMs on other hosts (the remote part of `terrain
+%% up', `status' and `down'; docs/HOSTS.md): their names, directories, pids, liveness
+%% and kill. The VMs themselves are started by `terrain_lab_vm' (transport `ssh').
 %%
 %% Every ssh call runs `ssh -o BatchMode=yes -o ConnectTimeout=S [user options] HOST
 %% COMMAND' under a deadline (the ssh process is killed when it passes), so the user's
@@ -11,15 +12,15 @@
 %% (relative to the remote home; `<id>' is a hash of the local state directory):
 %% `ssh' creates it with umask 077, reads the cluster's cookie from its standard input
 %% into `cookie' there (mode 0600), makes sure epmd runs, and starts `erl -detached'.
-%% The VM writes its OS pid to `nodes/NAME.pid', reads the cookie file and only then
-%% starts distribution with the long name `NAME@H' — the cookie never appears on a
-%% command line, on either host. The VM's standard output and error go to
-%% `nodes/NAME.log' there. The shell line is {@link vm_command/4}'s; `terrain up
-%% --slurm' runs the same line, with the VM in the foreground, in an srun job step
-%% (`terrain_lab_slurm', chosen by the context's `launcher').
+%% The VM writes its OS pid and node name to `nodes/NAME.pid', reads the cookie file and
+%% only then starts distribution with the long name `NAME@H' — the cookie never appears
+%% on a command line, on either host. The VM's standard output and error go to
+%% `nodes/NAME.log' there. The shell line is `terrain_lab_vm:shell_line/2''s; `terrain
+%% up --slurm' runs the same line, with the VM in the foreground, in an srun job step
+%% (transport `srun', chosen by the context's `launcher').
 %%
 %% With TLS distribution the node's certificate, key and CA certificate follow the
-%% cookie on standard input; see tls/4 below and docs/HOSTS.md.
+%% cookie on standard input (terrain_lab_vm; docs/HOSTS.md).
 %%
 %% terrain's code comes from the same directories as for local VMs
 %% (`terrain_lab_code:vm_args/0'; the escript writes them under the home's cache,
@@ -31,9 +32,6 @@
 -export([context/3,
          node_name/3,
          cli_host/1,
-         spawn_vm/3,
-         vm_command/4,
-         vm_stdin/2,
          remote_dir/2,
          pid_of/3,
          alive/4,
@@ -46,7 +44,8 @@
 %% What the ssh calls of one cluster share.
 -type context() :: #{dir := file:filename(),          % the local state directory
                      ssh_options := ssh_options(),
-                     code_args := [string()],          % -pa arguments for the remote VMs
+                     code := local | {root, file:filename()}, % terrain's code for the remote VMs
+                                                       % (terrain_lab_vm)
                      %% terrain up --slurm (terrain_lab_slurm): VMs in srun job steps
                      launcher => ssh | srun,
                      deadline => integer(),            % monotonic ms: when a VM must answer
@@ -56,10 +55,10 @@
 %% `-F FILE' when written "ConfigFile=FILE".
 -type ssh_options() :: [string()].
 
--type error_reason() :: {ssh, {Host :: string(), timeout | {exit, integer(), string()} | {spawn, term()}}}.
+-type error_reason() :: {ssh, {Host :: string(), timeout | {exit, integer(), string()}
+                                                 | {run, terrain_lab_os:error_reason()}}}.
 
 -define(CONNECT_TIMEOUT_S, 5).
--define(APPS, ["terrain", "terrain_paths", "terrain_bench", "terrain_lab"]).
 
 %%--------------------------------------------------------------------
 %% API
@@ -69,11 +68,11 @@
 %% directories) or a directory that holds `<app>/ebin' on every host.
 -spec context(file:filename(), ssh_options(), file:filename() | undefined) -> context().
 context(Dir, SshOptions, CodePath) ->
-    CodeArgs = case CodePath of
-                   undefined -> terrain_lab_code:vm_args();
-                   _ -> lists:append([["-pa", filename:join([CodePath, App, "ebin"])] || App <- ?APPS])
-               end,
-    #{dir => Dir, ssh_options => SshOptions, code_args => CodeArgs}.
+    Code = case CodePath of
+               undefined -> local;
+               _ -> {root, CodePath}
+           end,
+    #{dir => Dir, ssh_options => SshOptions, code => Code}.
 
 %% @doc The long node name of spec node `Name' on `Host'. Erlang's long names need a
 %% host part with a dot: a host named without one (`atcn127', the node names of a
@@ -114,78 +113,6 @@ cli_host(Host) ->
             Error
     end.
 
-%% @doc Starts the VM of spec node `NodeSpec' (which has a `host') as `Node' over
-%% ssh, the cookie from the local cookie file sent on ssh's standard input. Returns
-%% once `erl -detached' has returned on the host, or at the deadline. With the
-%% context's `launcher' `srun' the VM starts in a SLURM job step instead
-%% (`terrain_lab_slurm:spawn_vm/3').
--spec spawn_vm(#{name := atom(), host := string(), atom() => term()}, node(), context()) ->
-          ok | {error, error_reason() | terrain_lab_slurm:error_reason()}.
-spawn_vm(NodeSpec, Node, #{launcher := srun} = Context) ->
-    terrain_lab_slurm:spawn_vm(NodeSpec, Node, Context);
-spawn_vm(#{host := Host} = NodeSpec, Node, Context) ->
-    Command = vm_command(NodeSpec, Node, Context, detached),
-    case run(Host, Command, vm_stdin(NodeSpec, Context), Context#{timeout => 20000}) of
-        {ok, _} -> ok;
-        {error, _} = Error -> Error
-    end.
-
-%% @doc The POSIX shell line that starts the VM of `NodeSpec' as `Node' on its host,
-%% the cookie read from the line's standard input: `detached' (`erl -detached', the
-%% line returns at once; over ssh) or `foreground' (the line runs as long as the VM;
-%% a SLURM job step, terrain_lab_slurm). It starts in the home directory.
--spec vm_command(#{name := atom(), host := string(), atom() => term()}, node(), context(),
-                 detached | foreground) -> iolist().
-vm_command(#{name := Name, host := Host} = NodeSpec, Node, #{dir := Dir, code_args := CodeArgs} = Context, Mode) ->
-    RDir = remote_dir(Dir, Host),
-    PidFile = filename:join([RDir, "nodes", atom_to_list(Name) ++ ".pid"]),
-    Boot = lists:flatten(io_lib:format(
-             "try ok = file:write_file(~0tp, os:getpid()), "
-             "{ok, C} = file:read_file(~0tp), "
-             "{ok, _} = net_kernel:start(~0tp, #{name_domain => longnames}), "
-             "true = erlang:set_cookie(binary_to_atom(string:trim(C))) "
-             "catch _:_ -> erlang:halt(3) end.",
-             [PidFile, filename:join(RDir, "cookie"), Node])),
-    {TlsArgs, TlsCommand} = tls_command(maps:get(tls, Context, false), RDir, Name),
-    Detached = case Mode of detached -> ["-detached"]; foreground -> [] end,
-    Args = Detached ++ ["-noinput"] ++ terrain_lab_cluster:lab_vm_args(NodeSpec) ++ CodeArgs ++ TlsArgs
-        ++ maps:get(args, NodeSpec, []) ++ ["-eval", Boot],
-    ["cd && umask 077 && mkdir -p ", quote(RDir ++ "/nodes"),
-     " && IFS= read -r c && printf '%s' \"$c\" > ", quote(RDir ++ "/cookie"), TlsCommand,
-     " && { command -v epmd >/dev/null && epmd -daemon; true; }",
-     " && exec erl ", lists:join(" ", [quote(A) || A <- Args]),
-     " </dev/null >", quote(RDir ++ "/nodes/" ++ atom_to_list(Name) ++ ".log"), " 2>&1"].
-
-%% @doc What {@link vm_command/4}'s line reads on its standard input: the cookie and,
-%% with TLS distribution, the node's key material (never on a command line).
--spec vm_stdin(#{name := atom(), atom() => term()}, context()) -> iodata().
-vm_stdin(#{name := Name}, #{dir := Dir} = Context) ->
-    {ok, Cookie} = file:read_file(filename:join(Dir, "cookie")),
-    case maps:get(tls, Context, false) of
-        true -> [Cookie, "\n", terrain_lab_tls:remote_stdin(Dir, Name)];
-        false -> [Cookie, "\n"]
-    end.
-
-%% TLS distribution (terrain_lab_tls): the node's CA certificate and its certificate and
-%% key follow the cookie on standard input, each up to a line "."; the shell writes
-%% them (umask 077: mode 0600) to RDIR/tls/NAME.ca.pem and NAME.pem, and the option
-%% file, which holds only paths, to NAME.conf. Each node has its own copy of the CA
-%% certificate, so that no node's VM reads a file that another ssh session is writing.
-%% The paths are relative to the remote home, the VM's working directory.
-tls_command(false, _RDir, _Name) ->
-    {[], []};
-tls_command(true, RDir, Name) ->
-    TlsDir = RDir ++ "/tls",
-    File = fun(Suffix) -> quote(TlsDir ++ "/" ++ atom_to_list(Name) ++ Suffix) end,
-    ReadUpToDot = "{ while IFS= read -r l && [ \"$l\" != . ]; do printf '%s\\n' \"$l\"; done; }",
-    Command = [" && mkdir -p ", quote(TlsDir),
-               " && ", ReadUpToDot, " > ", File(".ca.pem"),
-               " && ", ReadUpToDot, " > ", File(".pem"),
-               " && printf '%s' ", quote(lists:flatten(terrain_lab_tls:optfile_text(TlsDir ++ "/" ++ atom_to_list(Name) ++ ".ca.pem",
-                                                                                     TlsDir ++ "/" ++ atom_to_list(Name) ++ ".pem"))),
-               " > ", File(".conf")],
-    {terrain_lab_tls:vm_args(TlsDir ++ "/" ++ atom_to_list(Name) ++ ".conf"), Command}.
-
 %% @doc The directory (relative to the remote home) of the cluster recorded in `Dir'
 %% on `Host'.
 -spec remote_dir(file:filename(), string()) -> string().
@@ -193,12 +120,17 @@ remote_dir(Dir, Host) ->
     Id = binary_to_list(binary:part(binary:encode_hex(crypto:hash(sha256, filename:absname(Dir))), 0, 12)),
     filename:join([".cache/terrain/remote", Id, Host]).
 
-%% @doc The OS pid that the VM of spec node `Name' on `Host' wrote.
+%% @doc The OS pid that the VM of spec node `Name' on `Host' wrote (its pid file also
+%% holds its node name, after the pid).
 -spec pid_of(string(), atom() | binary(), context() | map()) -> {ok, string()} | error.
 pid_of(Host, Name, #{dir := Dir} = Context) ->
     File = filename:join([remote_dir(Dir, Host), "nodes", to_list(Name) ++ ".pid"]),
     case run(Host, ["cat ", quote(File), " 2>/dev/null"], [], Context#{timeout => 10000}) of
-        {ok, Pid} when Pid =/= "" -> {ok, string:trim(Pid)};
+        {ok, Text} ->
+            case string:lexemes(Text, " \n") of
+                [Pid | _] -> {ok, Pid};
+                [] -> error
+            end;
         _ -> error
     end.
 
@@ -206,8 +138,7 @@ pid_of(Host, Name, #{dir := Dir} = Context) ->
 %% `{error, Why}' when the host cannot be reached.
 -spec alive(string(), string(), pos_integer(), context() | map()) -> boolean() | {error, error_reason()}.
 alive(Host, OsPid, Timeout, #{dir := Dir} = Context) ->
-    Check = ["grep -qF ", quote(remote_dir(Dir, Host)), " /proc/", quote(OsPid), "/cmdline 2>/dev/null",
-             " && echo yes || echo no"],
+    Check = [ours(Dir, Host, OsPid), " && echo yes || echo no"],
     case run(Host, Check, [], Context#{timeout => Timeout}) of
         {ok, "yes" ++ _} -> true;
         {ok, _} -> false;
@@ -215,11 +146,13 @@ alive(Host, OsPid, Timeout, #{dir := Dir} = Context) ->
     end.
 
 %% @doc Kills `OsPid' on `Host' if it is still a VM of this cluster. Returns whether
-%% it did (`{error, _}' when the host cannot be reached).
+%% it did (`{error, _}' when the host cannot be reached). The lab's one signal to a
+%% process on another host (local ones go through `terrain_lab_os'): a shell line run
+%% over ssh that sends SIGKILL only if the process's command line still names this
+%% cluster's remote directory, checked on the host just before.
 -spec kill(string(), string(), pos_integer(), context() | map()) -> boolean() | {error, error_reason()}.
 kill(Host, OsPid, Timeout, #{dir := Dir} = Context) ->
-    Kill = ["grep -qF ", quote(remote_dir(Dir, Host)), " /proc/", quote(OsPid), "/cmdline 2>/dev/null",
-            " && kill -9 ", quote(OsPid), " && echo killed || echo no"],
+    Kill = [ours(Dir, Host, OsPid), " && kill -9 ", quote(OsPid), " && echo killed || echo no"],
     case run(Host, Kill, [], Context#{timeout => Timeout}) of
         {ok, "killed" ++ _} -> true;
         {ok, _} -> false;
@@ -234,17 +167,11 @@ kill(Host, OsPid, Timeout, #{dir := Dir} = Context) ->
 run(Host, Command, Stdin, #{ssh_options := SshOptions, timeout := Timeout}) ->
     Args = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=" ++ integer_to_list(?CONNECT_TIMEOUT_S)]
         ++ lists:append([ssh_option(O) || O <- SshOptions]) ++ [Host, lists:flatten(io_lib:format("~ts", [Command]))],
-    case os:find_executable("ssh") of
-        false ->
-            {error, {ssh, {Host, {spawn, no_ssh_client}}}};
-        Ssh ->
-            try open_port({spawn_executable, Ssh}, [{args, Args}, exit_status, binary, stderr_to_stdout]) of
-                Port ->
-                    true = port_command(Port, Stdin),
-                    collect(Port, Host, erlang:monotonic_time(millisecond) + Timeout, [])
-            catch
-                error:Why -> {error, {ssh, {Host, {spawn, Why}}}}
-            end
+    case terrain_lab_os:run("ssh", Args, #{timeout => Timeout, stdin => Stdin}) of
+        {ok, 0, Output} -> {ok, unicode:characters_to_list(Output)};
+        {ok, Code, Output} -> {error, {ssh, {Host, {exit, Code, unicode:characters_to_list(Output)}}}};
+        {error, {run, _, {timeout, _, _}}} -> {error, {ssh, {Host, timeout}}};
+        {error, Reason} -> {error, {ssh, {Host, {run, Reason}}}}
     end.
 
 %% @doc A sentence for an error of this module.
@@ -260,35 +187,19 @@ format_error({ssh, {Host, {exit, 127, Output}}}) ->
                   [Host, string:trim(Output)]);
 format_error({ssh, {Host, {exit, Code, Output}}}) ->
     io_lib:format("the remote command on ~ts failed with exit status ~b: ~ts", [Host, Code, string:trim(Output)]);
-format_error({ssh, {Host, {spawn, Why}}}) ->
-    io_lib:format("cannot run ssh for ~ts: ~0tp", [Host, Why]).
+format_error({ssh, {Host, {run, Reason}}}) ->
+    io_lib:format("ssh to ~ts: ~ts", [Host, terrain_lab_os:format_error(Reason)]).
 
 %%--------------------------------------------------------------------
 %% Internal functions
 
+%% The remote shell test that `OsPid' is a VM of the cluster recorded in `Dir' (its
+%% command line names the cluster's remote directory).
+ours(Dir, Host, OsPid) ->
+    ["grep -qF ", quote(remote_dir(Dir, Host)), " /proc/", quote(OsPid), "/cmdline 2>/dev/null"].
+
 ssh_option("ConfigFile=" ++ File) -> ["-F", File];
 ssh_option(Option) -> ["-o", Option].
-
-collect(Port, Host, Deadline, Acc) ->
-    Wait = max(0, Deadline - erlang:monotonic_time(millisecond)),
-    receive
-        {Port, {data, Data}} ->
-            collect(Port, Host, Deadline, [Data | Acc]);
-        {Port, {exit_status, 0}} ->
-            {ok, unicode:characters_to_list(lists:reverse(Acc))};
-        {Port, {exit_status, Code}} ->
-            {error, {ssh, {Host, {exit, Code, unicode:characters_to_list(lists:reverse(Acc))}}}}
-    after Wait ->
-        _ = case erlang:port_info(Port, os_pid) of
-                {os_pid, OsPid} -> kill_os_process(OsPid);
-                undefined -> ok
-            end,
-        _ = catch port_close(Port),
-        {error, {ssh, {Host, timeout}}}
-    end.
-
-kill_os_process(OsPid) ->
-    os:cmd("kill -9 " ++ integer_to_list(OsPid)).
 
 quote(Arg) ->
     ["'", string:replace(Arg, "'", "'\\''", all), "'"].

@@ -78,6 +78,7 @@
       | {testbed, {topology, file:filename(), term()}}
       | {testbed, {topology_hosts, [string()], [string()]}}
       | {testbed, {command, string(), integer() | timeout, string()}}
+      | {testbed, {run, terrain_lab_os:error_reason()}}
       | {testbed, {slurm_not_ready, [string()]}}.
 
 -define(COMMAND_MS, 15000).
@@ -101,7 +102,7 @@ default_dir(Prefix) ->
 -spec available(boolean()) -> ok | {error, error_reason()}.
 available(Slurm) ->
     Programs = ?HOST_PROGRAMS ++ [P || Slurm, P <- ?SLURM_PROGRAMS],
-    case {os:cmd("id -u"), [P || P <- Programs, find(P) =:= false]} of
+    case {output("id", ["-u"]), [P || P <- Programs, find(P) =:= false]} of
         {"0\n", []} -> ok;
         {"0\n", Missing} -> {error, {testbed, {missing, Missing}}};
         _ -> {error, {testbed, not_root}}
@@ -283,6 +284,8 @@ format_error({testbed, {command, Command, timeout, Output}}) ->
     io_lib:format("'~ts' did not finish in time: ~ts", [Command, string:trim(Output)]);
 format_error({testbed, {command, Command, Code, Output}}) ->
     io_lib:format("'~ts' failed with exit status ~b: ~ts", [Command, Code, string:trim(Output)]);
+format_error({testbed, {run, Reason}}) ->
+    terrain_lab_os:format_error(Reason);
 format_error({testbed, {slurm_not_ready, Lines}}) ->
     io_lib:format("SLURM's nodes were not all idle within ~b s: ~ts (see the logs in the testbed's log/)",
                   [?READY_MS div 1000, lists:join("; ", Lines)]).
@@ -610,7 +613,7 @@ sinfo(Dir, Format) ->
 %% slurmctld's port: the first free one of ?PORTS, searched from a place that depends
 %% on the prefix (as the subnet), so that two testbeds made at once rarely race.
 free_port(Prefix) ->
-    Used = os:cmd("ss -Htln 2>/dev/null"),
+    Used = output("ss", ["-Htln"]),
     {Before, After} = lists:split(erlang:phash2(Prefix, length(?PORTS)), ?PORTS),
     case [P || P <- After ++ Before, string:find(Used, ":" ++ integer_to_list(P) ++ " ") =:= nomatch,
                string:find(Used, ":" ++ integer_to_list(P + 1) ++ " ") =:= nomatch] of
@@ -654,10 +657,10 @@ remove(Dir, Record, _Progress) ->
                   end,
     Run = run_dir(binary_to_list(maps:get(<<"prefix">>, Record))),
     RunLines = case filelib:is_dir(Run) of
-                   true -> _ = os:cmd("rm -rf " ++ lists:flatten(quote(Run))), ["directory " ++ Run ++ " removed"];
+                   true -> _ = file:del_dir_r(Run), ["directory " ++ Run ++ " removed"];
                    false -> []
                end,
-    _ = os:cmd("rm -rf " ++ lists:flatten(quote(Dir))),
+    _ = file:del_dir_r(Dir),
     Stopped ++ Removed ++ BridgeLines ++ RunLines ++ ["directory " ++ Dir ++ " removed"].
 
 %% Sockets and the slurmd spool: a short path of this testbed's own (one testbed per
@@ -720,7 +723,7 @@ write_record(Dir, Record) ->
 %% place that depends on the prefix, so that two testbeds made at once (the test
 %% suites of two checkouts) are unlikely to race for the same one.
 free_subnet(Prefix) ->
-    Used = os:cmd("ip -o -4 addr show"),
+    Used = output("ip", ["-o", "-4", "addr", "show"]),
     Start = erlang:phash2(Prefix, 250),
     case [X || I <- lists:seq(0, 249), X <- [1 + (Start + I) rem 250],
                string:find(Used, " " ++ ?NET ++ "." ++ integer_to_list(X) ++ ".") =:= nomatch] of
@@ -729,10 +732,10 @@ free_subnet(Prefix) ->
     end.
 
 existing_namespaces() ->
-    [hd(string:split(L, " ")) || L <- string:split(os:cmd("ip netns list"), "\n", all), L =/= ""].
+    [hd(string:split(L, " ")) || L <- string:split(output("ip", ["netns", "list"]), "\n", all), L =/= ""].
 
 netns_pids(NS) ->
-    [P || P <- string:lexemes(os:cmd("ip netns pids " ++ NS ++ " 2>/dev/null"), "\n "), P =/= ""].
+    [P || P <- string:lexemes(output("ip", ["netns", "pids", NS]), "\n "), P =/= ""].
 
 await_port(Address, Port) ->
     {ok, Ip} = inet:parse_address(Address),
@@ -765,22 +768,20 @@ sh(Command) ->
 %% A shell line under a deadline: its output, or why not.
 command(Command, Timeout) ->
     Flat = unicode:characters_to_list(Command),
-    Port = open_port({spawn_executable, "/bin/sh"}, [{args, ["-c", Flat]}, exit_status, stderr_to_stdout, binary]),
-    collect(Port, Flat, erlang:monotonic_time(millisecond) + Timeout, []).
+    case terrain_lab_os:run("/bin/sh", ["-c", Flat], #{timeout => Timeout}) of
+        {ok, 0, Output} -> {ok, unicode:characters_to_list(Output)};
+        {ok, Code, Output} -> {error, {testbed, {command, Flat, Code, unicode:characters_to_list(Output)}}};
+        {error, {run, _, {timeout, _, Output}}} -> {error, {testbed, {command, Flat, timeout, unicode:characters_to_list(Output)}}};
+        {error, Reason} -> {error, {testbed, {run, Reason}}}
+    end.
 
-collect(Port, Command, Deadline, Acc) ->
-    receive
-        {Port, {data, D}} -> collect(Port, Command, Deadline, [D | Acc]);
-        {Port, {exit_status, 0}} -> {ok, unicode:characters_to_list(lists:reverse(Acc))};
-        {Port, {exit_status, Code}} ->
-            {error, {testbed, {command, Command, Code, unicode:characters_to_list(lists:reverse(Acc))}}}
-    after max(0, Deadline - erlang:monotonic_time(millisecond)) ->
-        _ = case erlang:port_info(Port, os_pid) of
-                {os_pid, OsPid} -> terrain_lab_os:signal(integer_to_list(OsPid), "KILL");
-                undefined -> ok
-            end,
-        catch port_close(Port),
-        {error, {testbed, {command, Command, timeout, unicode:characters_to_list(lists:reverse(Acc))}}}
+%% What a program that only reports (id, ss, ip) writes, under the deadline; "" when
+%% it fails, with what it said about it (2>/dev/null, as it were).
+output(Program, Args) ->
+    case terrain_lab_os:run(Program, Args, #{timeout => ?COMMAND_MS}) of
+        {ok, 0, Output} -> unicode:characters_to_list(Output);
+        {ok, _, _} -> "";
+        {error, _} -> ""
     end.
 
 quote(Arg) ->

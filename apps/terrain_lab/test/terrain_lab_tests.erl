@@ -84,6 +84,54 @@ re(Subject, Pattern) ->
     end.
 
 %%--------------------------------------------------------------------
+%% One port with a deadline, one place for signals (docs/INTERNALS.md, "OS processes
+%% and signals")
+
+%% Code lines (comments dropped) of apps/*/src that open a port, run a shell command
+%% with os:cmd, or hold a kill(1) command line (`"kill -', `&& kill -'...): only
+%% terrain_lab_os may, and terrain_lab_ssh once, for the remote kill it runs over ssh.
+ports_and_signals_only_in_terrain_lab_os_test() ->
+    Checks = [{open_port, "open_port\\(", #{terrain_lab_os => any}},
+              {os_cmd, "os:cmd\\(", #{terrain_lab_os => any}},
+              {kill_command, kill_command(), #{terrain_lab_os => any, terrain_lab_ssh => 1}}],
+    Found = [{Check, Module, N, string:trim(Line)}
+             || File <- filelib:wildcard(filename:join(root(), "apps/*/src/*.erl")),
+                Module <- [list_to_atom(filename:basename(File, ".erl"))],
+                {N, Line} <- code_lines(File),
+                {Check, Pattern, _} <- Checks, match(Line, Pattern)],
+    Misplaced = [F || {Check, Module, _, _} = F <- Found,
+                      not maps:is_key(Module, element(3, lists:keyfind(Check, 1, Checks)))],
+    Over = [{Check, Module, Count, Allowed}
+            || {Check, _, Allowed0} <- Checks, {Module, Allowed} <- maps:to_list(Allowed0), Allowed =/= any,
+               Count <- [length([x || {C, M, _, _} <- Found, C =:= Check, M =:= Module])], Count > Allowed],
+    ?assertEqual(#{misplaced => [], more_than_allowed => []}, #{misplaced => Misplaced, more_than_allowed => Over}).
+
+%% The check finds what it looks for (a test that cannot fail is a defect).
+ports_and_signals_check_sees_each_form_test() ->
+    Kill = kill_command(),
+    ?assert(match("    Port = open_port({spawn_executable, Erl}, []),", "open_port\\(")),
+    ?assert(match("    _ = os:cmd(\"kill -9 \" ++ OsPid),", Kill)),
+    ?assert(match("            \" && kill -9 \", quote(OsPid)", Kill)),
+    ?assertNot(match("    terrain_lab_io:out(Io, \"$ kill -9 ~ts~n\", [OsPid]),", Kill)),
+    ?assertNot(match("    E = Event(\"killed\", io_lib:format(\"kill -9 of ~ts\", [Victim])),", Kill)),
+    ?assertEqual([{2, "b() -> open_port(x)."}], code_lines_of(["%% open_port( in a comment", "b() -> open_port(x)."])).
+
+%% kill(1) with a signal (-9, -TERM, -s NAME) before a pid, a string's end or `--':
+%% a command line, not a sentence about one ("kill -9 of a member's VM").
+kill_command() ->
+    "(^|[\"&;|])\\s*kill\\s+-(s\\b|[0-9]+|[A-Z]+)\\s*(\"|\\$|[0-9]|--)".
+
+match(Line, Pattern) ->
+    re:run(Line, Pattern, [unicode]) =/= nomatch.
+
+code_lines(File) ->
+    {ok, Bin} = file:read_file(File),
+    code_lines_of(string:split(unicode:characters_to_list(Bin), "\n", all)).
+
+code_lines_of(Lines) ->
+    [{N, L} || {N, L} <- lists:zip(lists:seq(1, length(Lines)), Lines), not lists:prefix("%", string:trim(L, leading))].
+
+%%--------------------------------------------------------------------
 %% One version
 
 version_is_written_once_test() ->
