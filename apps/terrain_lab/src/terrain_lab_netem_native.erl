@@ -68,11 +68,7 @@ executable() ->
 %% @doc Starts the program as a port owned by the caller.
 -spec start(file:filename()) -> {ok, port()} | {error, term()}.
 start(Path) ->
-    try
-        {ok, open_port({spawn_executable, Path}, [{packet, 4}, binary, exit_status, use_stdio])}
-    catch
-        error:Why -> {error, {native_proxy, Path, Why}}
-    end.
+    terrain_lab_os:start(Path, [], #{packet => 4}).
 
 %% @doc A new connection `Id': listen on a fresh port of `Address''s IP, accept one
 %% connection (within `AcceptMs'), connect it to `Address'. Returns the port to connect
