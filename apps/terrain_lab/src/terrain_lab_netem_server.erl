@@ -8,7 +8,8 @@
 %% native, the server owns one port running the C program at PATH, which carries every
 %% connection (`terrain_lab_netem_native'); Erlang, one supervised
 %% `terrain_lab_netem_proxy' per connection. Should the program fail to start, the node
-%% uses the Erlang proxies (and says so in a log warning). Starting proxies and changing partitions go through it,
+%% uses the Erlang proxies (and says so in a log warning). The program starts with the
+%% node's first proxied connection, not at boot, where the file server is not up yet. Starting proxies and changing partitions go through it,
 %% so a partition cannot miss a proxy that is being started: `block/1' refuses new
 %% connections to the named nodes and kills the proxies of the existing ones in one
 %% step. It owns no table: the link table is a `persistent_term' written at boot
@@ -54,7 +55,9 @@
 -type proxy() :: pid() | {native, non_neg_integer()}.
 
 -record(state, {blocked = #{} :: #{string() => true},
-                native :: port() | undefined,          % the native program, when it carries them
+                %% the native program, when it carries them; started on the first connection
+                %% (at boot, under net_sup, the file server it needs may not run yet)
+                native :: port() | {not_started, file:filename()} | undefined,
                 next_id = 0 :: non_neg_integer(),      % the native program's next connection id
                 proxies = #{} :: #{proxy() => {string(), reference() | native}}}).
 
@@ -124,20 +127,21 @@ members() ->
 -spec init([]) -> {ok, #state{}}.
 init([]) ->
     case init:get_argument(terrain_netem_proxy) of
-        {ok, [["native", Path] | _]} ->
-            case terrain_lab_netem_native:start(Path) of
-                {ok, Port} ->
-                    {ok, #state{native = Port}};
-                {error, Why} ->
-                    logger:warning("terrain netem: the native proxy did not start (~0tp); using the Erlang proxies",
-                                   [Why]),
-                    {ok, #state{}}
-            end;
-        _ ->
-            {ok, #state{}}
+        {ok, [["native", Path] | _]} -> {ok, #state{native = {not_started, Path}}};
+        _ -> {ok, #state{}}
     end.
 
 -spec handle_call(term(), gen_server:from(), #state{}) -> {reply, term(), #state{}}.
+handle_call({open, _, _} = Open, From, #state{native = {not_started, Path}} = State) ->
+    Native = case terrain_lab_netem_native:start(Path) of
+                 {ok, Port} ->
+                     Port;
+                 {error, Why} ->
+                     logger:warning("terrain netem: the native proxy did not start (~0tp); using the Erlang proxies",
+                                    [Why]),
+                     undefined
+             end,
+    handle_call(Open, From, State#state{native = Native});
 handle_call({open, Target, Address}, _From, #state{blocked = Blocked, proxies = Proxies} = State) ->
     case maps:is_key(Target, Blocked) of
         true ->
@@ -196,6 +200,9 @@ handle_call(status, _From, #state{blocked = Blocked, proxies = Proxies, native =
     {reply, Status, State};
 handle_call(native_stats, _From, #state{native = undefined} = State) ->
     {reply, {error, not_native}, State};
+handle_call(native_stats, _From, #state{native = {not_started, _}} = State) ->
+    {reply, {ok, #{connections => [], wakeups => 0, os_pid => none,
+                   late => #{count => 0, sum_ns => 0, max_ns => 0, histogram => []}}}, State};
 handle_call(native_stats, _From, #state{native = Native} = State) ->
     Reply = case terrain_lab_netem_native:stats(Native) of
                 {ok, Stats} -> {ok, Stats#{os_pid => element(2, erlang:port_info(Native, os_pid))}};

@@ -183,6 +183,7 @@ node_stopped_mid_stream_leaves_no_proxy_behind(Config) ->
         Receiver = erpc:call(B, erlang, spawn, [?MODULE, receive_stream, [Self, infinity, 0]], ?CALL),
         Sender = erpc:call(A, erlang, spawn, [?MODULE, send_stream, [Receiver, infinity, 7]], ?CALL),
         receive {streaming, Receiver} -> ok after 30000 -> ct:fail(stream_did_not_start) end,
+        connect_from(B, C),   % b's own proxied connection starts its native program
         BNative = case erpc:call(B, terrain_lab_netem_server, native_stats, [], ?CALL) of
                       {ok, #{os_pid := P}} -> [integer_to_list(P)];
                       {error, not_native} -> []
