@@ -7,8 +7,10 @@ SHELL := /bin/bash
 # openssh-server, openssh-client, iproute2: the test hosts of the ssh launcher (network namespaces with sshd).
 # slurmctld, slurmd, slurm-client, munge: `terrain testbed up --slurm` and the real-SLURM tests (docs/TESTBED.md).
 # elixir: the Elixir example project (examples/elixir_app) that depends on terrain.
+# gcc, libc6-dev: the native netem proxy (apps/terrain_lab/c_src, built by rebar3's compile hook).
 APT_PACKAGES := erlang-nox erlang-dev rebar3 erlang-common-test erlang-dialyzer erlang-proper erlang-proper-dev \
-                chromium graphviz openssh-server openssh-client iproute2 slurmctld slurmd slurm-client munge elixir
+                chromium graphviz openssh-server openssh-client iproute2 slurmctld slurmd slurm-client munge elixir \
+                gcc libc6-dev
 VENV := .venv
 PYTHON := $(VENV)/bin/python
 REBAR := rebar3

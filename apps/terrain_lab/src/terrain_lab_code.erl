@@ -64,7 +64,8 @@ ensure_written(Ebin, App, {AppFile, Modules}) ->
         true ->
             Ebin;
         false ->
-            Tmp = Ebin ++ ".tmp" ++ os:getpid(),
+            %% unique per writer: the launcher starts VMs in parallel, each asking for the cache
+            Tmp = Ebin ++ ".tmp" ++ os:getpid() ++ "_" ++ integer_to_list(erlang:unique_integer([positive])),
             Remove = fun() -> _ = [file:delete(F) || F <- filelib:wildcard(filename:join(Tmp, "*"))],
                               file:del_dir(Tmp)
                      end,

@@ -642,12 +642,11 @@ collect(Pids, Indexed, Done, T0, Step, What, Io) ->
     collect(maps:remove(Pid, Pids), Indexed, Done1, T0, Step, What, Io).
 
 %% Emulated links cost CPU even while the cluster idles: every distribution tick
-%% (4 per net_ticktime, both ways) crosses a proxy that spins before its due time
-%% (docs/NETEM.md). Measured on 128 VMs in a full mesh: 0.41–0.46 cores, about
-%% 53 µs of a core per second per connection; it grows with the connections, n(n−1)/2
-%% in a full mesh. Above a fifth of the machine's cores the round trips lose their
-%% accuracy before any work runs: `up' warns and names the limit.
--define(NETEM_CORE_US_PER_CONNECTION, 53).
+%% (4 per net_ticktime, both ways) crosses a proxy; the cost per connection depends on
+%% the proxies (terrain_lab_netem:idle_cost/0, measured at 128 VMs, docs/NETEM.md "At
+%% scale") and grows with the connections, n(n−1)/2 in a full mesh. Above a fifth of the
+%% machine's cores the round trips lose their accuracy before any work runs: `up' warns
+%% and names the limit.
 -define(NETEM_IDLE_SHARE, 0.2).
 
 warn_netem_scale(Spec, Io) ->
@@ -657,22 +656,37 @@ warn_netem_scale(Spec, Io) ->
                       false -> N - 1        % on demand: about one node talking to all
                   end,
     Cores = erlang:system_info(logical_processors_available),
-    Idle = Connections * ?NETEM_CORE_US_PER_CONNECTION / 1.0e6,
-    Limit = netem_node_limit(Cores),
+    {Proxies, PerConnection} = terrain_lab_netem:idle_cost(),
+    Idle = Connections * PerConnection / 1.0e6,
+    Limit = netem_node_limit(Cores, PerConnection),
     case Idle > ?NETEM_IDLE_SHARE * Cores of
         true ->
             terrain_lab_io:progress(Io, "terrain: warning: network emulation of ~b nodes in a full mesh (~b proxied "
-                                    "connections) takes about ~.2f of this machine's ~b cores while idle; above ~b "
-                                    "nodes here (a fifth of the cores) round trips drift beyond the spec's "
-                                    "+-10% + 100 us (docs/NETEM.md, \"At scale\"); fewer nodes, more cores, or "
-                                    "connect_all => false~n", [N, Connections, Idle, Cores, Limit]);
+                                    "connections, ~s proxies) takes about ~.2f of this machine's ~b cores while "
+                                    "idle; above ~b nodes here (a fifth of the cores) round trips drift beyond the "
+                                    "spec's +-10% + 100 us (docs/NETEM.md, \"At scale\"); fewer nodes, more cores, "
+                                    "or connect_all => false~n", [N, Connections, Proxies, Idle, Cores, Limit]);
         false ->
+            ok
+    end,
+    %% each proxied connection keeps 3 local ports in use (terrain_lab_netem:port_capacity/0)
+    case terrain_lab_netem:port_capacity() of
+        Capacity when is_integer(Capacity), Connections > Capacity ->
+            terrain_lab_io:progress(Io, "terrain: warning: ~b proxied connections keep about ~b local ports in use (3 "
+                                    "each) and this machine's ephemeral range (net.ipv4.ip_local_port_range) has ~b: "
+                                    "above ~b nodes in a full mesh connections fail and other programs here cannot "
+                                    "listen (docs/NETEM.md, \"At scale\"); fewer nodes or connect_all => false~n",
+                                    [Connections, 3 * Connections, 3 * Capacity, mesh_nodes(Capacity)]);
+        _ ->
             ok
     end.
 
 %% The largest full mesh whose idle emulation stays within a fifth of `Cores'.
-netem_node_limit(Cores) ->
-    MaxConnections = ?NETEM_IDLE_SHARE * Cores * 1.0e6 / ?NETEM_CORE_US_PER_CONNECTION,
+netem_node_limit(Cores, PerConnection) ->
+    mesh_nodes(?NETEM_IDLE_SHARE * Cores * 1.0e6 / PerConnection).
+
+%% The largest full mesh of at most `MaxConnections' connections.
+mesh_nodes(MaxConnections) ->
     trunc((1 + math:sqrt(1 + 8 * MaxConnections)) / 2).
 
 netem_summary(Spec) ->

@@ -50,6 +50,8 @@
 %% Internal exports (launcher, CLI)
 -export([enabled/1,
          vm_args/3,
+         idle_cost/0,
+         port_capacity/0,
          set_links/3,
          level_records/1]).
 
@@ -70,6 +72,13 @@
       | {netem, {usage, [string()]}}.                % CLI: an action with the wrong arguments
 
 -define(DEFAULT_TIMEOUT, 5000).
+%% Idle cost per connection (µs of a core per second), examples/netem_at_scale.sh at 128 VMs in a full mesh
+%% (8,128 connections), both proxies in one run on a quiet machine (docs/NETEM.md, "At scale"). The Erlang
+%% proxy spins 0.5–1.5 ms before each tick's due time; the native one sleeps, and what is left is mostly the
+%% VMs' own tick handling (15: the complete 128-VM mesh; 13 over the 7,400 connections of an incomplete one).
+-define(NATIVE_IDLE_US, 15).
+-define(PORTS_PER_CONNECTION, 3).
+-define(ERLANG_IDLE_US, 50).
 
 %%--------------------------------------------------------------------
 %% API
@@ -189,10 +198,52 @@ enabled(Spec) ->
     lists:any(fun({_, Options}) -> map_size(Options) > 0 end, terrain_lab_spec:levels(Spec)).
 
 %% @doc The VM arguments that make spec node `Name' (started as `Prefix ++ Name') an
-%% emulated node: the epmd module and its link to every other node of the spec.
+%% emulated node: the epmd module, its link to every other node of the spec, and its
+%% proxies (`proxy_args/0').
 -spec vm_args(terrain_lab_spec:spec(), string(), atom()) -> [string()].
 vm_args(Spec, Prefix, Name) ->
-    ["-epmd_module", "terrain_lab_netem_epmd", "-terrain_netem", terrain_lab_netem_epmd:encode_links(links(Spec, Prefix, Name))].
+    ["-epmd_module", "terrain_lab_netem_epmd", "-terrain_netem", terrain_lab_netem_epmd:encode_links(links(Spec, Prefix, Name))
+     | proxy_args()].
+
+%% @doc The proxies a cluster started now gets (`proxy_args/0') and what one proxied
+%% connection of a full mesh costs while the cluster idles, in µs of a core per second:
+%% the VMs' and the proxies' CPU over the connections, measured at 128 VMs
+%% (docs/NETEM.md, "At scale"; `terrain up' warns from it).
+-spec idle_cost() -> {native | erlang, number()}.
+idle_cost() ->
+    case proxy_args() of
+        ["-terrain_netem_proxy", "native" | _] -> {native, ?NATIVE_IDLE_US};
+        _ -> {erlang, ?ERLANG_IDLE_US}
+    end.
+
+%% @doc How many proxied connections this machine's local ports carry at once: each
+%% keeps three ports of the ephemeral range (`net.ipv4.ip_local_port_range') in use,
+%% the proxy's listening port (its accepted socket keeps it), the connecting node's and
+%% the proxy's own client ports, and a proxy that cannot bind a fresh port fails its
+%% connection (a 256-VM full mesh, 32,640 connections, ran the 28,232 ports here out:
+%% docs/NETEM.md "At scale"). `unknown' where the range cannot be read.
+-spec port_capacity() -> pos_integer() | unknown.
+port_capacity() ->
+    try file:read_file("/proc/sys/net/ipv4/ip_local_port_range") of
+        {ok, Text} ->
+            [Low, High] = [list_to_integer(T) || T <- string:lexemes(string:trim(binary_to_list(Text)), " \t")],
+            max(1, (High - Low + 1) div ?PORTS_PER_CONNECTION);
+        {error, _} ->
+            unknown
+    catch
+        error:_ -> unknown
+    end.
+
+%% Which proxies the emulated nodes use: `-terrain_netem_proxy native PATH' (the
+%% default, where the native program was built), or `-terrain_netem_proxy erlang' when
+%% the environment says `TERRAIN_NETEM_PROXY=erlang' or there is no native program.
+-spec proxy_args() -> [string()].
+proxy_args() ->
+    case {os:getenv("TERRAIN_NETEM_PROXY"), terrain_lab_netem_native:executable()} of
+        {"erlang", _} -> ["-terrain_netem_proxy", "erlang"];
+        {_, {ok, Path}} -> ["-terrain_netem_proxy", "native", Path];
+        {_, error} -> ["-terrain_netem_proxy", "erlang"]
+    end.
 
 %% @doc Gives the running emulated nodes `Nodes' (spec name => node) the link tables of
 %% `Spec' (nodes added to the cluster, a node moved to another group): new

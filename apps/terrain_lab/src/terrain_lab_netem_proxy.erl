@@ -35,7 +35,8 @@
 -module(terrain_lab_netem_proxy).
 
 %% API
--export([start_link/1]).
+-export([start_link/1,
+         timeouts/0]).
 
 %% Internal exports
 -export([init/1,
@@ -82,6 +83,12 @@
 -spec start_link(options()) -> {ok, pid(), inet:port_number()} | {error, term()}.
 start_link(Options) ->
     proc_lib:start_link(?MODULE, init, [Options]).
+
+%% @doc How long a proxy waits for distribution's connection, and how long a write may
+%% make no progress before the connection ends (ms); the native proxy takes the same.
+-spec timeouts() -> {Accept :: pos_integer(), Send :: pos_integer()}.
+timeouts() ->
+    {setup_timeout(), send_timeout()}.
 
 %%--------------------------------------------------------------------
 %% Internal exports
@@ -133,12 +140,15 @@ connect(Listen, #{address := {Ip, Port}, link := LinkOptions}) ->
 %% A write that makes no progress for a net tick time fails and ends the proxy: the
 %% node it writes to is frozen, and distribution gives up on it after as long.
 socket_options() ->
+    [{send_timeout, send_timeout()}, {send_timeout_close, true} | ?SOCKET_OPTIONS].
+
+send_timeout() ->
     Seconds = case net_kernel:get_net_ticktime() of
                   {ongoing_change_to, T} -> T;
                   T when is_integer(T) -> T;
                   ignored -> 60
               end,
-    [{send_timeout, Seconds * 1000}, {send_timeout_close, true} | ?SOCKET_OPTIONS].
+    Seconds * 1000.
 
 setup_timeout() ->
     case application:get_env(kernel, net_setuptime) of

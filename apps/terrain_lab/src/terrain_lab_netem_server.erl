@@ -3,7 +3,13 @@
 %% opens to another node of its cluster, and keeps the partitions.
 %%
 %% One server per emulated node, registered as `terrain_lab_netem_server' under
-%% `terrain_lab_netem_sup'. Starting proxies and changing partitions go through it,
+%% `terrain_lab_netem_sup'. Proxies are native or Erlang, chosen once at boot by the
+%% VM argument `-terrain_netem_proxy native PATH | erlang' (`terrain_lab_netem:vm_args/3'):
+%% native, the server owns one port running the C program at PATH, which carries every
+%% connection (`terrain_lab_netem_native'); Erlang, one supervised
+%% `terrain_lab_netem_proxy' per connection. Should the program fail to start, the node
+%% uses the Erlang proxies (and says so in a log warning). The program starts with the
+%% node's first proxied connection, not at boot, where the file server is not up yet. Starting proxies and changing partitions go through it,
 %% so a partition cannot miss a proxy that is being started: `block/1' refuses new
 %% connections to the named nodes and kills the proxies of the existing ones in one
 %% step. It owns no table: the link table is a `persistent_term' written at boot
@@ -24,7 +30,8 @@
          unblock/1,
          status/0,
          members/0,
-         set_links/1]).
+         set_links/1,
+         native_stats/0]).
 
 %% gen_server callbacks
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
@@ -32,17 +39,27 @@
 %% exports_not_used: start_link/0 is named in terrain_lab_netem_sup's child spec; block/1, unblock/1,
 %% members/0 and status/0 are called on the emulated nodes by erpc from
 %% terrain_lab_netem (the controlling node).
--ignore_xref([{block, 1}, {members, 0}, {start_link, 0}, {status, 0}, {unblock, 1}, {set_links, 1}]).
+%% native_stats/0 is what the netem suite and examples/netem_at_scale.erl read.
+-ignore_xref([{block, 1}, {members, 0}, {start_link, 0}, {status, 0}, {unblock, 1}, {set_links, 1},
+              {native_stats, 0}]).
 
--export_type([status/0]).
+-export_type([status/0, proxy/0]).
 
 -type status() ::
         #{links := #{node() => terrain_lab_spec:link_options()}, % the other nodes of the cluster
           blocked := [node()],                                  % cut off by a partition
-          proxies := [{node(), pid()}]}.                        % live proxies by target node
+          proxy := native | erlang,                             % which proxies carry the connections
+          proxies := [{node(), proxy()}]}.                      % live proxies by target node
+
+%% An Erlang proxy (its supervised process) or a connection of the native program.
+-type proxy() :: pid() | {native, non_neg_integer()}.
 
 -record(state, {blocked = #{} :: #{string() => true},
-                proxies = #{} :: #{pid() => {string(), reference()}}}).
+                %% the native program, when it carries them; started on the first connection
+                %% (at boot, under net_sup, the file server it needs may not run yet)
+                native :: port() | {not_started, file:filename()} | undefined,
+                next_id = 0 :: non_neg_integer(),      % the native program's next connection id
+                proxies = #{} :: #{proxy() => {string(), reference() | native}}}).
 
 -define(CALL_TIMEOUT, 5000).
 
@@ -92,6 +109,13 @@ set_links(Links) ->
 status() ->
     call(status).
 
+%% @doc The native program's connections and counters (`{error, not_native}' when this
+%% node uses the Erlang proxies).
+%% Also the program's OS pid (`os_pid').
+-spec native_stats() -> {ok, #{atom() => term()}} | {error, not_native | not_emulated | timeout | term()}.
+native_stats() ->
+    call(native_stats).
+
 %% @doc The other nodes of this node's emulated cluster.
 -spec members() -> [node()].
 members() ->
@@ -102,14 +126,27 @@ members() ->
 
 -spec init([]) -> {ok, #state{}}.
 init([]) ->
-    {ok, #state{}}.
+    case init:get_argument(terrain_netem_proxy) of
+        {ok, [["native", Path] | _]} -> {ok, #state{native = {not_started, Path}}};
+        _ -> {ok, #state{}}
+    end.
 
 -spec handle_call(term(), gen_server:from(), #state{}) -> {reply, term(), #state{}}.
+handle_call({open, _, _} = Open, From, #state{native = {not_started, Path}} = State) ->
+    Native = case terrain_lab_netem_native:start(Path) of
+                 {ok, Port} ->
+                     Port;
+                 {error, Why} ->
+                     logger:warning("terrain netem: the native proxy did not start (~0tp); using the Erlang proxies",
+                                    [Why]),
+                     undefined
+             end,
+    handle_call(Open, From, State#state{native = Native});
 handle_call({open, Target, Address}, _From, #state{blocked = Blocked, proxies = Proxies} = State) ->
     case maps:is_key(Target, Blocked) of
         true ->
             {reply, {error, partitioned}, State};
-        false ->
+        false when State#state.native =:= undefined ->
             Link = maps:get(Target, terrain_lab_netem_epmd:links(), #{}),
             case supervisor:start_child(terrain_lab_netem_proxy_sup, [#{target => Target, address => Address, link => Link}]) of
                 {ok, Pid, Port} ->
@@ -117,11 +154,24 @@ handle_call({open, Target, Address}, _From, #state{blocked = Blocked, proxies = 
                     {reply, {ok, Port}, State#state{proxies = Proxies#{Pid => {Target, Ref}}}};
                 {error, _} = Error ->
                     {reply, Error, State}
+            end;
+        false ->
+            #state{native = Native, next_id = Id} = State,
+            Link = terrain_lab_netem_link:new(maps:get(Target, terrain_lab_netem_epmd:links(), #{})),
+            {Accept, Send} = terrain_lab_netem_proxy:timeouts(),
+            case terrain_lab_netem_native:open(Native, Id, Address, Link, Accept, Send) of
+                {ok, Port} ->
+                    {reply, {ok, Port}, State#state{next_id = Id + 1,
+                                                    proxies = Proxies#{{native, Id} => {Target, native}}}};
+                {error, _} = Error ->
+                    {reply, Error, State#state{next_id = Id + 1}}
             end
     end;
-handle_call({block, Targets}, _From, #state{blocked = Blocked, proxies = Proxies} = State) ->
-    Cut = maps:filter(fun(_Pid, {Target, _}) -> lists:member(Target, Targets) end, Proxies),
-    maps:foreach(fun(Pid, {_, Ref}) ->
+handle_call({block, Targets}, _From, #state{blocked = Blocked, proxies = Proxies, native = Native} = State) ->
+    Cut = maps:filter(fun(_Proxy, {Target, _}) -> lists:member(Target, Targets) end, Proxies),
+    maps:foreach(fun({native, Id}, {_, native}) ->
+                         terrain_lab_netem_native:close(Native, Id);
+                    (Pid, {_, Ref}) ->
                          demonitor(Ref, [flush]),
                          _ = supervisor:terminate_child(terrain_lab_netem_proxy_sup, Pid)
                  end, Cut),
@@ -134,15 +184,31 @@ handle_call({unblock, Targets}, _From, #state{blocked = Blocked} = State) ->
 handle_call({set_links, Links}, _From, #state{proxies = Proxies} = State) ->
     Old = terrain_lab_netem_epmd:links(),
     ok = terrain_lab_netem_epmd:set_links(Links),
-    _ = [Pid ! {set_link, maps:get(Target, Links)}
-     || {Pid, {Target, _}} <- maps:to_list(Proxies), maps:is_key(Target, Links),
-        maps:get(Target, Links) =/= maps:get(Target, Old, undefined)],
+    _ = [case Proxy of
+             {native, Id} -> terrain_lab_netem_native:set_link(State#state.native, Id,
+                                                               terrain_lab_netem_link:new(maps:get(Target, Links)));
+             Pid -> Pid ! {set_link, maps:get(Target, Links)}
+         end
+         || {Proxy, {Target, _}} <- maps:to_list(Proxies), maps:is_key(Target, Links),
+            maps:get(Target, Links) =/= maps:get(Target, Old, undefined)],
     {reply, ok, State};
-handle_call(status, _From, #state{blocked = Blocked, proxies = Proxies} = State) ->
+handle_call(status, _From, #state{blocked = Blocked, proxies = Proxies, native = Native} = State) ->
     Status = #{links => maps:from_list([{full_name(S), L} || {S, L} <- maps:to_list(terrain_lab_netem_epmd:links())]),
                blocked => lists:sort([full_name(S) || S <- maps:keys(Blocked)]),
-               proxies => lists:sort([{full_name(S), Pid} || {Pid, {S, _}} <- maps:to_list(Proxies)])},
+               proxy => case Native of undefined -> erlang; _ -> native end,
+               proxies => lists:sort([{full_name(S), Proxy} || {Proxy, {S, _}} <- maps:to_list(Proxies)])},
     {reply, Status, State};
+handle_call(native_stats, _From, #state{native = undefined} = State) ->
+    {reply, {error, not_native}, State};
+handle_call(native_stats, _From, #state{native = {not_started, _}} = State) ->
+    {reply, {ok, #{connections => [], wakeups => 0, os_pid => none,
+                   late => #{count => 0, sum_ns => 0, max_ns => 0, histogram => []}}}, State};
+handle_call(native_stats, _From, #state{native = Native} = State) ->
+    Reply = case terrain_lab_netem_native:stats(Native) of
+                {ok, Stats} -> {ok, Stats#{os_pid => element(2, erlang:port_info(Native, os_pid))}};
+                {error, _} = Error -> Error
+            end,
+    {reply, Reply, State};
 handle_call(Request, _From, State) ->
     {reply, {error, {unknown_request, Request}}, State}.
 
@@ -150,9 +216,18 @@ handle_call(Request, _From, State) ->
 handle_cast(_Request, State) ->
     {noreply, State}.
 
--spec handle_info(term(), #state{}) -> {noreply, #state{}}.
+-spec handle_info(term(), #state{}) -> {noreply, #state{}} | {stop, term(), #state{}}.
 handle_info({'DOWN', _Ref, process, Pid, _Reason}, #state{proxies = Proxies} = State) ->
     {noreply, State#state{proxies = maps:remove(Pid, Proxies)}};
+handle_info({Native, {data, Event}}, #state{native = Native, proxies = Proxies} = State) ->
+    case terrain_lab_netem_native:event(Event) of
+        {ended, Id, _Why} -> {noreply, State#state{proxies = maps:remove({native, Id}, Proxies)}};
+        unknown -> {noreply, State}
+    end;
+handle_info({Native, {exit_status, Status}}, #state{native = Native} = State) ->
+    %% its connections are gone with it; the supervisor restarts the server (and the
+    %% Erlang proxies after it, rest_for_one)
+    {stop, {native_proxy_exited, Status}, State};
 handle_info(_Info, State) ->
     {noreply, State}.
 

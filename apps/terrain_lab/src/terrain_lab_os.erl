@@ -49,8 +49,10 @@
 %% How {@link start/3} starts a program that runs as long as it needs (no deadline).
 -type start_options() ::
         #{env => [{string(), string() | false}],   % as in run_options()
-          stdio => port | inherit}.                % port (default): stdin/stdout through the port; inherit:
+          stdio => port | inherit,                 % port (default): stdin/stdout through the port; inherit:
                                                    % this VM's terminal, and the port carries only the exit status
+          packet => 1 | 2 | 4}.                    % with stdio port: messages framed by a length of N bytes
+                                                   % ({packet, N}; the native netem proxy); absent: a byte stream
 
 %% A signal by name, as kill(1) takes it: "TERM", "KILL", "INT", "CONT"...
 -type signal_name() :: string().
@@ -110,7 +112,7 @@ run(Program, Args, Options) ->
 -spec start(file:filename(), [string()], start_options()) -> {ok, port()} | {error, error_reason()}.
 start(Program, Args, Options) ->
     Stdio = case maps:get(stdio, Options, port) of
-                port -> [use_stdio, binary];
+                port -> [use_stdio, binary] ++ [{packet, N} || #{packet := N} <- [Options]];
                 inherit -> [nouse_stdio]
             end,
     case executable(Program) of

@@ -4,11 +4,17 @@
 %%
 %% The suite's own module is put on the nodes' code path (launcher option
 %% `code_path'), so that round trips and streams run between two cluster nodes.
+%%
+%% Group `native' runs every case with the native proxy (the default); group `erlang'
+%% runs the cases about carrying, cutting and changing connections again with the Erlang
+%% proxies (`TERRAIN_NETEM_PROXY=erlang'). Each cluster checks that its nodes use the
+%% group's proxies, so neither group can pass on the other's.
 -module(terrain_lab_netem_SUITE).
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
 
--export([suite/0, all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([suite/0, all/0, groups/0, init_per_suite/1, end_per_suite/1, init_per_group/2, end_per_group/2,
+         init_per_testcase/2, end_per_testcase/2]).
 -export([three_levels_show_in_the_rtt_matrix/0, three_levels_show_in_the_rtt_matrix/1,
          partition_then_heal/0, partition_then_heal/1,
          stream_of_10000_messages_arrives_complete_and_in_order/0,
@@ -17,18 +23,40 @@
          close_on_either_side_ends_the_connection_and_its_proxy/0,
          close_on_either_side_ends_the_connection_and_its_proxy/1,
          bad_link_options_are_rejected/0, bad_link_options_are_rejected/1,
-         cli_up_status_partition_heal_down/0, cli_up_status_partition_heal_down/1]).
+         cli_up_status_partition_heal_down/0, cli_up_status_partition_heal_down/1,
+         link_change_applies_to_the_live_connection/0, link_change_applies_to_the_live_connection/1,
+         window_holds_a_fast_sender_back/0, window_holds_a_fast_sender_back/1]).
 
 %% Run on the cluster nodes.
--export([rtt/3, echo/0, send_stream/3, receive_stream/3, proxy_processes/0]).
+-export([rtt/3, echo/0, send_stream/3, receive_stream/3, proxy_processes/0, send_bulk/3, receive_bulk/2,
+         watch_native/2]).
 
 suite() ->
     [{timetrap, {minutes, 3}}].
 
 all() ->
-    [three_levels_show_in_the_rtt_matrix, partition_then_heal, stream_of_10000_messages_arrives_complete_and_in_order,
-     node_stopped_mid_stream_leaves_no_proxy_behind, close_on_either_side_ends_the_connection_and_its_proxy,
-     bad_link_options_are_rejected, cli_up_status_partition_heal_down].
+    [{group, native}, {group, erlang}].
+
+groups() ->
+    Carrying = [three_levels_show_in_the_rtt_matrix, partition_then_heal,
+                stream_of_10000_messages_arrives_complete_and_in_order,
+                node_stopped_mid_stream_leaves_no_proxy_behind, close_on_either_side_ends_the_connection_and_its_proxy,
+                link_change_applies_to_the_live_connection],
+    [{native, [], Carrying ++ [window_holds_a_fast_sender_back, bad_link_options_are_rejected,
+                               cli_up_status_partition_heal_down]},
+     {erlang, [], Carrying}].
+
+init_per_group(native, Config) ->
+    true = os:unsetenv("TERRAIN_NETEM_PROXY"),
+    ?assertMatch({ok, _}, terrain_lab_netem_native:executable()),
+    [{proxy, native} | Config];
+init_per_group(erlang, Config) ->
+    true = os:putenv("TERRAIN_NETEM_PROXY", "erlang"),
+    [{proxy, erlang} | Config].
+
+end_per_group(_Group, _Config) ->
+    true = os:unsetenv("TERRAIN_NETEM_PROXY"),
+    ok.
 
 %% The test node talks to the clusters' nodes itself (pings, cookies), so it must be
 %% distributed even when a case runs alone.
@@ -155,14 +183,21 @@ node_stopped_mid_stream_leaves_no_proxy_behind(Config) ->
         Receiver = erpc:call(B, erlang, spawn, [?MODULE, receive_stream, [Self, infinity, 0]], ?CALL),
         Sender = erpc:call(A, erlang, spawn, [?MODULE, send_stream, [Receiver, infinity, 7]], ?CALL),
         receive {streaming, Receiver} -> ok after 30000 -> ct:fail(stream_did_not_start) end,
+        connect_from(B, C),   % b's own proxied connection starts its native program
+        BNative = case erpc:call(B, terrain_lab_netem_server, native_stats, [], ?CALL) of
+                      {ok, #{os_pid := P}} -> [integer_to_list(P)];
+                      {error, not_native} -> []
+                  end,
+        ?assertEqual(?config(proxy, Config) =:= native, BNative =/= []),
         true = terrain_lab_os:kill(BPid),
+        %% the native program of the killed VM goes with it (its stdin closes)
+        ?assertEqual([], terrain_lab_os:await_exit(BNative, 10000)),
         await(fun() -> not lists:member(B, erpc:call(A, erlang, nodes, [], ?CALL)) end, "a to see b go"),
         await(fun() -> [] =:= [P || {P, To} <- erpc:call(A, ?MODULE, proxy_processes, [], ?CALL), To =/= C] end,
               "the proxy to b to exit"),
         #{A := #{proxies := Proxies}} = terrain_lab_netem:status([A]),
         ?assertEqual([], [P || {To, P} <- Proxies, To =:= B]),
-        Children = erpc:call(A, supervisor, count_children, [terrain_lab_netem_proxy_sup], ?CALL),
-        ?assertEqual(length(Proxies), proplists:get_value(active, Children)),
+        ?assertEqual(length(Proxies), live_proxies(A, ?config(proxy, Config))),
         ?assertEqual([], [P || {P, To} <- erpc:call(A, ?MODULE, proxy_processes, [], ?CALL), To =/= C]),
         erpc:call(A, erlang, exit, [Sender, kill], ?CALL)
     end).
@@ -277,6 +312,60 @@ cli_up_status_partition_heal_down(Config) ->
         [terrain_lab_os:kill(P) || P <- OsPids]
     end.
 
+link_change_applies_to_the_live_connection() ->
+    [{doc, "a and b at 200 us one way; the spec changes to 3000 us (terrain_lab_netem:set_links/3, what "
+           "'terrain netem move' does): the same connection, through the same proxy, now takes at least "
+           "2 x 3000 us per round trip; changed back, its round trips fall below 2 x 3000 us again."}].
+link_change_applies_to_the_live_connection(Config) ->
+    Terms = fun(L) -> [{cluster, t, #{latency => L}}, {node, a, #{}}, {node, b, #{}}] end,
+    with_cluster(Terms(200), Config, fun(_Spec, [#{node := A, name := NA}, #{node := B, name := NB}]) ->
+        connect_from(A, B),
+        #{A := #{proxies := Before}} = terrain_lab_netem:status([A]),
+        {Min0, _} = erpc:call(A, ?MODULE, rtt, [B, 10, 3], ?CALL),
+        ?assert(Min0 >= 400, Min0),
+        ?assert(Min0 < 6000, Min0),
+        Names = #{NA => A, NB => B},
+        {ok, Slow} = terrain_lab_spec:from_terms(Terms(3000), undefined),
+        ok = terrain_lab_netem:set_links(Slow, ?config(prefix, Config), Names),
+        {Min1, _} = erpc:call(A, ?MODULE, rtt, [B, 10, 1], ?CALL),
+        ?assert(Min1 >= 6000, Min1),
+        {ok, Fast} = terrain_lab_spec:from_terms(Terms(200), undefined),
+        ok = terrain_lab_netem:set_links(Fast, ?config(prefix, Config), Names),
+        {Min2, _} = erpc:call(A, ?MODULE, rtt, [B, 10, 1], ?CALL),
+        ?assert(Min2 >= 400 andalso Min2 < 6000, Min2),
+        %% no reconnection: the proxy that carried it at first still does
+        #{A := #{proxies := After}} = terrain_lab_netem:status([A]),
+        ?assertEqual([P || {To, P} <- Before, To =:= B], [P || {To, P} <- After, To =:= B]),
+        {comment, io_lib:format("min rtt ~b, then ~b, then ~b us", [Min0, Min1, Min2])}
+    end).
+
+window_holds_a_fast_sender_back() ->
+    [{doc, "a sends 6 MB as fast as it can to b over 2 MB/s: a's native program pauses reading (its "
+           "source is held back by TCP) and never holds more than the link's window plus one read; "
+           "every byte arrives, in order."}].
+window_holds_a_fast_sender_back(Config) ->
+    Terms = [{cluster, t, #{latency => 1000, bandwidth => 2000000}}, {node, a, #{}}, {node, b, #{}}],
+    with_cluster(Terms, Config, fun(_Spec, [#{node := A}, #{node := B}]) ->
+        connect_from(A, B),
+        Window = terrain_lab_netem_link:window(terrain_lab_netem_link:new(#{latency => 1000, bandwidth => 2000000})),
+        Self = self(),
+        Bytes = 6 * 1024 * 1024,
+        Watcher = erpc:call(A, erlang, spawn, [?MODULE, watch_native, [Self, #{max_queued => 0, paused => false}]], ?CALL),
+        Receiver = erpc:call(B, erlang, spawn, [?MODULE, receive_bulk, [Self, Bytes div 65536]], ?CALL),
+        Sender = erpc:call(A, erlang, spawn, [?MODULE, send_bulk, [Receiver, Bytes, Self]], ?CALL),
+        receive {sent, Sender, Sent} -> ?assertEqual(Bytes, Sent) after 60000 -> ct:fail(not_sent) end,
+        Received = receive {received, Receiver, R} -> R after 60000 -> ct:fail(not_received) end,
+        Watcher ! stop,
+        Watched = receive {watched, Watcher, W} -> W after 10000 -> ct:fail(no_watch) end,
+        ct:pal("window ~b; received ~p; watched ~p", [Window, Received, Watched]),
+        ?assertEqual(#{bytes => Bytes, bad => 0}, Received),
+        #{max_queued := MaxQueued, paused := Paused} = Watched,
+        ?assert(Paused),
+        ?assert(MaxQueued =< Window + 256 * 1024, {MaxQueued, Window}),
+        ?assert(MaxQueued > Window div 2, {MaxQueued, Window}),
+        {comment, io_lib:format("held at most ~b B (window ~b B)", [MaxQueued, Window])}
+    end).
+
 %%--------------------------------------------------------------------
 %% Run on the cluster nodes
 
@@ -335,9 +424,20 @@ receive_stream(Report, Count, Expected, #{count := N, out_of_order := O, corrupt
         Report ! {stream, self(), Acc#{timeout => true}}
     end.
 
-%% The proxy processes on this node (both directions), with the node each goes to.
+%% The proxies' directions alive on this node, with the node each goes to: for the
+%% Erlang proxies their processes (one per direction), for the native proxy the two
+%% directions of each connection the program itself reports.
 proxy_processes() ->
     Targets = maps:from_list([{P, T} || {T, P} <- maps:get(proxies, terrain_lab_netem_server:status())]),
+    case terrain_lab_netem_server:native_stats() of
+        {ok, #{connections := Connections}} ->
+            [{{native, Id, Direction}, maps:get({native, Id}, Targets, unknown)}
+             || #{id := Id} <- Connections, Direction <- [out, in]];
+        {error, not_native} ->
+            erlang_proxy_processes(Targets)
+    end.
+
+erlang_proxy_processes(Targets) ->
     [{P, maps:get(P, Targets, maps:get(Proxy, Targets, unknown))}
      || P <- processes(),
         {terrain_lab_netem_proxy, _, _} <- [proc_lib:translate_initial_call(P)],
@@ -346,7 +446,48 @@ proxy_processes() ->
                       undefined -> P
                   end]].
 
+%% Sends `Bytes' to `Receiver' in messages of 64 kB, as fast as distribution takes them.
+send_bulk(Receiver, Bytes, Report) ->
+    Chunk = rand:bytes(65536),
+    N = Bytes div 65536,
+    [Receiver ! {bulk, I, Chunk} || I <- lists:seq(1, N)],
+    Report ! {sent, self(), N * 65536}.
+
+%% Counts the bulk messages (in order, intact) until `Count' arrived.
+receive_bulk(Report, Count) ->
+    receive_bulk(Report, Count, 1, 0, 0).
+
+receive_bulk(Report, Count, I, Bytes, Bad) when I > Count ->
+    Report ! {received, self(), #{bytes => Bytes, bad => Bad}};
+receive_bulk(Report, Count, I, Bytes, Bad) ->
+    receive
+        {bulk, J, Chunk} ->
+            receive_bulk(Report, Count, I + 1, Bytes + byte_size(Chunk), Bad + case J of I -> 0; _ -> 1 end)
+    after 60000 ->
+        Report ! {received, self(), #{bytes => Bytes, bad => Bad, timeout => true}}
+    end.
+
+%% Samples this node's native program every 20 ms until `Report' says stop: the most
+%% bytes a direction held and whether its source was ever paused.
+watch_native(Report, Acc) ->
+    {ok, #{connections := Connections}} = terrain_lab_netem_server:native_stats(),
+    #{max_queued := Max, paused := Paused} = Acc,
+    Acc1 = Acc#{max_queued => lists:max([Max | [Q || #{out := #{queued := Q}} <- Connections]]),
+                paused => Paused orelse lists:any(fun(#{out := #{paused := P}}) -> P end, Connections)},
+    receive
+        stop -> Report ! {watched, self(), Acc1}
+    after 20 -> watch_native(Report, Acc1)
+    end.
+
 %%--------------------------------------------------------------------
+
+%% The proxies the node runs, counted where they live: the Erlang proxies' supervisor, or
+%% the native program's own list.
+live_proxies(Node, erlang) ->
+    proplists:get_value(active, erpc:call(Node, supervisor, count_children, [terrain_lab_netem_proxy_sup], ?CALL));
+live_proxies(Node, native) ->
+    {ok, #{connections := Connections}} = erpc:call(Node, terrain_lab_netem_server, native_stats, [], ?CALL),
+    length(Connections).
 
 with_cluster(Terms, Config, Fun) ->
     {ok, Spec} = terrain_lab_spec:from_terms(Terms, undefined),
@@ -354,6 +495,9 @@ with_cluster(Terms, Config, Fun) ->
                                                       code_path => [filename:dirname(code:which(?MODULE))]}),
     Nodes = terrain_lab:cluster_nodes(Cluster),
     try
+        Expected = proplists:get_value(proxy, Config, native),
+        [?assertMatch({N, #{proxy := Expected}}, {N, maps:get(N, terrain_lab_netem:status([N]))})
+         || #{node := N} <- Nodes],
         Fun(Spec, Nodes)
     after
         ok = terrain_lab:stop_cluster(Cluster),

@@ -123,7 +123,17 @@ vm_args_give_each_node_its_links_to_all_others_test() ->
                      [{group, r1, #{latency => 200, jitter => 50}, [{node, a, #{}}, {node, b, #{}}]},
                       {node, c, #{}}]},
                     {group, s2, #{}, [{node, d, #{}}]}], undefined),
-    ["-epmd_module", "terrain_lab_netem_epmd", "-terrain_netem", Text] = terrain_lab_netem:vm_args(Spec, "p_", a),
+    ["-epmd_module", "terrain_lab_netem_epmd", "-terrain_netem", Text | Proxy] = terrain_lab_netem:vm_args(Spec, "p_", a),
+    %% the native proxy where it was built (it is, in this build), the Erlang proxies on request
+    {ok, Program} = terrain_lab_netem_native:executable(),
+    ?assertEqual(["-terrain_netem_proxy", "native", Program], Proxy),
+    ?assert(filelib:is_regular(Program)),
+    true = os:putenv("TERRAIN_NETEM_PROXY", "erlang"),
+    try
+        ?assertMatch([_, _, _, _, "-terrain_netem_proxy", "erlang"], terrain_lab_netem:vm_args(Spec, "p_", a))
+    after
+        os:unsetenv("TERRAIN_NETEM_PROXY")
+    end,
     ?assertEqual({ok, #{"p_b" => #{latency => 200, jitter => 50},
                         "p_c" => #{latency => 1000, bandwidth => 10000000},
                         "p_d" => #{latency => 5000}}},
@@ -154,4 +164,9 @@ example_specs_are_emulated_test() ->
     ?assertEqual(#{latency => 60000, jitter => 5000, bandwidth => 2000000}, terrain_lab_spec:link(Wan, p1, t4)),
     ?assertEqual(#{latency => 50}, terrain_lab_spec:link(Wan, t3, t4)),
     {ok, Demo} = terrain_lab_spec:read(filename:join([Root, "examples", "demo.cluster"])),
-    ?assert(terrain_lab_netem:enabled(Demo)).
+    ?assert(terrain_lab_netem:enabled(Demo)),
+    %% the shallower hierarchy of docs/COLLECTIVES.md: 12 nodes, 10 ms / 1 ms / 100 us one way
+    {ok, Shallow} = terrain_lab_spec:read(filename:join([Root, "examples", "paths_shallow.cluster"])),
+    ?assertEqual(12, length(terrain_lab_spec:node_names(Shallow))),
+    ?assertEqual([#{latency => 100}, #{latency => 1000}, #{latency => 10000}],
+                 [terrain_lab_spec:link(Shallow, s1r1n1, N) || N <- [s1r1n3, s1r2n1, s2r2n3]]).

@@ -7,7 +7,8 @@
 %%    against a direct connection (goal: ≥ 50%).
 %% 3. Bandwidth: the same stream over links with `bandwidth' set (goal: within ±10%).
 %%
-%% Figures depend on the machine's load: the load average is printed first.
+%% Figures depend on the machine's load: the load average is printed first, with the
+%% proxies measured (native by default, `TERRAIN_NETEM_PROXY=erlang' for the Erlang ones).
 -module(bench_netem).
 -export([run/0]).
 
@@ -21,8 +22,9 @@
 run() ->
     {ok, Load} = file:read_file("/proc/loadavg"),
     [L1, L5, L15 | _] = string:lexemes(binary_to_list(Load), " "),
-    io:format("load average before (1, 5, 15 min): ~s ~s ~s on ~b cores~n",
-              [L1, L5, L15, erlang:system_info(logical_processors_available)]),
+    io:format("load average before (1, 5, 15 min): ~s ~s ~s on ~b cores; ~s proxies (TERRAIN_NETEM_PROXY)~n",
+              [L1, L5, L15, erlang:system_info(logical_processors_available),
+               element(1, terrain_lab_netem:idle_cost())]),
     latency(),
     throughput(),
     bandwidth().
