@@ -1,7 +1,7 @@
 #!/bin/bash
 # A timed session on a cluster of many VMs (docs/BENCHMARKS.md, "256 VMs"): up, status, attrs, choose,
-# time-task over all nodes, the full mesh made from one node, spawn_on and place_tree over all nodes, down;
-# the VMs' total resident (RSS) and proportional (PSS) memory after each step.
+# time-task over all nodes, the full mesh made from one node (scale_mesh.escript), spawn_on and place_tree over
+# all nodes, down; the VMs' total resident (RSS) and proportional (PSS) memory after each step (scale_mem.py).
 # usage: examples/scale_session.sh SPEC [terrain up options...]
 #   env: STATE_DIR (default /tmp/terrain_scale/state), OUT_DIR (/tmp/terrain_scale), PREFIX (scale_)
 # specs: python3 examples/scale_spec.py 256 > /tmp/flat256.cluster
@@ -13,23 +13,7 @@ cd "$(dirname "$0")/.."
 T=bin/terrain
 exec 3>&2
 t() { local s=$(date +%s.%N); "$@"; local rc=$?; local e=$(date +%s.%N); printf "%-10s rc=%d wall %.2f s\n" "$STEP" $rc $(echo "$e - $s" | bc) >&3; return $rc; }
-mem() {
-  ST="$ST" python3 - <<'PY'
-import json, os
-d=json.load(open(os.environ['ST'] + '/cluster.json'))
-pids=[n['os_pid'] for n in d['nodes'] if n.get('os_pid')]
-rss=pss=thr=0; alive=0
-for p in pids:
-    try:
-        for l in open('/proc/%s/smaps_rollup'%p):
-            if l.startswith('Rss:'): rss+=int(l.split()[1])
-            if l.startswith('Pss:'): pss+=int(l.split()[1])
-        alive+=1
-    except OSError: pass
-print("VMs %d alive; total RSS %.2f GB (%.1f MB per VM), total PSS %.2f GB (%.1f MB per VM)" % (alive, rss/1048576, rss/1024/max(alive,1), pss/1048576, pss/1024/max(alive,1)))
-PY
-  free -m | sed -n 2p
-}
+mem() { python3 examples/scale_mem.py "$ST"; free -m | sed -n 2p; }
 uptime
 free -m | sed -n 2p
 STEP=up t $T up $SPEC --prefix ${PREFIX:-scale_} --state-dir $ST "$@" > $OUT/up.out 2>$OUT/up.err || { cat $OUT/up.err; exit 1; }; tail -2 $OUT/up.err
@@ -38,17 +22,7 @@ STEP=status t $T status --state-dir $ST > $OUT/status.out 2>&1; grep -c "up\b\|r
 STEP=attrs t $T attrs --state-dir $ST vm_schedulers_online > $OUT/attrs.out 2>&1; echo "attrs lines: $(wc -l < $OUT/attrs.out)"; head -2 $OUT/attrs.out; grep -ci "error\|timeout" $OUT/attrs.out
 STEP=choose t $T choose --state-dir $ST '{vm_schedulers_online, ge, 1}' > $OUT/choose.out 2>&1; echo "chosen: $(wc -l < $OUT/choose.out)"; head -2 $OUT/choose.out
 STEP=time-task t $T time-task --state-dir $ST --rpc-all erlang:node:[] --runs 10 --out $OUT/tt_$$.csv > $OUT/tt.out 2>&1; tail -3 $OUT/tt.out
-STEP=mesh t erl -noshell -sname scale_ctl$$ -setcookie $(cat $ST/cookie) -eval "
-  {ok, B} = file:read_file(\"$ST/cluster.json\"),
-  Nodes = [binary_to_atom(N) || {match, [N]} <- [re:run(L, <<\"\\\"node\\\": *\\\"([^\\\"]+)\\\"\">>, [{capture, all_but_first, binary}]) || L <- binary:split(B, <<\",\">>, [global])]],
-  N1 = hd(Nodes),
-  pong = net_adm:ping(N1),
-  T0 = erlang:monotonic_time(millisecond),
-  erpc:call(N1, fun() -> [net_kernel:connect_node(X) || X <- Nodes] end, 120000),
-  Wait = fun W() -> Counts = [erpc:call(X, fun() -> length(nodes()) end, 60000) || X <- Nodes], Missing = lists:sum([length(Nodes) - C || C <- Counts]), Stable = get(stable) =:= Counts, put(stable, Counts), case Missing =< length(Nodes) orelse (Stable andalso erlang:monotonic_time(millisecond) - T0 > 10000) of true -> Counts; false -> case erlang:monotonic_time(millisecond) - T0 > 180000 of true -> Counts; false -> timer:sleep(2000), W() end end end,
-  Counts = Wait(),
-  io:format(\"mesh: ~b nodes, connections per node min ~b max ~b, ~b ms~n\", [length(Nodes), lists:min(Counts), lists:max(Counts), erlang:monotonic_time(millisecond) - T0]),
-  halt()."
+STEP=mesh t examples/scale_mesh.escript "$ST"
 mem
 FIRST=$(python3 -c "import json; print(json.load(open('$ST/cluster.json'))['nodes'][0]['node'])")
 STEP=spawn+place t erl -noshell -sname scale_ctl$$ -setcookie $(cat $ST/cookie) -eval "
@@ -65,5 +39,6 @@ STEP=spawn+place t erl -noshell -sname scale_ctl$$ -setcookie $(cat $ST/cookie) 
   halt()."
 mem
 STEP=down t $T down --state-dir $ST > $OUT/down.out 2>$OUT/down.err; tail -2 $OUT/down.err; grep -vc stopped $OUT/down.out
-echo "left: $(ps aux | grep -c '[s]name scale_\|[n]ame scale_s')  beam with scale_ prefix: $(ps aux | grep -c '[s]cale_s[0-9]')"
+P=${PREFIX:-scale_}; echo "left: $(ps aux | grep -c "[n]et_kernel:start(${P}s[0-9]") VM processes named ${P}*, $(epmd -names | grep -c "^name ${P}s[0-9]") names in epmd"
 free -m | sed -n 2p
+uptime

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Writes a cluster spec of N one-scheduler nodes in sites x 4 racks (docs/BENCHMARKS.md, "256 VMs").
 
-usage: scale_spec.py N [--connect-all false] [--latency SITE,RACK,NODE]  (one-way microseconds per level)
+usage: scale_spec.py N [--connect-all false] [--latency SITE,RACK,NODE] [--args "VM ARGS"]
+  --latency: one-way microseconds per level; --args: extra VM arguments of every node (split at spaces)
 """
 import sys
 
 
-def spec(n, connect_all=True, latency=None):
+def spec(n, connect_all=True, latency=None, args=None):
     sites = 4 if n >= 64 else 2 if n >= 16 else 1
     racks = 4 if n >= 16 else 2
     per = n // (sites * racks)
@@ -24,7 +25,8 @@ def spec(n, connect_all=True, latency=None):
     for s in range(1, sites + 1):
         groups = []
         for r in range(1, racks + 1):
-            nodes = ", ".join(f"{{node, s{s}r{r}n{k}, #{{schedulers => 1}}}}" for k in range(1, per + 1))
+            node_opts = "schedulers => 1" + (", args => [" + ", ".join(f'"{a}"' for a in args) + "]" if args else "")
+            nodes = ", ".join(f"{{node, s{s}r{r}n{k}, #{{{node_opts}}}}}" for k in range(1, per + 1))
             groups.append(f"    {{group, s{s}r{r}, {opts(2)}, [{nodes}]}}")
         lines.append(f"{{group, s{s}, {opts(1)}, [\n" + ",\n".join(groups) + "]}.")
     return "\n".join(lines) + "\n"
@@ -40,4 +42,5 @@ if __name__ == "__main__":
     latency = None
     if "--latency" in args:
         latency = [int(x) for x in args[args.index("--latency") + 1].split(",")]
-    sys.stdout.write(spec(n, connect_all, latency))
+    vm_args = args[args.index("--args") + 1].split() if "--args" in args else None
+    sys.stdout.write(spec(n, connect_all, latency, vm_args))

@@ -140,6 +140,12 @@ def test_read_sweep_and_figures(tmp_path):
     figures = sweep_figures(rows)
     assert set(figures) == {"bench_throughput", "bench_latency"}
     assert len(figures["bench_latency"].axes) == 2
+    cluster, per_node = figures["bench_throughput"].axes
+    assert [line.get_label() for line in cluster.get_lines()] == ["global_register", "rpc"]
+    (line,) = per_node.get_lines()
+    # rpc and global_register each do 100 * nodes per second: 200 per node at every size
+    assert list(line.get_xdata()) == [2, 4, 8]
+    assert list(line.get_ydata()) == pytest.approx([200.0, 200.0, 200.0])
     written = write_bench_plots(path, tmp_path / "plots")
     assert sorted(p.name for p in written) == [
         "bench_latency.png",

@@ -63,3 +63,16 @@ def test_predicted_rows_are_drawn_hollow_and_left_out_of_the_fit(tmp_path):
     axes = scale_figure(read, "t").axes[0]
     assert "probe (b = 2.00)" in [t.get_text() for t in axes.get_legend().get_texts()]
     assert any(line.get_fillstyle() == "none" for line in axes.get_lines())
+
+
+def test_the_probe_strategy_is_read_and_named_in_the_legend(tmp_path):
+    rows = ([{"nodes": n, "operation": "up", "seconds": 0.25 * n} for n in (16, 32, 64)]
+            + [{"nodes": n, "operation": "probe", "seconds": 0.01 * n,
+                "detail": {"strategy": "tree", "pairs": n * (n - 1), "pairs_measured": 3 * n}} for n in (16, 32, 64)])
+    path = tmp_path / "scale.json"
+    path.write_text(json.dumps(_document(rows)))
+    _, read = read_scale(path)
+    assert {r.strategy for r in read if r.operation == "probe"} == {"tree"}
+    assert {r.strategy for r in read if r.operation == "up"} == {None}
+    labels = [t.get_text() for t in scale_figure(read, "t").axes[0].get_legend().get_texts()]
+    assert labels == ["up (b = 1.00)", "probe, tree (b = 1.00)"]

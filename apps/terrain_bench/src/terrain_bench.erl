@@ -40,8 +40,10 @@
 %% {argument_size, 10}.         % bytes of payload of P2P operations
 %% {compute_us, 10}.            % computation on the target
 %% {target, random}.            % or terrain predicates, or {group, Scope, Group}
-%% {mode, closed}.              % or {rate, OpsPerSecondPerWorker}: open loop
+%% {mode, closed}.              % or {rate, OpsPerSecondPerWorker}: open loop,
+%%                              % or {think, MeanMs}: closed loop with think time
 %% {timeout, 5000}.             % deadline of one operation, ms
+%% {connect, true}.             % full mesh and global in sync before the start
 %% '''
 %% See docs/BENCH.md.
 -module(terrain_bench).
@@ -79,7 +81,8 @@
           target := terrain_bench_config:target(),
           mode := terrain_bench_config:mode(),
           warmup := non_neg_integer(),
-          timeout := pos_integer()}.
+          timeout := pos_integer(),
+          connect := boolean()}.
 %% A validated configuration ({@link read_config/1}, {@link validate_config/1}); the keys are those of
 %% the configuration file (docs/BENCH.md).
 %% <ul>
@@ -90,9 +93,10 @@
 %% <li>`argument_size' — payload bytes of P2P operations</li>
 %% <li>`compute_us' — computation on the target, µs</li>
 %% <li>`target' — which nodes P2P operations go to</li>
-%% <li>`mode' — closed loop, or open loop at a rate per worker</li>
+%% <li>`mode' — closed loop, open loop at a rate per worker, or closed loop with a think time</li>
 %% <li>`warmup' — seconds run before measuring, discarded</li>
 %% <li>`timeout' — deadline of one operation, ms</li>
+%% <li>`connect' — connect every node to every other and wait for `global' before the start</li>
 %% </ul>
 
 -type operation() :: spawn | rpc | erpc | gen_server_call | fsm_server_call
@@ -154,6 +158,12 @@ format_error({bench_config, _} = Reason) ->
     terrain_bench_config:format_error(Reason);
 format_error({bench, {start_failed, Node, Why}}) ->
     io_lib:format("the benchmark instance on ~s did not start: ~ts", [Node, format_error(Why)]);
+format_error({bench, {not_connected, Node, Others}}) ->
+    io_lib:format("~s could not connect to ~ts before the start",
+                  [Node, lists:join(", ", [atom_to_list(N) || N <- Others])]);
+format_error({bench, {connect_failed, Node, Why}}) ->
+    io_lib:format("~s did not connect to the other nodes and synchronise global before the start: ~0tp",
+                  [Node, Why]);
 format_error({bench, {no_targets, Node}}) ->
     io_lib:format("no target node for ~s: the configuration's target matches no other node", [Node]);
 format_error({bench, {file, File, Why}}) ->

@@ -16,12 +16,13 @@
 -type operation() :: terrain_bench:operation().
 
 -type target() :: random | [term()] | {group, atom(), term()}.
--type mode() :: closed | {rate, number()}.
+-type mode() :: closed | {rate, number()} | {think, number()}.
 
 -type config() :: terrain_bench:config().
 
 -define(DEFAULTS, #{duration => 60, concurrent => 4, report_interval => 1, argument_size => 10,
-                    compute_us => 10, target => random, mode => closed, warmup => 0, timeout => 5000}).
+                    compute_us => 10, target => random, mode => closed, warmup => 0, timeout => 5000,
+                    connect => true}).
 
 %%--------------------------------------------------------------------
 %% API
@@ -60,6 +61,7 @@ to_json(Config) ->
                 (target, T) -> iolist_to_binary(io_lib:format("~0tp", [T]));
                 (mode, closed) -> <<"closed">>;
                 (mode, {rate, R}) -> #{rate => R};
+                (mode, {think, Ms}) -> #{think_ms => Ms};
                 (_, V) -> V
              end, Config).
 
@@ -86,7 +88,7 @@ format_error({bench_config, {bad_value, Key, Value}}) ->
 
 keys() ->
     [duration, concurrent, report_interval, operations, argument_size, compute_us, target, mode,
-     warmup, timeout].
+     warmup, timeout, connect].
 
 expected(duration) -> "a positive integer (seconds)";
 expected(concurrent) -> "a positive integer (workers per node)";
@@ -97,9 +99,11 @@ expected(operations) ->
 expected(argument_size) -> "a non-negative integer (bytes)";
 expected(compute_us) -> "a non-negative integer (microseconds)";
 expected(target) -> "random, a list of terrain predicates, or {group, Scope, Group} with an atom Scope";
-expected(mode) -> "closed or {rate, OpsPerSecondPerWorker} with a positive number";
+expected(mode) ->
+    "closed, {rate, OpsPerSecondPerWorker} or {think, MeanMilliseconds} with a positive number";
 expected(warmup) -> "a non-negative integer (seconds)";
-expected(timeout) -> "a positive integer (milliseconds)".
+expected(timeout) -> "a positive integer (milliseconds)";
+expected(connect) -> "true or false".
 
 check(Terms) ->
     Keys = [K || {K, _} <- Terms],
@@ -141,4 +145,6 @@ valid(target, Preds) when is_list(Preds), Preds =/= [] ->
 valid(target, _) -> false;
 valid(mode, closed) -> true;
 valid(mode, {rate, R}) -> is_number(R) andalso R > 0;
-valid(mode, _) -> false.
+valid(mode, {think, Ms}) -> is_number(Ms) andalso Ms > 0;
+valid(mode, _) -> false;
+valid(connect, V) -> is_boolean(V).

@@ -22,6 +22,10 @@
 %% its latency is measured from that intended start (or from its real start, if it
 %% started early), so time spent waiting behind a slow operation counts, as it would
 %% for a client that does not wait for the system (coordinated omission corrected).
+%% Think time (`{think, MeanMs}'): a closed loop whose worker waits before each
+%% operation for an exponentially distributed time of mean `MeanMs' (basho_bench's
+%% `{rate, R}' mode, R = 1000 / MeanMs), so that a node offers about the same load
+%% whatever the size of the cluster; latency is measured from the operation's start.
 -module(terrain_bench_instance).
 -behaviour(gen_server).
 
@@ -184,6 +188,10 @@ worker(W, Table, Targets, Errors, #{mode := Mode}, _Instance) ->
             case Mode of
                 closed ->
                     closed(W, Table, Targets, Errors, End, PerUs, erlang:monotonic_time());
+                {think, MeanMs} ->
+                    Loop = #{table => Table, targets => Targets, errors => Errors, end_time => End,
+                             per_us => PerUs, think_ms => MeanMs},
+                    think(W, Loop, erlang:monotonic_time());
                 {rate, Rate} ->
                     Loop = #{table => Table, targets => Targets, errors => Errors, end_time => End,
                              per_us => PerUs},
@@ -210,6 +218,35 @@ closed(W, Table, Targets, Errors, End, PerUs, _Now) ->
     Stop = erlang:monotonic_time(),
     record(Outcome, Op, Recorder, (Stop - Start) div PerUs, Errors),
     closed(W2, Table, Targets, Errors, End, PerUs, Stop).
+
+%% Think time: a wait drawn before each operation (none is started after the end
+%% time), then the operation, measured from its start.
+think(_W, #{end_time := End}, Now) when Now >= End ->
+    ok;
+think(W, #{table := Table, targets := Targets, errors := Errors, per_us := PerUs, end_time := End,
+           think_ms := MeanMs} = Loop, Now) ->
+    Wait = think_ms(MeanMs, rand:uniform_real()),
+    case Now + Wait * PerUs * 1000 >= End of
+        true ->
+            ok;
+        false ->
+            _ = Wait > 0 andalso receive after Wait -> ok end,
+            {Op, Recorder, P2P} = pick(Table),
+            Target = target(P2P, Targets),
+            W1 = terrain_bench_ops:prepare(Op, W),
+            Start = erlang:monotonic_time(),
+            {Outcome, W2} = terrain_bench_ops:run(Op, Target, W1),
+            Stop = erlang:monotonic_time(),
+            record(Outcome, Op, Recorder, (Stop - Start) div PerUs, Errors),
+            think(W2, Loop, Stop)
+    end.
+
+%% @doc A think time in whole milliseconds: the exponential distribution of mean
+%% `MeanMs' at the uniform draw `U' in (0, 1] (inverse transform: -MeanMs * ln U),
+%% rounded to the millisecond.
+-spec think_ms(number(), float()) -> non_neg_integer().
+think_ms(MeanMs, U) when MeanMs > 0, U > 0, U =< 1 ->
+    round(-MeanMs * math:log(U)).
 
 open(_W, #{end_time := End}, Intended, _Interval) when Intended >= End ->
     ok;
@@ -404,3 +441,26 @@ finish(#state{owner = Owner, ref = Ref, workers = Workers} = State) ->
     State1 = report(State#state{workers = []}),
     Owner ! {terrain_bench, Ref, done, node()},
     {stop, normal, State1}.
+
+%%--------------------------------------------------------------------
+%% Tests
+
+-ifdef(TEST).
+-include_lib("eunit/include/eunit.hrl").
+
+think_ms_is_the_exponential_quantile_rounded_to_the_millisecond_test() ->
+    ?assertEqual(0, think_ms(100, 1.0)),
+    ?assertEqual(100, think_ms(100, math:exp(-1))),
+    ?assertEqual(69, think_ms(100, 0.5)),
+    ?assertEqual(230, think_ms(100, 0.1)),
+    ?assertError(function_clause, think_ms(100, 0.0)),
+    ?assertError(function_clause, think_ms(0, 0.5)).
+
+think_ms_has_the_mean_it_is_given_test() ->
+    _ = rand:seed(exsss, {24, 3, 2014}),
+    Draws = [think_ms(40, rand:uniform_real()) || _ <- lists:seq(1, 20000)],
+    Mean = lists:sum(Draws) / length(Draws),
+    %% the standard error of the mean of 20,000 draws is 40 / sqrt(20000) = 0.28 ms
+    ?assert(abs(Mean - 40) < 1.5),
+    ?assert(lists:min(Draws) >= 0).
+-endif.

@@ -9,8 +9,17 @@
 -export([run/4,
          summarise/4]).
 
+%% Internal exports (run on every node of a run by erpc)
+-export([connect_peers/1]).
+
+%% exports_not_used: connect_peers/1 is called on every node of a run by erpc.
+-ignore_xref([{connect_peers, 1}]).
+
 -define(CALL_TIMEOUT, 15000).
 -define(BARRIER_MS, 1000).
+%% The deadline of the full mesh before a run: 0.5 s per node, at least CALL_TIMEOUT
+%% (100 VMs on this project's 2 shared cores connected and synchronised in 12 s).
+-define(CONNECT_MS_PER_NODE, 500).
 -include_lib("terrain_json/include/terrain_formats.hrl").
 -define(SUMMARY_FORMAT, ?TERRAIN_FORMAT_BENCH).
 -define(PERCENTILES, [{p50, 50}, {p90, 90}, {p95, 95}, {p99, 99}, {p999, 99.9}]).
@@ -25,7 +34,7 @@ run(Nodes, Config, OutDir, Options) ->
     Progress = maps:get(progress, Options, fun(_) -> ok end),
     Ref = make_ref(),
     StartedAt = erlang:system_time(millisecond),
-    case start_instances(Nodes, Config, OutDir, Ref) of
+    case connect_then_start(Nodes, Config, OutDir, Ref, Progress) of
         {ok, Instances} ->
             StartAt = erlang:system_time(microsecond) + ?BARRIER_MS * 1000,
             Failed0 = go(Instances, StartAt),
@@ -62,8 +71,51 @@ summarise(Nodes, #{operations := Weighted, duration := Duration} = Config, OutDi
         {error, _} = Error -> Error
     end.
 
+%% @doc On a node of the run: connects to every other node of the run and, unless
+%% the node runs with `-connect_all false' (then `global' synchronises with no one and
+%% `global:sync/0' would wait for ever), waits until `global' is in sync with all the
+%% nodes it knows. Returns the nodes it could not connect to.
+-spec connect_peers([node()]) -> {ok, [node()]} | {error, term()}.
+connect_peers(Nodes) ->
+    Missing = [N || N <- Nodes, N =/= node(), net_kernel:connect_node(N) =/= true],
+    case application:get_env(kernel, connect_all) =:= {ok, false} orelse global:sync() of
+        true -> {ok, Missing};
+        ok -> {ok, Missing};
+        {error, _} = Error -> Error
+    end.
+
 %%--------------------------------------------------------------------
 %% Internal
+
+%% `connect': before the instances start, every node connects to every other and
+%% global synchronises, so that neither is measured (DE-Bench's cluster was connected
+%% before it ran; here the nodes of a spec cluster are connected to the CLI only).
+connect(_Nodes, #{connect := false}, _Progress) ->
+    ok;
+connect([_] = _Nodes, _Config, _Progress) ->
+    ok;
+connect(Nodes, _Config, Progress) ->
+    T0 = erlang:monotonic_time(millisecond),
+    Timeout = max(?CALL_TIMEOUT, ?CONNECT_MS_PER_NODE * length(Nodes)),
+    Results = erpc:multicall(Nodes, ?MODULE, connect_peers, [Nodes], Timeout),
+    case [{N, R} || {N, R} <- lists:zip(Nodes, Results), R =/= {ok, {ok, []}}] of
+        [] ->
+            Progress(io_lib:format("bench: ~b nodes connected to each other, global in sync, in ~.1f s~n",
+                                   [length(Nodes), (erlang:monotonic_time(millisecond) - T0) / 1000])),
+            ok;
+        [{Node, {ok, {ok, Others}}} | _] ->
+            {error, {bench, {not_connected, Node, Others}}};
+        [{Node, {ok, {error, Why}}} | _] ->
+            {error, {bench, {connect_failed, Node, Why}}};
+        [{Node, {_Class, Why}} | _] ->
+            {error, {bench, {connect_failed, Node, Why}}}
+    end.
+
+connect_then_start(Nodes, Config, OutDir, Ref, Progress) ->
+    case connect(Nodes, Config, Progress) of
+        ok -> start_instances(Nodes, Config, OutDir, Ref);
+        {error, _} = Error -> Error
+    end.
 
 start_instances(Nodes, Config, OutDir, Ref) ->
     Results = erpc:multicall(Nodes, terrain_bench, start_instance,

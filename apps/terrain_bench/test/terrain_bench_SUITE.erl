@@ -11,14 +11,18 @@
          name_operations_make_no_atoms/0, name_operations_make_no_atoms/1,
          open_loop_counts_queueing_closed_loop_hides_it/0, open_loop_counts_queueing_closed_loop_hides_it/1,
          a_target_killed_mid_run_shows_as_errors_and_the_run_goes_on/0,
-         a_target_killed_mid_run_shows_as_errors_and_the_run_goes_on/1]).
+         a_target_killed_mid_run_shows_as_errors_and_the_run_goes_on/1,
+         the_nodes_are_connected_to_each_other_before_the_start/0,
+         the_nodes_are_connected_to_each_other_before_the_start/1,
+         think_time_paces_the_closed_loop/0, think_time_paces_the_closed_loop/1]).
 
 suite() ->
     [{timetrap, {minutes, 3}}].
 
 all() ->
     [every_operation_writes_its_files_and_the_merged_summary, name_operations_make_no_atoms,
-     open_loop_counts_queueing_closed_loop_hides_it, a_target_killed_mid_run_shows_as_errors_and_the_run_goes_on].
+     open_loop_counts_queueing_closed_loop_hides_it, a_target_killed_mid_run_shows_as_errors_and_the_run_goes_on,
+     the_nodes_are_connected_to_each_other_before_the_start, think_time_paces_the_closed_loop].
 
 init_per_suite(Config) ->
     ok = terrain_test_peers:ensure_distributed(),
@@ -79,11 +83,13 @@ every_operation_writes_its_files_and_the_merged_summary(Config) ->
 
 name_operations_make_no_atoms() ->
     [{doc, "Two runs of local and global register/unregister/whereis and pg join/leave (2 workers per node, "
-           "1 s each): after the first run, the second adds no atom on any node (DE-Bench leaked one per "
-           "local_register)."}].
+           "2 s each, 20 ms mean think time): after the first run, the second adds no atom on any node (DE-Bench "
+           "leaked one per local_register). The think time keeps global's one cluster-wide lock below "
+           "saturation: in a closed loop without it, where 2 of 8 operations take the lock, its back-off can stall "
+           "every worker of a node for seconds (docs/BENCH.md, (e)), and the second run may register no local name."}].
 name_operations_make_no_atoms(Config) ->
     Nodes = ?config(nodes, Config),
-    {ok, C} = terrain_bench:validate_config([{duration, 1}, {concurrent, 2},
+    {ok, C} = terrain_bench:validate_config([{duration, 2}, {concurrent, 2}, {mode, {think, 20}},
                                              {operations, [{local_register, 1}, {local_unregister, 1},
                                                            {local_whereis, 1}, {global_register, 1},
                                                            {global_unregister, 1}, {global_whereis, 1},
@@ -114,6 +120,54 @@ open_loop_counts_queueing_closed_loop_hides_it(Config) ->
     ct:log("closed p50 ~b us, open p50 ~b us", [ClosedP50, OpenP50]),
     ?assert(ClosedP50 >= 20000),
     ?assert(OpenP50 > 5 * ClosedP50, {OpenP50, ClosedP50}).
+
+the_nodes_are_connected_to_each_other_before_the_start() ->
+    [{doc, "Two new nodes started with -connect_all false (so that global does not connect them through this "
+           "node), each connected to this node only: a 1 s run of noop with {connect, false} leaves them "
+           "unconnected (noop makes no connection); the same run with the default {connect, true} connects "
+           "them to each other before the start."}].
+the_nodes_are_connected_to_each_other_before_the_start(Config) ->
+    Prefix = ?config(prefix, Config),
+    Peers = terrain_test_peers:start([list_to_atom(Prefix ++ "mesh" ++ [C]) || C <- "12"], [],
+                                     fun(_) -> ["-connect_all", "false"] end),
+    try
+        [A, B] = Nodes = [terrain_test_peers:node_of(P) || P <- Peers],
+        Base = [{duration, 1}, {concurrent, 1}, {operations, [{noop, 1}]}],
+        {ok, Unconnected} = terrain_bench:validate_config([{connect, false} | Base]),
+        {ok, Connected} = terrain_bench:validate_config(Base),
+        ?assertEqual(true, maps:get(connect, Connected)),
+        Dir = ?config(priv_dir, Config),
+        {ok, _} = terrain_bench:run(Nodes, Unconnected, filename:join(Dir, "mesh_off"), #{}),
+        ?assertNot(lists:member(B, erpc:call(A, erlang, nodes, []))),
+        {ok, _} = terrain_bench:run(Nodes, Connected, filename:join(Dir, "mesh_on"), #{}),
+        ?assert(lists:member(B, erpc:call(A, erlang, nodes, []))),
+        ?assert(lists:member(A, erpc:call(B, erlang, nodes, [])))
+    after
+        terrain_test_peers:stop(Peers)
+    end.
+
+think_time_paces_the_closed_loop() ->
+    [{doc, "noop with a think time of mean 50 ms, 1 worker per node on 3 nodes, 2 s: each worker waits before "
+           "every operation, so the cluster completes tens of operations (at most a few hundred: more would "
+           "need 2 s to hold hundreds of waits of mean 50 ms), where the closed loop without think time "
+           "completes hundreds of thousands; the noop's latency stays that of a noop."}].
+think_time_paces_the_closed_loop(Config) ->
+    Nodes = ?config(nodes, Config),
+    Base = [{duration, 2}, {concurrent, 1}, {operations, [{noop, 1}]}],
+    {ok, Think} = terrain_bench:validate_config([{mode, {think, 50}} | Base]),
+    {ok, Closed} = terrain_bench:validate_config(Base),
+    Dir = ?config(priv_dir, Config),
+    {ok, #{operations := #{noop := #{count := Paced, latency_us := #{p50 := P50}}}}} =
+        terrain_bench:run(Nodes, Think, filename:join(Dir, "think"), #{}),
+    {ok, #{operations := #{noop := #{count := Unpaced}}}} =
+        terrain_bench:run(Nodes, Closed, filename:join(Dir, "no_think"), #{}),
+    ct:log("think 50 ms: ~b noops (p50 ~b us); closed: ~b", [Paced, P50, Unpaced]),
+    ?assert(Paced >= 3, Paced),
+    ?assert(Paced =< 3 * 2 * 1000 div 50 * 3, Paced),     % three times the expected 120
+    ?assert(P50 < 1000, P50),
+    ?assert(Unpaced > 100 * Paced, {Unpaced, Paced}),
+    {ok, Json} = terrain_json:read_file(filename:join([Dir, "think", "summary.json"])),
+    ?assertMatch(#{<<"config">> := #{<<"mode">> := #{<<"think_ms">> := 50}}}, Json).
 
 a_target_killed_mid_run_shows_as_errors_and_the_run_goes_on() ->
     [{doc, "3 nodes and a fourth that is killed 2 s into a 4 s run of rpc, erpc, spawn and gen_server_call: "

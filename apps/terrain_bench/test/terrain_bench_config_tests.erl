@@ -6,7 +6,8 @@
 defaults_are_filled_in_test() ->
     {ok, C} = terrain_bench:validate_config([{operations, [{rpc, 1}]}]),
     ?assertMatch(#{duration := 60, concurrent := 4, report_interval := 1, argument_size := 10,
-                   compute_us := 10, target := random, mode := closed, warmup := 0, timeout := 5000}, C).
+                   compute_us := 10, target := random, mode := closed, warmup := 0, timeout := 5000,
+                   connect := true}, C).
 
 bad_values_name_key_and_expectation_test_() ->
     Cases = [{[{operations, []}], operations},
@@ -18,6 +19,9 @@ bad_values_name_key_and_expectation_test_() ->
              {[{operations, [{rpc, 1}]}, {argument_size, -1}], argument_size},
              {[{operations, [{rpc, 1}]}, {mode, {rate, 0}}], mode},
              {[{operations, [{rpc, 1}]}, {mode, open}], mode},
+             {[{operations, [{rpc, 1}]}, {mode, {think, 0}}], mode},
+             {[{operations, [{rpc, 1}]}, {mode, {think, fast}}], mode},
+             {[{operations, [{rpc, 1}]}, {connect, yes}], connect},
              {[{operations, [{rpc, 1}]}, {target, {group, "s", g}}], target},
              {[{operations, [{rpc, 1}]}, {target, [{load, frobnicate, 3}]}], target},
              {[{operations, [{rpc, 1}]}, {warmup, -1}], warmup}],
@@ -26,7 +30,8 @@ bad_values_name_key_and_expectation_test_() ->
 
 messages_say_key_and_expected_value_test() ->
     {error, E} = terrain_bench:validate_config([{operations, [{rpc, 1}]}, {mode, open}]),
-    ?assertEqual("configuration: mode must be closed or {rate, OpsPerSecondPerWorker} with a positive number, got open",
+    ?assertEqual("configuration: mode must be closed, {rate, OpsPerSecondPerWorker} or {think, MeanMilliseconds} "
+                 "with a positive number, got open",
                  lists:flatten(terrain_bench:format_error(E))),
     {error, U} = terrain_bench:validate_config([{operations, [{rpc, 1}]}, {durration, 5}]),
     ?assertMatch("configuration: unknown key durration; known keys: duration, " ++ _,
@@ -42,6 +47,11 @@ read_config_file_test() ->
     Good = filename:join(Dir, "good.config"),
     ok = file:write_file(Good, "{duration, 30}.\n{operations, [{spawn, 1}, {rpc, 1}]}.\n{mode, {rate, 100}}.\n"),
     ?assertMatch({ok, #{duration := 30, mode := {rate, 100}}}, terrain_bench:read_config(Good)),
+    Think = filename:join(Dir, "think.config"),
+    ok = file:write_file(Think, "{operations, [{rpc, 1}]}.\n{mode, {think, 12.5}}.\n{connect, false}.\n"),
+    {ok, ThinkConfig} = terrain_bench:read_config(Think),
+    ?assertMatch(#{mode := {think, 12.5}, connect := false}, ThinkConfig),
+    ?assertMatch(#{mode := #{think_ms := 12.5}, connect := false}, terrain_bench:config_to_json(ThinkConfig)),
     Bad = filename:join(Dir, "bad.config"),
     ok = file:write_file(Bad, "{duration, 30}\n"),
     ?assertMatch({error, {bench_config, {syntax, _, _, _}}}, terrain_bench:read_config(Bad)),

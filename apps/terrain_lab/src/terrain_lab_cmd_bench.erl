@@ -22,7 +22,7 @@ commands() ->
        summary => "Run DE-Bench on every node of a cluster, or sweep cluster sizes",
        usage => "CONFIG | sweep CONFIG --spec SPEC --nodes N,...",
        description => "CONFIG is a file of Erlang terms (duration, warmup, concurrent, report_interval, "
-                      "operations, argument_size, compute_us, target, mode, timeout; docs/BENCH.md), checked "
+                      "operations, argument_size, compute_us, target, mode, timeout, connect; docs/BENCH.md), checked "
                       "before anything starts. 'terrain bench CONFIG' runs one instance on every node of the "
                       "cluster 'terrain up' started (or --nodes, or a cluster started from --spec and stopped "
                       "after), released together; each node writes DE-Bench's CSV files and one HdrHistogram "

@@ -31,7 +31,7 @@ commands() ->
                       "(stored with mode 0600, never printed) and records them in STATE_DIR/cluster.json. "
                       "Refuses, before starting anything, while a cluster recorded there is still running, "
                       "when a node name is already registered with epmd (choose another --prefix), and when "
-                      "the nodes would not fit in memory (23 MB per VM plus 52 kB per connection of the full mesh; --force starts anyway). With "
+                      "the nodes would not fit in memory (23 MB per VM plus 55 kB per connection of the full mesh; --force starts anyway). With "
                       "--hosts FILE (one host or hostlist expression a line, '#' comments) instead of SPEC, "
                       "the spec is built from the hosts, --per-host nodes on each, one group per host, "
                       "written to --spec-out (default FILE.spec) and started. With --slurm, inside a SLURM "

@@ -30,11 +30,13 @@ commands() ->
                       "Writes summary.json (ratio_spec, ratio_discovered), the placements as dot files, "
                       "probe/latency.json and discovered.term. "
                       "--quick takes at most about 3 minutes. "
-                      "scale: the lab's operations (up, attrs, choose, probe of all pairs concurrently under "
-                      "--probe-budget, down) at 16, 32, 64, 128 and 256 one-scheduler VMs up to --max-nodes; "
-                      "writes scale.json (terrain.scale/1: seconds per operation and size, each operation's "
-                      "fitted growth exponent), the plot scale_time_vs_nodes.png and a manifest (kind scale). "
-                      "256 VMs need about 9 GB of memory and 10 minutes on 2 cores.",
+                      "scale: the lab's operations (up, attrs, choose, probe under --probe-budget, down) at 16, "
+                      "32, 64, 128 and 256 one-scheduler VMs up to --max-nodes; the probe is tree-guided "
+                      "(terrain probe --strategy tree) or, with --probe-strategy concurrent, all pairs at once "
+                      "(not run, but predicted, where the prediction is over the budget); "
+                      "writes scale.json (terrain.scale/1: seconds per operation and size, the pairs the probe "
+                      "measured, each operation's fitted growth exponent), the plot scale_time_vs_nodes.png and "
+                      "a manifest (kind scale). 256 VMs need about 9 GB of memory and 10 minutes on 2 cores.",
        args => {1, 1},
        options => [#{name => quick, long => "quick", type => flag, help => "a small run (<= 3 minutes)"},
                    #{name => out, long => "out", type => string, metavar => "DIR",
@@ -45,8 +47,14 @@ commands() ->
                      help => "with --instances: the instance"},
                    #{name => max_nodes, long => "max-nodes", type => integer, range => {16, 256}, default => 256,
                      metavar => "N", help => "scale: the largest cluster (16 to 256)"},
-                   #{name => probe_budget, long => "probe-budget", type => integer, range => {1, inf}, default => 20,
+                   #{name => probe_budget, long => "probe-budget", type => integer, range => {1, inf}, default => 120,
                      metavar => "SECONDS", help => "scale: time for the probe at each size"},
+                   #{name => probe_strategy, long => "probe-strategy", type => string, default => "tree",
+                     choices => ["tree", "concurrent"], metavar => "tree|concurrent",
+                     help => "scale: tree-guided probe, or all pairs at once"},
+                   #{name => latency, long => "latency", type => string, metavar => "SITE,RACK,NODE",
+                     help => "scale: emulated links (netem), one-way microseconds between sites, racks of a "
+                             "site and nodes of a rack (default: none, loopback)"},
                    #{name => prefix, long => "prefix", type => string, default => "xs_", metavar => "TEXT",
                      help => "scale: prepended to every node name"}],
        run => {?MODULE, run}}].
@@ -57,7 +65,17 @@ run(Options, [Name], Io) ->
     Progress = fun(Text) -> terrain_lab_io:progress(Io, "~ts", [Text]) end,
     %% the instance is read before the output directory is made: a failed start
     %% leaves no empty directory behind
-    Steps = [fun(_) -> instance(Options) end,
+    Steps = [fun(_) ->
+                     case latency(maps:get(latency, Options, undefined)) of
+                         {ok, Latency} ->
+                             case instance(Options) of
+                                 {ok, I} -> {ok, I#{latency => Latency}};
+                                 Error -> Error
+                             end;
+                         Error ->
+                             Error
+                     end
+             end,
              fun(I) ->
                      case check(Name, Options) of
                          {ok, Dir} -> {ok, {Dir, I}};
@@ -65,7 +83,7 @@ run(Options, [Name], Io) ->
                      end
              end,
              fun({Dir, Instance}) ->
-                     ExpOptions = maps:merge(#{quick => maps:get(quick, Options)}, Instance),
+                     ExpOptions = maps:merge(#{quick => maps:get(quick, Options)}, maps:remove(latency, Instance)),
                      case Name of
                          "attributes" ->
                              %% SIGTERM stops it after the current run, keeping the runs done
@@ -81,7 +99,10 @@ run(Options, [Name], Io) ->
                              after ok = terrain_lab_cli_signals:clear()
                              end;
                          "scale" -> terrain_lab_scale:run(Dir, #{max_nodes => maps:get(max_nodes, Options),
+                                                                 latency => maps:get(latency, Instance),
                                                                  probe_budget_s => maps:get(probe_budget, Options),
+                                                                 probe_strategy => list_to_existing_atom(
+                                                                                     maps:get(probe_strategy, Options)),
                                                                  prefix => maps:get(prefix, Options), io => Io},
                                                           Progress)
                      end
@@ -123,6 +144,20 @@ check(Name, Options) ->
             end
     end.
 
+%% `--latency SITE,RACK,NODE': three positive integers (a usage error otherwise).
+latency(undefined) ->
+    {ok, none};
+latency(Text) ->
+    Bad = {error, {usage, lists:flatten(io_lib:format("--latency ~ts: expected three one-way latencies in "
+                                                      "microseconds, SITE,RACK,NODE (e.g. 20000,2000,200)",
+                                                      [Text]))}},
+    try [list_to_integer(string:trim(F)) || F <- string:split(Text, ",", all)] of
+        [Site, Rack, Node] when Site > 0, Rack > 0, Node > 0 -> {ok, {Site, Rack, Node}};
+        _ -> Bad
+    catch
+        error:badarg -> Bad
+    end.
+
 instance(Options) ->
     case maps:get(instances, Options, undefined) of
         undefined -> {ok, #{}};
@@ -140,15 +175,18 @@ print("attributes", #{ratios := Ratios}, Options, Io) ->
                   end, Ratios),
     terrain_lab_io:out(Io, "written to ~ts~n", [maps:get(out, Options)]);
 print("scale", #{rows := Rows, growth_exponents := Exponents} = Summary, Options, Io) ->
-    terrain_lab_io:out(Io, "~6s ~10s ~10s ~10s ~10s ~10s~n", ["NODES", "UP (s)", "ATTRS (s)", "CHOOSE (s)", "PROBE (s)",
-                                                               "DOWN (s)"]),
+    terrain_lab_io:out(Io, "~6s ~10s ~10s ~10s ~10s ~17s ~10s~n", ["NODES", "UP (s)", "ATTRS (s)", "CHOOSE (s)",
+                                                                   "PROBE (s)", "PAIRS MEASURED", "DOWN (s)"]),
     lists:foreach(fun(N) ->
-                          Seconds = [hd([S || #{nodes := M, operation := O, seconds := S} <- Rows, M =:= N, O =:= Op])
-                                     || Op <- [up, attrs, choose, probe, down]],
-                          terrain_lab_io:out(Io, "~6b ~10.2f ~10.2f ~10.2f ~10.2f ~10.2f~n", [N | Seconds])
+                          Row = fun(Op) -> hd([R || #{nodes := M, operation := O} = R <- Rows, M =:= N, O =:= Op]) end,
+                          [Up, Attrs, Choose, Probe, Down] = [maps:get(seconds, Row(Op))
+                                                              || Op <- [up, attrs, choose, probe, down]],
+                          terrain_lab_io:out(Io, "~6b ~10.2f ~10.2f ~10.2f ~10.2f ~17s ~10.2f~n",
+                                             [N, Up, Attrs, Choose, Probe, pairs(Row(probe)), Down])
                   end, maps:get(sizes, Summary)),
-    terrain_lab_io:out(Io, "growth exponent (time ~~ n^b): ~ts~nwritten to ~ts~n",
-                       [lists:join(", ", [io_lib:format("~s ~ts", [Op, exponent(maps:get(Op, Exponents))])
+    terrain_lab_io:out(Io, "probe: ~s; growth exponent (time ~~ n^b): ~ts~nwritten to ~ts~n",
+                       [maps:get(probe_strategy, Summary),
+                        lists:join(", ", [io_lib:format("~s ~ts", [Op, exponent(maps:get(Op, Exponents))])
                                           || Op <- [up, attrs, choose, probe, down]]),
                         maps:get(out, Options)]);
 print("distances", #{results := Results} = Summary, Options, Io) ->
@@ -160,6 +198,10 @@ print("distances", #{results := Results} = Summary, Options, Io) ->
                   end, Results),
     terrain_lab_io:out(Io, "ratio random/distance: ~.2f (spec topology), ~.2f (discovered)~nwritten to ~ts~n",
                        [maps:get(ratio_spec, Summary), maps:get(ratio_discovered, Summary), maps:get(out, Options)]).
+
+%% "measured/total" ordered pairs of a probe row; "predicted" where it was not run.
+pairs(#{predicted := true}) -> "predicted";
+pairs(#{detail := #{pairs := Total, pairs_measured := Measured}}) -> io_lib:format("~b/~b", [Measured, Total]).
 
 exponent(null) -> "-";
 exponent(B) -> io_lib:format("~.2f", [B]).

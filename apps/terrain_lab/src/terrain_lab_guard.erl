@@ -36,11 +36,12 @@
 %% exports_not_used: vm_memory_mb/2 is read by terrain_lab_cli_contract_SUITE to size a spec too big.
 -ignore_xref([{vm_memory_mb, 2}]).
 
-%% Memory one node's VM takes (MemAvailable before and after, lean VM flags,
-%% docs/BENCHMARKS.md "256 VMs"): 23 MB unconnected, and 52 kB more for each
-%% distribution connection it holds: a full mesh of 256 VMs is 36 MB per VM.
+%% Memory one node's VM takes (MemAvailable before and after, lab VM flags, two runs
+%% of 256 VMs on a quiet machine, docs/BENCHMARKS.md "256 VMs"): 22.3–22.8 MB
+%% unconnected, and 53.6–55.5 kB more for each distribution connection it holds: a
+%% full mesh of 256 VMs is 37 MB per VM.
 -define(VM_BASE_KB, 23 * 1024).
--define(CONNECTION_KB, 52).
+-define(CONNECTION_KB, 55).
 -define(MEM_SHARE, 80).          % % of MemAvailable a command may take
 -define(PROCESS_BYTES, 3000).    % an Erlang process: 338 words of heap and stack, and its PCB
 -define(MAX_NODES, 100000).      % node names are atoms: at most this many per command

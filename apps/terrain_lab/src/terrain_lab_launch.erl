@@ -17,7 +17,7 @@
 %% longer than an atom can be; a node name that epmd already has registered (a VM of
 %% another cluster, another state directory or anything else), naming the clashes and
 %% suggesting `--prefix'; and a spec whose VMs would not fit in memory: each VM is
-%% estimated by terrain_lab_guard:vm_memory_mb/2 (measured: 23 MB plus 52 kB per
+%% estimated by terrain_lab_guard:vm_memory_mb/2 (measured: 23 MB plus 55 kB per
 %% connection of the full mesh, docs/CLI.md), and `up' refuses when the nodes would take more
 %% than 80% of `MemAvailable' in /proc/meminfo, unless `force' (the resource guard, terrain_lab_guard). Its default
 %% deadline grows with the node count ({@link default_timeout/1}); it prints "k of N
@@ -321,12 +321,16 @@ default_timeout(N) ->
 status(Dir, Timeout) ->
     case terrain_lab_cluster_state:read(Dir) of
         {ok, State} ->
-            ok = terrain_lab_cluster_state:connect_cli(Dir),
-            Checked = check_nodes(State, Timeout, Dir),
-            {ok, State#{<<"nodes">> := case maps:get(<<"live">>, State, false) of
-                                           false -> Checked;
-                                           _ -> live_places(Checked, Timeout)
-                                       end}};
+            case terrain_lab_cluster_state:connect_cli(Dir) of
+                ok ->
+                    Checked = check_nodes(State, Timeout, Dir),
+                    {ok, State#{<<"nodes">> := case maps:get(<<"live">>, State, false) of
+                                                   false -> Checked;
+                                                   _ -> live_places(Checked, Timeout)
+                                               end}};
+                {error, _} = ConnectError ->
+                    ConnectError
+            end;
         {error, _} = Error ->
             Error
     end.
@@ -489,7 +493,10 @@ start_detached(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
                         end} || #{name := Name} = NodeSpec <- terrain_lab_spec:nodes(Spec)],
     %% TLS: the certificates exist before this VM goes distributed (it reads cli.conf then).
     _ = Tls andalso make_certificates(Nodes, Dir, Io),
-    ok = terrain_lab_cluster_state:connect_cli(Dir),
+    case terrain_lab_cluster_state:connect_cli(Dir) of
+        ok -> ok;
+        {error, _} = NoDistribution -> throw({not_started, NoDistribution})   % e.g. epmd not answering
+    end,
     terrain_lab_io:progress(Io, "starting ~b nodes of ~ts (deadline ~b s)~n", [length(Nodes), SpecPath, Timeout div 1000]),
     _ = Netem andalso terrain_lab_io:progress(Io, "network emulation on: ~ts~n", [netem_summary(Spec)]),
     VmOptions = [case Remote of

@@ -3,18 +3,33 @@
 %% 16, 32, 64, 128 and 256 VMs (up to `max_nodes'), each timed as a user runs it,
 %% and each operation's growth exponent fitted.
 %%
-%% For every size n: a spec of n one-scheduler nodes in sites × 4 racks (no emulated
-%% links) is written into `Dir/specs/', started with the detached launcher (`terrain
+%% For every size n: a spec of n one-scheduler nodes in sites × 4 racks (`spec_terms/2':
+%% no emulated links unless `latency' says so; connections on demand) is written into
+%% `Dir/specs/', started with the detached launcher (`terrain
 %% up', state in `Dir/state'), then, from this VM joined as a hidden node as the CLI
 %% joins: `attrs' (one attribute of every node, all must answer), `choose' (a
-%% predicate every node satisfies), `probe' (all ordered pairs, concurrently, one
-%% batch of 10 round trips each) and `down'. The probe has a budget: a probe of
-%% n(n−1) pairs costs about its pairs, so when the last size's probe time scaled by
-%% the pairs exceeds the budget the probe is not run and that prediction is recorded
-%% instead (`predicted', left out of the fit). `MemAvailable' is read before `up' and
-%% after it. `scale.json' is rewritten after every size (`partial' until the last).
-%% A warm-up round at the smallest size comes first and is not recorded. The growth exponent b of an operation is the slope of log(time) against
-%% log(n) by least squares (time ∝ n^b): 1 is linear, 2 quadratic.
+%% predicate every node satisfies), `probe' and `down'. `MemAvailable' is read before
+%% `up' and after it. `scale.json' is rewritten after every size (`partial' until the
+%% last). A warm-up round at the smallest size comes first and is not recorded.
+%%
+%% The probe (`probe_strategy'):
+%% <ul>
+%% <li>`tree' (the default): `terrain probe --strategy tree' (terrain_lab_tree_probe:
+%%     waves of 4 nodes, each inserted into the tree so far against a few
+%%     representatives, one batch of 10 round trips per pair), under the budget: nodes
+%%     not placed when it ends are recorded (`unplaced'), never guessed. The row
+%%     records the ordered pairs measured against the n(n−1) in all.</li>
+%% <li>`concurrent': all ordered pairs at once, one batch of 10 round trips each. A
+%%     probe of n(n−1) pairs costs about its pairs, so when the last size's probe time
+%%     scaled by the pairs exceeds the budget the probe is not run and that prediction
+%%     is recorded instead (`predicted', left out of the fit).</li>
+%% </ul>
+%% Without emulated links every pair is a loopback round trip: the spec's sites and
+%% racks are not visible to a measurement, and the tree the probe finds is made of
+%% noise (docs/BENCHMARKS.md, "Scaling").
+%%
+%% The growth exponent b of an operation is the slope of log(time) against log(n) by
+%% least squares (time ∝ n^b): 1 is linear, 2 quadratic.
 %%
 %% Writes `scale.json' (`terrain.scale/1') and `manifest.json' (kind `scale'); the
 %% plot is drawn by `terrain-analysis scale'.
@@ -23,18 +38,23 @@
 %% API
 -export([run/3,
          sizes/1,
-         spec_terms/1,
+         spec_terms/2,
          growth_exponent/1,
          format_error/1]).
 
-%% exports_not_used: sizes/1, spec_terms/1 and growth_exponent/1 are the experiment's pure parts,
+%% exports_not_used: sizes/1, spec_terms/2 and growth_exponent/1 are the experiment's pure parts,
 %% checked by terrain_lab_scale_tests.
--ignore_xref([{sizes, 1}, {spec_terms, 1}, {growth_exponent, 1}]).
+-ignore_xref([{sizes, 1}, {spec_terms, 2}, {growth_exponent, 1}]).
 
--export_type([options/0]).
+-export_type([options/0, latency/0]).
+
+%% One-way µs between sites, between the racks of a site, between the nodes of a rack.
+-type latency() :: {Site :: pos_integer(), Rack :: pos_integer(), Node :: pos_integer()}.
 
 -type options() :: #{max_nodes := pos_integer(),          % the largest size (at least 16)
                      probe_budget_s := pos_integer(),     % seconds the probe may take at one size
+                     probe_strategy := tree | concurrent, % tree-guided, or all pairs at once
+                     latency := none | latency(),         % emulated links (netem), none by default
                      prefix := string(),                  % node names' prefix
                      io := terrain_lab_io:io()}.
 
@@ -51,15 +71,21 @@
 sizes(MaxNodes) ->
     [N || N <- ?SIZES, N =< MaxNodes].
 
-%% @doc The spec of `N' one-scheduler nodes: 4 sites (2 below 64 nodes) of 4 racks.
--spec spec_terms(pos_integer()) -> [tuple()].
-spec_terms(N) ->
+%% @doc The spec of `N' one-scheduler nodes: 4 sites (2 below 64 nodes) of 4 racks,
+%% `connect_all => false' (the probe's connections are its own, not `global''s full
+%% mesh), and with `{Site, Rack, Node}' one-way latencies the links of the three
+%% levels (emulated by netem).
+-spec spec_terms(pos_integer(), none | latency()) -> [tuple()].
+spec_terms(N, Latency) ->
     Sites = case N >= 64 of true -> 4; false -> 2 end,
     PerRack = N div (Sites * 4),
     Name = fun(Format, Args) -> list_to_atom(lists:flatten(io_lib:format(Format, Args))) end,
-    [{cluster, Name("scale~b", [N]), #{}}
-     | [{group, Name("s~b", [S]), #{},
-         [{group, Name("s~br~b", [S, R]), #{},
+    Link = fun(_Level) when Latency =:= none -> #{};
+              (Level) -> #{latency => element(Level, Latency)}
+           end,
+    [{cluster, Name("scale~b", [N]), (Link(1))#{connect_all => false}}
+     | [{group, Name("s~b", [S]), Link(2),
+         [{group, Name("s~br~b", [S, R]), Link(3),
            [{node, Name("s~br~bn~b", [S, R, K]), #{schedulers => 1}} || K <- lists:seq(1, PerRack)]}
           || R <- lists:seq(1, 4)]}
         || S <- lists:seq(1, Sites)]].
@@ -87,7 +113,9 @@ run(Dir, #{max_nodes := Max} = Options, Progress) when Max >= 16 ->
     Summarise = fun(Rows, Partial) ->
                         #{format => ?TERRAIN_FORMAT_SCALE, sizes => lists:usort([N || #{nodes := N} <- Rows]), rows => Rows,
                           growth_exponents => exponents(Rows), partial => Partial,
-                          probe_budget_s => maps:get(probe_budget_s, Options), started_at => Started,
+                          probe_budget_s => maps:get(probe_budget_s, Options),
+                          probe_strategy => maps:get(probe_strategy, Options),
+                          latency_us => latency_json(maps:get(latency, Options)), started_at => Started,
                           finished_at => terrain_lab_run:timestamp(), machine_at_start => Machine}
                 end,
     Checkpoint = fun(Rows) -> terrain_json:write_file(filename:join(Dir, "scale.json"), Summarise(Rows, true)) end,
@@ -150,17 +178,18 @@ measure(N, Dir, #{prefix := Prefix, io := Io} = Options, Progress) ->
     SpecFile = filename:join([Dir, "specs", "scale" ++ integer_to_list(N) ++ ".cluster"]),
     State = filename:join(Dir, "state"),
     ok = filelib:ensure_dir(SpecFile),
-    case file:write_file(SpecFile, [io_lib:format("~tp.~n", [T]) || T <- spec_terms(N)]) of
+    Terms = spec_terms(N, maps:get(latency, Options)),
+    case file:write_file(SpecFile, [io_lib:format("~tp.~n", [T]) || T <- Terms]) of
         ok ->
             MemBefore = terrain_lab_guard:mem_available_mb(),
             {UpS, Up} = timed(fun() -> terrain_lab_launch:up(SpecFile, #{prefix => Prefix, timeout => undefined,
-                                                                         netem => "off"}, State, Io) end),
+                                                                         netem => "auto"}, State, Io) end),
             case Up of
                 {ok, Records} ->
                     MemAfter = terrain_lab_guard:mem_available_mb(),
                     Nodes = [maps:get(node, R) || R <- Records],
                     %% the nodes are stopped whatever happened while they ran
-                    Result = try measure_running(N, Nodes, State, Options, Progress)
+                    Result = try measure_running(N, Nodes, State, Options#{spec_terms => Terms}, Progress)
                              catch error:Crash:Stack -> {error, {crashed, Crash, Stack}}
                              end,
                     {DownS, _} = timed(fun() -> terrain_lab_launch:stop(State, ?STOP_TIMEOUT,
@@ -185,7 +214,7 @@ measure(N, Dir, #{prefix := Prefix, io := Io} = Options, Progress) ->
             {error, {scale, {write, SpecFile, Why}}}
     end.
 
-measure_running(N, Nodes, State, #{probe_budget_s := Budget} = Options, Progress) ->
+measure_running(N, Nodes, State, Options, Progress) ->
     ok = terrain_lab_cluster_state:connect_cli(State),
     {AttrsS, Answers} = timed(fun() -> terrain:attrs(Nodes, [vm_schedulers_online], #{timeout => ?QUERY_TIMEOUT}) end),
     Answered = case Answers of
@@ -195,26 +224,7 @@ measure_running(N, Nodes, State, #{probe_budget_s := Budget} = Options, Progress
     {ChooseS, Chosen} = timed(fun() -> terrain:choose_nodes(Nodes, [{vm_schedulers_online, ge, 1}],
                                                             #{timeout => ?QUERY_TIMEOUT}) end),
     ChosenCount = case Chosen of L when is_list(L) -> length(L); _ -> 0 end,
-    Pairs = N * (N - 1),
-    ProbeRow = case predicted_probe_s(N, maps:get(previous, Options, [])) of
-                   {From, Predicted} when Predicted > Budget ->
-                       Progress(io_lib:format("  probe not run: ~.1f s predicted from ~b nodes, over the budget "
-                                              "of ~b s~n", [Predicted, From, Budget])),
-                       #{nodes => N, operation => probe, seconds => Predicted, predicted => true,
-                         detail => #{pairs => Pairs, predicted_from_nodes => From, budget_s => Budget}};
-                   _ ->
-                       {ProbeS, Probe} = timed(fun() -> terrain_lab_probe:probe(Nodes, #{strategy => concurrent,
-                                                                                         batches => 1, messages => 10,
-                                                                                         warmup => 2}) end),
-                       Measured = case Probe of
-                                      {ok, #{pairs := P}} -> length([ok || {ok, _} <- maps:values(P)]);
-                                      {error, _} -> 0
-                                  end,
-                       Progress(io_lib:format("  probe ~.1f s (~b of ~b pairs)~n", [ProbeS, Measured, Pairs])),
-                       #{nodes => N, operation => probe, seconds => ProbeS,
-                         detail => #{pairs => Pairs, pairs_measured => Measured, budget_s => Budget,
-                                     strategy => concurrent}}
-               end,
+    ProbeRow = probe(N, Nodes, Options, Progress),
     Progress(io_lib:format("  attrs ~.2f s (~b of ~b answered), choose ~.2f s (~b chosen)~n",
                            [AttrsS, Answered, N, ChooseS, ChosenCount])),
     case {Answered, ChosenCount} of
@@ -226,17 +236,92 @@ measure_running(N, Nodes, State, #{probe_budget_s := Budget} = Options, Progress
             {error, {not_every_node, #{answered => Answered, chosen => ChosenCount, nodes => N}}}
     end.
 
+%% The probe's row at `N' nodes, by the options' strategy.
+probe(N, Nodes, #{probe_strategy := tree, probe_budget_s := Budget, spec_terms := Terms, prefix := Prefix},
+      Progress) ->
+    Pairs = N * (N - 1),
+    {ProbeS, Probe} = timed(fun() -> terrain_lab_probe:probe(Nodes, #{strategy => tree, batches => 1, messages => 10,
+                                                                      warmup => 2, budget_ms => Budget * 1000}) end),
+    Detail = case Probe of
+                 {ok, #{pairs := P, unplaced := Unplaced, ended_by := EndedBy, waves := Waves,
+                        reinserted := Reinserted, topology := Tree}} ->
+                     maps:merge(#{pairs_measured => length([ok || {ok, _} <- maps:values(P)]),
+                                  unplaced => length(Unplaced), ended_by => EndedBy, waves => Waves,
+                                  reinserted => Reinserted, networks => networks(Tree), depth => depth(Tree)},
+                                compared(Tree, Unplaced, Terms, Prefix, hd(Nodes)));
+                 {error, Why} ->
+                     #{pairs_measured => 0, unplaced => N, ended_by => error,
+                       error => iolist_to_binary(terrain_lab_probe:format_error(Why))}
+             end,
+    Progress(io_lib:format("  probe (tree) ~.1f s: ~b of ~b ordered pairs measured, ~b nodes not placed (~s)~n",
+                           [ProbeS, maps:get(pairs_measured, Detail), Pairs, maps:get(unplaced, Detail),
+                            maps:get(ended_by, Detail)])),
+    #{nodes => N, operation => probe, seconds => ProbeS,
+      detail => Detail#{pairs => Pairs, budget_s => Budget, strategy => tree}};
+probe(N, Nodes, #{probe_strategy := concurrent, probe_budget_s := Budget} = Options, Progress) ->
+    Pairs = N * (N - 1),
+    case predicted_probe_s(N, maps:get(previous, Options, [])) of
+        {From, Predicted} when Predicted > Budget ->
+            Progress(io_lib:format("  probe not run: ~.1f s predicted from ~b nodes, over the budget "
+                                   "of ~b s~n", [Predicted, From, Budget])),
+            #{nodes => N, operation => probe, seconds => Predicted, predicted => true,
+              detail => #{pairs => Pairs, predicted_from_nodes => From, budget_s => Budget,
+                          strategy => concurrent}};
+        _ ->
+            {ProbeS, Probe} = timed(fun() -> terrain_lab_probe:probe(Nodes, #{strategy => concurrent,
+                                                                              batches => 1, messages => 10,
+                                                                              warmup => 2}) end),
+            Measured = case Probe of
+                           {ok, #{pairs := P}} -> length([ok || {ok, _} <- maps:values(P)]);
+                           {error, _} -> 0
+                       end,
+            Progress(io_lib:format("  probe (concurrent) ~.1f s (~b of ~b pairs)~n", [ProbeS, Measured, Pairs])),
+            #{nodes => N, operation => probe, seconds => ProbeS,
+              detail => #{pairs => Pairs, pairs_measured => Measured, budget_s => Budget, strategy => concurrent}}
+    end.
+
+%% The tree the probe found against the spec's (clade recall and precision, as
+%% `terrain topology compare'), when it placed every node.
+compared(Tree, [], Terms, Prefix, AnyNode) ->
+    [_, Host] = string:split(atom_to_list(AnyNode), "@"),
+    {ok, Spec} = terrain_lab_spec:from_terms(Terms, undefined),
+    Truth = terrain_lab_spec:topology(Spec, fun(Name) -> list_to_atom(Prefix ++ atom_to_list(Name) ++ "@" ++ Host) end,
+                                      #{heights => false}),
+    case terrain:compare_topologies(Tree, Truth) of
+        {ok, #{clade_recall := Recall, clade_precision := Precision}} ->
+            #{clade_recall => Recall, clade_precision => Precision};
+        {error, _} ->
+            #{}
+    end;
+compared(_Tree, _Unplaced, _Terms, _Prefix, _AnyNode) ->
+    #{}.
+
+latency_json(none) -> null;
+latency_json({Site, Rack, Node}) -> #{site => Site, rack => Rack, node => Node}.
+
+%% The networks of the tree the probe found, and its levels of networks.
+networks({node, _}) -> 0;
+networks({network, _, _, Children}) -> 1 + lists:sum([networks(C) || C <- Children]).
+
+depth({node, _}) -> 0;
+depth({network, _, _, Children}) -> 1 + lists:max([depth(C) || C <- Children]).
+
 timed(Fun) ->
     T0 = erlang:monotonic_time(microsecond),
     Result = Fun(),
     {(erlang:monotonic_time(microsecond) - T0) / 1.0e6, Result}.
 
-write(Dir, Summary, #{max_nodes := Max, probe_budget_s := Budget}) ->
+write(Dir, Summary, #{max_nodes := Max, probe_budget_s := Budget, probe_strategy := Strategy, latency := Latency}) ->
     File = filename:join(Dir, "scale.json"),
     case terrain_json:write_file(File, Summary) of
         ok ->
-            Command = iolist_to_binary(io_lib:format("terrain experiment scale --max-nodes ~b --probe-budget ~b --out ~ts",
-                                                     [Max, Budget, Dir])),
+            LatencyOption = case Latency of
+                                none -> "";
+                                {S, R, Nd} -> io_lib:format(" --latency ~b,~b,~b", [S, R, Nd])
+                            end,
+            Command = iolist_to_binary(io_lib:format("terrain experiment scale --max-nodes ~b --probe-strategy ~s "
+                                                     "--probe-budget ~b~s --out ~ts",
+                                                     [Max, Strategy, Budget, LatencyOption, Dir])),
             Plots = draw(Dir, File),
             case terrain_lab_run:write_manifest(Dir, scale, [#{kind => scale, file => <<"scale.json">>,
                                                                parameters => #{command => Command,

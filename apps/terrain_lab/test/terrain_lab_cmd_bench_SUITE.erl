@@ -51,8 +51,8 @@ bad_configuration_is_refused_before_anything_starts() ->
 bad_configuration_is_refused_before_anything_starts(Config) ->
     Runs = filename:join(?config(priv_dir, Config), "refused"),
     {1, "", Err} = cli(["bench", ?config(bad, Config), "--spec", ?config(spec, Config), "--runs-dir", Runs]),
-    ?assertNotEqual(nomatch, string:find(Err, "mode must be closed or {rate, OpsPerSecondPerWorker} with a positive "
-                                              "number, got open")),
+    ?assertNotEqual(nomatch, string:find(Err, "mode must be closed, {rate, OpsPerSecondPerWorker} or {think, "
+                                              "MeanMilliseconds} with a positive number, got open")),
     ?assertNot(filelib:is_dir(Runs)),
     {2, "", NoSpec} = cli(["bench", "sweep", ?config(good, Config), "--nodes", "1,2", "--runs-dir", Runs]),
     ?assertNotEqual(nomatch, string:find(NoSpec, "--spec is required")),

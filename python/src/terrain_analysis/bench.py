@@ -263,7 +263,8 @@ def sweep_figures(rows: Sequence[SweepRow], title: str = "") -> dict[str, Figure
     -------
     dict
         ``bench_throughput``: completed operations per second (whole cluster) vs nodes, one line
-        per operation (and argument size / computation time when the sweep varies them);
+        per operation (and argument size / computation time when the sweep varies them), and beside
+        it all operations per second divided by the number of nodes;
         ``bench_latency``: one panel per operation with p50, p99 and p99.9 of the merged histograms
         vs nodes, log scale, and DE-Bench's mean of per-node p99 dotted.
     """
@@ -271,9 +272,9 @@ def sweep_figures(rows: Sequence[SweepRow], title: str = "") -> dict[str, Figure
         raise ValueError("'rows' must not be empty")
     series = _series(rows)
     variations = len({(r.argument_size, r.compute_us) for r in rows}) > 1
-    throughput = Figure(figsize=(8, 5), layout="constrained")
+    throughput = Figure(figsize=(13, 5), layout="constrained")
     FigureCanvasAgg(throughput)
-    axes = throughput.add_subplot()
+    axes, per_node = throughput.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
     for (op, size, compute), points in series.items():
         axes.plot(
             [p.nodes for p in points],
@@ -287,6 +288,19 @@ def sweep_figures(rows: Sequence[SweepRow], title: str = "") -> dict[str, Figure
     axes.set_yscale("log")
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(fontsize="small")
+    for (size, compute), points in _per_node_throughput(rows).items():
+        per_node.plot(
+            [n for n, _ in points],
+            [t for _, t in points],
+            marker="o",
+            label=f"all operations ({size} B, {compute} us)" if variations else "all operations",
+        )
+    per_node.set_xlabel("nodes")
+    per_node.set_ylabel("completed operations per second per node")
+    per_node.set_title("throughput per node (cluster / nodes)")
+    per_node.set_ylim(bottom=0)
+    per_node.grid(True, alpha=0.3)
+    per_node.legend(fontsize="small")
 
     ops = sorted({r.op for r in rows})
     latency = Figure(figsize=(4.2 * min(len(ops), 3), 3.6 * ((len(ops) + 2) // 3)), layout="constrained")
@@ -338,6 +352,18 @@ def sweep_figures(rows: Sequence[SweepRow], title: str = "") -> dict[str, Figure
     if len({r.argument_size for r in rows}) > 1:
         figures["bench_argument_size"] = _argument_size_figure(rows, title)
     return figures
+
+
+def _per_node_throughput(rows: Sequence[SweepRow]) -> dict[tuple[int, int], list[tuple[int, float]]]:
+    """All operations' throughput divided by the cluster size, per (argument size, computation time)."""
+    totals: dict[tuple[int, int], dict[int, float]] = {}
+    for row in rows:
+        by_nodes = totals.setdefault((row.argument_size, row.compute_us), {})
+        by_nodes[row.nodes] = by_nodes.get(row.nodes, 0.0) + row.throughput
+    return {
+        key: [(nodes, total / nodes) for nodes, total in sorted(by_nodes.items())]
+        for key, by_nodes in sorted(totals.items())
+    }
 
 
 def _argument_size_figure(rows: Sequence[SweepRow], title: str) -> Figure:

@@ -31,12 +31,14 @@ _OPERATIONS = ("up", "attrs", "choose", "probe", "down")
 @dataclass(frozen=True)
 class ScaleRow:
     """One row of ``scale.json``: ``operation`` on ``nodes`` VMs took ``seconds`` (``predicted``: not run
-    because the prediction was over the budget; drawn hollow and left out of the fit)."""
+    because the prediction was over the budget; drawn hollow and left out of the fit; ``strategy``: the
+    probe's, ``tree`` or ``concurrent``, shown in the legend)."""
 
     nodes: int
     operation: str
     seconds: float
     predicted: bool = False
+    strategy: str | None = None
 
 
 def read_scale(path: str | os.PathLike[str]) -> tuple[dict, list[ScaleRow]]:
@@ -61,8 +63,9 @@ def read_scale(path: str | os.PathLike[str]) -> tuple[dict, list[ScaleRow]]:
     rows = []
     for k, row in enumerate(document.get("rows") or []):
         try:
+            strategy = (row.get("detail") or {}).get("strategy")
             rows.append(ScaleRow(int(row["nodes"]), str(row["operation"]), float(row["seconds"]),
-                                 bool(row.get("predicted", False))))
+                                 bool(row.get("predicted", False)), None if strategy is None else str(strategy)))
         except (KeyError, TypeError, ValueError):
             raise ValueError(f"{path}: 'rows'[{k}] must have 'nodes', 'operation' and 'seconds', got {row!r}") from None
         if not (math.isfinite(rows[-1].seconds) and rows[-1].seconds >= 0):
@@ -94,7 +97,9 @@ def scale_figure(rows: list[ScaleRow], title: str) -> Figure:
         if predicted:
             axes.plot([n for n, _ in predicted], [t for _, t in predicted], "o", color=colour, fillstyle="none")
         b = growth_exponent(points)
-        label = f"{operation} (b = {b:.2f})" if b is not None else operation
+        strategies = sorted({r.strategy for r in rows if r.operation == operation and r.strategy})
+        name = ", ".join([operation, *strategies])
+        label = f"{name} (b = {b:.2f})" if b is not None else name
         axes.plot([n for n, _ in points], [t for _, t in points], "o-", color=colour, label=label)
         if b is not None:
             logs = [(math.log(n), math.log(max(t, 1e-6))) for n, t in points]
