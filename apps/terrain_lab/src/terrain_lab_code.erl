@@ -58,7 +58,8 @@ object_code(Module) ->
     end.
 
 %% Written to a temporary directory and renamed, so that concurrent CLIs never see a
-%% half-written cache.
+%% half-written cache. The directory is this call's own (OS pid and a unique integer):
+%% the launcher's workers start VMs in parallel, each asking for the code.
 ensure_written(Ebin, App, {AppFile, Modules}) ->
     case filelib:is_regular(filename:join(Ebin, atom_to_list(App) ++ ".app")) of
         true ->

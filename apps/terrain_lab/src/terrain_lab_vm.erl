@@ -43,7 +43,6 @@
          alive/2,
          stop/2,
          peer/1,
-         os_pid/1,
          read_pid_file/1,
          format_error/1]).
 
@@ -222,7 +221,7 @@ stop(#{node := Node} = Vm, Timeout) ->
 peer(#{transport := local_linked, peer := Peer}) ->
     Peer.
 
-%% @doc The OS pid the VM wrote to its pid file (on its host), when it has.
+%% The OS pid the VM wrote to its pid file (on its host), when it has.
 -spec os_pid(vm()) -> string() | undefined.
 os_pid(#{os_pid := OsPid}) ->
     OsPid;
