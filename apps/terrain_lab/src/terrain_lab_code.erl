@@ -65,7 +65,6 @@ ensure_written(Ebin, App, {AppFile, Modules}) ->
         true ->
             Ebin;
         false ->
-            %% unique per writer: the launcher starts VMs in parallel, each asking for the cache
             Tmp = Ebin ++ ".tmp" ++ os:getpid() ++ "_" ++ integer_to_list(erlang:unique_integer([positive])),
             Remove = fun() -> _ = [file:delete(F) || F <- filelib:wildcard(filename:join(Tmp, "*"))],
                               file:del_dir(Tmp)
