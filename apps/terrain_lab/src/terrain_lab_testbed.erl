@@ -78,6 +78,7 @@
       | {testbed, {topology, file:filename(), term()}}
       | {testbed, {topology_hosts, [string()], [string()]}}
       | {testbed, {command, string(), integer() | timeout, string()}}
+      | {testbed, {file, file:filename(), file:posix() | badarg}}
       | {testbed, {run, terrain_lab_os:error_reason()}}
       | {testbed, {slurm_not_ready, [string()]}}.
 
@@ -284,6 +285,8 @@ format_error({testbed, {command, Command, timeout, Output}}) ->
     io_lib:format("'~ts' did not finish in time: ~ts", [Command, string:trim(Output)]);
 format_error({testbed, {command, Command, Code, Output}}) ->
     io_lib:format("'~ts' failed with exit status ~b: ~ts", [Command, Code, string:trim(Output)]);
+format_error({testbed, {file, Path, Reason}}) ->
+    io_lib:format("cannot write ~ts: ~ts", [Path, file:format_error(Reason)]);
 format_error({testbed, {run, Reason}}) ->
     terrain_lab_os:format_error(Reason);
 format_error({testbed, {slurm_not_ready, Lines}}) ->
@@ -398,18 +401,18 @@ make(Dir, Prefix, Switches, Net, Rates, Slurm, Progress) ->
                              || #{name := N, level := L, nodes := Ns, switches := Cs} <- Switches],
                 daemons => #{}},
     try
-        ok = filelib:ensure_dir(filename:join(Dir, "x")),
-        ok = file:change_mode(Dir, 8#700),
+        ok = ensure_dir(filename:join(Dir, "x")),
+        ok = change_mode(Dir, 8#700),
         %% recorded before anything is made, so that down (or a failure here) finds it all
         ok = write_record(Dir, Record0),
         Bridge = binary_to_list(maps:get(bridge, Record0)),
         sh(["ip link add ", Bridge, " type bridge && ip addr add ", Net, ".1/24 dev ", Bridge,
             " && ip link set ", Bridge, " up"]),
-        ok = filelib:ensure_dir("/run/sshd/x"),
+        ok = ensure_dir("/run/sshd/x"),
         Key = filename:join(Dir, "id_testbed"),
         sh(["ssh-keygen -q -t ed25519 -N '' -C terrain-testbed -f ", quote(Key)]),
         {ok, Pub} = file:read_file(Key ++ ".pub"),
-        ok = file:write_file(filename:join(Dir, "authorized_keys"), Pub),
+        ok = write_file(filename:join(Dir, "authorized_keys"), Pub),
         [make_host(Dir, Bridge, H) || H <- Hosts],
         Progress(io_lib:format("~b hosts ~ts..~ts on ~ts.0/24 (bridge ~ts)~n",
                                [length(Hosts), hd(Names), lists:last(Names), Net, Bridge])),
@@ -456,11 +459,11 @@ make_host(Dir, Bridge, #{name := NameB, address := AddressB, veth := VethB}) ->
         " && ip -n ", NS, " addr add ", Address, "/24 dev eth0",
         " && ip -n ", NS, " link set eth0 up && ip -n ", NS, " link set lo up"]),
     HostDir = filename:join([Dir, "hosts.d", NS]),
-    ok = filelib:ensure_dir(filename:join(HostDir, "x")),
+    ok = ensure_dir(filename:join(HostDir, "x")),
     HostKey = filename:join(HostDir, "host_key"),
     sh(["ssh-keygen -q -t ed25519 -N '' -C ", NS, " -f ", quote(HostKey)]),
     Config = filename:join(HostDir, "sshd_config"),
-    ok = file:write_file(Config, ["ListenAddress ", Address, "\nPort 22\nHostKey ", HostKey,
+    ok = write_file(Config, ["ListenAddress ", Address, "\nPort 22\nHostKey ", HostKey,
                                   "\nAuthorizedKeysFile ", filename:join(Dir, "authorized_keys"),
                                   "\nPidFile ", filename:join(HostDir, "sshd.pid"),
                                   "\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n"
@@ -504,16 +507,16 @@ write_client_files(Dir, Hosts) ->
     Known = [[N, ",", A, " ", hd(string:split(element(2, file:read_file(filename:join([Dir, "hosts.d", N, "host_key.pub"]))),
                                               " ", trailing)), "\n"]
              || #{name := N, address := A} <- Hosts],
-    ok = file:write_file(filename:join(Dir, "known_hosts"), Known),
+    ok = write_file(filename:join(Dir, "known_hosts"), Known),
     Common = ["  IdentityFile ", filename:join(Dir, "id_testbed"),
               "\n  UserKnownHostsFile ", filename:join(Dir, "known_hosts"),
               "\n  StrictHostKeyChecking yes\n  BatchMode yes\n  LogLevel ERROR\n"],
-    ok = file:write_file(filename:join(Dir, "ssh_config"),
+    ok = write_file(filename:join(Dir, "ssh_config"),
                          [[["Host ", N, "\n  HostName ", A, "\n", Common] || #{name := N, address := A} <- Hosts],
                           "Host ", lists:join(" ", [A || #{address := A} <- Hosts]), "\n", Common]),
-    ok = file:write_file(filename:join(Dir, "hosts"),
+    ok = write_file(filename:join(Dir, "hosts"),
                          ["# the hosts of the testbed in ", Dir, "\n", [[N, "\n"] || #{name := N} <- Hosts]]),
-    ok = file:write_file(filename:join(Dir, "inetrc"),
+    ok = write_file(filename:join(Dir, "inetrc"),
                          ["%% Erlang's resolver (ERL_INETRC): the testbed's host names\n",
                           [io_lib:format("{host, ~w, [~tp]}.~n", [element(2, inet:parse_address(binary_to_list(A))),
                                                                  binary_to_list(N)])
@@ -524,16 +527,16 @@ write_client_files(Dir, Hosts) ->
 %% Internal functions: SLURM
 
 start_slurm(Dir, Prefix, Hosts, Switches, Net, Progress) ->
-    [ok = filelib:ensure_dir(filename:join([Dir, D, "x"])) || D <- ["munge", "state", "log"]],
-    ok = file:change_mode(filename:join(Dir, "munge"), 8#700),
+    [ok = ensure_dir(filename:join([Dir, D, "x"])) || D <- ["munge", "state", "log"]],
+    ok = change_mode(filename:join(Dir, "munge"), 8#700),
     MungeKey = filename:join([Dir, "munge", "munge.key"]),
-    ok = file:write_file(MungeKey, crypto:strong_rand_bytes(1024)),
-    ok = file:change_mode(MungeKey, 8#600),
+    ok = write_file(MungeKey, crypto:strong_rand_bytes(1024)),
+    ok = change_mode(MungeKey, 8#600),
     Munge = fun(F) -> filename:join([Dir, "munge", F]) end,
     %% sockets (munged's, slurmstepd's in the spool) need a short path: < 108 bytes
     Run = run_dir(Prefix),
-    ok = filelib:ensure_dir(filename:join([Run, "spool", "x"])),
-    ok = file:change_mode(Run, 8#700),
+    ok = ensure_dir(filename:join([Run, "spool", "x"])),
+    ok = change_mode(Run, 8#700),
     %% each daemon is recorded as soon as it runs: if a later step fails, down stops it
     Start = fun(Key, Line, PidFile) ->
                     sh(Line),
@@ -545,8 +548,8 @@ start_slurm(Dir, Prefix, Hosts, Switches, Net, Progress) ->
                          " --log-file=", quote(Munge("munged.log")), " --pid-file=", quote(Munge("munged.pid")),
                          " --seed-file=", quote(Munge("munged.seed"))], Munge("munged.pid")),
     Port = free_port(Prefix),
-    ok = file:write_file(filename:join(Dir, "slurm.conf"), slurm_conf(Dir, Prefix, Hosts, Net, Port)),
-    ok = file:write_file(filename:join(Dir, "topology.conf"), topology_conf(Switches)),
+    ok = write_file(filename:join(Dir, "slurm.conf"), slurm_conf(Dir, Prefix, Hosts, Net, Port)),
+    ok = write_file(filename:join(Dir, "topology.conf"), topology_conf(Switches)),
     Conf = quote(filename:join(Dir, "slurm.conf")),
     Start(<<"slurmctld">>, ["slurmctld -i -f ", Conf], filename:join(Dir, "slurmctld.pid")),
     [Start(<<"slurmd ", N/binary>>, ["nsenter --net=/var/run/netns/", N, " slurmd -f ", Conf, " -N ", N],
@@ -712,6 +715,20 @@ remove_namespaces(Namespaces) ->
 
 record_file(Dir) ->
     filename:join(Dir, "testbed.json").
+
+%% The testbed's own files: a directory that refuses them (read-only, full) is a
+%% `{testbed, {file, Path, Reason}}' error, which rolls back what was made.
+write_file(File, Content) ->
+    file_ok(file:write_file(File, Content), File).
+
+change_mode(File, Mode) ->
+    file_ok(file:change_mode(File, Mode), File).
+
+ensure_dir(Path) ->
+    file_ok(filelib:ensure_dir(Path), filename:dirname(Path)).
+
+file_ok(ok, _Path) -> ok;
+file_ok({error, Reason}, Path) -> throw({testbed, {file, Path, Reason}}).
 
 write_record(Dir, Record) ->
     case terrain_json:write_file(record_file(Dir), Record) of

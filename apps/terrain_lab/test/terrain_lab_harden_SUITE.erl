@@ -250,7 +250,7 @@ outputs_and_inputs_are_never_overwritten(Config) ->
 
 read_only_and_full_file_systems() ->
     [{doc, "Per command family, a read-only and a full tmpfs (64 KB) as the directory written to: up's state, "
-           "bench --out (after its nodes measured), events export --out: exit 1 with 'cannot write FILE: ...', "
+           "bench --out (after its nodes measured), events export --out, testbed up --dir: exit 1 with 'cannot write FILE: ...', "
            "no stack, nothing on stdout, no temporary file and no cookie left."}].
 read_only_and_full_file_systems(Config) ->
     Dir = ?config(priv_dir, Config),
@@ -291,7 +291,12 @@ read_only_and_full(Config, Ro, Full) ->
     {1, E6} = quiet(Config, ["events", "export", Run, "--format", "jsonl", "--out", filename:join(Ro, "e.jsonl")]),
     ?assert(found(E6, "cannot write " ++ Ro ++ ": read-only file system")),
     ?assertEqual([], [F || F <- filelib:wildcard(filename:join(Full, "**")), filename:extension(F) =:= ".tmp"]),
-    ?assertNot(filelib:is_regular(filename:join(Full, "e.jsonl"))).
+    ?assertNot(filelib:is_regular(filename:join(Full, "e.jsonl"))),
+    %% testbed up: its directory is refused before any namespace or bridge is made
+    TbPrefix = "h" ++ integer_to_list(list_to_integer(os:getpid()) rem 1000),
+    {1, E7} = quiet(Config, ["testbed", "up", "--hosts", "2", "--prefix", TbPrefix, "--dir", filename:join(Ro, "tb")]),
+    ?assert(found(E7, "cannot write " ++ filename:join(Ro, "tb") ++ ": read-only file system")),
+    ?assertNot(lists:member("tbr" ++ TbPrefix, string:lexemes(os:cmd("ls /sys/class/net"), "\n"))).
 
 collective_bench_keeps_partial_results_on_sigterm() ->
     [{doc, "SIGTERM in the middle of collective bench: exit 1 naming how many measurements were kept, "
