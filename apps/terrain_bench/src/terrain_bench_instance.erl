@@ -210,13 +210,7 @@ wait_until(NativeTime) ->
 closed(_W, _Table, _Targets, _Errors, End, _PerUs, Now) when Now >= End ->
     ok;
 closed(W, Table, Targets, Errors, End, PerUs, _Now) ->
-    {Op, Recorder, P2P} = pick(Table),
-    Target = target(P2P, Targets),
-    W1 = terrain_bench_ops:prepare(Op, W),
-    Start = erlang:monotonic_time(),
-    {Outcome, W2} = terrain_bench_ops:run(Op, Target, W1),
-    Stop = erlang:monotonic_time(),
-    record(Outcome, Op, Recorder, (Stop - Start) div PerUs, Errors),
+    {W2, Stop} = operation(W, Table, Targets, Errors, PerUs, now),
     closed(W2, Table, Targets, Errors, End, PerUs, Stop).
 
 %% Think time: a wait drawn before each operation (none is started after the end
@@ -231,13 +225,7 @@ think(W, #{table := Table, targets := Targets, errors := Errors, per_us := PerUs
             ok;
         false ->
             _ = Wait > 0 andalso receive after Wait -> ok end,
-            {Op, Recorder, P2P} = pick(Table),
-            Target = target(P2P, Targets),
-            W1 = terrain_bench_ops:prepare(Op, W),
-            Start = erlang:monotonic_time(),
-            {Outcome, W2} = terrain_bench_ops:run(Op, Target, W1),
-            Stop = erlang:monotonic_time(),
-            record(Outcome, Op, Recorder, (Stop - Start) div PerUs, Errors),
+            {W2, Stop} = operation(W, Table, Targets, Errors, PerUs, now),
             think(W2, Loop, Stop)
     end.
 
@@ -252,14 +240,26 @@ open(_W, #{end_time := End}, Intended, _Interval) when Intended >= End ->
     ok;
 open(W, #{table := Table, targets := Targets, errors := Errors, per_us := PerUs} = Loop, Intended, Interval) ->
     wait_until(Intended),
+    {W2, _Stop} = operation(W, Table, Targets, Errors, PerUs, Intended),
+    open(W2, Loop, Intended + Interval, Interval).
+
+%% One operation drawn from the table, run and recorded; its latency is measured from
+%% its start (`now') or, in the open loop, from its intended start when that was
+%% earlier (a late start counts: no coordinated omission). Returns the worker's state
+%% and the stop time.
+operation(W, Table, Targets, Errors, PerUs, Intended) ->
     {Op, Recorder, P2P} = pick(Table),
     Target = target(P2P, Targets),
     W1 = terrain_bench_ops:prepare(Op, W),
     Start = erlang:monotonic_time(),
     {Outcome, W2} = terrain_bench_ops:run(Op, Target, W1),
     Stop = erlang:monotonic_time(),
-    record(Outcome, Op, Recorder, (Stop - erlang:min(Start, Intended)) div PerUs, Errors),
-    open(W2, Loop, Intended + Interval, Interval).
+    From = case Intended of
+               now -> Start;
+               _ -> erlang:min(Start, Intended)
+           end,
+    record(Outcome, Op, Recorder, (Stop - From) div PerUs, Errors),
+    {W2, Stop}.
 
 record(ok, _Op, Recorder, Us, _Errors) ->
     terrain_bench_hdr:record(Recorder, Us);
