@@ -27,7 +27,8 @@
 -export([read_spec/1,
          start_cluster/2,
          cluster_nodes/1,
-         stop_cluster/1]).
+         stop_cluster/1,
+         with_cluster/3]).
 
 %% API: network emulation (partitions of a running emulated cluster)
 -export([partition/2,
@@ -39,7 +40,7 @@
 -export([format_error/1]).
 
 %% exports_not_used: The public API of the lab: called by users (docs/NETEM.md, README), not by the CLI.
--ignore_xref([{read_spec, 1}, {start_cluster, 2}, {cluster_nodes, 1}, {stop_cluster, 1},
+-ignore_xref([{read_spec, 1}, {start_cluster, 2}, {cluster_nodes, 1}, {stop_cluster, 1}, {with_cluster, 3},
               {partition, 2}, {heal, 0}, {heal, 1}, {isolate, 1}, {format_error, 1}]).
 
 -export_type([cluster_options/0]).
@@ -74,6 +75,21 @@ cluster_nodes(Cluster) ->
 -spec stop_cluster(pid()) -> ok.
 stop_cluster(Cluster) ->
     terrain_lab_cluster:stop(Cluster).
+
+%% @doc Starts the cluster of a spec (as {@link start_cluster/2}), runs `Fun' on its
+%% running nodes and stops it, whatever `Fun' returns or raises. A cluster that does
+%% not start is its error; `Fun' is not called.
+-spec with_cluster(terrain_lab_spec:spec() | file:filename(), cluster_options(),
+                   fun(([terrain_lab_cluster:node_info()]) -> Result)) -> Result | {error, term()}.
+with_cluster(Spec, Options, Fun) ->
+    case start_cluster(Spec, Options) of
+        {ok, Cluster} ->
+            try Fun(cluster_nodes(Cluster))
+            after stop_cluster(Cluster)
+            end;
+        {error, _} = Error ->
+            Error
+    end.
 
 %% @doc Cuts every connection between a node of `NodesA' and a node of `NodesB' of an
 %% emulated cluster and refuses new ones until healed (deadline 5 s; see

@@ -120,16 +120,7 @@ with_cluster(Nodes, _Progress, Fun) when is_list(Nodes) ->
 with_spec_cluster(#{nodes := SpecNodes} = Spec, Progress, Fun) ->
     Prefix = ?SPEC_PREFIX_TAG ++ os:getpid() ++ "_",
     Progress(io_lib:format("bench: starting ~b nodes of ~s~n", [length(SpecNodes), maps:get(name, Spec)])),
-    case terrain_lab:start_cluster(Spec, #{prefix => Prefix}) of
-        {ok, Cluster} ->
-            try
-                Fun([N || #{node := N} <- terrain_lab:cluster_nodes(Cluster)])
-            after
-                ok = terrain_lab:stop_cluster(Cluster)
-            end;
-        {error, _} = Error ->
-            Error
-    end.
+    terrain_lab:with_cluster(Spec, #{prefix => Prefix}, fun(Infos) -> Fun([N || #{node := N} <- Infos]) end).
 
 manifest(RunDir, Out, Config, Where) ->
     Relative = fun(F) -> list_to_binary(relative(F, RunDir)) end,

@@ -148,14 +148,8 @@ on_nodes(#{local_run := true} = Options, Fun) ->
     P = maps:get(degree, Options),
     Fun(lists:duplicate(opt(nodes_count, Options, 1 + P * P), node()));
 on_nodes(#{spec := SpecFile}, Fun) when SpecFile =/= undefined ->
-    case terrain_lab:start_cluster(SpecFile, #{prefix => "aco" ++ os:getpid() ++ "_"}) of
-        {ok, Cluster} ->
-            try Fun([N || #{node := N} <- terrain_lab:cluster_nodes(Cluster)])
-            after terrain_lab:stop_cluster(Cluster)
-            end;
-        {error, _} = Error ->
-            Error
-    end;
+    terrain_lab:with_cluster(SpecFile, #{prefix => "aco" ++ os:getpid() ++ "_"},
+                             fun(Infos) -> Fun([N || #{node := N} <- Infos]) end);
 on_nodes(Options, Fun) ->
     case terrain_lab_cluster_state:connect(Options) of
         {ok, Nodes} -> Fun(Nodes);

@@ -19,7 +19,6 @@
 %% API
 -export([bench/2,
          tune/2,
-         with_cluster/3,
          measure/3,
          table/1,
          format_error/1]).
@@ -27,8 +26,8 @@
 %% Internal exports (member processes on the cluster's nodes)
 -export([member/1]).
 
-%% exports_not_used: used by bench_collective (make bench) and terrain_lab_collective_SUITE.
--ignore_xref([{with_cluster, 3}, {measure, 3}]).
+%% exports_not_used: measure/3 is used by bench_collective (make bench).
+-ignore_xref([{measure, 3}]).
 
 -export_type([options/0]).
 
@@ -59,20 +58,8 @@
 -spec bench(options(), fun((iodata()) -> ok)) -> {ok, map()} | {error, term()}.
 bench(#{spec := Spec} = Options, Progress) ->
     Progress(io_lib:format("starting ~b nodes of ~ts~n", [length(terrain_lab_spec:nodes(Spec)), spec_name(Spec)])),
-    with_cluster(Spec, maps:get(prefix, Options, "coll_"), fun(Nodes) -> measure_all(Options, Nodes, Progress) end).
-
-%% @doc Starts the spec's cluster, runs `Fun(NodeInfos)' and stops it.
--spec with_cluster(terrain_lab_spec:spec(), string(), fun(([terrain_lab_cluster:node_info()]) -> Result)) ->
-          Result | {error, term()}.
-with_cluster(Spec, Prefix, Fun) ->
-    case terrain_lab:start_cluster(Spec, #{prefix => Prefix}) of
-        {ok, Cluster} ->
-            try Fun(terrain_lab:cluster_nodes(Cluster))
-            after terrain_lab:stop_cluster(Cluster)
-            end;
-        {error, _} = Error ->
-            Error
-    end.
+    terrain_lab:with_cluster(Spec, #{prefix => maps:get(prefix, Options, "coll_")},
+                             fun(Nodes) -> measure_all(Options, Nodes, Progress) end).
 
 %% @doc Measures on running nodes of the spec (as {@link bench/2} does after the start).
 -spec measure(options(), [terrain_lab_cluster:node_info()], fun((iodata()) -> ok)) -> {ok, map()} | {error, term()}.
@@ -86,7 +73,8 @@ measure(Options, NodeInfos, Progress) ->
 -spec tune(options(), fun((iodata()) -> ok)) -> {ok, map(), [map()]} | {error, term()}.
 tune(#{spec := Spec} = Options, Progress) ->
     Progress(io_lib:format("starting ~b nodes of ~ts~n", [length(terrain_lab_spec:nodes(Spec)), spec_name(Spec)])),
-    with_cluster(Spec, maps:get(prefix, Options, "tune_"), fun(Nodes) -> tune_on(Options, Nodes, Progress) end).
+    terrain_lab:with_cluster(Spec, #{prefix => maps:get(prefix, Options, "tune_")},
+                             fun(Nodes) -> tune_on(Options, Nodes, Progress) end).
 
 tune_on(#{spec := Spec} = Options, Nodes, Progress) ->
     case measure_all(Options, Nodes, Progress) of

@@ -79,24 +79,17 @@
 -spec run(map(), file:filename(), options()) -> {ok, map()} | {error, term()}.
 run(EmasOptions, Dir, #{io := Io, cluster := {SpecFile, Preds}} = Options) ->
     terrain_lab_io:progress(Io, "starting the cluster of ~ts...~n", [SpecFile]),
-    case terrain_lab:start_cluster(SpecFile, #{prefix => "emas" ++ os:getpid() ++ "_"}) of
-        {ok, Cluster} ->
-            try
-                Nodes = [N || #{node := N} <- terrain_lab:cluster_nodes(Cluster)],
-                {ok, _} = application:ensure_all_started(terrain),
-                case terrain:choose_nodes(Nodes, Preds) of
-                    [] -> {error, {emas_lab, {no_nodes, Preds}}};
-                    Chosen ->
-                        terrain_lab_io:progress(Io, "islands on ~ts~n",
-                                                 [lists:join(", ", [atom_to_list(N) || N <- Chosen])]),
-                        execute(EmasOptions#{nodes => Chosen}, Dir, Options)
-                end
-            after
-                terrain_lab:stop_cluster(Cluster)
-            end;
-        {error, _} = Error ->
-            Error
-    end;
+    terrain_lab:with_cluster(SpecFile, #{prefix => "emas" ++ os:getpid() ++ "_"}, fun(Infos) ->
+        Nodes = [N || #{node := N} <- Infos],
+        {ok, _} = application:ensure_all_started(terrain),
+        case terrain:choose_nodes(Nodes, Preds) of
+            [] -> {error, {emas_lab, {no_nodes, Preds}}};
+            Chosen ->
+                terrain_lab_io:progress(Io, "islands on ~ts~n",
+                                         [lists:join(", ", [atom_to_list(N) || N <- Chosen])]),
+                execute(EmasOptions#{nodes => Chosen}, Dir, Options)
+        end
+    end);
 run(EmasOptions, Dir, Options) ->
     execute(EmasOptions, Dir, Options).
 

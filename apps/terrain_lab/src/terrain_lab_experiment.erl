@@ -75,39 +75,32 @@ attributes(Dir, Options, Progress) ->
     Progress(io_lib:format("starting ~b VMs: ~b big (~b schedulers) and ~b small (1 scheduler), "
                            "each scheduler capped at ~.2f cores~n",
                            [?BIG_VMS + ?SMALL_VMS, ?BIG_VMS, ?BIG_SCHEDULERS, ?SMALL_VMS, ?CORE_SPEED])),
-    case terrain_lab:start_cluster(Spec, #{prefix => "xa" ++ os:getpid() ++ "_", boot_timeout => 180000}) of
-        {ok, Cluster} ->
-            try
-                Nodes = [N || #{node := N} <- terrain_lab:cluster_nodes(Cluster)],
-                Tree = terrain_workloads:aco_tree(length(Nodes), ?DEGREE),
-                Parameters = #{quick => Quick, runs => Runs, ants => AntCounts, global => Global,
-                               local => Local, degree => ?DEGREE,
-                               cpu_per_scheduler => ?CORE_SPEED,
-                               big_vms => ?BIG_VMS, big_schedulers => ?BIG_SCHEDULERS,
-                               big_cores => ?BIG_SCHEDULERS * ?CORE_SPEED,
-                               small_vms => ?SMALL_VMS, small_schedulers => 1,
-                               small_cores => ?CORE_SPEED,
-                               nodes => length(Nodes), colonies => colonies(Tree)},
-                %% one run after another; a run that fails (a node killed) or a SIGTERM
-                %% (the caller turned it into a message) stops the experiment, and the
-                %% runs finished before are written, marked partial. After every run the
-                %% files are written too (marked partial): a SIGINT or SIGKILL, which the
-                %% CLI cannot catch, loses at most the run under way.
-                Checkpoint = fun(Done) -> _ = write_attributes(Dir, Done, Parameters, true), ok end,
-                Runs1 = [{Ants, Run, Placement} || Ants <- AntCounts, Run <- lists:seq(1, Runs),
-                                                  Placement <- [attributes, random]],
-                {Rows, Stopped} = attribute_runs(Runs1, Nodes, Tree, Instance, {Global, Local}, {Progress, Checkpoint}, []),
-                case {write_attributes(Dir, Rows, Parameters, Stopped =/= none), Stopped} of
-                    {{ok, _} = Done, none} -> Done;
-                    {{ok, _}, Why} -> {error, {experiment, {partial, length(Rows), length(Runs1), Why}}};
-                    {{error, _} = WriteError, _} -> WriteError
-                end
-            after
-                terrain_lab:stop_cluster(Cluster)
-            end;
-        {error, _} = Error ->
-            Error
-    end.
+    terrain_lab:with_cluster(Spec, #{prefix => "xa" ++ os:getpid() ++ "_", boot_timeout => 180000}, fun(Infos) ->
+        Nodes = [N || #{node := N} <- Infos],
+        Tree = terrain_workloads:aco_tree(length(Nodes), ?DEGREE),
+        Parameters = #{quick => Quick, runs => Runs, ants => AntCounts, global => Global,
+                       local => Local, degree => ?DEGREE,
+                       cpu_per_scheduler => ?CORE_SPEED,
+                       big_vms => ?BIG_VMS, big_schedulers => ?BIG_SCHEDULERS,
+                       big_cores => ?BIG_SCHEDULERS * ?CORE_SPEED,
+                       small_vms => ?SMALL_VMS, small_schedulers => 1,
+                       small_cores => ?CORE_SPEED,
+                       nodes => length(Nodes), colonies => colonies(Tree)},
+        %% one run after another; a run that fails (a node killed) or a SIGTERM
+        %% (the caller turned it into a message) stops the experiment, and the
+        %% runs finished before are written, marked partial. After every run the
+        %% files are written too (marked partial): a SIGINT or SIGKILL, which the
+        %% CLI cannot catch, loses at most the run under way.
+        Checkpoint = fun(Done) -> _ = write_attributes(Dir, Done, Parameters, true), ok end,
+        Runs1 = [{Ants, Run, Placement} || Ants <- AntCounts, Run <- lists:seq(1, Runs),
+                                          Placement <- [attributes, random]],
+        {Rows, Stopped} = attribute_runs(Runs1, Nodes, Tree, Instance, {Global, Local}, {Progress, Checkpoint}, []),
+        case {write_attributes(Dir, Rows, Parameters, Stopped =/= none), Stopped} of
+            {{ok, _} = Done, none} -> Done;
+            {{ok, _}, Why} -> {error, {experiment, {partial, length(Rows), length(Runs1), Why}}};
+            {{error, _} = WriteError, _} -> WriteError
+        end
+    end).
 
 mean_or_null([]) -> null;
 mean_or_null(Values) -> mean(Values).
@@ -205,61 +198,55 @@ distances(Dir, Options, Progress) ->
     Instance = maps:get(instance, Options, terrain_workloads:aco_generate_instance(40, 1)),
     Spec = distances_spec(exp_distances),
     Progress("starting 12 nodes: 2 sites x 2 racks x 3, links 10 ms / 1 ms / 0 one way\n"),
-    case terrain_lab:start_cluster(Spec, #{prefix => "xd" ++ os:getpid() ++ "_", boot_timeout => 180000}) of
-        {ok, Cluster} ->
-            try
-                Infos = terrain_lab:cluster_nodes(Cluster),
-                Nodes = [N || #{node := N} <- Infos],
-                SpecName = maps:from_list([{N, Name} || #{node := N, name := Name} <- Infos]),
-                Tree = terrain_workloads:aco_tree(length(Nodes), 3),
-                RunOptions = #{ants => 2, global => Global, local => 1, seed => 1},
-                Case = fun(Topology, Placement) ->
-                               Results = [begin
-                                              A = must(terrain_lab_aco:place(Placement, Tree, Nodes, Run)),
-                                              #{main_s := S} = must(terrain_lab_aco:run(Instance, Tree, A, RunOptions, 600000)),
-                                              Progress(io_lib:format("~-10s ~-9s run ~b ~8.3f s~n", [Topology, Placement, Run, S])),
-                                              {S, A}
-                                          end || Run <- lists:seq(1, Runs)],
-                               {_, FirstA} = hd(Results),
-                               must(write_dot(Dir, Topology, Placement, Tree, FirstA, SpecName, Spec)),
-                               #{topology => Topology, placement => Placement,
-                                 runs_s => [S || {S, _} <- Results], mean_s => mean([S || {S, _} <- Results]),
-                                 slow_links => [slow_links(Tree, A, SpecName, Spec) || {_, A} <- Results]}
+    terrain_lab:with_cluster(Spec, #{prefix => "xd" ++ os:getpid() ++ "_", boot_timeout => 180000}, fun(Infos) ->
+        try
+            Nodes = [N || #{node := N} <- Infos],
+            SpecName = maps:from_list([{N, Name} || #{node := N, name := Name} <- Infos]),
+            Tree = terrain_workloads:aco_tree(length(Nodes), 3),
+            RunOptions = #{ants => 2, global => Global, local => 1, seed => 1},
+            Case = fun(Topology, Placement) ->
+                           Results = [begin
+                                          A = must(terrain_lab_aco:place(Placement, Tree, Nodes, Run)),
+                                          #{main_s := S} = must(terrain_lab_aco:run(Instance, Tree, A, RunOptions, 600000)),
+                                          Progress(io_lib:format("~-10s ~-9s run ~b ~8.3f s~n", [Topology, Placement, Run, S])),
+                                          {S, A}
+                                      end || Run <- lists:seq(1, Runs)],
+                           {_, FirstA} = hd(Results),
+                           must(write_dot(Dir, Topology, Placement, Tree, FirstA, SpecName, Spec)),
+                           #{topology => Topology, placement => Placement,
+                             runs_s => [S || {S, _} <- Results], mean_s => mean([S || {S, _} <- Results]),
+                             slow_links => [slow_links(Tree, A, SpecName, Spec) || {_, A} <- Results]}
+                   end,
+            %% the four cases and the discovery between them, one after another; a
+            %% step that fails (a node killed) stops the experiment, and the cases
+            %% finished before are written, marked partial
+            Discover = fun(Done) ->
+                               Progress("probing round trips (concurrent) and discovering the topology\n"),
+                               Discovered = must(discover(Dir, Nodes, Batches)),
+                               _ = [must(load_topology(N, Discovered)) || N <- Nodes],
+                               Done
                        end,
-                %% the four cases and the discovery between them, one after another; a
-                %% step that fails (a node killed) stops the experiment, and the cases
-                %% finished before are written, marked partial
-                Discover = fun(Done) ->
-                                   Progress("probing round trips (concurrent) and discovering the topology\n"),
-                                   Discovered = must(discover(Dir, Nodes, Batches)),
-                                   _ = [must(load_topology(N, Discovered)) || N <- Nodes],
-                                   Done
-                           end,
-                Steps = [fun(Done) -> [Case(spec, distance) | Done] end,
-                         fun(Done) -> [Case(spec, random) | Done] end,
-                         Discover,
-                         fun(Done) -> [Case(discovered, distance) | Done] end,
-                         fun(Done) -> [Case(discovered, random) | Done] end],
-                Parameters = #{quick => Quick, runs => Runs, global => Global, local => 1, ants => 2,
-                               colonies => colonies(Tree), nodes => length(Nodes), degree => 3,
-                               latency_us => #{cluster => 10000, site => 1000, rack => 0}, probe_batches => Batches},
-                %% after every case the files are written too (marked partial): a SIGINT
-                %% or SIGKILL, which the CLI cannot catch, loses at most the case under way
-                Checkpoint = fun(Done) -> _ = write_distances(Dir, Parameters, Done, true), ok end,
-                {Results, Stopped} = distance_steps(Steps, [], Checkpoint),
-                Summary = must(write_distances(Dir, Parameters, Results, Stopped =/= none)),
-                case Stopped of
-                    none -> {ok, Summary};
-                    Failed -> {error, {experiment, {partial_cases, length(Results), 4, Failed}}}
-                end
-            catch
-                throw:{?MODULE, Why} -> {error, Why}     % a step that failed (a node killed, a full disk)
-            after
-                terrain_lab:stop_cluster(Cluster)
-            end;
-        {error, _} = Error ->
-            Error
-    end.
+            Steps = [fun(Done) -> [Case(spec, distance) | Done] end,
+                     fun(Done) -> [Case(spec, random) | Done] end,
+                     Discover,
+                     fun(Done) -> [Case(discovered, distance) | Done] end,
+                     fun(Done) -> [Case(discovered, random) | Done] end],
+            Parameters = #{quick => Quick, runs => Runs, global => Global, local => 1, ants => 2,
+                           colonies => colonies(Tree), nodes => length(Nodes), degree => 3,
+                           latency_us => #{cluster => 10000, site => 1000, rack => 0}, probe_batches => Batches},
+            %% after every case the files are written too (marked partial): a SIGINT
+            %% or SIGKILL, which the CLI cannot catch, loses at most the case under way
+            Checkpoint = fun(Done) -> _ = write_distances(Dir, Parameters, Done, true), ok end,
+            {Results, Stopped} = distance_steps(Steps, [], Checkpoint),
+            Summary = must(write_distances(Dir, Parameters, Results, Stopped =/= none)),
+            case Stopped of
+                none -> {ok, Summary};
+                Failed -> {error, {experiment, {partial_cases, length(Results), 4, Failed}}}
+            end
+        catch
+            throw:{?MODULE, Why} -> {error, Why}     % a step that failed (a node killed, a full disk)
+        end
+    end).
 
 %% terrain probe → terrain topology: measured round trips into probe/, the tree found
 %% into discovered.term.

@@ -67,8 +67,8 @@ exchange_shapes() ->
     load(),
     {ok, Spec} = terrain_lab:read_spec("examples/paths.cluster"),
     Sizes = [8, 65536],
-    Runs = terrain_lab_collective:with_cluster(
-             Spec, "xs_",
+    Runs = terrain_lab:with_cluster(
+             Spec, #{prefix => "xs_"},
              fun(Nodes) ->
                      [begin
                           Base = #{spec => Spec, sizes => Sizes, members_per_node => 1, rounds => 8, seeds => 1},
@@ -94,8 +94,8 @@ flat_against_hierarchical() ->
     {ok, Spec} = terrain_lab:read_spec("examples/paths.cluster"),
     io:format("~nflat against hierarchical, block order, by members per node:~n"),
     io:format("~10s ~8s ~12s ~12s ~8s~n", ["members", "bytes", "flat_ms", "hier_ms", "ratio"]),
-    terrain_lab_collective:with_cluster(
-      Spec, "fh_",
+    terrain_lab:with_cluster(
+      Spec, #{prefix => "fh_"},
       fun(Nodes) ->
               lists:foreach(
                 fun(PerNode) ->
