@@ -49,6 +49,7 @@ check: build xref dialyzer
 
 xref: apt
 	$(REBAR) xref
+	escript tools/lab_layers.escript
 
 dialyzer: apt
 	$(REBAR) dialyzer

@@ -18,7 +18,7 @@
 main(_) ->
     %% xmerl also logs each XML error as an error report; edoc's own line says it all
     ok = logger:set_primary_config(level, critical),
-    Files = lists:sort(filelib:wildcard("apps/*/src/*.erl")),
+    Files = lists:sort(filelib:wildcard("apps/*/src/**/*.erl")),
     %% one public module per library application (every application but the lab), named after it
     Public = [source(filename:basename(App), Files) || App <- lists:sort(filelib:wildcard("apps/*")),
                                                        filename:basename(App) =/= "terrain_lab"],

@@ -16,7 +16,7 @@ from terrain_analysis.formats import FORMATS, KINDS, check_format, read_document
 from terrain_analysis.report import LISTED_KINDS, RENDERERS
 
 ROOT = Path(__file__).resolve().parents[2]
-ERLANG = sorted([*ROOT.glob("apps/*/src/*.erl"), *ROOT.glob("apps/*/include/*.hrl")])
+ERLANG = sorted([*ROOT.glob("apps/*/src/**/*.erl"), *ROOT.glob("apps/*/include/*.hrl")])
 PYTHON = sorted((ROOT / "python" / "src").rglob("*.py"))
 TAG = re.compile(r"terrain\.([a-z_]+)/(\d+)")
 HRL = ROOT / "apps" / "terrain_json" / "include" / "terrain_formats.hrl"

@@ -64,7 +64,7 @@ temp_root() ->
 %% "Module map" section.
 module_map_names_every_module_and_no_other_test() ->
     Mapped = mapped_modules(),
-    Code = [list_to_atom(filename:basename(F, ".erl")) || F <- filelib:wildcard(filename:join(root(), "apps/*/src/*.erl"))],
+    Code = [list_to_atom(filename:basename(F, ".erl")) || F <- filelib:wildcard(filename:join(root(), "apps/*/src/**/*.erl"))],
     ?assertEqual(#{missing_from_the_map => [], in_the_map_but_not_in_the_code => []},
                  #{missing_from_the_map => lists:usort(Code) -- Mapped,
                    in_the_map_but_not_in_the_code => Mapped -- Code}).
@@ -95,7 +95,7 @@ ports_and_signals_only_in_terrain_lab_os_test() ->
               {os_cmd, "os:cmd\\(", #{terrain_lab_os => any}},
               {kill_command, kill_command(), #{terrain_lab_os => any, terrain_lab_ssh => 1}}],
     Found = [{Check, Module, N, string:trim(Line)}
-             || File <- filelib:wildcard(filename:join(root(), "apps/*/src/*.erl")),
+             || File <- filelib:wildcard(filename:join(root(), "apps/*/src/**/*.erl")),
                 Module <- [list_to_atom(filename:basename(File, ".erl"))],
                 {N, Line} <- code_lines(File),
                 {Check, Pattern, _} <- Checks, match(Line, Pattern)],

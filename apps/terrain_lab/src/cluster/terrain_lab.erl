@@ -113,17 +113,13 @@ heal(Nodes) ->
 isolate(Node) ->
     terrain_lab_netem:isolate(Node).
 
-%% @doc A sentence for any error the lab returns; falls back to
-%% {@link terrain:format_error/1} for errors of the terrain library.
+%% @doc A sentence for any error this module's API returns (clusters, specs, launching,
+%% network emulation, files); falls back to {@link terrain:format_error/1} for errors of
+%% the terrain library. The errors of the lab's tools above the clusters (experiments,
+%% probes, timing tools) are formatted by the CLI's table, `terrain_lab_cli_errors'.
 -spec format_error(term()) -> iolist().
 format_error({spec, _, _, _} = Reason) ->
     terrain_lab_spec:format_error(Reason);
-format_error({experiment, _} = Reason) ->
-    terrain_lab_experiment:format_error(Reason);
-format_error({scale, _} = Reason) ->
-    terrain_lab_scale:format_error(Reason);
-format_error({aco, _} = Reason) ->
-    terrain_lab_aco:format_error(Reason);
 format_error({aco_instance, _} = Reason) ->
     terrain_workloads:aco_format_error(Reason);
 format_error({aco_vertex_failed, _} = Reason) ->
@@ -142,18 +138,8 @@ format_error({launch, _} = Reason) ->
     terrain_lab_launch:format_error(Reason);
 format_error({cluster_state, _} = Reason) ->
     terrain_lab_cluster_state:format_error(Reason);
-format_error({write_test, _} = Reason) ->
-    terrain_lab_write_test:format_error(Reason);
-format_error({csv, _, _} = Reason) ->
-    terrain_lab_write_test:format_error(Reason);
-format_error({time_task, _} = Reason) ->
-    terrain_lab_time_task:format_error(Reason);
 format_error({netem, _} = Reason) ->
     terrain_lab_netem:format_error(Reason);
-format_error({probe, _} = Reason) ->
-    terrain_lab_probe:format_error(Reason);
-format_error({simulate, _} = Reason) ->
-    terrain_lab_simulate:format_error(Reason);
 format_error({hostlist, _} = Reason) ->
     terrain_lab_hostlist:format_error(Reason);
 format_error({hosts, _} = Reason) ->
@@ -182,8 +168,6 @@ format_error({code_load, Node, Why}) ->
     io_lib:format("cannot load terrain's code on ~0tp: ~0tp", [Node, Why]);
 format_error({report, _} = Reason) ->
     terrain_lab_analysis:format_error(Reason);
-format_error({emas_lab, _} = Reason) ->
-    terrain_lab_emas:format_error(Reason);
 format_error({run, _, _} = Reason) ->
     terrain_lab_os:format_error(Reason);
 format_error({file, File, Why}) ->

@@ -145,28 +145,11 @@ command_modules() ->
 commands() ->
     lists:append([Module:commands() || Module <- command_modules()]).
 
-%% A sentence for an error a command returned: the errors of the command modules
-%% themselves here, every other (the lab's and the library's) by
-%% terrain_lab:format_error/1, which must not call up into the command modules.
+%% A sentence for an error a command returned: the CLI's one table of error tags
+%% (terrain_lab_cli_errors).
 -spec format_error(term()) -> iolist().
-format_error({attrs, _} = Reason) ->
-    terrain_lab_cmd_attrs:format_error(Reason);
-format_error({topology_cmd, _} = Reason) ->
-    terrain_lab_cmd_topology:format_error(Reason);
-format_error({experiment_cmd, _} = Reason) ->
-    terrain_lab_cmd_experiment:format_error(Reason);
-format_error({aco_cmd, _} = Reason) ->
-    terrain_lab_cmd_aco:format_error(Reason);
-format_error({events_cmd, _} = Reason) ->
-    terrain_lab_cmd_events:format_error(Reason);
-format_error({emas_cmd, _} = Reason) ->
-    terrain_lab_cmd_emas:format_error(Reason);
-format_error({collective_cmd, _} = Reason) ->
-    terrain_lab_cmd_collective:format_error(Reason);
-format_error({Tag, _} = Reason) when Tag =:= bench_cmd; Tag =:= bench_lab; Tag =:= bench_config; Tag =:= bench ->
-    terrain_lab_cmd_bench:format_error(Reason);
 format_error(Reason) ->
-    terrain_lab:format_error(Reason).
+    terrain_lab_cli_errors:format(Reason).
 
 %%--------------------------------------------------------------------
 %% Internal functions

@@ -123,7 +123,7 @@ live_step(Title, Sub, RunDir, Io) ->
                                                                         added => list_to_binary(Add),
                                                                         command => command(["terrain demo (live step)"])}}]) of
                 ok -> true;
-                {error, Reason} -> terrain_lab_io:progress(Io, "demo: live: ~ts~n", [terrain_lab:format_error(Reason)]), false
+                {error, Reason} -> terrain_lab_io:progress(Io, "demo: live: ~ts~n", [terrain_lab_cli_errors:format(Reason)]), false
             end;
         {error, Reason} ->
             terrain_lab_io:progress(Io, "demo: live: ~0tp~n", [Reason]),
@@ -141,7 +141,7 @@ lab_step(Title, Sub, Args, RunDir, Io) ->
                                         fun(_) -> figures(hd(Args), RunDir, Sub, Io) end], none) of
                 {error, figures_failed} -> false;   % said already
                 {error, Reason} ->
-                    terrain_lab_io:progress(Io, "demo: ~ts: ~ts~n", [Sub, terrain_lab:format_error(Reason)]),
+                    terrain_lab_io:progress(Io, "demo: ~ts: ~ts~n", [Sub, terrain_lab_cli_errors:format(Reason)]),
                     false;
                 _ -> true
             end;
@@ -399,7 +399,7 @@ probe_and_discover(Spec, SpecFile, Nodes, Prefix, RunDir, Io) ->
                                                    filename:join(RunDir, "topology.json"), " ", SpecFile,
                                                    " --prefix ", Prefix])}}];
         {error, Reason} ->
-            terrain_lab_io:out(Io, "  probe failed: ~ts~n", [terrain_lab:format_error(Reason)]),
+            terrain_lab_io:out(Io, "  probe failed: ~ts~n", [terrain_lab_cli_errors:format(Reason)]),
             []
     end.
 

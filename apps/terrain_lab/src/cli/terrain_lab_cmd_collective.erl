@@ -97,7 +97,7 @@ format_error({collective_cmd, {failed, {collective, _} = Reason}}) ->
 format_error({collective_cmd, {failed, {paths, _} = Reason}}) ->
     terrain_paths:format_error(Reason);
 format_error({collective_cmd, {failed, Reason}}) ->
-    terrain_lab:format_error(Reason).
+    terrain_lab_cli_errors:format(Reason).
 
 %%--------------------------------------------------------------------
 %% Internal functions
