@@ -86,6 +86,39 @@ remote_vm_uses_remote_code_and_long_names_test() ->
     ?assertNotEqual(nomatch, string:find(Distribute, "longnames")),
     ?assertNotEqual(nomatch, string:find(Distribute, "'a@10.0.0.1'")).
 
+%% `terrain up --code-path DIR': every application a node loads, and every one those
+%% need (from the .app files: terrain needs terrain_json, terrain_paths needs
+%% terrain_events), is on the remote VM's code path as DIR/<app>/ebin.
+remote_code_path_has_every_application_a_node_needs_test() ->
+    Args = args(ssh(#{})),
+    Needed = needed_applications([terrain_lab]),
+    ?assertEqual([], [App || App <- Needed,
+                             not has(["-pa", filename:join(["/opt/terrain", App, "ebin"])], Args)]).
+
+%% docs/HOSTS.md ("Code") names the applications --code-path needs, and no other.
+hosts_doc_names_the_code_path_applications_test() ->
+    Source = proplists:get_value(source, ?MODULE:module_info(compile)),
+    Root = filename:dirname(filename:dirname(filename:dirname(filename:dirname(Source)))),
+    {ok, Text} = file:read_file(filename:join(Root, "docs/HOSTS.md")),
+    [_, Code] = string:split(Text, "**Code.**"),
+    Paragraph = hd(string:split(Code, "\n\n")),
+    {match, Named} = re:run(Paragraph, "`(terrain[a-z_]*)`", [global, {capture, all_but_first, list}]),
+    ?assertEqual(lists:sort([atom_to_list(A) || A <- terrain_lab_code:applications()]),
+                 lists:usort(lists:append(Named)) -- ["terrain_lab_code"]).
+
+%% terrain_lab and the applications it needs, transitively, but OTP's own.
+needed_applications(Apps) ->
+    More = lists:usort(Apps ++ [D || A <- Apps, D <- dependencies(A), lists:prefix("terrain", atom_to_list(D))]),
+    case More of
+        Apps -> [atom_to_list(A) || A <- Apps];
+        _ -> needed_applications(More)
+    end.
+
+dependencies(App) ->
+    _ = application:load(App),
+    {ok, Deps} = application:get_key(App, applications),
+    Deps.
+
 remote_tls_files_are_the_ones_the_shell_line_writes_test() ->
     Args = args(ssh(#{ssh => #{dir => "/state", ssh_options => [], code => local, tls => true}})),
     [OptFile] = [F || {"-ssl_dist_optfile", F} <- lists:zip(lists:droplast(Args), tl(Args))],

@@ -117,7 +117,6 @@
 %% No busy wait of idle schedulers: with more VMs than cores a spinning idle VM takes
 %% the core from one with work, and spends a CPU quota spinning.
 -define(NO_SPIN, ["+sbwt", "none", "+sbwtdcpu", "none", "+sbwtdio", "none"]).
--define(APPS, ["terrain", "terrain_paths", "terrain_bench", "terrain_lab"]).
 
 %%--------------------------------------------------------------------
 %% API
@@ -399,11 +398,8 @@ code_args(Options) ->
                   #{ssh := #{code := SshCode}} -> SshCode;
                   #{} -> local
               end,
-    Terrain = case maps:get(code, Options, Default) of
-                  local -> terrain_lab_code:vm_args();
-                  {root, Root} -> lists:append([["-pa", filename:join([Root, App, "ebin"])] || App <- ?APPS])
-              end,
-    Terrain ++ lists:append([["-pa", D] || D <- maps:get(code_path, Options, [])]).
+    terrain_lab_code:vm_args(maps:get(code, Options, Default))
+        ++ lists:append([["-pa", D] || D <- maps:get(code_path, Options, [])]).
 
 netem_args(#{netem := {Spec, Prefix}, name := Name}) ->
     terrain_lab_netem:vm_args(Spec, Prefix, Name);

@@ -23,7 +23,7 @@
 %% cookie on standard input (terrain_lab_vm; docs/HOSTS.md).
 %%
 %% terrain's code comes from the same directories as for local VMs
-%% (`terrain_lab_code:vm_args/0'; the escript writes them under the home's cache,
+%% (`terrain_lab_code:vm_args/1'; the escript writes them under the home's cache,
 %% so hosts that share the home directory see them) or, with the option `code_path',
 %% from `DIR/<app>/ebin' for each of terrain's applications on the remote host.
 -module(terrain_lab_ssh).
