@@ -14,6 +14,10 @@
 -export([applications/0,
          vm_args/1]).
 
+%% exports_not_used: applications/0 is the list docs/HOSTS.md names, checked by
+%% terrain_lab_vm_tests.
+-ignore_xref([{applications, 0}]).
+
 %% The one list of terrain's applications a lab node loads: the lab and every
 %% application it depends on (terrain needs terrain_json, terrain_paths needs
 %% terrain_events), lower layers first. docs/HOSTS.md ("Code") names them all.
