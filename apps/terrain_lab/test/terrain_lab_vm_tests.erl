@@ -35,7 +35,9 @@ detached_vm_starts_detached_and_lean_test() ->
     ?assertMatch(["-detached", "-noinput" | _], Args),
     ?assert(has(?LEAN, Args)),
     ?assert(has(?NO_SPIN, Args)),
-    ?assert(has(["-kernel", "prevent_overlapping_partitions", "false"], Args)).
+    ?assert(has(["-kernel", "prevent_overlapping_partitions", "false"], Args)),
+    %% the process limit the resource guard checks a lab node's processes against
+    ?assert(has(["+P", integer_to_list(terrain_lab_guard:process_limit(lab_node))], Args)).
 
 schedulers_become_plus_s_test() ->
     ?assert(has(["+S", "4:4"], args((detached())#{schedulers => 4}))),

@@ -134,9 +134,13 @@ guard(#{jobs := Jobs}, Options) ->
                    false -> 1
                end,
     Ants = maps:get(ants, Options),
-    Option = case maps:get(local_run, Options) of true -> "--nodes-count x --ants"; false -> "--ants" end,
-    terrain_lab_steps:run([fun(_) -> terrain_lab_guard:processes("--ants", Ants) end,
-                           fun(_) -> terrain_lab_guard:processes(Option, Colonies * Ants) end,
+    %% with --local every colony runs here, else one on each node of a lab cluster
+    {Option, Target} = case maps:get(local_run, Options) of
+                           true -> {"--nodes-count x --ants", this_vm};
+                           false -> {"--ants", lab_node}
+                       end,
+    terrain_lab_steps:run([fun(_) -> terrain_lab_guard:processes("--ants", Ants, Target) end,
+                           fun(_) -> terrain_lab_guard:processes(Option, Colonies * Ants, Target) end,
                            fun(_) -> terrain_lab_guard:memory([{"--ants", Colonies * Ants,
                                                                 terrain_lab_guard:process_bytes() + 32 * Jobs},
                                                                {"--nodes-count", Colonies, 24 * Jobs * Jobs}])

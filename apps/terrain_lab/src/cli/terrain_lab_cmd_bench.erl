@@ -162,7 +162,8 @@ guarded({error, _} = Error, _Where) -> Error.
 %% four times the argument per worker, `concurrent' workers on every node.
 guard(#{argument_size := Bytes, concurrent := Concurrent}, Nodes) ->
     Workers = Concurrent * max(1, Nodes),
-    terrain_lab_steps:run([fun(_) -> terrain_lab_guard:processes("concurrent (the configuration)", Concurrent) end,
+    terrain_lab_steps:run([fun(_) -> terrain_lab_guard:processes("concurrent (the configuration)", Concurrent,
+                                                                   lab_node) end,
                            fun(_) -> terrain_lab_guard:memory([{"argument_size (the configuration or --argument-size)",
                                                                 Workers, 4 * Bytes + terrain_lab_guard:process_bytes()}])
                            end], none).

@@ -261,7 +261,7 @@ guard(Spec, Options) ->
     Members = maps:get(members_per_node, Options),
     MaxSize = lists:max([8 | [list_to_integer(S) || S <- maps:get(sizes, Options)]]),
     terrain_lab_steps:run([fun(_) -> terrain_lab_guard:vms(Nodes, #{}) end,
-                           fun(_) -> terrain_lab_guard:processes("--members-per-node", Members) end,
+                           fun(_) -> terrain_lab_guard:processes("--members-per-node", Members, lab_node) end,
                            fun(_) -> terrain_lab_guard:memory([{"--members-per-node", Nodes * Members,
                                                                 terrain_lab_guard:process_bytes()},
                                                                {"--sizes", Nodes * Members, 16 * MaxSize}])

@@ -125,7 +125,7 @@ emas_options(Options) ->
             %% bad values are usage errors: the same checks the library makes
             case terrain_workloads:emas_validate(EmasOptions) of
                 {ok, _} ->
-                    case guard(EmasOptions) of
+                    case guard(EmasOptions, maps:get(spec, Options, undefined)) of
                         ok -> {ok, EmasOptions};
                         {error, _} = Error -> Error
                     end;
@@ -138,13 +138,20 @@ emas_options(Options) ->
 
 %% The resource guard: every agent holds its solution (8 bytes a dimension as a
 %% binary, 32 as a list of floats), twice while it reproduces, and about 300 bytes
-%% more; in the concurrent model each agent is a process as well.
+%% more; in the concurrent model each agent is a process as well. Without --spec every
+%% island runs on this VM; with it the islands spread over the lab's nodes, and an
+%% island's agents are on one node.
 guard(#{islands := Islands, population := Population, dimensions := Dimensions, solution := Solution,
-        model := Model}) ->
+        model := Model}, Spec) ->
     Agents = Islands * Population,
     PerDimension = case Solution of binary -> 8; list -> 32 end,
     Processes = case Model of concurrent -> Agents; _ -> Islands end,
-    terrain_lab_steps:run([fun(_) -> terrain_lab_guard:processes(process_option(Model), Processes) end,
+    {Option, OnOneVm, Target} = case {Spec, Model} of
+                                    {undefined, _} -> {process_option(Model), Processes, this_vm};
+                                    {_, concurrent} -> {"--population", Population, lab_node};
+                                    {_, _} -> {"--islands", 1, lab_node}
+                                end,
+    terrain_lab_steps:run([fun(_) -> terrain_lab_guard:processes(Option, OnOneVm, Target) end,
                            fun(_) -> terrain_lab_guard:memory([{"--population", Agents,
                                                                 2 * PerDimension * Dimensions + 300},
                                                                {process_option(Model), Processes,

@@ -216,7 +216,7 @@ guard(NodeCount, Record) ->
         end,
     Cells = maps:get(slice_rows, Record, 16) * maps:get(columns, Record, 256),
     Events = 4 * maps:get(steps, Record, 200),
-    terrain_lab_steps:run([fun(_) -> terrain_lab_guard:processes(Option, PerNode) end,
+    terrain_lab_steps:run([fun(_) -> terrain_lab_guard:processes(Option, PerNode, lab_node) end,
                            fun(_) -> terrain_lab_guard:memory([{Option, Workers,
                                                                 terrain_lab_guard:process_bytes() + 16 * Cells
                                                                 + 200 * Events}])

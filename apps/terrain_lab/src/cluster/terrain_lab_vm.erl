@@ -111,9 +111,10 @@
 -define(LAB_FLAGS, ["-kernel", "prevent_overlapping_partitions", "false",
                     "-kernel", "logger", "[{handler,default,logger_std_h,#{config=>#{type=>standard_error}}}]"]).
 %% Lean VMs, so that 256 fit on a laptop-sized machine: a process table of 65,536
-%% (default 262,144: 2.9 MB less resident per VM), a port table of 8,192 (default
-%% 65,536: 0.7 MB), 2 dirty I/O schedulers (default 10 threads) (docs/CLI.md, "Lean VMs").
--define(LEAN, ["+P", "65536", "+Q", "8192", "+SDio", "2"]).
+%% (terrain_lab_guard:process_limit(lab_node), the limit the guard checks; default
+%% 262,144: 2.9 MB less resident per VM), a port table of 8,192 (default 65,536: 0.7 MB),
+%% 2 dirty I/O schedulers (default 10 threads) (docs/CLI.md, "Lean VMs").
+-define(LEAN, ["+P", integer_to_list(terrain_lab_guard:process_limit(lab_node)), "+Q", "8192", "+SDio", "2"]).
 %% No busy wait of idle schedulers: with more VMs than cores a spinning idle VM takes
 %% the core from one with work, and spends a CPU quota spinning.
 -define(NO_SPIN, ["+sbwt", "none", "+sbwtdcpu", "none", "+sbwtdio", "none"]).
