@@ -210,7 +210,7 @@ tune(Out, Parsed, Options, Io) ->
 checkpoint(File) ->
     fun(Doc) ->
             case terrain_lab_files:ensure_dir(File) of
-                ok -> _ = terrain_json:write_file(File, Doc), ok;
+                ok -> _ = terrain_lab_files:write_json(File, Doc), ok;
                 {error, _} -> ok
             end
     end.
@@ -285,8 +285,8 @@ progress(#{err := Err}) ->
 
 write_bench(Out, Doc, Options, #{out := Device} = Io) ->
     File = filename:join(Out, "collective.json"),
-    Steps = [fun() -> case filelib:ensure_dir(File) of ok -> ok; {error, Why} -> {error, {file, Out, Why}} end end,
-             fun() -> terrain_json:write_file(File, Doc) end,
+    Steps = [fun() -> terrain_lab_files:ensure_dir(File) end,
+             fun() -> terrain_lab_files:write_json(File, Doc) end,
              fun() -> manifest(Out, Options) end],
     case lists:foldl(fun(Step, ok) -> Step(); (_, Error) -> Error end, ok, Steps) of
         ok ->

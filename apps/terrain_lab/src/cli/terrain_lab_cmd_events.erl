@@ -181,18 +181,11 @@ with_cluster(SpecFile, Record, Io) ->
 
 with_cluster(SpecFile, Spec, Record, Io) ->
     terrain_lab_io:progress(Io, "events: starting the nodes of ~ts~n", [SpecFile]),
-    case terrain_lab:start_cluster(Spec, #{prefix => "ev" ++ os:getpid() ++ "_"}) of
-        {ok, Cluster} ->
-            try
-                Nodes = [N || #{node := N} <- terrain_lab:cluster_nodes(Cluster)],
-                record_on(Nodes, Record#{parameters => #{workload => windtunnel,
-                                                         spec => list_to_binary(SpecFile)}}, Io)
-            after
-                ok = terrain_lab:stop_cluster(Cluster),
-                terrain_lab_io:progress(Io, "events: cluster stopped~n", [])
-            end;
-        {error, _} = Error ->
-            Error
+    Parameters = #{workload => windtunnel, spec => list_to_binary(SpecFile)},
+    Run = fun(Infos) -> {ran, record_on([N || #{node := N} <- Infos], Record#{parameters => Parameters}, Io)} end,
+    case terrain_lab:with_cluster(Spec, #{prefix => "ev" ++ os:getpid() ++ "_"}, Run) of
+        {ran, Result} -> terrain_lab_io:progress(Io, "events: cluster stopped~n", []), Result;
+        {error, _} = NotStarted -> NotStarted
     end.
 
 record_on(Nodes, Record, Io) ->

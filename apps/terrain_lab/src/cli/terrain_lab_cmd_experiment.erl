@@ -137,9 +137,9 @@ check(Name, Options) ->
             case file:list_dir(Dir) of
                 {ok, [_ | _]} -> {error, {experiment_cmd, {out_exists, Dir}}};
                 _ ->
-                    case filelib:ensure_path(Dir) of
+                    case terrain_lab_files:make_dir(Dir) of
                         ok -> {ok, Dir};
-                        {error, Why} -> {error, {file, Dir, Why}}
+                        {error, _} = Error -> Error
                     end
             end
     end.

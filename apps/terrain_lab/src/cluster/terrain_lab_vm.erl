@@ -368,12 +368,12 @@ cookie_args(#{}) ->
 -spec shell_line(options(), [string()]) -> iolist().
 shell_line(#{name := Name, host := Host, ssh := #{dir := Dir} = Ssh}, Args) ->
     RDir = terrain_lab_ssh:remote_dir(Dir, Host),
-    ["cd && umask 077 && mkdir -p ", quote(RDir ++ "/nodes"),
-     " && IFS= read -r c && printf '%s' \"$c\" > ", quote(RDir ++ "/cookie"),
+    ["cd && umask 077 && mkdir -p ", terrain_lab_os:shell_quote(RDir ++ "/nodes"),
+     " && IFS= read -r c && printf '%s' \"$c\" > ", terrain_lab_os:shell_quote(RDir ++ "/cookie"),
      tls_command(maps:get(tls, Ssh, false), RDir, Name),
      " && { command -v epmd >/dev/null && epmd -daemon; true; }",
-     " && exec erl ", lists:join(" ", [quote(A) || A <- Args]),
-     " </dev/null >", quote(RDir ++ "/nodes/" ++ atom_to_list(Name) ++ ".log"), " 2>&1"].
+     " && exec erl ", lists:join(" ", [terrain_lab_os:shell_quote(A) || A <- Args]),
+     " </dev/null >", terrain_lab_os:shell_quote(RDir ++ "/nodes/" ++ atom_to_list(Name) ++ ".log"), " 2>&1"].
 
 %% What shell_line/2 reads on its standard input: the cookie and, with
 %% TLS distribution, the node's key material (never on a command line).
@@ -440,12 +440,12 @@ boot_evals(PidFile, CookieFile, Node, DistName, Domain) ->
 tls_command(false, _RDir, _Name) ->
     [];
 tls_command(true, RDir, Name) ->
-    File = fun(Suffix) -> quote(remote_tls_file(RDir, Name, Suffix)) end,
+    File = fun(Suffix) -> terrain_lab_os:shell_quote(remote_tls_file(RDir, Name, Suffix)) end,
     ReadUpToDot = "{ while IFS= read -r l && [ \"$l\" != . ]; do printf '%s\\n' \"$l\"; done; }",
-    [" && mkdir -p ", quote(RDir ++ "/tls"),
+    [" && mkdir -p ", terrain_lab_os:shell_quote(RDir ++ "/tls"),
      " && ", ReadUpToDot, " > ", File(".ca.pem"),
      " && ", ReadUpToDot, " > ", File(".pem"),
-     " && printf '%s' ", quote(lists:flatten(terrain_lab_tls:optfile_text(remote_tls_file(RDir, Name, ".ca.pem"),
+     " && printf '%s' ", terrain_lab_os:shell_quote(lists:flatten(terrain_lab_tls:optfile_text(remote_tls_file(RDir, Name, ".ca.pem"),
                                                                            remote_tls_file(RDir, Name, ".pem")))),
      " > ", File(".conf")].
 
@@ -475,7 +475,7 @@ start(local_detached, Args, #{name := Name, node := Node, dir := Dir}) ->
            pid_file => terrain_lab_cluster_state:pid_file(Dir, Name)},
     %% erl returns once the detached VM (in a session of its own) is forked; whether
     %% the VM came up shows in its pid file and its ping (await_boot/2)
-    case terrain_lab_os:run(erl_executable(), Args, #{timeout => ?DETACH_TIMEOUT}) of
+    case terrain_lab_os:run(terrain_lab_os:otp_program("erl"), Args, #{timeout => ?DETACH_TIMEOUT}) of
         {error, {run, _, {timeout, _, _}}} -> {ok, Vm};
         {error, Why} -> {error, {vm, {spawn, Name, Why}}};
         {ok, _Status, _Output} -> {ok, Vm}
@@ -494,12 +494,6 @@ start(srun, Args, #{name := Name, node := Node, host := Host, ssh := #{dir := Di
                    srun_pid => SrunPid, log => Log}};
         {error, _} = Error ->
             Error
-    end.
-
-erl_executable() ->
-    case os:find_executable("erl") of
-        false -> filename:join([code:root_dir(), "bin", "erl"]);
-        Erl -> Erl
     end.
 
 %% One loop for every transport: a peer reports its boot in a message (or its control
@@ -644,12 +638,9 @@ kill(#{transport := ssh, host := Host, ssh := Ssh} = Vm) ->
 %% ms (its step hangs), TERM (srun passes it to the step) and then KILL, only while
 %% that pid is still an srun of this node.
 end_step(#{transport := srun, srun_pid := SrunPid, name := Name}, Timeout) ->
-    Ours = fun() -> case file:read_file("/proc/" ++ SrunPid ++ "/cmdline") of
-                        {ok, Cmdline} -> binary:match(Cmdline, <<"srun">>) =/= nomatch andalso
-                                             binary:match(Cmdline, <<"terrain-", (atom_to_binary(Name))/binary>>) =/= nomatch;
-                        {error, _} -> false
-                    end end,
-    _ = terrain_lab_os:await_exit([SrunPid], Timeout) =:= [] orelse terrain_lab_os:terminate(SrunPid, ?STOP_TIMEOUT, Ours),
+    Ours = fun() -> terrain_lab_os:ours(SrunPid, {cmdline, ["srun", "terrain-" ++ atom_to_list(Name)]}) end,
+    _ = terrain_lab_os:await_exit([SrunPid], Timeout) =:= []
+        orelse terrain_lab_os:terminate(SrunPid, ?STOP_TIMEOUT, Ours),
     ok;
 end_step(#{}, _Timeout) ->
     ok.
@@ -660,12 +651,10 @@ owned_pid(#{pid_file := File} = Vm) ->
     case os_pid(Vm) of
         undefined -> undefined;
         OsPid ->
-            Owned = terrain_lab_os:alive(OsPid) andalso
-                case file:read_file("/proc/" ++ OsPid ++ "/cmdline") of
-                    {ok, Cmdline} -> binary:match(Cmdline, unicode:characters_to_binary(File)) =/= nomatch;
-                    {error, _} -> false
-                end,
-            case Owned of true -> OsPid; false -> undefined end
+            case terrain_lab_os:ours(OsPid, {cmdline, [File]}) of
+                true -> OsPid;
+                false -> undefined
+            end
     end.
 
 %% @doc The OS pid and full node name (`undefined' when absent) in a VM's pid file.
@@ -685,6 +674,3 @@ read_pid_file(File) ->
         {error, _} ->
             error
     end.
-
-quote(Arg) ->
-    ["'", string:replace(Arg, "'", "'\\''", all), "'"].

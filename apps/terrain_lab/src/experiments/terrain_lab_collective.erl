@@ -177,7 +177,7 @@ measure_all(Options, NodeInfos, Progress) ->
                     operation => allreduce,
                     rounds => maps:get(rounds, Options),
                     seeds => maps:get(seeds, Options),
-                    load_average => load_average(),
+                    load_average => terrain_lab_os:load_average(),
                     started_at => Started,
                     finished_at => terrain_lab_run:timestamp(),
                     partial => Partial,
@@ -378,12 +378,6 @@ percentile(List, P) ->
     A = lists:nth(Lo + 1, Sorted),
     B = lists:nth(Hi + 1, Sorted),
     A + (B - A) * (Pos - Lo).
-
-load_average() ->
-    case file:read_file("/proc/loadavg") of
-        {ok, Text} -> [L1 | _] = string:lexemes(Text, " "), binary_to_float(L1);
-        {error, _} -> null
-    end.
 
 spec_name(#{file := File}) when File =/= undefined -> list_to_binary(File);
 spec_name(#{name := Name}) -> atom_to_binary(Name).

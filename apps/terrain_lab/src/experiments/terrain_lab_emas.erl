@@ -221,7 +221,7 @@ write_run(Dir, Rows, Summary, EmasOptions) ->
     Json = filename:join(Dir, "summary.json"),
     steps([fun() -> filelib:ensure_dir(filename:join(Dir, "x")) end,
            fun() -> write_csv(Csv, Rows) end,
-           fun() -> terrain_json:write_file(Json, Summary#{format => ?SUMMARY_FORMAT}) end,
+           fun() -> terrain_lab_files:write_json(Json, Summary#{format => ?SUMMARY_FORMAT}) end,
            fun() ->
                    Parameters = json_parameters(EmasOptions),
                    manifest(Dir, [#{kind => emas, file => <<"emas.csv">>, parameters => Parameters},
@@ -312,7 +312,7 @@ scaling_done(Dir, Quick, {Cores, Idle, TimeMs, Rounds, Started, Base}, Rows, #{i
     _ = Tables(Rows, Lessons),
     File = filename:join(Dir, "scaling.json"),
     case steps([fun() -> filelib:ensure_dir(File) end,
-                fun() -> terrain_json:write_file(File, Document) end,
+                fun() -> terrain_lab_files:write_json(File, Document) end,
                 fun() -> manifest(Dir, [#{kind => emas_scaling, file => <<"scaling.json">>,
                                           parameters => #{quick => Quick, time_ms => TimeMs}}]) end]) of
         ok -> {ok, File, Elapsed};

@@ -162,7 +162,7 @@ write_run(Nodes, Collectors, Cursors, #{out := Out} = Options, Tunnel, Reports, 
                            {ok, _, Json} -> terrain_events:write_perfetto(TraceFile, Json);
                            {error, _} = E -> E
                        end end,
-              fun() -> terrain_json:write_file(filename:join(Out, "findings.json"), Findings) end],
+              fun() -> terrain_lab_files:write_json(filename:join(Out, "findings.json"), Findings) end],
     case first_error(Steps1) of
         ok ->
             Views = views(Out, Highlight, ViewWorker, maps:get(views, Options, true), Progress),

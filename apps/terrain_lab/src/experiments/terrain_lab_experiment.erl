@@ -431,13 +431,10 @@ shuffle(List, Rand0) ->
 %% users of the machine change the results).
 %% @doc The machine a run measured on: its logical processors and the load average
 %% of the last minute (`null' where /proc/loadavg cannot be read).
--spec machine() -> #{logical_processors := pos_integer(), loadavg1 := binary() | null}.
+-spec machine() -> #{logical_processors := pos_integer(), loadavg1 := float() | null}.
 machine() ->
-    Load = case file:read_file("/proc/loadavg") of
-               {ok, Bin} -> hd(string:lexemes(Bin, " "));
-               {error, _} -> null
-           end,
-    #{logical_processors => erlang:system_info(logical_processors_available), loadavg1 => Load}.
+    #{logical_processors => erlang:system_info(logical_processors_available),
+      loadavg1 => terrain_lab_os:load_average()}.
 
 -ifdef(TEST).
 -include_lib("eunit/include/eunit.hrl").

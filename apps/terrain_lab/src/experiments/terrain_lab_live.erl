@@ -95,7 +95,7 @@ walk(Records, AddFile, Out, Dir, Quiet, Io) ->
                  places => [#{node => N, before => place(Before, N), 'after' => place(After, N)} || N <- All],
                  members_before => iolist_to_binary(nodes_text(lists:sort([N || {_, N} <- Members0]))),
                  members_after => iolist_to_binary(nodes_text(lists:sort([N || {_, N} <- Members1])))},
-    case terrain_json:write_file(filename:join(Out, "live.json"), Document) of
+    case terrain_lab_files:write_json(filename:join(Out, "live.json"), Document) of
         ok -> {ok, "live.json"};
         {error, _} = Error -> Error
     end.
