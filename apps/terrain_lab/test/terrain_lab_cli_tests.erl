@@ -230,3 +230,18 @@ members_per_node_over_a_lab_nodes_process_limit_are_refused_test_() ->
             file:delete(Spec)
         end
     end}.
+
+%% A `{list, T}' option converts each element and checks the range on each; `list' stays
+%% a list of strings.
+typed_list_options_convert_and_check_each_element_test() ->
+    Command = #{name => "t", summary => "", usage => "", args => {0, 0}, run => {?MODULE, none},
+                options => [#{name => sizes, long => "sizes", type => {list, integer}, range => {1, inf}, help => ""},
+                            #{name => names, long => "names", type => list, help => ""}]},
+    ?assertEqual({ok, #{sizes => [8, 1024, 3], names => []}, []},
+                 terrain_lab_cli:parse(Command, ["--sizes", "8, 1024", "--sizes", "3"])),
+    ?assertEqual({ok, #{sizes => [], names => ["a", " b"]}, []}, terrain_lab_cli:parse(Command, ["--names", "a, b"])),
+    {error, Zero} = terrain_lab_cli:parse(Command, ["--sizes", "8,0"]),
+    ?assertEqual("option '--sizes' expects integers >= 1, got '8,0'", lists:flatten(Zero)),
+    ?assertMatch({error, _}, terrain_lab_cli:parse(Command, ["--sizes", "8,x"])),
+    ?assertEqual(error, terrain_lab_cli:list_of(float, "1.5,y")),
+    ?assertEqual({ok, [1.5, 2.0]}, terrain_lab_cli:list_of(float, "1.5,2")).

@@ -136,13 +136,13 @@ srun_vm_runs_in_the_foreground_test() ->
 
 unknown_option_is_refused_with_a_sentence_test() ->
     Error = terrain_lab_vm:command_line((detached())#{colour => red}),
-    ?assertEqual({error, {vm, {option, colour, red}}}, Error),
+    ?assertEqual({error, {vm, {unknown_option, colour}}}, Error),
     {error, Reason} = Error,
     ?assertNotEqual(nomatch, string:find(lists:flatten(terrain_lab_vm:format_error(Reason)), "colour")).
 
 bad_value_is_refused_naming_the_option_test() ->
     {error, Reason} = terrain_lab_vm:command_line((detached())#{schedulers => 0}),
-    ?assertEqual({vm, {option, schedulers, 0}}, Reason),
+    ?assertEqual({vm, {bad_option, schedulers, 0}}, Reason),
     ?assertEqual("VM option schedulers: 0 is not a positive integer",
                  lists:flatten(terrain_lab_vm:format_error(Reason))).
 
@@ -154,8 +154,8 @@ missing_option_of_a_transport_is_named_test() ->
 
 unknown_transport_is_refused_test() ->
     {error, Reason} = terrain_lab_vm:command_line((detached())#{transport => telnet}),
-    ?assertEqual({vm, {option, transport, telnet}}, Reason),
+    ?assertEqual({vm, {bad_option, transport, telnet}}, Reason),
     ?assertNotEqual(nomatch, string:find(lists:flatten(terrain_lab_vm:format_error(Reason)), "telnet")).
 
 start_refuses_bad_options_before_starting_anything_test() ->
-    ?assertEqual({error, {vm, {option, options, not_a_map}}}, terrain_lab_vm:start(not_a_map)).
+    ?assertEqual({error, {vm, {bad_options, not_a_map}}}, terrain_lab_vm:start(not_a_map)).

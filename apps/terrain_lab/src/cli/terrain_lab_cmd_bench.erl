@@ -192,17 +192,15 @@ int_list(Key, Option, Options, Need) ->
         {undefined, required} -> {error, {bench_cmd, {missing_option, Option}}};
         {undefined, optional} -> {ok, none};
         {Text, _} ->
-            try [list_to_integer(string:trim(T)) || T <- string:lexemes(Text, ",")] of
-                [_ | _] = Ints ->
+            case terrain_lab_cli:list_of(integer, Text) of
+                {ok, [_ | _] = Ints} ->
                     %% each value once: a sweep point twice would start its cluster twice
                     case lists:all(fun(I) -> I >= 0 end, Ints) andalso length(lists:usort(Ints)) =:= length(Ints) of
                         true -> {ok, Ints};
                         false -> {error, {bench_cmd, {bad_list, Option, Text}}}
                     end;
-                [] ->
+                _ ->
                     {error, {bench_cmd, {bad_list, Option, Text}}}
-            catch
-                error:badarg -> {error, {bench_cmd, {bad_list, Option, Text}}}
             end
     end.
 

@@ -44,8 +44,7 @@ commands() ->
                      required => true, help => "cluster spec to start"},
                    #{name => algorithms, long => "algorithms", type => list, metavar => "A,...",
                      help => "algorithms (default " ?ALGORITHMS ")"},
-                   #{name => sizes, long => "sizes", type => list, metavar => "BYTES,...",
-                     check => {fun(Sizes) -> lists:all(fun positive_integer/1, Sizes) end, "integers >= 1"},
+                   #{name => sizes, long => "sizes", type => {list, integer}, range => {1, inf}, metavar => "BYTES,...",
                      help => "value sizes in bytes (default 8,1024,65536,1048576)"},
                    #{name => members_per_node, long => "members-per-node", type => integer, range => {1, inf}, default => 1,
                      metavar => "N", help => "member processes per node"},
@@ -137,13 +136,7 @@ names(Key, Given, _Default, Known) ->
 sizes([]) ->
     {ok, #{sizes => [8, 1024, 65536, 1048576]}};
 sizes(Given) ->                          % checked by the option's definition
-    {ok, #{sizes => [list_to_integer(S) || S <- Given]}}.
-
-positive_integer(Text) ->
-    case string:to_integer(Text) of
-        {N, []} when is_integer(N), N > 0 -> true;
-        _ -> false
-    end.
+    {ok, #{sizes => Given}}.
 
 positive(Key, Options) ->
     case maps:get(Key, Options) of
@@ -259,7 +252,7 @@ with_spec(Options, Fun) ->
 guard(Spec, Options) ->
     Nodes = length(terrain_lab_spec:nodes(Spec)),
     Members = maps:get(members_per_node, Options),
-    MaxSize = lists:max([8 | [list_to_integer(S) || S <- maps:get(sizes, Options)]]),
+    MaxSize = lists:max([8 | maps:get(sizes, Options)]),
     terrain_lab_steps:run([fun(_) -> terrain_lab_guard:vms(Nodes, #{}) end,
                            fun(_) -> terrain_lab_guard:processes("--members-per-node", Members, lab_node) end,
                            fun(_) -> terrain_lab_guard:memory([{"--members-per-node", Nodes * Members,

@@ -44,11 +44,15 @@
          stop/2,
          peer/1,
          read_pid_file/1,
+         option_checks/0,
          format_error/1]).
 
 %% exports_not_used: command_line/1 is start/1's first step, tested on its own
 %% (terrain_lab_vm_tests).
 -ignore_xref([{command_line, 1}]).
+%% exports_not_used: option_checks/0 is for terrain_lab_cluster, whose `env' and
+%% `code_path' options are the VMs' and are to be checked the same way.
+-ignore_xref([{option_checks, 0}]).
 
 -export_type([options/0, transport/0, vm/0, stop_result/0, error_reason/0]).
 
@@ -97,7 +101,7 @@
                      | {killed, OsPid :: string()}
                      | {still_running, no_os_pid | term()}.
 
--type error_reason() :: {vm, {option, atom(), term()}}
+-type error_reason() :: {vm, terrain_options:reason()}
                       | {vm, {missing, transport(), atom()}}
                       | {vm, {spawn, atom(), term()}}.
 
@@ -240,12 +244,15 @@ os_pid(#{}) ->
 
 %% @doc A sentence for an error of this module.
 -spec format_error(error_reason()) -> iolist().
-format_error({vm, {option, options, Options}}) ->
+format_error({vm, {bad_options, Options}}) ->
     io_lib:format("VM options must be a map, got ~0tp", [Options]);
-format_error({vm, {option, transport, Transport}}) ->
+format_error({vm, {bad_option, transport, Transport}}) ->
     io_lib:format("unknown VM transport ~0tp: expected local_linked, local_detached, ssh or srun", [Transport]);
-format_error({vm, {option, Key, Value}}) ->
+format_error({vm, {bad_option, Key, Value}}) ->
     io_lib:format("VM option ~ts: ~0tp is not ~ts", [Key, Value, expected(Key)]);
+format_error({vm, {unknown_option, Key}}) ->
+    io_lib:format("unknown VM option ~0tp (known: ~ts; docs/INTERNALS.md, \"Launching\")",
+                  [Key, lists:join(", ", [atom_to_list(K) || K <- lists:sort(maps:keys(option_checks()))])]);
 format_error({vm, {missing, undefined, Key}}) ->
     io_lib:format("VM options need ~ts", [Key]);
 format_error({vm, {missing, Transport, Key}}) ->
@@ -259,45 +266,50 @@ format_error({vm, {spawn, Name, Why}}) ->
 %% Internal functions: the options
 
 %% `ok' when `Options' are options of a VM: every key known, every value of its
-%% type, and the keys its transport needs present.
+%% type (terrain_options, the one checker), and the keys its transport needs present.
 -spec validate(term()) -> ok | {error, error_reason()}.
-validate(#{transport := Transport} = Options) when Transport =:= local_linked; Transport =:= local_detached;
-                                                   Transport =:= ssh; Transport =:= srun ->
-    case [{K, V} || {K, V} <- lists:sort(maps:to_list(Options)), not valid(K, V)] of
-        [] ->
-            case [K || K <- [name | required(Transport, Options)], not is_map_key(K, Options)] of
-                [] -> ok;
-                [Missing | _] -> {error, {vm, {missing, Transport, Missing}}}
-            end;
-        [{Key, Value} | _] ->
-            {error, {vm, {option, Key, Value}}}
-    end;
-validate(#{transport := Transport}) ->
-    {error, {vm, {option, transport, Transport}}};
-validate(Options) when is_map(Options) ->
-    {error, {vm, {missing, undefined, transport}}};
 validate(Options) ->
-    {error, {vm, {option, options, Options}}}.
+    Transport = case Options of #{transport := T} -> T; _ -> undefined end,
+    Steps = [fun() -> terrain_options:check(Options, option_checks()) end,
+             fun() -> terrain_options:required(Options, [transport]) end,
+             fun() -> case [K || K <- [name | required(Transport, Options)], not is_map_key(K, Options)] of
+                          [] -> ok;
+                          [Missing | _] -> {error, {missing, Transport, Missing}}
+                      end
+             end],
+    case lists:foldl(fun(Step, ok) -> Step(); (_, Error) -> Error end, ok, Steps) of
+        ok -> ok;
+        {error, {missing_option, transport}} -> {error, {vm, {missing, undefined, transport}}};
+        {error, Reason} -> {error, {vm, Reason}}
+    end.
 
-valid(transport, _) -> true;
-valid(name, V) -> is_atom(V);
-valid(node, V) -> is_atom(V);
-valid(schedulers, V) -> is_integer(V) andalso V > 0;
-valid(lean, V) -> is_boolean(V);
-valid(code, local) -> true;
-valid(code, {root, Dir}) -> io_lib:printable_unicode_list(Dir);
-valid(code_path, V) -> is_list(V) andalso lists:all(fun io_lib:printable_unicode_list/1, V);
-valid(cookie, V) -> is_atom(V);
-valid(tls_optfile, V) -> io_lib:printable_unicode_list(V);
-valid(netem, {Spec, Prefix}) -> is_map(Spec) andalso io_lib:printable_list(Prefix);
-valid(args, V) -> is_list(V) andalso lists:all(fun io_lib:printable_unicode_list/1, V);
-valid(env, V) -> is_list(V) andalso lists:all(fun({K, X}) -> io_lib:printable_list(K) andalso io_lib:printable_list(X);
-                                                 (_) -> false end, V);
-valid(control, V) -> V =:= distribution orelse V =:= standard_io;
-valid(dir, V) -> io_lib:printable_unicode_list(V);
-valid(host, V) -> io_lib:printable_list(V) andalso V =/= "";
-valid(ssh, #{dir := Dir, ssh_options := O}) -> io_lib:printable_unicode_list(Dir) andalso is_list(O);
-valid(_, _) -> false.
+%% @doc The check of every VM option (terrain_options). `env' and `code_path' are also
+%% the cluster's options (terrain_lab_cluster), which it hands to every node's VM.
+-spec option_checks() -> terrain_options:checks().
+option_checks() ->
+    Strings = fun(V) -> is_list(V) andalso lists:all(fun io_lib:printable_unicode_list/1, V) end,
+    #{transport => fun(V) -> lists:member(V, [local_linked, local_detached, ssh, srun]) end,
+      name => fun erlang:is_atom/1,
+      node => fun erlang:is_atom/1,
+      schedulers => fun(V) -> is_integer(V) andalso V > 0 end,
+      lean => fun erlang:is_boolean/1,
+      code => fun(local) -> true; ({root, Dir}) -> io_lib:printable_unicode_list(Dir); (_) -> false end,
+      code_path => Strings,
+      cookie => fun erlang:is_atom/1,
+      tls_optfile => fun io_lib:printable_unicode_list/1,
+      netem => fun({Spec, Prefix}) -> is_map(Spec) andalso io_lib:printable_list(Prefix); (_) -> false end,
+      args => Strings,
+      env => fun(V) -> is_list(V) andalso lists:all(fun({K, X}) -> io_lib:printable_list(K)
+                                                                     andalso io_lib:printable_list(X);
+                                                      (_) -> false
+                                                   end, V)
+             end,
+      control => fun(V) -> V =:= distribution orelse V =:= standard_io end,
+      dir => fun io_lib:printable_unicode_list/1,
+      host => fun(V) -> io_lib:printable_list(V) andalso V =/= "" end,
+      ssh => fun(#{dir := Dir, ssh_options := O}) -> io_lib:printable_unicode_list(Dir) andalso is_list(O);
+                (_) -> false
+             end}.
 
 expected(name) -> "an atom (the node's name in its spec)";
 expected(node) -> "an atom (a node name)";
@@ -313,12 +325,12 @@ expected(env) -> "a list of {Name, Value} strings";
 expected(control) -> "distribution or standard_io";
 expected(dir) -> "a directory name";
 expected(host) -> "a host name";
-expected(ssh) -> "an ssh context (terrain_lab_ssh:context/3)";
-expected(_) -> "a known VM option (docs/INTERNALS.md, \"Launching\")".
+expected(ssh) -> "an ssh context (terrain_lab_ssh:context/3)".
 
 required(local_linked, #{control := standard_io}) -> [];
 required(local_linked, _) -> [node];
 required(local_detached, _) -> [node, dir];
+required(undefined, _) -> [];
 required(_Remote, _) -> [node, host, ssh].
 
 %%--------------------------------------------------------------------
