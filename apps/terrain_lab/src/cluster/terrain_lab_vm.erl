@@ -151,7 +151,7 @@ start(Options) ->
 -spec await_boot([vm()], integer()) -> [{ok, vm()} | {error, term()}].
 await_boot(Vms, Deadline) ->
     Indexed = maps:from_list(lists:enumerate(Vms)),
-    Results = await(Indexed, Deadline, #{}),
+    Results = await(Indexed, Deadline, #{}, #{}),
     [maps:get(I, Results) || I <- lists:seq(1, length(Vms))].
 
 %% @doc The VM a node record of a cluster's state names (`cluster.json' or a pid file,
@@ -510,12 +510,13 @@ start(srun, Args, #{name := Name, node := Node, host := Host, ssh := #{dir := Di
 
 %% One loop for every transport: a peer reports its boot in a message (or its control
 %% process exits); the other VMs are asked by ping (and a VM in a job step fails as
-%% soon as its srun has exited).
-await(Pending, Deadline, Done) when map_size(Pending) =:= 0 ->
-    _ = Deadline,
+%% soon as its srun has exited). `Received': the peers' boot messages taken so far,
+%% by boot tag.
+await(Pending, Deadline, Done, Received) when map_size(Pending) =:= 0 ->
+    _ = {Deadline, Received},
     Done;
-await(Pending, Deadline, Done) ->
-    Checked = maps:map(fun(_, Vm) -> booted(Vm) end, Pending),
+await(Pending, Deadline, Done, Received) ->
+    Checked = maps:map(fun(_, Vm) -> booted(Vm, Received) end, Pending),
     Finished = maps:filter(fun(_, R) -> R =/= booting end, Checked),
     Done1 = maps:merge(Done, maps:map(fun(I, R) -> finish(maps:get(I, Pending), R) end, Finished)),
     Left = maps:without(maps:keys(Finished), Pending),
@@ -527,30 +528,32 @@ await(Pending, Deadline, Done) ->
             maps:merge(Done1, maps:map(fun(_, Vm) -> finish(Vm, {error, timed_out(Vm)}) end, Left));
         _ ->
             Peers = [{Tag, Peer} || #{boot_tag := Tag, peer := Peer} <- maps:values(Left)],
-            _ = wait_a_little(Peers, min(?POLL_MS, Remaining)),
-            await(Left, Deadline, Done1)
+            await(Left, Deadline, Done1, wait_a_little(Peers, min(?POLL_MS, Remaining), Received))
     end.
 
-%% Returns at the first boot message or exit of a pending peer (kept in the process
-%% dictionary for booted/1; the 'EXIT' of a caller that traps exits is taken), or
-%% after `Ms'.
-wait_a_little([], Ms) ->
-    receive after Ms -> ok end;
-wait_a_little(Peers, Ms) ->
+%% Returns at the first boot message or exit of a pending peer, added to `Received'
+%% for booted/2 (the 'EXIT' of a caller that traps exits is taken), or after `Ms'.
+wait_a_little([], Ms, Received) ->
+    receive after Ms -> Received end;
+wait_a_little(Peers, Ms, Received) ->
     Tags = maps:from_list([{T, P} || {T, P} <- Peers]),
     Pids = maps:from_list([{P, T} || {T, P} <- Peers]),
     receive
         {Tag, Result} when is_map_key(Tag, Tags) ->
-            put({?MODULE, Tag}, Result), ok;
+            Received#{Tag => Result};
         {'EXIT', Pid, Why} when is_map_key(Pid, Pids) ->
-            put({?MODULE, maps:get(Pid, Pids)}, {exited, Why}), ok
+            Received#{maps:get(Pid, Pids) => {exited, Why}}
     after Ms ->
-        ok
+        Received
     end.
 
-booted(#{transport := local_linked, boot_tag := Tag, peer := Peer}) ->
-    receive {Tag, Message} -> put({?MODULE, Tag}, Message) after 0 -> ok end,
-    case erase({?MODULE, Tag}) of
+%% `{ok, Node}', `{error, Why}' or `booting', for a VM not yet finished.
+booted(#{transport := local_linked, boot_tag := Tag, peer := Peer}, Received) ->
+    Message = case Received of
+                  #{Tag := Taken} -> Taken;
+                  #{} -> receive {Tag, Taken} -> Taken after 0 -> undefined end
+              end,
+    case Message of
         {started, Node, _Pid} -> {ok, Node};
         {boot_failed, Why} -> {error, Why};
         {exited, Why} -> {error, {exited_while_booting, Why}};
@@ -560,7 +563,7 @@ booted(#{transport := local_linked, boot_tag := Tag, peer := Peer}) ->
                 false -> {error, {exited_while_booting, noproc}}
             end
     end;
-booted(#{transport := srun, node := Node, srun_pid := SrunPid, host := Host, log := Log}) ->
+booted(#{transport := srun, node := Node, srun_pid := SrunPid, host := Host, log := Log}, _Received) ->
     case net_adm:ping(Node) of
         pong -> {ok, Node};
         pang ->
@@ -572,7 +575,7 @@ booted(#{transport := srun, node := Node, srun_pid := SrunPid, host := Host, log
                                                                end}}}}
             end
     end;
-booted(#{node := Node}) ->
+booted(#{node := Node}, _Received) ->
     case net_adm:ping(Node) of
         pong -> {ok, Node};
         pang -> booting
