@@ -61,6 +61,22 @@
 
 -export_type([spec/0]).
 
+%% A member's keeper, by the monitor of its spawn request.
+-type keeper() :: #{node := node(),
+                    pid := pid() | undefined,          % the keeper's, once spawned
+                    member := pid() | starting,
+                    replaces := reference() | none}.   % the keeper it takes over from (rebalance)
+
+%% The group process's state.
+-type state() :: #{name := term(),
+                   spec := spec(),
+                   keepers := #{reference() => keeper()},
+                   failed := #{node() => integer()},  % retry-after, monotonic ms
+                   restarts := [integer()],          % monotonic ms of restarts after member exits
+                   waiting := [gen_server:from()],    % callers of await_started
+                   retry := reference() | undefined,  % retry timer
+                   rebalance := reference() | undefined}. % rebalance timer
+
 %%--------------------------------------------------------------------
 %% API
 
@@ -103,37 +119,30 @@ start_link(Name, Spec) ->
 %%--------------------------------------------------------------------
 %% gen_server callbacks
 
--spec init({term(), spec()}) -> {ok, map()} | {stop, term()}.
+-spec init({term(), spec()}) -> {ok, state()} | {stop, term()}.
 init({Name, Spec}) ->
     process_flag(trap_exit, true),
     case terrain_placed_registry:register(Name, self()) of
         ok ->
             ok = net_kernel:monitor_nodes(true),
-            State = #{name => Name, spec => Spec,
-                      %% Ref (the spawn request's monitor) => #{node, pid (the keeper's, once
-                      %% spawned), member (pid | starting), replaces (Ref | none)}
-                      keepers => #{},
-                      failed => #{},          % Node => retry-after (monotonic ms)
-                      restarts => [],         % monotonic ms of restarts after member exits
-                      waiting => [],          % callers of await_started
-                      retry => undefined,     % retry timer
-                      rebalance => undefined}, % rebalance timer
+            State = #{name => Name, spec => Spec, keepers => #{}, failed => #{}, restarts => [], waiting => [],
+                      retry => undefined, rebalance => undefined},
             {ok, schedule_rebalance(fill(State))};
         {error, _} = Error ->
             {stop, Error}
     end.
 
--spec handle_call(term(), gen_server:from(), map()) -> {reply, term(), map()} | {noreply, map()}.
+-spec handle_call(term(), gen_server:from(), state()) -> {reply, term(), state()} | {noreply, state()}.
 handle_call(await_started, From, #{waiting := Waiting} = State) ->
     reply_started(State#{waiting := [From | Waiting]});
 handle_call(_Request, _From, State) ->
     {reply, {error, unknown_request}, State}.
 
--spec handle_cast(term(), map()) -> {noreply, map()}.
+-spec handle_cast(term(), state()) -> {noreply, state()}.
 handle_cast(_Request, State) ->
     {noreply, State}.
 
--spec handle_info(term(), map()) -> {noreply, map()} | {stop, term(), map()}.
+-spec handle_info(term(), state()) -> {noreply, state()} | {stop, term(), state()}.
 handle_info({terrain_placed_started, Keeper, Member}, #{keepers := Keepers} = State) ->
     case [R || {R, #{pid := P}} <- maps:to_list(Keepers), P =:= Keeper] of
         [Ref] ->
@@ -183,7 +192,7 @@ handle_info({nodedown, _Node}, State) ->
 handle_info({'EXIT', _Pid, _Reason}, State) ->
     {noreply, State}.
 
--spec terminate(term(), map()) -> ok.
+-spec terminate(term(), state()) -> ok.
 terminate(_Reason, #{keepers := Keepers}) ->
     Running = [R || {R, #{pid := P}} <- maps:to_list(Keepers), is_pid(P)],
     [stop_keeper(R, Keepers) || R <- Running],
