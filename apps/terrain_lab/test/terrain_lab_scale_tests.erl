@@ -30,10 +30,10 @@ spec_with_latency_has_a_link_per_level_test() ->
     ?assertMatch({network, s1r1, #{height := 400}, [{node, s1r1n1} | _]}, Rack).
 
 a_bad_latency_is_a_usage_error_with_a_sentence_test() ->
-    [?assertEqual({2, "", "terrain experiment: option '--latency' expects three one-way latencies in microseconds, "
-                          "SITE,RACK,NODE (e.g. 20000,2000,200), got '" ++ Text ++ "'\n"
-                          "Run 'terrain experiment --help' for usage.\n"},
-                  terrain_lab_test_io:run(["experiment", "scale", "--latency", Text, "--out", "/nonexistent/x"]))
+    [?assertEqual({error, {usage, "--latency " ++ Text ++ ": expected three one-way latencies in microseconds, "
+                           "SITE,RACK,NODE (e.g. 20000,2000,200)"}},
+                  terrain_lab_cmd_experiment:run(#{latency => Text, max_nodes => 16, probe_budget => 1,
+                                                   probe_strategy => "tree", prefix => "x_"}, ["scale"], undefined))
      || Text <- ["20000,2000", "a,b,c", "20000,2000,0"]].
 
 growth_exponent_is_the_slope_on_log_log_axes_test() ->

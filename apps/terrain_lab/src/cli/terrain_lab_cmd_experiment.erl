@@ -52,10 +52,7 @@ commands() ->
                    #{name => probe_strategy, long => "probe-strategy", type => string, default => "tree",
                      choices => ["tree", "concurrent"], metavar => "tree|concurrent",
                      help => "scale: tree-guided probe, or all pairs at once"},
-                   #{name => latency, long => "latency", type => {list, integer}, range => {1, inf},
-                     check => {fun(L) -> length(L) =:= 3 end,
-                               "three one-way latencies in microseconds, SITE,RACK,NODE (e.g. 20000,2000,200)"},
-                     metavar => "SITE,RACK,NODE",
+                   #{name => latency, long => "latency", type => string, metavar => "SITE,RACK,NODE",
                      help => "scale: emulated links (netem), one-way microseconds between sites, racks of a "
                              "site and nodes of a rack (default: none, loopback)"},
                    #{name => prefix, long => "prefix", type => string, default => "xs_", metavar => "TEXT",
@@ -69,9 +66,14 @@ run(Options, [Name], Io) ->
     %% the instance is read before the output directory is made: a failed start
     %% leaves no empty directory behind
     Steps = [fun(_) ->
-                     case instance(Options) of
-                         {ok, I} -> {ok, I#{latency => latency(maps:get(latency, Options, []))}};
-                         Error -> Error
+                     case latency(maps:get(latency, Options, undefined)) of
+                         {ok, Latency} ->
+                             case instance(Options) of
+                                 {ok, I} -> {ok, I#{latency => Latency}};
+                                 Error -> Error
+                             end;
+                         Error ->
+                             Error
                      end
              end,
              fun(I) ->
@@ -135,17 +137,26 @@ check(Name, Options) ->
             case file:list_dir(Dir) of
                 {ok, [_ | _]} -> {error, {experiment_cmd, {out_exists, Dir}}};
                 _ ->
-                    case terrain_lab_files:make_dir(Dir) of
+                    case filelib:ensure_path(Dir) of
                         ok -> {ok, Dir};
-                        {error, _} = Error -> Error
+                        {error, Why} -> {error, {file, Dir, Why}}
                     end
             end
     end.
 
-%% `--latency SITE,RACK,NODE': three positive integers (checked by the option's
-%% definition), or none.
-latency([]) -> none;
-latency([Site, Rack, Node]) -> {Site, Rack, Node}.
+%% `--latency SITE,RACK,NODE': three positive integers (a usage error otherwise).
+latency(undefined) ->
+    {ok, none};
+latency(Text) ->
+    Bad = {error, {usage, lists:flatten(io_lib:format("--latency ~ts: expected three one-way latencies in "
+                                                      "microseconds, SITE,RACK,NODE (e.g. 20000,2000,200)",
+                                                      [Text]))}},
+    try [list_to_integer(string:trim(F)) || F <- string:split(Text, ",", all)] of
+        [Site, Rack, Node] when Site > 0, Rack > 0, Node > 0 -> {ok, {Site, Rack, Node}};
+        _ -> Bad
+    catch
+        error:badarg -> Bad
+    end.
 
 instance(Options) ->
     case maps:get(instances, Options, undefined) of
