@@ -126,17 +126,20 @@ terminate_all_terms_then_kills_only_its_own_test() ->
                                                                   "echo up; while :; do sleep 0.05; done", Mark], #{}),
                     receive {Port, {data, <<"up\n">>}} -> ok after 10000 -> error(no_output) end,
                     {os_pid, OsPid} = erlang:port_info(Port, os_pid),
-                    integer_to_list(OsPid)
+                    {Port, integer_to_list(OsPid)}
             end,
-    Polite = Start(""),
-    Stubborn = Start("trap '' TERM; "),
-    NotOurs = Start(""),
+    {Ports, [Polite, Stubborn, NotOurs]} = lists:unzip([Start(""), Start("trap '' TERM; "), Start("")]),
     Ours = fun(P) -> P =/= NotOurs andalso terrain_lab_os:ours(P, {cmdline, [Mark]}) end,
     ?assert(Ours(Polite)),
     ?assertEqual({[Stubborn], []}, terrain_lab_os:terminate_all([Polite, Stubborn, NotOurs], 300, Ours)),
     ?assertEqual([NotOurs], [P || P <- [Polite, Stubborn, NotOurs], terrain_lab_os:alive(P)]),
     ?assertNot(terrain_lab_os:ours(Polite, {cmdline, [Mark]})),        % gone, so not ours any more
-    ?assert(terrain_lab_os:terminate(NotOurs, 1000, fun() -> true end)).
+    ?assert(terrain_lab_os:terminate(NotOurs, 1000, fun() -> true end)),
+    [exited(Port) || Port <- Ports].
+
+%% The exit status a port sends its owner, taken (not left to the next test).
+exited(Port) ->
+    receive {Port, {exit_status, Status}} -> Status after 10000 -> error({no_exit_status, Port}) end.
 
 ours_reads_comm_and_refuses_what_is_not_a_pid_test() ->
     ?assert(terrain_lab_os:ours(os:getpid(), {comm, "beam.smp"})),
@@ -161,7 +164,9 @@ shell_quote_keeps_every_word_whole_test() ->
                   Answer
           end,
     try ?assertEqual({<<"yes\n">>, <<"no\n">>}, {Ask(Mark), Ask(Mark ++ "x")})
-    after terrain_lab_os:terminate(integer_to_list(OsPid), 1000, fun() -> true end)
+    after
+        terrain_lab_os:terminate(integer_to_list(OsPid), 1000, fun() -> true end),
+        exited(Port)
     end.
 
 otp_program_and_load_average_test() ->

@@ -157,7 +157,8 @@ canonical(Path) ->
 -include_lib("eunit/include/eunit.hrl").
 
 tmp_dir() ->
-    Dir = filename:join("/tmp", "terrain_lab_files_" ++ os:getpid() ++ integer_to_list(erlang:unique_integer([positive]))),
+    Dir = filename:join("/tmp",
+                        "terrain_lab_files_" ++ os:getpid() ++ integer_to_list(erlang:unique_integer([positive]))),
     ok = make_dir(Dir),
     Dir.
 

@@ -257,7 +257,8 @@ load_average() ->
 check_run_options(#{timeout := Timeout} = Options, Args) when is_integer(Timeout), Timeout > 0, is_list(Args) ->
     Known = [timeout, cwd, env, stdin, stderr, max_output, stop_signal, grace],
     Valid = fun(cwd, V) -> is_list(V) orelse is_binary(V);
-               (env, V) -> is_list(V) andalso lists:all(fun({K, X}) -> is_list(K) andalso (is_list(X) orelse X =:= false);
+               (env,
+                V) -> is_list(V) andalso lists:all(fun({K, X}) -> is_list(K) andalso (is_list(X) orelse X =:= false);
                                                          (_) -> false end, V);
                (stdin, V) -> is_list(V) orelse is_binary(V);
                (stderr, V) -> V =:= merge orelse V =:= inherit;

@@ -11,12 +11,12 @@
 %% '''
 %% Output goes to `Io''s `out' device (results) and `err' device (progress, errors),
 %% through `terrain_lab_io', so tests run the CLI in-process and capture both. A
-%% returned `{error, Reason}' is printed on `err' with exit status 1 (the command
-%% modules' own errors by their `format_error/1', every other by
-%% {@link terrain_lab:format_error/1}); usage errors exit with 2.
+%% returned `{error, Reason}' is printed on `err' with exit status 1 (its sentence from
+%% the one table of error tags, terrain_lab_cli_errors); usage errors exit with 2.
 %%
-%% Options are checked here, once, from their definitions: a missing `required'
-%% option, a value outside its `range', not among its `choices' or failing its
+%% Command-line options are checked here from their definitions: a value not of its
+%% `type' (`{list, integer}': comma-separated integers), a missing `required' option, a
+%% value (a list's element) outside its `range', not among its `choices' or failing its
 %% `check' is a usage error (exit 2) that names the option, the value and what was
 %% expected. A handler that finds a usage error the definitions cannot express (two
 %% options that only make sense together) returns `{error, {usage, Message}}', also
@@ -212,7 +212,8 @@ unicode_arg(Arg) ->
 %% nodes the CLI starts inherit the same (they start in its environment).
 crash_dump() ->
     case os:getenv("ERL_CRASH_DUMP") of
-        false -> os:putenv("ERL_CRASH_DUMP", filename:join(filename:dirname(terrain_lab_cli_log:file()), "erl_crash.dump"));
+        false -> os:putenv("ERL_CRASH_DUMP",
+                           filename:join(filename:dirname(terrain_lab_cli_log:file()), "erl_crash.dump"));
         _ -> true
     end,
     case os:getenv("ERL_CRASH_DUMP_BYTES") of
@@ -311,13 +312,15 @@ parse(#{options := Specs, args := {Min, Max}}, Args) ->
             Error;
         {ok, Options, Positional} ->
             Count = length(Positional),
-            Missing = [L || #{name := N, long := L, required := true} = Spec <- Specs, maps:get(N, Options) =:= default(Spec)],
+            Missing = [L || #{name := N, long := L, required := true} = Spec <- Specs,
+                       maps:get(N, Options) =:= default(Spec)],
             if
                 Missing =/= [] ->
                     {error, io_lib:format("option~s ~ts required", [plural(length(Missing)),
                                                                   [lists:join(", ", ["--" ++ L || L <- Missing]),
                                                                    case Missing of [_] -> " is"; _ -> " are" end]])};
-                Count < Min -> {error, io_lib:format("expected at least ~b argument~s, got ~b", [Min, plural(Min), Count])};
+                Count < Min ->
+                    {error, io_lib:format("expected at least ~b argument~s, got ~b", [Min, plural(Min), Count])};
                 Max =/= infinity, Count > Max ->
                     {error, io_lib:format("expected at most ~b argument~s, got ~b: ~ts",
                                           [Max, plural(Max), Count, lists:join(" ", Positional)])};

@@ -62,7 +62,8 @@ relaunch(Args, OptFile) ->
     Flags = UserFlags ++ " -proto_dist inet_tls -ssl_dist_optfile " ++ quote(OptFile),
     Env = [{"ERL_FLAGS", Flags}, {?FLAGS_ENV, UserFlags}, {?PARENT_ENV, os:getpid()}],
     %% no deadline: the child is the user's command, and lasts as long as it does
-    case terrain_lab_os:start(terrain_lab_os:otp_program("escript"), [escript:script_name() | Args], #{env => Env, stdio => inherit}) of
+    case terrain_lab_os:start(terrain_lab_os:otp_program("escript"), [escript:script_name() | Args],
+                              #{env => Env, stdio => inherit}) of
         {ok, Port} ->
             ok = terrain_lab_cli_signals:on_interrupt(self(), {?MODULE, sigterm}),
             await_child(Port);

@@ -71,7 +71,8 @@ bench(Options, ["sweep", ConfigFile], Io) ->
                fun(_) -> sweep_options(Options, Io) end,
                fun([{SpecFile, SweepOptions}, Config]) ->
                        Sizes = maps:get(argument_size, SweepOptions, [maps:get(argument_size, Config)]),
-                       case guard(Config#{argument_size := lists:max(Sizes)}, lists:max(maps:get(nodes, SweepOptions))) of
+                       case guard(Config#{argument_size := lists:max(Sizes)},
+                                  lists:max(maps:get(nodes, SweepOptions))) of
                            ok -> {ok, SpecFile};
                            {error, _} = Error -> Error
                        end
@@ -164,8 +165,10 @@ guard(#{argument_size := Bytes, concurrent := Concurrent}, Nodes) ->
     Workers = Concurrent * max(1, Nodes),
     terrain_lab_steps:run([fun(_) -> terrain_lab_guard:processes("concurrent (the configuration)", Concurrent,
                                                                    lab_node) end,
-                           fun(_) -> terrain_lab_guard:memory([{"argument_size (the configuration or --argument-size)",
-                                                                Workers, 4 * Bytes + terrain_lab_guard:process_bytes()}])
+                           fun(_) ->
+                                   Option = "argument_size (the configuration or --argument-size)",
+                                   terrain_lab_guard:memory([{Option, Workers,
+                                                              4 * Bytes + terrain_lab_guard:process_bytes()}])
                            end], none).
 
 where(#{spec := Spec}) when is_list(Spec) ->

@@ -46,9 +46,11 @@ commands() ->
                      help => "algorithms (default " ?ALGORITHMS ")"},
                    #{name => sizes, long => "sizes", type => {list, integer}, range => {1, inf}, metavar => "BYTES,...",
                      help => "value sizes in bytes (default 8,1024,65536,1048576)"},
-                   #{name => members_per_node, long => "members-per-node", type => integer, range => {1, inf}, default => 1,
+                   #{name => members_per_node, long => "members-per-node", type => integer, range => {1, inf},
+                     default => 1,
                      metavar => "N", help => "member processes per node"},
-                   #{name => rounds, long => "rounds", type => integer, range => {1, inf}, default => 10, metavar => "R",
+                   #{name => rounds, long => "rounds", type => integer, range => {1, inf}, default => 10,
+                     metavar => "R",
                      help => "timed rounds per measurement"},
                    #{name => rank_order, long => "rank-order", type => list, metavar => "ORDER,...",
                      help => "block, random, round_robin (default all three for bench, block for tune)"},
@@ -163,7 +165,8 @@ action("bench", Parsed, Options, Io) ->
             with_spec(Options, fun(Spec) ->
                                        File = filename:join(Out, "collective.json"),
                                        Bench = (bench_options(Spec, Parsed, Options))#{checkpoint => checkpoint(File)},
-                                       case interruptible(fun() -> terrain_lab_collective:bench(Bench, progress(Io)) end) of
+                                       case interruptible(fun() -> terrain_lab_collective:bench(Bench,
+                                                                                                progress(Io)) end) of
                                            {ok, Doc} -> write_bench(Out, Doc, Options, Io);
                                            {error, _} = Error -> kept(Out, File, Options, Error)
                                        end
@@ -186,7 +189,8 @@ tune(Out, Parsed, Options, Io) ->
                                Bench = (bench_options(Spec, Parsed, Options))#{checkpoint => checkpoint(Partial)},
                                case interruptible(fun() -> terrain_lab_collective:tune(Bench, progress(Io)) end) of
                                    {ok, Json, Check} ->
-                                       case terrain_lab_files:write(Out, [terrain_json:encode(Json, #{pretty => true}), $\n]) of
+                                       case terrain_lab_files:write(Out, [terrain_json:encode(Json, #{pretty => true}),
+                                                                          $\n]) of
                                            ok -> _ = file:delete(Partial), print_tune(Out, Json, Check, Io);
                                            {error, _} = Error -> Error
                                        end;
@@ -293,7 +297,8 @@ print_tune(Out, #{rules := Rules}, Check, #{out := Device} = Io) ->
     io:format(Device, "~-10s ~-10s ~-20s~n", ["MIN_BYTES", "MAX_BYTES", "ALGORITHM"]),
     [io:format(Device, "~-10b ~-10s ~-20s~n", [Min, case Max of null -> "-"; _ -> integer_to_list(Max) end, A])
      || #{min_bytes := Min, max_bytes := Max, algorithm := A} <- Rules],
-    io:format(Device, "~n~-10s ~-20s ~12s ~-20s ~12s ~8s~n", ["BYTES", "AUTO_RAN", "AUTO_US", "BEST", "BEST_US", "RATIO"]),
+    io:format(Device, "~n~-10s ~-20s ~12s ~-20s ~12s ~8s~n",
+              ["BYTES", "AUTO_RAN", "AUTO_US", "BEST", "BEST_US", "RATIO"]),
     [io:format(Device, "~-10b ~-20s ~12b ~-20s ~12b ~8.2f~n", [S, C, round(A), B, round(BU), R])
      || #{size_bytes := S, chosen := C, auto_us := A, best := B, best_us := BU, ratio := R} <- Check],
     terrain_lab_io:progress(Io, "wrote ~ts~n", [Out]).

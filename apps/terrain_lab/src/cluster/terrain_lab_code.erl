@@ -57,7 +57,8 @@ app_module(terrain_lab) -> terrain_lab_cli.
 %% the ebin directories there.
 materialise() ->
     Apps = [{App, app_code(App)} || App <- ?APPS],
-    Hash = binary:encode_hex(crypto:hash(sha256, term_to_binary([{A, [B || {_, B} <- Mods]} || {A, {_, Mods}} <- Apps]))),
+    Hash = binary:encode_hex(crypto:hash(sha256,
+                                         term_to_binary([{A, [B || {_, B} <- Mods]} || {A, {_, Mods}} <- Apps]))),
     Root = filename:join(filename:basedir(user_cache, "terrain"), "code-" ++ binary_to_list(binary:part(Hash, 0, 16))),
     [ensure_written(filename:join([Root, atom_to_list(App), "ebin"]), App, Code) || {App, Code} <- Apps].
 

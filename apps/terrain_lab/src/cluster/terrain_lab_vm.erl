@@ -457,8 +457,9 @@ tls_command(true, RDir, Name) ->
     [" && mkdir -p ", terrain_lab_os:shell_quote(RDir ++ "/tls"),
      " && ", ReadUpToDot, " > ", File(".ca.pem"),
      " && ", ReadUpToDot, " > ", File(".pem"),
-     " && printf '%s' ", terrain_lab_os:shell_quote(lists:flatten(terrain_lab_tls:optfile_text(remote_tls_file(RDir, Name, ".ca.pem"),
-                                                                           remote_tls_file(RDir, Name, ".pem")))),
+     " && printf '%s' ", terrain_lab_os:shell_quote(
+                            lists:flatten(terrain_lab_tls:optfile_text(remote_tls_file(RDir, Name, ".ca.pem"),
+                                                                       remote_tls_file(RDir, Name, ".pem")))),
      " > ", File(".conf")].
 
 remote_tls_file(RDir, Name, Suffix) ->

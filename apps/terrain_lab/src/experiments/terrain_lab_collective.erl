@@ -134,9 +134,11 @@ lower_bounds(#{options := ClusterOptions, groups := Groups, nodes := Nodes}, Byt
 %% @doc The results as a table (one line per algorithm, size and order).
 -spec table(map()) -> iodata().
 table(#{results := Results}) ->
-    [io_lib:format("~-20s ~10s ~-12s ~12s ~12s ~10s~n", ["ALGORITHM", "BYTES", "ORDER", "MEDIAN_US", "P95_US", "BOUND_US"]),
+    [io_lib:format("~-20s ~10s ~-12s ~12s ~12s ~10s~n",
+                   ["ALGORITHM", "BYTES", "ORDER", "MEDIAN_US", "P95_US", "BOUND_US"]),
      [io_lib:format("~-20s ~10b ~-12s ~12b ~12b ~10s~n",
-                    [A, S, O, round(M), round(P), case R of #{lower_bound_us := B} -> integer_to_list(round(B)); _ -> "-" end])
+                    [A, S, O, round(M), round(P),
+                     case R of #{lower_bound_us := B} -> integer_to_list(round(B)); _ -> "-" end])
       || #{algorithm := A, size_bytes := S, rank_order := O, median_us := M, p95_us := P} = R <- Results]].
 
 %% @doc A sentence for an error of this module.

@@ -364,7 +364,8 @@ measure(#{model := Model} = Options, Schedulers, Msacc, Io) ->
                             #{reproductions_per_s := Rate, cpu_cores := Cores} = Summary,
                             Result = maps:merge(maps:with([reproductions_per_s, utilisation, best_fitness,
                                                            fights_per_s], Summary),
-                                                Extra#{cpu_cores => Cores, reproductions_per_cpu_s => per_cpu(Rate, Cores)}),
+                                                Extra#{cpu_cores => Cores,
+                                                       reproductions_per_cpu_s => per_cpu(Rate, Cores)}),
                             terrain_lab_io:progress(Io, "  ~-10s +S ~b ~ts: ~b reproductions/s, utilisation "
                                                      "~.2f, ~ts cores of CPU~n",
                                                      [Model, Schedulers, variant(Options),
@@ -415,7 +416,8 @@ lessons(Base, Io) ->
                    RB = measure(Base#{model => Model, Key => B}, 2, Msacc, Io),
                    #{model => Model, option => Key, values => [A, B], results => [RA, RB],
                      ratio => maps:get(reproductions_per_s, RB) / max(1.0e-9, maps:get(reproductions_per_s, RA)),
-                     ratio_per_cpu => ratio(maps:get(reproductions_per_cpu_s, RB), maps:get(reproductions_per_cpu_s, RA))}
+                     ratio_per_cpu => ratio(maps:get(reproductions_per_cpu_s, RB),
+                                            maps:get(reproductions_per_cpu_s, RA))}
            end,
     #{call_vs_cast => Pair(concurrent, arena_call, call, cast, true),
       list_vs_binary => [Pair(skel, solution, list, binary, false), Pair(concurrent, solution, list, binary, false)],
@@ -428,7 +430,8 @@ message_costs(Io) ->
     Count = 5000,
     Local = with_peer(#{schedulers => 2},
                       fun(Peer) ->
-                              [peer:call(Peer, terrain_workloads, emas_message_cost, [#{solution => K, messages => Count}],
+                              [peer:call(Peer, terrain_workloads, emas_message_cost,
+                                         [#{solution => K, messages => Count}],
                                          ?PEER_TIMEOUT) || K <- [list, binary]]
                       end),
     Remote = try between_nodes(Count)

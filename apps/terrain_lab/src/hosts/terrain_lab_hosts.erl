@@ -196,7 +196,8 @@ format_error({hosts, {usage, Text}}) ->
 format_error({hosts, {mixed, Local, Remote}}) ->
     io_lib:format("the spec mixes nodes on this machine (~ts) with nodes on other hosts (~ts); give every node "
                   "a host that is not this machine, or none (docs/HOSTS.md)",
-                  [lists:join(", ", [atom_to_list(N) || N <- Local]), lists:join(", ", [atom_to_list(N) || N <- Remote])]);
+                  [lists:join(", ", [atom_to_list(N) || N <- Local]),
+                   lists:join(", ", [atom_to_list(N) || N <- Remote])]);
 format_error({hosts, netem_on_other_hosts}) ->
     "--netem on: network emulation is for clusters on this machine; on other hosts the links are real";
 format_error({hosts, {cpu_on_other_hosts, Names}}) ->
@@ -279,7 +280,8 @@ remove_remote_files(_Host, #{<<"srun_pid">> := P, <<"name">> := Name, <<"host">>
                                                        "tls/" ++ N ++ ".conf"]],
     case filelib:wildcard(filename:join([RDir, "nodes", "*.pid"])) of
         [] ->
-            _ = [file:delete(F) || F <- [filename:join(RDir, "cookie") | filelib:wildcard(filename:join([RDir, "nodes", "*.log"]))]],
+            Logs = filelib:wildcard(filename:join([RDir, "nodes", "*.log"])),
+            _ = [file:delete(F) || F <- [filename:join(RDir, "cookie") | Logs]],
             _ = [file:del_dir(D) || D <- [filename:join(RDir, "nodes"), filename:join(RDir, "tls"), RDir,
                                           filename:dirname(RDir)]],
             ok;
@@ -289,11 +291,14 @@ remove_remote_files(_Host, #{<<"srun_pid">> := P, <<"name">> := Name, <<"host">>
 remove_remote_files(Host, #{<<"name">> := Name}, #{dir := Dir} = Ssh) ->
     RDir = terrain_lab_ssh:remote_dir(Dir, Host),
     N = binary_to_list(Name),
-    Clean = ["cd ", terrain_lab_os:shell_quote(RDir), " 2>/dev/null || exit 0; rm -f nodes/", terrain_lab_os:shell_quote(N ++ ".pid"),
+    Clean = ["cd ", terrain_lab_os:shell_quote(RDir), " 2>/dev/null || exit 0; rm -f nodes/",
+             terrain_lab_os:shell_quote(N ++ ".pid"),
              " nodes/", terrain_lab_os:shell_quote(N ++ ".log"),
              %% TLS (terrain_lab_ssh): the node's certificate and key, CA certificate, option file
-             " tls/", terrain_lab_os:shell_quote(N ++ ".pem"), " tls/", terrain_lab_os:shell_quote(N ++ ".ca.pem"), " tls/", terrain_lab_os:shell_quote(N ++ ".conf"),
+             " tls/", terrain_lab_os:shell_quote(N ++ ".pem"), " tls/", terrain_lab_os:shell_quote(N ++ ".ca.pem"),
+             " tls/", terrain_lab_os:shell_quote(N ++ ".conf"),
              "; ls nodes/*.pid >/dev/null 2>&1 || { rm -f cookie nodes/*.log; rmdir nodes; rmdir tls 2>/dev/null;",
-             " cd && rmdir ", terrain_lab_os:shell_quote(RDir), " ", terrain_lab_os:shell_quote(filename:dirname(RDir)), "; }; true"],
+             " cd && rmdir ", terrain_lab_os:shell_quote(RDir), " ",
+             terrain_lab_os:shell_quote(filename:dirname(RDir)), "; }; true"],
     _ = terrain_lab_ssh:run(Host, Clean, [], Ssh#{timeout => 10000}),
     ok.

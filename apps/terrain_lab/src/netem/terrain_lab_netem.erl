@@ -204,7 +204,8 @@ enabled(Spec) ->
 %% proxies (`proxy_args/0').
 -spec vm_args(terrain_lab_spec:spec(), string(), atom()) -> [string()].
 vm_args(Spec, Prefix, Name) ->
-    ["-epmd_module", "terrain_lab_netem_epmd", "-terrain_netem", terrain_lab_netem_epmd:encode_links(links(Spec, Prefix, Name))
+    ["-epmd_module", "terrain_lab_netem_epmd", "-terrain_netem",
+     terrain_lab_netem_epmd:encode_links(links(Spec, Prefix, Name))
      | proxy_args()].
 
 %% @doc The proxies a cluster started now gets (`proxy_args/0') and what one proxied
