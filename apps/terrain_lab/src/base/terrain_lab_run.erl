@@ -25,7 +25,7 @@ timestamp() ->
 
 %% @doc Creates a new run directory under `RunsDir' named by the UTC time
 %% (`20261121T160258Z', with a numeric suffix if that exists already).
--spec create(file:filename()) -> {ok, file:filename()} | {error, {file, file:filename(), term()}}.
+-spec create(file:filename()) -> {ok, file:filename()} | {error, {write, file:filename(), term()}}.
 create(RunsDir) ->
     {{Y, Mo, D}, {H, Mi, S}} = calendar:universal_time(),
     Stamp = lists:flatten(io_lib:format("~4..0b~2..0b~2..0bT~2..0b~2..0b~2..0bZ", [Y, Mo, D, H, Mi, S])),
