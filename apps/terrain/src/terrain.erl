@@ -426,9 +426,9 @@
                           restarted := non_neg_integer(),
                           replaced := non_neg_integer()}.
 %% A placed group as {@link placed_groups/0} describes it: its name, the members it
-%% keeps (`count'), the running members with their node and failure domain (the
-%% domain of the group's `spread' in this node's topology; `{node, Node}' without a
-%% spread or a topology), the members restarted after an exit and those placed again
+%% keeps (`count'), the running members with their node and failure domain (the name
+%% of the node's network under the group's `spread' in this node's topology; `{node,
+%% Node}' without a spread or a topology), the members restarted after an exit and those placed again
 %% because their node went away, both since the group started.
 
 -type topology_tree() :: {network, term(), [topology_tree()]}

@@ -141,7 +141,7 @@ init({Name, Spec}) ->
 handle_call(await_started, From, #{waiting := Waiting} = State) ->
     reply_started(State#{waiting := [From | Waiting]});
 handle_call(info, _From, #{spec := Spec, keepers := Keepers, restarted := Restarted, replaced := Replaced} = State) ->
-    Domain = domain_of(Spec),
+    Domain = domain_names(Spec),
     Members = [#{pid => Member, node => Node, domain => Domain(Node)}
                || #{node := Node, member := Member} <- maps:values(Keepers), is_pid(Member)],
     {reply, #{members => lists:sort(fun(#{node := A}, #{node := B}) -> A =< B end, Members),
@@ -252,6 +252,22 @@ matches(#{spec := Spec, failed := Failed}) ->
 
 domain_of(#{spread := Spread}) -> terrain_choose:domain_of(Spread);
 domain_of(#{}) -> fun(N) -> {node, N} end.
+
+%% The failure domain of each node as people read it: the name of its network under
+%% the group's spread in this node's topology, or `{node, Node}'.
+domain_names(#{spread := Spread}) ->
+    case terrain_topology_server:current() of
+        undefined -> fun(N) -> {node, N} end;
+        Topology ->
+            fun(N) ->
+                    case terrain_topology:domain(Topology, Spread, N) of
+                        Id when is_list(Id) -> terrain_topology:network_name(Topology, Id);
+                        Own -> Own
+                    end
+            end
+    end;
+domain_names(#{}) ->
+    fun(N) -> {node, N} end.
 
 %% The nodes of the members that stay (a member being replaced by a move does not).
 occupied(#{keepers := Keepers}) ->

@@ -266,14 +266,15 @@ class Page:
                 raise BrowserError(f"{expression!r} was not true within {timeout} s")
             time.sleep(0.05)  # polling the page under the deadline above
 
-    def key(self, key: str, code: str, key_code: int, shift: bool = False) -> None:
-        """Press and release one key (``Tab``, ``Enter``, ...), as a keyboard user would."""
-        for kind in ("rawKeyDown", "keyUp"):
-            self._pipe.send(
-                "Input.dispatchKeyEvent",
-                {"type": kind, "key": key, "code": code, "windowsVirtualKeyCode": key_code, "modifiers": 8 if shift else 0},
-                session=self._session,
-            )
+    def key(self, key: str, code: str, key_code: int, text: str = "") -> None:
+        """Press and release one key as a keyboard user would: ``Tab`` moves the focus, ``Enter`` (text ``"\\r"``)
+        activates what has it."""
+        down: dict[str, Any] = {"type": "keyDown" if text else "rawKeyDown", "key": key, "code": code,
+                                "windowsVirtualKeyCode": key_code}
+        if text:
+            down["text"] = text
+        for event in (down, {"type": "keyUp", "key": key, "code": code, "windowsVirtualKeyCode": key_code}):
+            self._pipe.send("Input.dispatchKeyEvent", event, session=self._session)
 
     def screenshot(self, file: str | os.PathLike[str], full: bool = True) -> Path:
         """Save a PNG of the whole page (``full``) or of the viewport."""

@@ -173,7 +173,14 @@ up(Options, [SpecFile], Io) ->
            end,
     case terrain_lab_launch:up(SpecFile, (maps:with([prefix, timeout, netem, force, ssh_options, code_path, launcher,
                                                      tls], Options))#{live => Live}, Dir, Io) of
-        {ok, Nodes} -> print_nodes(Nodes, Io);
+        {ok, Nodes} ->
+            ok = print_nodes(Nodes, Io),
+            case Live of
+                false -> ok;
+                _ -> terrain_lab_io:progress(Io, "watch it in a browser: terrain dashboard~ts, then open "
+                                             "http://127.0.0.1:8470/~n",
+                                             [case Dir of ".terrain" -> ""; _ -> " --state-dir " ++ Dir end])
+            end;
         {error, _} = Error -> Error
     end.
 

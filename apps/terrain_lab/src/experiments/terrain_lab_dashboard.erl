@@ -119,9 +119,12 @@ init(#{state_dir := Dir, runs_dir := RunsDir}) ->
               members => [], leaving => [], subscription => none,
               attributes => #{}, groups => [], changes => [], probe => null, probe_file => none,
               node_states => #{}},
+    %% connected and subscribed before the first page asks
+    State1 = read_state(State),
+    ok = connect_recorded(State1),
     self() ! tick,
     erlang:send_after(?POLL, self(), poll),
-    {ok, State}.
+    {ok, resubscribe(State1)}.
 
 -spec handle_call(term(), gen_server:from(), map()) -> {reply, term(), map()}.
 handle_call(snapshot, _From, State) ->
@@ -203,15 +206,24 @@ read_state(#{dir := Dir, state_mtime := Seen} = State) ->
 
 %% Runs in a worker: connects to recorded nodes not connected yet (in parallel), then
 %% asks a connected member for the sequencer's view.
-status(#{recorded := Recorded, subscription := Subscription}) ->
-    Connected = erlang:nodes(connected),
-    Missing = [N || N <- recorded_nodes(Recorded), not lists:member(N, Connected)],
-    Connecting = [spawn_monitor(fun() -> exit(net_kernel:connect_node(N)) end) || N <- Missing],
-    _ = [receive {'DOWN', Ref, process, Pid, _} -> ok after ?CALL -> exit(Pid, kill) end || {Pid, Ref} <- Connecting],
+status(#{subscription := Subscription} = State) ->
+    ok = connect_recorded(State),
     case Subscription of
         {Node, _} -> call(Node, terrain, live_status, []);
         none -> unknown
     end.
+
+%% Connects to the recorded nodes not connected yet, in parallel, under one deadline.
+connect_recorded(#{recorded := Recorded}) ->
+    Connected = erlang:nodes(connected),
+    Missing = [N || N <- recorded_nodes(Recorded), not lists:member(N, Connected)],
+    Connecting = [spawn_monitor(fun() -> exit(net_kernel:connect_node(N)) end) || N <- Missing],
+    Deadline = erlang:monotonic_time(millisecond) + ?CALL,
+    lists:foreach(fun({Pid, Ref}) ->
+                          receive {'DOWN', Ref, process, Pid, _} -> ok
+                          after max(0, Deadline - erlang:monotonic_time(millisecond)) -> exit(Pid, kill)
+                          end
+                  end, Connecting).
 
 recorded_nodes(Recorded) ->
     [binary_to_atom(N) || #{<<"node">> := N} <- Recorded].
@@ -287,7 +299,7 @@ log_change(V, Change, State) ->
     add_change((change_row(Change))#{version => V}, State).
 
 add_change(Row0, #{changes := Changes} = State) ->
-    Row = Row0#{at => terrain_lab_run:timestamp()},
+    Row = Row0#{at => terrain_lab_run:timestamp(), received_ms => erlang:system_time(millisecond)},
     broadcast(change, Row, State#{changes := lists:sublist([Row | Changes], ?CHANGES)}).
 
 %% A change message as a row: kind, node, and what was measured or moved.
