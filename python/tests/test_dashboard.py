@@ -10,8 +10,10 @@ and page, without 256 VMs.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
+import math
 import os
 import random
 import select
@@ -165,22 +167,31 @@ def synthetic_snapshot(sites: int = 4, racks: int = 8, per_rack: int = 8, seed: 
         level = "rack" if pa == pb else "site" if pa[0] == pb[0] else "cluster"
         return 2 * one_way[level] * rng.uniform(1.0, 1.3)
 
-    median = [[0 if a == b else round(rtt(a, b), 1) for b in names] for a in names]
+    median = [[None if a == b else round(rtt(a, b), 1) for b in names] for a in names]
     attributes = {
         n: {"vm_schedulers_online": "1", "loadavg5": f"{rng.uniform(0, 2):.2f}", "mem_free": str(rng.randrange(1 << 30)),
             "otp_release": '"25"', "cpu_topology": "[{processor,[{core,{logical,0}}]}]"}
         for n in names
     }
     groups = [{"name": "workers", "owner": names[0], "count": 8, "restarted": 1, "replaced": 2,
-               "members": [{"node": names[i], "domain": str(paths[names[i]]), "pid": f"<0.{100 + i}.0>"} for i in range(0, 256, 32)]}]
+               "members": [{"node": names[i], "domain": paths[names[i]][1], "pid": f"<0.{100 + i}.0>"} for i in range(0, 256, 32)]}]
     changes = [{"kind": "join", "node": names[i], "version": i, "siblings": names[i - 1 : i], "pairs": 7,
                 "at": "2026-11-27T16:00:00Z"} for i in range(255, 200, -1)]
     return {
         "format": "terrain.dashboard/1", "cluster": "synthetic", "version": 255, "sequencer": names[0], "live": True,
         "tree": {"name": "synthetic", "height": 2 * one_way["cluster"], "children": sites_json},
         "levels": levels, "nodes": nodes, "attributes": attributes, "groups": groups, "changes": changes,
-        "probe": {"file": "runs/synthetic/latency.json", "nodes": names, "median_us": median},
+        "probe": {"file": "runs/synthetic/latency.json", "nodes": names, **heatmap(median)},
     }
+
+
+def heatmap(matrix: list[list[float | None]]) -> dict[str, Any]:
+    """A probe's medians as the view sends them: one byte a cell, 0 unknown, else 1 + 254 log steps from min to max."""
+    values = [v for row in matrix for v in row if v]
+    low, high = min(values), max(values)
+    span = max(math.log(high) - math.log(low), 1e-9)
+    cells = bytes(1 + round(254 * (math.log(v) - math.log(low)) / span) if v else 0 for row in matrix for v in row)
+    return {"min_us": low, "max_us": high, "cells": base64.b64encode(cells).decode()}
 
 
 @pytest.fixture(scope="module")

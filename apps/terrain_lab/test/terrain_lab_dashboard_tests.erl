@@ -10,7 +10,8 @@
 snapshot() ->
     #{<<"format">> => <<"terrain.dashboard/1">>, <<"cluster">> => <<"recorded">>, <<"version">> => 3,
       <<"tree">> => #{<<"name">> => <<"c">>, <<"height">> => null, <<"children">> => [#{<<"node">> => <<"a@h">>}]},
-      <<"nodes">> => [#{<<"node">> => <<"a@h">>, <<"state">> => <<"up">>, <<"group_path">> => []}]}.
+      <<"nodes">> => [#{<<"node">> => <<"a@h">>, <<"state">> => <<"up">>, <<"group_path">> => []}],
+      <<"attributes">> => #{<<"a@h">> => #{<<"loadavg1">> => <<"0.5">>}}}.
 
 %% A server on a free loopback port (or the token on it), its port, and its stop.
 server(Extra) ->
@@ -60,6 +61,16 @@ loopback_serves_the_page_and_the_snapshot_test() ->
         ?assertNotEqual(nomatch, string:find(Head, "Content-Security-Policy: default-src 'none'")),
         {200, _, Json} = get(Port, "/state.json", [host(Port)]),
         ?assertMatch({ok, #{<<"format">> := <<"terrain.dashboard/1">>, <<"version">> := 3}}, terrain_json:decode(Json))
+    end).
+
+attributes_of_one_node_and_all_in_the_recorded_snapshot_test() ->
+    with_server(#{}, fun(Port) ->
+        {200, _, A} = get(Port, "/attributes?node=a%40h", [host(Port)]),
+        ?assertEqual({ok, #{<<"loadavg1">> => <<"0.5">>}}, terrain_json:decode(A)),
+        {200, _, <<"null">>} = get(Port, "/attributes?node=b%40h", [host(Port)]),
+        {400, _, _} = get(Port, "/attributes", [host(Port)]),
+        {200, _, Json} = get(Port, "/state.json", [host(Port)]),
+        ?assertMatch({ok, #{<<"attributes">> := #{<<"a@h">> := #{<<"loadavg1">> := <<"0.5">>}}}}, terrain_json:decode(Json))
     end).
 
 loopback_refuses_another_host_header_test() ->

@@ -36,6 +36,7 @@
          stop/1,
          page/0,
          snapshot/1,
+         attributes/2,
          subscribe/1,
          read_snapshot/1]).
 
@@ -46,7 +47,7 @@
 -define(TICK, 1000).            % ms between state file and live status checks
 -define(POLL, 5000).            % ms between attribute and placed group polls, while pages are open
 -define(CALL, 2000).            % deadline of each remote call
--define(CHANGES, 500).          % change log rows kept
+-define(CHANGES, 200).          % change log rows kept
 -define(MAX_SNAPSHOT, 64 * 1024 * 1024).
 
 -type options() :: #{state_dir := file:filename(),   % the running cluster's state
@@ -79,14 +80,22 @@ page() ->
         error -> {error, {dashboard, {page, Path}}}
     end.
 
-%% @doc The current snapshot as JSON (`terrain.dashboard/1').
+%% @doc The current snapshot as JSON (`terrain.dashboard/1'), with every node's
+%% attributes: what `--replay' serves again.
 -spec snapshot(pid()) -> iodata().
 snapshot(View) ->
     gen_server:call(View, snapshot, 5000).
 
+%% @doc The attributes of one node (its name as the page has it) as JSON: an object of
+%% name to value as `terrain attrs' prints it, `{"error": Sentence}', or `null'.
+-spec attributes(pid(), binary()) -> iodata().
+attributes(View, Node) ->
+    gen_server:call(View, {attributes, Node}, 5000).
+
 %% @doc Subscribes the caller to the view's events: `{terrain_dashboard, Name,
-%% JsonData}' messages, Name one of `tree', `nodes', `attributes', `groups', `change',
-%% `probe'. Returns the snapshot the events build on.
+%% JsonData}' messages, Name one of `tree', `nodes', `attributes' (per node, the names
+%% whose values changed: new value or `null'), `groups', `change', `probe'. Returns the
+%% snapshot the events build on, without attributes (a page asks for a node's).
 -spec subscribe(pid()) -> iodata().
 subscribe(View) ->
     gen_server:call(View, {subscribe, self()}, 5000).
@@ -110,7 +119,8 @@ read_snapshot(File) ->
 
 -spec init(options()) -> {ok, map()}.
 init(#{replay := Snapshot}) ->
-    {ok, #{replay => Snapshot, clients => #{}}};
+    {ok, #{replay => maps:remove(<<"attributes">>, Snapshot), attributes => maps:get(<<"attributes">>, Snapshot, #{}),
+           clients => #{}}};
 init(#{state_dir := Dir, runs_dir := RunsDir}) ->
     ok = net_kernel:monitor_nodes(true, [{node_type, all}]),
     State = #{dir => Dir, runs_dir => RunsDir, clients => #{}, workers => #{},
@@ -127,8 +137,10 @@ init(#{state_dir := Dir, runs_dir := RunsDir}) ->
     {ok, resubscribe(State1)}.
 
 -spec handle_call(term(), gen_server:from(), map()) -> {reply, term(), map()}.
-handle_call(snapshot, _From, State) ->
-    {reply, terrain_json:encode(snapshot_of(State)), State};
+handle_call(snapshot, _From, #{attributes := Attributes} = State) ->
+    {reply, terrain_json:encode((snapshot_of(State))#{attributes => Attributes}), State};
+handle_call({attributes, Node}, _From, #{attributes := Attributes} = State) ->
+    {reply, terrain_json:encode(maps:get(Node, Attributes, null)), State};
 handle_call({subscribe, Pid}, _From, #{clients := Clients} = State) ->
     Ref = erlang:monitor(process, Pid),
     First = map_size(Clients) =:= 0,
@@ -336,7 +348,8 @@ poll(#{recorded := Recorded, runs_dir := RunsDir, probe_file := Seen} = State) -
 worker_done(status, {done, #{} = Status}, State) ->
     node_states(status_taken(Status, State));
 worker_done(attributes, {done, Attributes}, #{attributes := Old} = State) ->
-    Changed = maps:filter(fun(N, V) -> maps:get(N, Old, undefined) =/= V end, Attributes),
+    Changed = maps:filter(fun(_, Diff) -> map_size(Diff) > 0 end,
+                          maps:map(fun(N, New) -> changed(maps:get(N, Old, #{}), New) end, Attributes)),
     case map_size(Changed) of
         0 -> State;
         _ -> broadcast(attributes, Changed, State#{attributes := maps:merge(Old, Attributes)})
@@ -355,11 +368,16 @@ status_taken(#{version := _, sequencer := Sequencer, members := Members, leaving
 status_taken(_, State) ->
     State.
 
+%% The names whose values differ: the new value, or `null' for a name that went.
+changed(Old, New) ->
+    maps:merge(maps:map(fun(_, _) -> null end, maps:without(maps:keys(New), Old)),
+               maps:filter(fun(K, V) -> maps:get(K, Old, undefined) =/= V end, New)).
+
 %% Every attribute of every node, each value as `terrain attrs' prints it.
 attributes(Nodes) ->
     case terrain:attrs(Nodes, all, #{timeout => ?CALL}) of
         Results when is_map(Results) ->
-            maps:from_list([{N, case R of
+            maps:from_list([{atom_to_binary(N), case R of
                                     {ok, Values} -> maps:map(fun(_, V) -> text(V) end, Values);
                                     {error, Why} -> #{error => iolist_to_binary(terrain:format_error(Why))}
                                 end} || {N, R} <- maps:to_list(Results)]);
@@ -386,10 +404,26 @@ probe(RunsDir, Seen) ->
         [File | _] ->
             case terrain:read_latency(File) of
                 {ok, #{nodes := Nodes, stats := #{median := Median}}} when length(Nodes) =< 1024 ->
-                    {File, #{file => list_to_binary(File), nodes => Nodes, median_us => Median}};
+                    {File, (heatmap(Median))#{file => list_to_binary(File), nodes => Nodes}};
                 _ -> none
             end;
         [] -> none
+    end.
+
+%% The median round trips for a heatmap, compactly (a 256-node matrix in 87 KB): each
+%% cell one byte, 0 for not measured (and the diagonal), else 1 + 254 steps of the
+%% logarithm between the smallest and the largest round trip; base64.
+heatmap(Matrix) ->
+    Values = [V || Row <- Matrix, V <- Row, is_number(V), V > 0],
+    case Values of
+        [] -> #{min_us => null, max_us => null, cells => <<>>};
+        _ ->
+            {Low, High} = {lists:min(Values), lists:max(Values)},
+            Span = max(math:log(High) - math:log(Low), 1.0e-9),
+            Cell = fun(V) when is_number(V), V > 0 -> 1 + round(254 * (math:log(V) - math:log(Low)) / Span);
+                      (_) -> 0
+                   end,
+            #{min_us => Low, max_us => High, cells => base64:encode(<< <<(Cell(V))>> || Row <- Matrix, V <- Row >>)}
     end.
 
 %%--------------------------------------------------------------------
@@ -430,10 +464,9 @@ broadcast(Name, Data, #{clients := Clients} = State) ->
 
 snapshot_of(#{replay := Snapshot}) ->
     Snapshot;
-snapshot_of(#{cluster := Cluster, levels := Levels, changes := Changes, attributes := Attributes,
-              groups := Groups, probe := Probe} = State) ->
+snapshot_of(#{cluster := Cluster, levels := Levels, changes := Changes, groups := Groups, probe := Probe} = State) ->
     (tree_event(State))#{format => ?FORMAT, cluster => Cluster, levels => Levels, nodes => nodes_json(State),
-                         attributes => Attributes, groups => Groups, changes => Changes, probe => Probe,
+                         groups => Groups, changes => Changes, probe => Probe,
                          taken_at => terrain_lab_run:timestamp()}.
 
 decode_snapshot(File, Binary) ->

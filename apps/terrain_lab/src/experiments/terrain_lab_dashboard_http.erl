@@ -3,7 +3,8 @@
 %% OTP's kernel) for one page, its snapshot and its event stream.
 %%
 %% Routes (GET and HEAD only, else 405): `/' the page, `/state.json' the snapshot
-%% (`terrain.dashboard/1'), `/events' Server-Sent Events (`snapshot' first, then
+%% (`terrain.dashboard/1'), `/attributes?node=NAME' one node's attributes, `/events'
+%% Server-Sent Events (`snapshot' first, then
 %% `tree', `nodes', `attributes', `groups', `change', `probe'); anything else 404.
 %%
 %% Safe by default. On a loopback address the `Host' header must name a loopback
@@ -157,7 +158,7 @@ recv(Socket, Deadline) ->
 serve(Socket, #{method := Method} = Request, Config) when Method =:= 'GET'; Method =:= 'HEAD' ->
     {Path, Query} = split_target(maps:get(target, Request)),
     case allowed(Request, Path, Query, Config) of
-        ok -> route(Socket, Path, Request, Config);
+        ok -> route(Socket, Path, Request#{query => Query}, Config);
         {redirect, Token} ->
             send(Socket, response(303, [{<<"Location">>, <<"/">>},
                                         {<<"Set-Cookie">>, [?COOKIE, $=, Token,
@@ -173,6 +174,14 @@ route(Socket, <<"/">>, #{method := Method}, #{page := Page}) ->
 route(Socket, <<"/state.json">>, #{method := Method}, #{view := View}) ->
     send(Socket, response(200, [{<<"Content-Type">>, <<"application/json">>}],
                           terrain_lab_dashboard:snapshot(View), Method));
+route(Socket, <<"/attributes">>, #{method := Method, query := Query}, #{view := View}) ->
+    case proplists:get_value(<<"node">>, Query) of
+        Node when is_binary(Node) ->
+            send(Socket, response(200, [{<<"Content-Type">>, <<"application/json">>}],
+                                  terrain_lab_dashboard:attributes(View, Node), Method));
+        _ ->
+            send(Socket, response(400, [], <<"400 Bad Request: /attributes?node=NAME\n">>, Method))
+    end;
 route(Socket, <<"/events">>, #{method := 'GET'}, #{view := View}) ->
     events(Socket, View);
 route(Socket, _Path, #{method := Method}, _Config) ->
