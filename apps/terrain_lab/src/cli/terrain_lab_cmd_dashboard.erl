@@ -19,7 +19,7 @@
 commands() ->
     [#{name => "dashboard",
        summary => "Serve a live page of the running cluster: tree, states, attributes, placed groups, changes",
-       usage => "[--port P] [--bind ADDR] [--replay FILE]",
+       usage => "",
        description => "Serves one self-contained page from this VM, connected to the cluster of the state "
                       "directory: the live tree with heights and version, each node's state (up, joining, "
                       "suspect, leaving), attributes, placed groups, the change log and the last probe's "
@@ -31,7 +31,7 @@ commands() ->
        options => [#{name => port, long => "port", type => integer, default => 8470, range => {0, 65535},
                      metavar => "P", help => "TCP port (0: any free port, printed)"},
                    #{name => bind, long => "bind", type => string, default => "127.0.0.1", metavar => "ADDR",
-                     help => "address to listen on; other than loopback requires the printed token"},
+                     help => "address to listen on; any but 127.0.0.1 and ::1 requires the printed token"},
                    #{name => replay, long => "replay", type => string, metavar => "FILE",
                      help => "serve a recorded snapshot (what /state.json served) instead of the cluster"},
                    terrain_lab_cli_options:state_dir(),
@@ -132,7 +132,9 @@ wait(View) ->
         {'DOWN', Ref, process, View, Why} -> {error, {dashboard, {view, Why}}}
     end.
 
-loopback({127, _, _, _}) -> true;
+%% 127.0.0.1 and ::1 only: any other address, also another of 127/8 (where emulated
+%% nodes listen), needs the token.
+loopback({127, 0, 0, 1}) -> true;
 loopback({0, 0, 0, 0, 0, 0, 0, 1}) -> true;
 loopback(_) -> false.
 

@@ -43,7 +43,8 @@
 %% gen_server callbacks
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2]).
 
--define(FORMAT, <<"terrain.dashboard/1">>).
+-include_lib("terrain_json/include/terrain_formats.hrl").
+-define(FORMAT, ?TERRAIN_FORMAT_DASHBOARD).
 -define(TICK, 1000).            % ms between state file and live status checks
 -define(POLL, 5000).            % ms between attribute and placed group polls, while pages are open
 -define(CALL, 2000).            % deadline of each remote call
