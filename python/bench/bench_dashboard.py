@@ -214,7 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="terrain-bench-dashboard-") as directory:
         work = Path(directory)
-        result = page_ready_256(work) | live(work, args.idle_seconds, args.load_seconds)
+        result = {"load_average_at_start": os.getloadavg()[0]}
+        result |= page_ready_256(work) | live(work, args.idle_seconds, args.load_seconds)
+        result["load_average_at_end"] = os.getloadavg()[0]
     for key, value in result.items():
         print(f"{key}: {json.dumps(value)}")
     if args.json:

@@ -194,7 +194,7 @@
               {unsubscribe, 1}, {stats, 0}, {choose_nodes, 2}, {choose_nodes, 3}, {choose_node, 3},
               {format_explanation, 1}, {load_topology, 1}, {check_topology, 1}, {topology, 0}, {live_status, 0},
               {render_topology, 2}, {distance, 2}, {level, 2}, {disc, 2}, {spawn_on, 3},
-              {place_tree, 2}, {start_placed, 2}, {placed, 1}, {stop_placed, 1}, {read_latency, 1}, {discover, 2},
+              {place_tree, 2}, {start_placed, 2}, {placed, 1}, {placed_groups, 0}, {stop_placed, 1}, {read_latency, 1}, {discover, 2},
               {compare_topologies, 2}, {insert_node, 4}, {remove_node, 2},
               {load_duration_model, 1}, {load_duration_model, 2}, {check_duration, 1},
               {check_duration, 2}, {duration_model, 1}, {unload_duration_model, 1}]).
