@@ -178,7 +178,8 @@ def load(url: str, seconds: float) -> dict[str, Any]:
 def live(work: Path, idle_seconds: float, load_seconds: float) -> dict[str, Any]:
     state = work / "state"
     prefix = f"db{os.getpid()}_"
-    terrain("up", "examples/live.cluster", "--live", "--live-grace", "3000", "--prefix", prefix, "--state-dir", str(state))
+    terrain("up", "examples/live.cluster", "--live", "--live-grace", "3000", "--prefix", prefix,
+            "--state-dir", str(state))
     try:
         process, url = start_dashboard("--state-dir", str(state), "--runs-dir", str(work / "runs"))
         try:
@@ -193,7 +194,8 @@ def live(work: Path, idle_seconds: float, load_seconds: float) -> dict[str, Any]
                 terrain("down", "--nodes", "s2r1n1", "--state-dir", str(state))
                 page.wait_until("!!document.querySelector('#change-rows tr[data-kind=leave]')", 60)
                 delays = page.evaluate(
-                    "[...document.querySelectorAll('#change-rows tr[data-kind=join], #change-rows tr[data-kind=leave]')]"
+                    "[...document.querySelectorAll("
+                    "'#change-rows tr[data-kind=join], #change-rows tr[data-kind=leave]')]"
                     ".map(r => ({kind: r.dataset.kind, delay: r.dataset.appliedMs - r.dataset.receivedMs}))")
             before_load = live_status(state)
             loaded = load(url, load_seconds)

@@ -90,11 +90,13 @@ def only_same_origin(page: Any) -> list[str]:
 def live_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     state = tmp_path_factory.mktemp("dash-state")
     prefix = f"dt{os.getpid()}_"
-    terrain("up", "examples/live.cluster", "--live", "--live-grace", "5000", "--prefix", prefix, "--state-dir", str(state))
+    terrain("up", "examples/live.cluster", "--live", "--live-grace", "5000", "--prefix", prefix,
+            "--state-dir", str(state))
     try:
         yield {"state": state, "prefix": prefix}
     finally:
-        subprocess.run([str(TERRAIN), "down", "--state-dir", str(state), "--force"], capture_output=True, cwd=ROOT, timeout=120)
+        subprocess.run([str(TERRAIN), "down", "--state-dir", str(state), "--force"], capture_output=True, cwd=ROOT,
+                       timeout=120)
 
 
 def recorded(state: Path) -> dict[str, dict[str, Any]]:
@@ -119,8 +121,10 @@ def test_join_leave_and_kill_show_on_the_page_within_2_s(live_cluster: dict[str,
         seconds = wait_for(page, f"!!document.querySelector('button[data-node=\"{joined}\"]')", 2)
         print(f"join: {joined} on the page {seconds:.2f} s after 'terrain up --add' returned")
         # the sequencer places it by measurement: then it is in the tree, up, and the log says how
-        page.wait_until(f"document.querySelector('#tree button[data-node=\"{joined}\"]') && {state_of(joined)} === 'up'", 60)
-        row = page.wait_until(f"(r => r && r.textContent)(document.querySelector('#change-rows tr[data-kind=join][data-node=\"{joined}\"]'))", 5)
+        in_tree = f"!!document.querySelector('#tree button[data-node=\"{joined}\"]')"
+        page.wait_until(f"{in_tree} && {state_of(joined)} === 'up'", 60)
+        join_row = f"document.querySelector('#change-rows tr[data-kind=join][data-node=\"{joined}\"]')"
+        row = page.wait_until(f"(r => r && r.textContent)({join_row})", 5)
         assert "pairs measured" in row and "joined next to" in row
 
         terrain("down", "--nodes", "s2r1n1", "--state-dir", str(state))
@@ -157,7 +161,8 @@ def synthetic_snapshot(sites: int = 4, racks: int = 8, per_rack: int = 8, seed: 
             for m in members:
                 paths[m] = [f"s{s}", f"s{s}r{r}"]
                 nodes.append({"node": m, "state": "up", "group_path": paths[m]})
-            racks_json.append({"name": f"s{s}r{r}", "height": 2 * one_way["rack"], "children": [{"node": m} for m in members]})
+            racks_json.append({"name": f"s{s}r{r}", "height": 2 * one_way["rack"],
+                               "children": [{"node": m} for m in members]})
         sites_json.append({"name": f"s{s}", "height": 2 * one_way["site"], "children": racks_json})
     names = [n["node"] for n in nodes]
     nodes[3]["state"], nodes[70]["state"], nodes[200]["state"] = "suspect", "leaving", "joining"
@@ -169,12 +174,14 @@ def synthetic_snapshot(sites: int = 4, racks: int = 8, per_rack: int = 8, seed: 
 
     median = [[None if a == b else round(rtt(a, b), 1) for b in names] for a in names]
     attributes = {
-        n: {"vm_schedulers_online": "1", "loadavg5": f"{rng.uniform(0, 2):.2f}", "mem_free": str(rng.randrange(1 << 30)),
-            "otp_release": '"25"', "cpu_topology": "[{processor,[{core,{logical,0}}]}]"}
+        n: {"vm_schedulers_online": "1", "loadavg5": f"{rng.uniform(0, 2):.2f}",
+            "mem_free": str(rng.randrange(1 << 30)), "otp_release": '"25"',
+            "cpu_topology": "[{processor,[{core,{logical,0}}]}]"}
         for n in names
     }
     groups = [{"name": "workers", "owner": names[0], "count": 8, "restarted": 1, "replaced": 2,
-               "members": [{"node": names[i], "domain": paths[names[i]][1], "pid": f"<0.{100 + i}.0>"} for i in range(0, 256, 32)]}]
+               "members": [{"node": names[i], "domain": paths[names[i]][1], "pid": f"<0.{100 + i}.0>"}
+                           for i in range(0, 256, 32)]}]
     changes = [{"kind": "join", "node": names[i], "version": i, "siblings": names[i - 1 : i], "pairs": 7,
                 "at": "2026-11-27T16:00:00Z"} for i in range(255, 200, -1)]
     return {
@@ -212,7 +219,8 @@ def test_the_tree_renders_256_nodes_and_search_narrows_it(replay_256: str, tmp_p
         assert page.evaluate("document.querySelectorAll('#change-rows tr').length") == 55
         assert page.evaluate("document.getElementById('probe-map').width") == 256
         page.screenshot(tmp_path / "dashboard-256.png")
-        page.evaluate("(i => { i.value = 's3r5'; i.dispatchEvent(new Event('input')); })(document.getElementById('search'))")
+        page.evaluate("(i => { i.value = 's3r5'; i.dispatchEvent(new Event('input')); })"
+                      "(document.getElementById('search'))")
         visible = (
             "[...document.querySelectorAll('#tree button.node')]"
             ".filter(b => !b.closest('[hidden]') && !b.closest('details:not([open])')).map(b => b.dataset.node)"
@@ -242,11 +250,13 @@ def test_keyboard_reaches_search_tree_and_nodes_and_everything_is_labelled(repla
         page.key("Enter", "Enter", 13, "\r")
         page.wait_until("document.getElementById('attrs-node').textContent === 'syn_s1r1n1@vm'", 2)
         assert page.evaluate("document.querySelectorAll('#attrs tbody tr').length") == 5
-        assert page.evaluate("document.querySelector('button[data-node=\"syn_s1r1n1@vm\"]').getAttribute('aria-pressed')") == "true"
+        chosen = "document.querySelector('button[data-node=\"syn_s1r1n1@vm\"]')"
+        assert page.evaluate(f"{chosen}.getAttribute('aria-pressed')") == "true"
         # every control and region has a name
         unnamed = page.evaluate(
             "[...document.querySelectorAll('button, input, summary, canvas, nav, .scroll')]"
-            ".filter(e => !(e.getAttribute('aria-label') || e.textContent.trim() || (e.id && document.querySelector(`label[for=${e.id}]`))))"
+            ".filter(e => !(e.getAttribute('aria-label') || e.textContent.trim()"
+            " || (e.id && document.querySelector(`label[for=${e.id}]`))))"
             ".map(e => e.outerHTML.slice(0, 80))"
         )
         assert unnamed == []

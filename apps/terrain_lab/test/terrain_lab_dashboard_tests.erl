@@ -18,9 +18,9 @@ server(Extra) ->
     {ok, View} = terrain_lab_dashboard:start(#{replay => snapshot()}),
     Self = self(),
     Owner = spawn(fun() ->
-                          Result = terrain_lab_dashboard_http:start(maps:merge(#{ip => {127, 0, 0, 1}, port => 0, token => none,
-                                                                                 view => View, page => <<"<p>page</p>">>},
-                                                                               Extra)),
+                          Options = #{ip => {127, 0, 0, 1}, port => 0, token => none, view => View,
+                                      page => <<"<p>page</p>">>},
+                          Result = terrain_lab_dashboard_http:start(maps:merge(Options, Extra)),
                           {ok, Listen} = Result,
                           Self ! {port, terrain_lab_dashboard_http:port(Listen)},
                           receive stop -> ok end
@@ -70,7 +70,8 @@ attributes_of_one_node_and_all_in_the_recorded_snapshot_test() ->
         {200, _, <<"null">>} = get(Port, "/attributes?node=b%40h", [host(Port)]),
         {400, _, _} = get(Port, "/attributes", [host(Port)]),
         {200, _, Json} = get(Port, "/state.json", [host(Port)]),
-        ?assertMatch({ok, #{<<"attributes">> := #{<<"a@h">> := #{<<"loadavg1">> := <<"0.5">>}}}}, terrain_json:decode(Json))
+        ?assertMatch({ok, #{<<"attributes">> := #{<<"a@h">> := #{<<"loadavg1">> := <<"0.5">>}}}},
+                     terrain_json:decode(Json))
     end).
 
 loopback_refuses_another_host_header_test() ->
@@ -135,7 +136,8 @@ hundred_clients_at_once_test_() ->
     {timeout, 60, fun() ->
         with_server(#{}, fun(Port) ->
             Self = self(),
-            Pids = [spawn(fun() -> Self ! {self(), get(Port, "/state.json", [host(Port)])} end) || _ <- lists:seq(1, 100)],
+            Pids = [spawn(fun() -> Self ! {self(), get(Port, "/state.json", [host(Port)])} end)
+                    || _ <- lists:seq(1, 100)],
             Statuses = [receive {P, {Status, _, _}} -> Status after 30000 -> timeout end || P <- Pids],
             ?assertEqual(lists:duplicate(100, 200), Statuses)
         end)

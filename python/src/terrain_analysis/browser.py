@@ -256,7 +256,10 @@ class Page:
         return answer["result"].get("value")
 
     def wait_until(self, expression: str, timeout: float) -> Any:
-        """Poll a JavaScript expression every 50 ms until it is truthy; its value, or BrowserError after ``timeout`` s."""
+        """Poll a JavaScript expression every 50 ms until it is truthy.
+
+        Returns its value; raises BrowserError when ``timeout`` seconds pass first.
+        """
         until = time.monotonic() + timeout
         while True:
             value = self.evaluate(expression)

@@ -298,9 +298,9 @@ take_version(V, Change, _Tree, #{version := Own} = State) when is_integer(Own), 
     log_change(V, Change, State);                       % a version we had: log only
 take_version(V, Change, Tree, #{version := Own} = State) ->
     Gap = case Own of
-              Own when is_integer(Own), V > Own + 1 -> [#{kind => gap, version => V,
-                                                          detail => iolist_to_binary(io_lib:format(
-                                                                     "versions ~b to ~b were not seen", [Own + 1, V - 1]))}];
+              Own when is_integer(Own), V > Own + 1 ->
+                  Missed = io_lib:format("versions ~b to ~b were not seen", [Own + 1, V - 1]),
+                  [#{kind => gap, version => V, detail => iolist_to_binary(Missed)}];
               _ -> []
           end,
     State1 = State#{tree := tree_json(Tree), version := V},

@@ -190,7 +190,8 @@ route(Socket, _Path, #{method := Method}, _Config) ->
 %% The token, or on loopback the Host header.
 allowed(#{headers := Headers}, _Path, _Query, #{token := none, port := Port}) ->
     Host = maps:get(<<"host">>, Headers, <<>>),
-    Loopback = [iolist_to_binary([H, $:, integer_to_binary(Port)]) || H <- [<<"127.0.0.1">>, <<"localhost">>, <<"[::1]">>]],
+    Loopback = [iolist_to_binary([H, $:, integer_to_binary(Port)])
+                || H <- [<<"127.0.0.1">>, <<"localhost">>, <<"[::1]">>]],
     case lists:member(Host, Loopback) of
         true -> ok;
         false -> {refused, 403}
@@ -285,7 +286,8 @@ send(Socket, Response) ->
 response(Status, Headers, Body, Method) ->
     [<<"HTTP/1.1 ">>, integer_to_binary(Status), $\s, status_text(Status), <<"\r\n">>,
      headers([{<<"Content-Length">>, integer_to_binary(iolist_size(Body))} | Headers]
-             ++ [{<<"Content-Type">>, <<"text/plain; charset=utf-8">>} || not lists:keymember(<<"Content-Type">>, 1, Headers)]),
+             ++ [{<<"Content-Type">>, <<"text/plain; charset=utf-8">>}
+                 || not lists:keymember(<<"Content-Type">>, 1, Headers)]),
      <<"\r\n">>, case Method of 'HEAD' -> <<>>; _ -> Body end].
 
 headers(Headers) ->
