@@ -131,8 +131,8 @@ init(#{state_dir := Dir, runs_dir := RunsDir}) ->
               attributes => #{}, groups => [], changes => [], probe => null, probe_file => none,
               node_states => #{}},
     %% connected and subscribed before the first page asks
-    State1 = read_state(State),
-    ok = connect_recorded(State1),
+    #{recorded := Recorded} = State1 = read_state(State),
+    ok = connect_recorded(Recorded),
     self() ! tick,
     erlang:send_after(?POLL, self(), poll),
     {ok, resubscribe(State1)}.
@@ -193,8 +193,8 @@ handle_info(_Msg, State) ->
 %% The state file when it changed; a subscription when there is none; the live status
 %% and connections to recorded nodes in a worker.
 tick(State) ->
-    State1 = resubscribe(read_state(State)),
-    worker(status, fun() -> status(State1) end, State1).
+    #{recorded := Recorded, subscription := Subscription} = State1 = resubscribe(read_state(State)),
+    worker(status, fun() -> status(Recorded, Subscription) end, State1).
 
 read_state(#{dir := Dir, state_mtime := Seen} = State) ->
     File = filename:join(Dir, "cluster.json"),
@@ -217,17 +217,18 @@ read_state(#{dir := Dir, state_mtime := Seen} = State) ->
             node_states(State#{recorded := [], state_mtime := undefined})   % `terrain down'
     end.
 
-%% Runs in a worker: connects to recorded nodes not connected yet (in parallel), then
-%% asks a connected member for the sequencer's view.
-status(#{subscription := Subscription} = State) ->
-    ok = connect_recorded(State),
+%% Runs in a worker (given only what it needs: the closure's terms are copied):
+%% connects to recorded nodes not connected yet (in parallel), then asks the node
+%% followed for the sequencer's view.
+status(Recorded, Subscription) ->
+    ok = connect_recorded(Recorded),
     case Subscription of
         {Node, _} -> call(Node, terrain, live_status, []);
         none -> unknown
     end.
 
 %% Connects to the recorded nodes not connected yet, in parallel, under one deadline.
-connect_recorded(#{recorded := Recorded}) ->
+connect_recorded(Recorded) ->
     Connected = erlang:nodes(connected),
     Missing = [N || N <- recorded_nodes(Recorded), not lists:member(N, Connected)],
     Connecting = [spawn_monitor(fun() -> exit(net_kernel:connect_node(N)) end) || N <- Missing],
