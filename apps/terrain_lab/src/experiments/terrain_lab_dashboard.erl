@@ -181,9 +181,12 @@ handle_info({nodedown, _Node, _}, State) ->
     {noreply, node_states(State)};
 handle_info({nodeup, _Node, _}, State) ->
     {noreply, node_states(State)};
-handle_info({'DOWN', Ref, process, _, Result}, #{workers := Workers} = State) when is_map_key(Ref, Workers) ->
-    {Kind, Rest} = maps:take(Ref, Workers),
-    {noreply, worker_done(Kind, Result, State#{workers := Rest})};
+handle_info({worker_done, Pid, Result}, #{workers := Workers} = State) when is_map_key(Pid, Workers) ->
+    {{Kind, Ref}, Rest} = maps:take(Pid, Workers),
+    true = erlang:demonitor(Ref, [flush]),
+    {noreply, worker_done(Kind, {done, Result}, State#{workers := Rest})};
+handle_info({'DOWN', _, process, Pid, _}, #{workers := Workers} = State) when is_map_key(Pid, Workers) ->
+    {noreply, State#{workers := maps:remove(Pid, Workers)}};   % it failed: the next round asks again
 handle_info(_Msg, State) ->
     {noreply, State}.
 
@@ -231,7 +234,7 @@ status(Recorded, Subscription) ->
 connect_recorded(Recorded) ->
     Connected = erlang:nodes(connected),
     Missing = [N || N <- recorded_nodes(Recorded), not lists:member(N, Connected)],
-    Connecting = [spawn_monitor(fun() -> exit(net_kernel:connect_node(N)) end) || N <- Missing],
+    Connecting = [spawn_monitor(net_kernel, connect_node, [N]) || N <- Missing],
     Deadline = erlang:monotonic_time(millisecond) + ?CALL,
     lists:foreach(fun({Pid, Ref}) ->
                           receive {'DOWN', Ref, process, Pid, _} -> ok
@@ -334,11 +337,12 @@ change_row(Other) ->
 %% Internal: workers and their results
 
 worker(Kind, Fun, #{workers := Workers} = State) ->
-    case lists:member(Kind, maps:values(Workers)) of
+    case lists:keymember(Kind, 1, maps:values(Workers)) of
         true -> State;                                  % one at a time per kind
         false ->
-            {_, Ref} = spawn_monitor(fun() -> exit({done, Fun()}) end),
-            State#{workers := Workers#{Ref => Kind}}
+            View = self(),
+            {Pid, Ref} = spawn_monitor(fun() -> View ! {worker_done, self(), Fun()} end),
+            State#{workers := Workers#{Pid => {Kind, Ref}}}
     end.
 
 poll(#{recorded := Recorded, runs_dir := RunsDir, probe_file := Seen} = State) ->

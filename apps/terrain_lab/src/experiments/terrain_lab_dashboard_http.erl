@@ -69,26 +69,30 @@ port(Listen) ->
 %%--------------------------------------------------------------------
 %% Internal: accepting
 
-accept(Listen, #{connections := Count, max_connections := Max} = Config) ->
+accept(Listen, Config) ->
     case gen_tcp:accept(Listen) of
         {ok, Socket} ->
-            case counters:get(Count, 1) >= Max of
-                true ->
-                    _ = gen_tcp:send(Socket, response(503, [], <<"busy: too many connections\n">>, get)),
-                    ok = gen_tcp:close(Socket);
-                false ->
-                    counters:add(Count, 1, 1),
-                    Pid = spawn(fun() -> receive {go, S} -> connection(S, Config) end end),
-                    case gen_tcp:controlling_process(Socket, Pid) of
-                        ok -> Pid ! {go, Socket};
-                        {error, _} -> exit(Pid, kill), counters:sub(Count, 1, 1), gen_tcp:close(Socket)
-                    end
-            end,
+            ok = hand_over(Socket, Config),
             accept(Listen, Config);
         {error, closed} ->
             ok;
         {error, _} ->                                  % emfile and the like: wait a little
             receive after 100 -> accept(Listen, Config) end
+    end.
+
+%% A connection process for the socket, or 503 when the connections are at their bound.
+hand_over(Socket, #{connections := Count, max_connections := Max} = Config) ->
+    case counters:get(Count, 1) >= Max of
+        true ->
+            _ = gen_tcp:send(Socket, response(503, [], <<"busy: too many connections\n">>, get)),
+            gen_tcp:close(Socket);
+        false ->
+            counters:add(Count, 1, 1),
+            Pid = spawn(fun() -> receive {go, S} -> connection(S, Config) end end),
+            case gen_tcp:controlling_process(Socket, Pid) of
+                ok -> Pid ! {go, Socket}, ok;
+                {error, _} -> exit(Pid, kill), counters:sub(Count, 1, 1), gen_tcp:close(Socket)
+            end
     end.
 
 connection(Socket, #{connections := Count} = Config) ->
