@@ -8,7 +8,8 @@
 -export([create/2,
          write_row/2,
          write_rows/2,
-         close/1]).
+         close/1,
+         encode/2]).
 
 -export_type([csv/0]).
 
@@ -50,9 +51,18 @@ close({Fd, _, _}) ->
     _ = file:close(Fd),
     ok.
 
+%% @doc A whole file's text: the header and one line per row (for a file written
+%% whole with `terrain_lab_files:write/2', such as the probe's `latency.csv').
+-spec encode([atom()], [#{atom() => term()}]) -> iodata().
+encode(Columns, Rows) ->
+    lines([[atom_to_list(C) || C <- Columns] | [[cell(maps:get(C, Row, "")) || C <- Columns] || Row <- Rows]]).
+
+lines(Lines) ->
+    [[lists:join($,, Cells), $\n] || Cells <- Lines].
+
 %% Lines of cells, with one write and one sync.
 write_lines({Fd, File, _}, Lines) ->
-    case file:write(Fd, [[lists:join($,, Cells), $\n] || Cells <- Lines]) of
+    case file:write(Fd, lines(Lines)) of
         ok ->
             case file:datasync(Fd) of
                 ok -> ok;

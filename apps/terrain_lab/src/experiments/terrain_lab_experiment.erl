@@ -254,7 +254,7 @@ discover(Dir, Nodes, Batches) ->
     ProbeDir = filename:join(Dir, "probe"),
     must(terrain_lab_files:make_dir(ProbeDir)),
     Result = must(terrain_lab_probe:probe(Nodes, #{batches => Batches, messages => 10, strategy => concurrent})),
-    _ = must(terrain_lab_probe:write(Result, ProbeDir, #{})),
+    _ = must(terrain_lab_probe_files:write(Result, ProbeDir, #{})),
     Latency = must(terrain:read_latency(filename:join(ProbeDir, "latency.json"))),
     case terrain:discover(Latency, #{}) of
         {ok, #{topology := Tree}} ->
