@@ -8,9 +8,11 @@
 %% == Checkpoints ==
 %% After a wave the result so far — the pairs measured, the tree of the nodes placed,
 %% marked `partial' and `ended_by' `running' — goes to the `checkpoint' fun (the CLI
-%% writes it with `terrain_lab_probe_files:write/3'): after the first wave at once,
-%% later at most every 5 s. So SIGINT or SIGKILL after the first wave leaves
-%% `latency.json', `topology.json' and `manifest.json' with what was measured.
+%% writes it with `terrain_lab_probe_files:write/3'): after every wave, except that
+%% writing takes at most a tenth of the time (at 128 nodes, where a checkpoint takes a
+%% noticeable part of a second and waves follow each other quickly, some are skipped).
+%% So SIGINT or SIGKILL after the first wave leaves `latency.json', `topology.json' and
+%% `manifest.json' with what was measured.
 %%
 %% == Interrupt ==
 %% `{terrain_lab_probe, interrupt}' to the probing process stops the build: no wave
@@ -28,14 +30,17 @@
 %% The tree strategy places at most this many nodes at once: more measure at once
 %% and, on a loaded machine, inflate each other's round trips (docs/BENCHMARKS.md).
 -define(TREE_WAVE, 4).
--define(CHECKPOINT_MS, 5000).
-%% The atomics of one probe: the interrupt flag, and the time and nodes placed of the
-%% last wave (the ETA) and of the last checkpoint.
+%% Checkpoints take at most this share of the time (a latency.json of 128 nodes takes a
+%% noticeable part of a second to write).
+-define(CHECKPOINT_SHARE, 10).
+%% The atomics of one probe: the interrupt flag, the time and nodes placed of the last
+%% wave (the ETA), the waves so far, and when the last checkpoint ended and how long it took.
 -define(INTERRUPTED, 1).
 -define(WAVE_MS, 2).
 -define(WAVE_PLACED, 3).
--define(CHECKPOINT_AT, 4).
--define(WAVES, 5).
+-define(WAVES, 4).
+-define(CHECKPOINT_AT, 5).
+-define(CHECKPOINT_TOOK, 6).
 
 %%--------------------------------------------------------------------
 %% API
@@ -47,7 +52,7 @@ measure(Nodes, Opts) ->
     T0 = erlang:monotonic_time(millisecond),
     Probe = #{nodes => Nodes, options => Opts, started_at => terrain_lab_run:timestamp(), t0 => T0,
               deadline => terrain_lab_probe_client:deadline(T0, Opts), table => ets:new(?MODULE, [set, public]),
-              self => self(), flags => atomics:new(5, [])},
+              self => self(), flags => atomics:new(6, [])},
     atomics:put(maps:get(flags, Probe), ?WAVE_MS, T0),
     try build(Probe) of
         Build -> result(Probe, Build)
@@ -118,18 +123,22 @@ progress(#{options := #{progress := Progress}, flags := Flags, deadline := Deadl
                              end}),
     ok.
 
-%% The result so far to the checkpoint fun: after the first wave, then at most every
-%% 5 s (a latency.json of 128 nodes takes a noticeable part of a second to write).
+%% The result so far to the checkpoint fun: after the first wave, then after every wave
+%% unless the last checkpoint ended less than ten times its duration ago.
 checkpoint(#{options := Opts} = Probe, #{tree := Tree}, Waves) ->
-    #{flags := Flags, nodes := Nodes} = Probe,
-    Now = erlang:monotonic_time(millisecond),
+    #{flags := Flags, nodes := Nodes, t0 := T0} = Probe,
+    %% ms since the start, plus one: 0 is "never" (monotonic time itself may be negative)
+    Now = erlang:monotonic_time(millisecond) - T0 + 1,
     Last = atomics:get(Flags, ?CHECKPOINT_AT),
+    Due = Last =:= 0 orelse Now - Last >= ?CHECKPOINT_SHARE * atomics:get(Flags, ?CHECKPOINT_TOOK),
     case maps:get(checkpoint, Opts, none) of
-        Fun when is_function(Fun, 1), Last =:= 0 orelse Now - Last >= ?CHECKPOINT_MS ->
+        Fun when is_function(Fun, 1), Due ->
             Placed = leaves(Tree),
             _ = Fun((snapshot(Probe, running))#{topology => Tree, waves => Waves, reinserted => 0,
                                                 unplaced => [N || N <- Nodes, not lists:member(N, Placed)]}),
-            atomics:put(Flags, ?CHECKPOINT_AT, max(1, erlang:monotonic_time(millisecond))),
+            End = erlang:monotonic_time(millisecond) - T0 + 1,
+            atomics:put(Flags, ?CHECKPOINT_AT, End),
+            atomics:put(Flags, ?CHECKPOINT_TOOK, End - Now),
             ok;
         _ ->
             ok
