@@ -297,7 +297,7 @@ write_distances(Dir, Parameters, Results, Partial) ->
             || #{topology := T, placement := P} <- Results],
     Probed = [#{kind => latency, file => <<"probe/latency.json">>}
               || filelib:is_regular(filename:join([Dir, "probe", "latency.json"]))]
-        ++ [#{kind => topology, file => <<"discovered.term">>}
+        ++ [#{kind => topology_term, file => <<"discovered.term">>}
             || filelib:is_regular(filename:join(Dir, "discovered.term"))],
     Steps = [fun(_) -> terrain_lab_files:write(filename:join(Dir, "summary.json"),
                                                 [terrain_json:encode(Summary, #{pretty => true}), $\n])

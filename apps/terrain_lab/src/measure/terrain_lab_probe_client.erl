@@ -31,6 +31,8 @@
 %% Internal exports (spawned on the probed nodes)
 -export([client/4,
          echo/1]).
+%% exports_not_used: echo/1 is started with erlang:spawn_request/5, which xref does not follow.
+-ignore_xref([{echo, 1}]).
 
 %% The longest `receive ... after' (2^32 - 1 ms, about 49.7 days).
 -define(MAX_WAIT, 16#FFFFFFFF).
