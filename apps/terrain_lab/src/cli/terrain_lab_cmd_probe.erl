@@ -237,8 +237,8 @@ save(#{pairs := Pairs, nodes := Nodes} = Result, Dir, Io) ->
                      Measured = length([P || {P, {ok, _}} <- maps:to_list(Pairs)]),
                      Total = length(Nodes) * (length(Nodes) - 1),
                      tree_summary(Result, Measured, Total, Io),
-                     Failed = [P || {P, {error, Why}} <- maps:to_list(Pairs), Why =/= not_measured,
-                                    Why =/= interrupted],
+                     Failed = [{P, Why} || {P, {error, Why}} <- maps:to_list(Pairs), Why =/= not_measured,
+                                          Why =/= interrupted],
                      case {EndedBy, Failed} of
                          {interrupt, _} ->
                              {error, {probe, {interrupted, Measured, map_size(Pairs)}}};
@@ -263,7 +263,8 @@ tree_summary(#{topology := _, unplaced := Unplaced} = Result, Measured, Total, I
                              maps:get(reinserted, Result, 0),
                              case Unplaced of
                                  [] -> "";
-                                 _ -> io_lib:format("; not placed: ~ts", [lists:join(", ", [atom_to_list(N) || N <- Unplaced])])
+                                 _ -> io_lib:format("; not placed: ~ts",
+                                                    [lists:join(", ", [atom_to_list(N) || N <- Unplaced])])
                              end]);
 tree_summary(_, _, _, _) ->
     ok.

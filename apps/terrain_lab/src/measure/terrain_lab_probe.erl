@@ -199,9 +199,11 @@ format_error({probe, {unreachable, Failures}}) ->
 format_error({probe, {failed_pairs, Count, Examples}}) ->
     io_lib:format("~b pair~s failed (e.g. ~ts); their entries in latency.json are null",
                   [Count, case Count of 1 -> ""; _ -> "s" end,
-                   lists:join(", ", [io_lib:format("~s -> ~s", [A, B]) || {A, B} <- Examples])]);
+                   lists:join(", ", [io_lib:format("~s -> ~s: ~ts", [A, B, pair_why(Why)])
+                                     || {{A, B}, Why} <- Examples])]);
 format_error({probe, {interrupted, Measured, Total}}) ->
-    io_lib:format("interrupted: ~b of ~b pairs were measured; the files are marked \"partial\": true", [Measured, Total]);
+    io_lib:format("interrupted: ~b of ~b pairs were measured; the files are marked \"partial\": true",
+                  [Measured, Total]);
 format_error({probe, stalled}) ->
     "no client reported for longer than a batch may take; the probe was stopped".
 
@@ -216,6 +218,14 @@ expected(checkpoint) -> "none or a fun of one argument";
 expected(precision) -> "none or a number between 0 and 1";
 expected(statistic) -> "min, median, mean or p95";
 expected(_) -> "see the documentation".
+
+%% Why a pair failed, in a few words.
+pair_why({echo_not_started, Node, noconnection}) -> io_lib:format("~s could not be connected to", [Node]);
+pair_why({echo_not_started, Node, Why}) -> io_lib:format("its echo on ~s did not start (~0tP)", [Node, Why, 6]);
+pair_why({echo_down, _}) -> "its echo ended";
+pair_why(noconnection) -> "a node went down";
+pair_why(stalled) -> "no report in time";
+pair_why(Why) -> io_lib:format("~0tP", [Why, 6]).
 
 why(noconnection) -> "is not reachable";
 why(timeout) -> "did not answer in time";

@@ -183,7 +183,8 @@ pair(A, B, Opts, Deadline) ->
                  infinity -> infinity;
                  _ -> max(1, Deadline - erlang:monotonic_time(millisecond))
              end,
-    {MRef, Pid} = terrain_lab_probe_client:start(A, B, Ref, (terrain_lab_probe_client:config(Opts))#{stop_in => StopIn}),
+    Config = (terrain_lab_probe_client:config(Opts))#{stop_in => StopIn},
+    {MRef, Pid} = terrain_lab_probe_client:start(A, B, Ref, Config),
     EndAt = case Deadline of infinity -> infinity; _ -> Deadline + ?GRACE_MS end,
     Wait = fun() -> terrain_lab_probe_client:wait_ms(terrain_lab_probe_client:stall_ms(Opts), EndAt) end,
     Result = receive
