@@ -114,7 +114,8 @@ down_after_a_node_died(Config) ->
     end.
 
 live_up_add_down_nodes() ->
-    [{doc, "up --live, up --add of a node into rack r2: status shows it in r2 on every node at one version; "
+    [{doc, "up --live (stderr names terrain dashboard), up --add of a node into rack r2: status shows it in r2 on "
+           "every node at one version; "
            "choose --count 2 --spread depth:1 takes one node per rack; adding the same node again exits 1, adding 5000 "
            "nodes is refused by the resource guard with nothing started; down --nodes "
            "stops it and it leaves every tree after the grace period"}].
@@ -128,8 +129,10 @@ live_up_add_down_nodes(Config) ->
     ok = file:write_file(Add, "{group, r2, #{}, [{node, d, #{schedulers => 1}}]}.\n"),
     State = filename:join(Dir, "live_state"),
     Prefix = "cli" ++ os:getpid() ++ "live_",
-    {0, _, _} = terrain(Config, ["up", "--state-dir", State, "--prefix", Prefix, "--live", "--live-grace", "1000",
-                                 "--live-remeasure", "0", Spec]),
+    {0, _, UpErr} = terrain(Config, ["up", "--state-dir", State, "--prefix", Prefix, "--live", "--live-grace", "1000",
+                                     "--live-remeasure", "0", Spec]),
+    %% a user is told how to watch it (one stderr line)
+    ?assertNotEqual(nomatch, string:find(UpErr, "watch it in a browser: terrain dashboard --state-dir " ++ State)),
     try
         {0, AddOut, _} = terrain(Config, ["up", "--state-dir", State, "--add", Add]),
         ?assertNotEqual(nomatch, string:find(AddOut, Prefix ++ "d@")),
