@@ -335,7 +335,7 @@ concurrent_up_on_one_state_dir(Config) ->
         ?assert(lists:member(string:trim(Statuses), ["0 1", "1 0"])),
         {ok, E1} = file:read_file(filename:join(Dir, "up1.err")),
         {ok, E2} = file:read_file(filename:join(Dir, "up2.err")),
-        ?assert(found(binary_to_list(<<E1/binary, E2/binary>>), "another 'terrain up' (OS pid "))
+        ?assert(found(binary_to_list(<<E1/binary, E2/binary>>), "another terrain command (OS pid "))
     after
         {0, _, _} = escript(Config, ["down", "--state-dir", State])
     end,

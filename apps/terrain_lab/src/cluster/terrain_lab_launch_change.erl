@@ -191,11 +191,17 @@ add_nodes(#{state := State, spec := Spec, terms := Terms, new := NewNodes} = Cha
     Before = spec_backup(State, SpecFile),
     Cleanup = {up_add, Dir},
     ok = terrain_lab_cleanup:add(Cleanup, fun() -> interrupted_add(NewNodes, Dir) end),
+    Prepared = fun(_) ->
+                       case terrain_lab_steps:run([fun(_) -> record(State, SpecFile, Pending, Dir) end,
+                                                   fun(_) -> write_terms(SpecFile, Terms) end,
+                                                   fun(_) -> set_links(Change, Spec) end], none) of
+                           {error, _} = Error -> _ = restore(Before, State, SpecFile, Dir), Error;
+                           _ -> ok
+                       end
+               end,
     try
         terrain_lab_steps:run(
-          [fun(_) -> record(State, SpecFile, Pending, Dir) end,
-           fun(_) -> write_terms(SpecFile, Terms) end,
-           fun(_) -> set_links(Change, Spec) end,
+          [Prepared,
            fun(_) -> start_new(Change, Options, Dir, Io) end,
            fun(Results) -> recorded_add(Change, Results, SpecFile, Before, Dir, Io) end], none)
     after
@@ -227,9 +233,14 @@ record(#{<<"nodes">> := Records} = State, SpecFile, Added, Dir) ->
 
 set_links(#{state := State, prefix := Prefix}, Spec) ->
     case maps:get(<<"netem">>, State, false) of
-        true -> terrain_lab_netem:set_links(Spec, Prefix, recorded_names(State));
+        true -> terrain_lab_netem:set_links(Spec, Prefix, reachable_names(State));
         _ -> ok
     end.
+
+%% The recorded nodes that answer: a node that is down gets its links when it is
+%% started again, and does not stop a change of the others.
+reachable_names(State) ->
+    maps:filter(fun(_Name, Node) -> net_kernel:connect_node(Node) end, recorded_names(State)).
 
 recorded_names(#{<<"nodes">> := Records}) ->
     maps:from_list([{binary_to_atom(N), binary_to_atom(Node)} || #{<<"name">> := N, <<"node">> := Node} <- Records]).
@@ -352,7 +363,7 @@ apply_move({#{<<"nodes">> := Records} = State, Name, Spec, Terms}, Dir) ->
     terrain_lab_steps:run(
       [fun(_) -> write_terms(SpecFile, Terms) end,
        fun(_) -> terrain_lab_cluster_state:connect_cli(Dir) end,
-       fun(_) -> terrain_lab_netem:set_links(Spec, Prefix, recorded_names(State)) end,
+       fun(_) -> terrain_lab_netem:set_links(Spec, Prefix, reachable_names(State)) end,
        fun(_) ->
                case terrain_lab_cluster_state:write(Dir, State#{<<"spec">> => list_to_binary(filename:absname(SpecFile)),
                                                                 <<"nodes">> => Moved}) of

@@ -7,7 +7,9 @@
 %% that `cluster.json' does not list: a VM writes its pid file first thing, so a node
 %% whose start was interrupted before it was recorded (`up' or `up --add' stopped by
 %% SIGINT or SIGKILL) is stopped too. Without a readable `cluster.json' the pid files
-%% alone name the nodes.
+%% alone name the nodes. Last, a VM of this machine whose command line still names a
+%% pid file of this state directory (it was started for it, but had not written its
+%% pid file yet when the state was read) is killed as well ({@link stop_unrecorded/2}).
 -module(terrain_lab_launch_stop).
 
 %% API
@@ -15,7 +17,8 @@
          stop_nodes/4,
          still_running/1,
          running/2,
-         remove_cgroups/1]).
+         remove_cgroups/1,
+         stop_unrecorded/2]).
 
 -export_type([stop_result/0]).
 
@@ -41,7 +44,7 @@ stop(Dir, Timeout, #{io := Io, force := Force}) ->
         {ok, State} ->
             case terrain_lab_cluster_state:connect_cli(Dir) of
                 ok ->
-                    Results = stop_nodes(State, Timeout, Dir, Io),
+                    Results = stop_nodes(State, Timeout, Dir, Io) ++ stop_unrecorded(Dir, Io),
                     ok = remove_cgroups(State),
                     _ = (Force orelse still_running(Results) =:= []) andalso terrain_lab_cluster_state:remove(Dir),
                     {ok, Results};
@@ -85,6 +88,34 @@ remove_cgroups(#{<<"cluster">> := Cluster, <<"nodes">> := Nodes}) ->
                                                         || #{<<"node">> := N} <- Nodes, is_binary(N)]);
 remove_cgroups(_StateFromPidFiles) ->
     ok.
+
+%% @doc Kills the VMs of this machine started for the state directory `Dir' that no
+%% record or pid file names: their command line names a pid file in `Dir/nodes' (as
+%% terrain_lab_vm starts every detached VM), so they are this state's and no other's.
+-spec stop_unrecorded(file:filename(), terrain_lab_io:io() | undefined) -> [stop_result()].
+stop_unrecorded(Dir, Io) ->
+    Marker = unicode:characters_to_binary(filename:join(filename:absname(Dir), "nodes") ++ "/"),
+    Pids = [P || P <- list_pids(), P =/= os:getpid(), names(P, Marker)],
+    _ = Pids =/= [] andalso Io =/= undefined andalso
+        terrain_lab_io:progress(Io, "~b VM~s started for ~ts named by no record or pid file; killing ~ts~n",
+                                [length(Pids), [$s || length(Pids) > 1], Dir,
+                                 case Pids of [_] -> "it"; _ -> "them" end]),
+    [{list_to_binary("OS pid " ++ P), case terrain_lab_os:kill(P) of
+                                          true -> "killed (a VM of this state that no record named)";
+                                          false -> "was not running"
+                                      end} || P <- Pids].
+
+list_pids() ->
+    case file:list_dir("/proc") of
+        {ok, Names} -> [N || N <- Names, N =/= [], lists:all(fun(C) -> C >= $0 andalso C =< $9 end, N)];
+        {error, _} -> []
+    end.
+
+names(OsPid, Marker) ->
+    case file:read_file("/proc/" ++ OsPid ++ "/cmdline") of
+        {ok, Cmdline} -> binary:match(Cmdline, Marker) =/= nomatch;
+        {error, _} -> false
+    end.
 
 %%--------------------------------------------------------------------
 %% Internal functions
@@ -150,6 +181,21 @@ label(#{<<"name">> := Name}) -> Name.
 %% OS process killed while it is still that node's VM) and says what became of it; the
 %% files of a node on another host are removed there unless it still runs.
 stop_node(Record, Timeout, Dir) ->
+    case never_started(Record, Dir) of
+        true -> {label(Record), "was not running (it never started: no OS pid, no pid file)"};
+        false -> stop_started(Record, Timeout, Dir)
+    end.
+
+%% A node recorded by `up --add' before its VM started, whose start never came (the
+%% command was stopped first): no OS pid, no pid file, and its name does not answer.
+never_started(#{<<"os_pid">> := null, <<"name">> := Name, <<"node">> := Node} = Record, Dir)
+  when is_binary(Node), not is_map_key(<<"host">>, Record) ->
+    not filelib:is_regular(terrain_lab_cluster_state:pid_file(Dir, binary_to_atom(Name)))
+        andalso not net_kernel:connect_node(binary_to_atom(Node));
+never_started(_Record, _Dir) ->
+    false.
+
+stop_started(Record, Timeout, Dir) ->
     Vm = terrain_lab_vm:from_record(Record, Dir),
     How = stop_text(terrain_lab_vm:stop(Vm, Timeout), Vm),
     ok = terrain_lab_hosts:clean_remote(Record, lists:prefix("still running", How), Dir),

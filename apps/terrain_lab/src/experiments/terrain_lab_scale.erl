@@ -62,6 +62,7 @@
 -define(SIZES, [16, 32, 64, 128, 256]).
 -define(QUERY_TIMEOUT, 30000).
 -define(STOP_TIMEOUT, 10000).
+-define(SETTLE_MS, 1000).         % SIGTERM: for a VM being started to show (its pid file, its command line)
 
 %%--------------------------------------------------------------------
 %% API
@@ -191,18 +192,25 @@ state_dir(Dir) ->
 measure(N, Dir, #{io := Io} = Options, Progress) ->
     State = state_dir(Dir),
     Cleanup = {scale_cluster, State},
-    ok = terrain_lab_cleanup:add(Cleanup, fun() -> interrupted(N, Dir, Io) end),
+    Self = self(),
+    ok = terrain_lab_cleanup:add(Cleanup, fun() -> interrupted(Self, N, Dir, Io) end),
     try measure_size(N, Dir, Options, Progress)
     after terrain_lab_cleanup:remove(Cleanup)
     end.
 
-%% SIGTERM: the cluster of this size is stopped (by its state: the nodes recorded, or
-%% named by their pid files while `up' runs), and the user told what is kept.
-interrupted(N, Dir, Io) ->
+%% SIGTERM: the run stops starting VMs (its process is suspended), the VMs being started
+%% get a moment to write their pid files, and the cluster of this size is stopped (by
+%% its state: the nodes recorded, named by pid files, or started for it), and the user
+%% told what is kept.
+interrupted(Run, N, Dir, Io) ->
+    _ = erlang:suspend_process(Run),
+    timer:sleep(?SETTLE_MS),
     Stopped = terrain_lab_launch_stop:stop(state_dir(Dir), ?STOP_TIMEOUT, #{io => Io, force => false}),
+    timer:sleep(?SETTLE_MS),
+    Late = terrain_lab_launch_stop:stop_unrecorded(state_dir(Dir), Io),
     Left = case Stopped of
-               {ok, Results} -> terrain_lab_launch_stop:still_running(Results);
-               {error, _} -> []
+               {ok, Results} -> terrain_lab_launch_stop:still_running(Results ++ Late);
+               {error, _} -> terrain_lab_launch_stop:still_running(Late)
            end,
     io:format(standard_error, "terrain experiment scale: interrupted at ~b nodes; ~ts; the sizes done are in ~ts "
               "(\"partial\": true), which 'terrain report ~ts' shows~n",
