@@ -27,7 +27,7 @@ commands() ->
                       "one per line. When none matches, prints which predicate removed the last candidates "
                       "and their values, on stderr, and exits with status 1. --relax drops predicates from "
                       "the end until a node matches; --pick prints one node. --count K --spread LEVEL|depth:D "
-                      "prints K nodes spread over failure domains (depth:2 is the racks of a "
+                      "prints K nodes spread over failure domains, with --at NODE (depth:2 is the racks of a "
                       "sites/racks/nodes tree; when the spread cannot be met the nodes are printed and "
                       "why on stderr). Distance predicates "
                       "({dist, le, R}, {level, le, near}, {in_subtree, Net}) need a topology: --at NODE asks a "

@@ -165,7 +165,8 @@ format_error({launch, {name_clash, Clashes}}) ->
 format_error({launch, {add_clash, Clashes}}) ->
     io_lib:format("node name~s ~ts ~s already registered with epmd: a VM of that name runs (of another cluster, or "
                   "left over from this one); nothing was started; stop it first, or add the node under another name",
-                  [[$s || length(Clashes) > 1], lists:join(", ", Clashes), case Clashes of [_] -> "is"; _ -> "are" end]);
+                  [[$s || length(Clashes) > 1], lists:join(", ", Clashes),
+                   case Clashes of [_] -> "is"; _ -> "are" end]);
 format_error({launch, no_spec_recorded}) ->
     "the running cluster's state records no spec file to add nodes to";
 format_error({launch, {already_in_cluster, Names}}) ->
@@ -217,8 +218,9 @@ check_full_names(Names, Prefix) ->
     case [C || C <- Prefix, not name_char(C)] of
         [] ->
             Host = terrain_lab_dist_host(),
-            Steps = [fun(_) -> terrain_lab_cluster_state:check_node_name(Prefix ++ atom_to_list(Name) ++ "@" ++ Host) end
-                     || Name <- Names],
+            Steps = [fun(_) ->
+                             terrain_lab_cluster_state:check_node_name(Prefix ++ atom_to_list(Name) ++ "@" ++ Host)
+                     end || Name <- Names],
             case terrain_lab_steps:run(Steps, none) of
                 {error, _} = Error -> Error;
                 _ -> ok
@@ -278,7 +280,8 @@ start_detached(Spec, Netem, SpecPath, Dir, Options, Io) ->
     Run = prepare(Spec, Netem, SpecPath, Dir, Options, Io),
     #{nodes := Nodes, ssh := Ssh} = Run,
     Results = start(Run, Io),
-    Records = [node_record(NodeSpec, Node, Dir, Result, Ssh) || {{NodeSpec, Node}, Result} <- lists:zip(Nodes, Results)],
+    Records = [node_record(NodeSpec, Node, Dir, Result, Ssh)
+               || {{NodeSpec, Node}, Result} <- lists:zip(Nodes, Results)],
     Written = record(Run, Records),
     case {[{atom_to_list(Node), format_reason(Why)} || {{_, Node}, {error, Why}} <- lists:zip(Nodes, Results)],
           Written} of
@@ -300,8 +303,9 @@ prepare(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
               end,
     %% a state directory that refuses a write (read-only, full) fails here, before any
     %% VM starts, and leaves nothing
-    CookieFile = not_started(terrain_lab_steps:run([fun(_) -> terrain_lab_files:make_dir(filename:join(Dir, "nodes")) end,
-                                                    fun(_) -> terrain_lab_cluster_state:create_cookie(Dir) end], none)),
+    CookieFile = not_started(terrain_lab_steps:run(
+                               [fun(_) -> terrain_lab_files:make_dir(filename:join(Dir, "nodes")) end,
+                                fun(_) -> terrain_lab_cluster_state:create_cookie(Dir) end], none)),
     %% Nodes on other hosts: long names, started over ssh (terrain_lab_ssh).
     Remote = terrain_lab_hosts:remote(Spec),
     Tls = maps:get(tls, Options, false) orelse terrain_lab_spec:tls(Spec),
@@ -315,7 +319,8 @@ prepare(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
     %% TLS: the certificates exist before this VM goes distributed (it reads cli.conf then).
     _ = Tls andalso make_certificates(Nodes, Dir, Io),
     _ = not_started(terrain_lab_cluster_state:connect_cli(Dir)),   % e.g. epmd not answering
-    terrain_lab_io:progress(Io, "starting ~b nodes of ~ts (deadline ~b s)~n", [length(Nodes), SpecPath, Timeout div 1000]),
+    terrain_lab_io:progress(Io, "starting ~b nodes of ~ts (deadline ~b s)~n",
+                            [length(Nodes), SpecPath, Timeout div 1000]),
     _ = Netem andalso terrain_lab_io:progress(Io, "network emulation on: ~ts~n", [netem_summary(Spec)]),
     #{spec => Spec, netem => Netem, spec_path => SpecPath, dir => Dir, prefix => Prefix, cookie_file => CookieFile,
       remote => Remote, tls => Tls, ssh => Ssh, nodes => Nodes, live => maps:get(live, Options, false),
@@ -335,15 +340,15 @@ start(#{spec := Spec, nodes := Nodes, remote := Remote, deadline := Deadline, li
                   false -> spawn_vms([fun() -> terrain_lab_vm:start(O) end || O <- VmOptions], Io)
               end,
     Self = self(),
-    Topology = terrain_lab_spec:topology(Spec, fun(Name) -> proplists:get_value(Name, [{N, Node} || {#{name := N}, Node} <- Nodes]) end),
+    Names = maps:from_list([{N, Node} || {#{name := N}, Node} <- Nodes]),
+    Topology = terrain_lab_spec:topology(Spec, fun(Name) -> maps:get(Name, Names) end),
     Workers = [spawn_monitor(fun() ->
                                      Start = case Start0 of
                                                  remote -> terrain_lab_vm:start(O);
                                                  _ -> Start0
                                              end,
-                                     Self ! {self(), bring_up(Start, live(Live, NodeSpec#{topology => Topology,
-                                                                                         cluster => maps:get(name, Spec)}),
-                                                              Node, Deadline)}
+                                     Setup = live(Live, NodeSpec#{topology => Topology, cluster => maps:get(name, Spec)}),
+                                     Self ! {self(), bring_up(Start, Setup, Node, Deadline)}
                              end)
                || {{NodeSpec, Node}, O, Start0} <- lists:zip3(Nodes, VmOptions, Started)],
     collect(Workers, "up", Io).
@@ -460,7 +465,10 @@ collect(Pids, Indexed, Done, T0, Step, What, Io) ->
             Eta = Elapsed * (Total - K) div K,
             terrain_lab_io:progress(Io, "~ts: ~b of ~b nodes, ~.1f s elapsed~ts~n",
                                     [What, K, Total, Elapsed / 1000,
-                                     case K < Total of true -> io_lib:format(", ETA ~.1f s", [Eta / 1000]); false -> "" end])
+                                     case K < Total of
+                                         true -> io_lib:format(", ETA ~.1f s", [Eta / 1000]);
+                                         false -> ""
+                                     end])
         end,
     collect(maps:remove(Pid, Pids), Indexed, Done1, T0, Step, What, Io).
 

@@ -365,8 +365,8 @@ apply_move({#{<<"nodes">> := Records} = State, Name, Spec, Terms}, Dir) ->
        fun(_) -> terrain_lab_cluster_state:connect_cli(Dir) end,
        fun(_) -> terrain_lab_netem:set_links(Spec, Prefix, reachable_names(State)) end,
        fun(_) ->
-               case terrain_lab_cluster_state:write(Dir, State#{<<"spec">> => list_to_binary(filename:absname(SpecFile)),
-                                                                <<"nodes">> => Moved}) of
+               Recorded = State#{<<"spec">> => list_to_binary(filename:absname(SpecFile)), <<"nodes">> => Moved},
+               case terrain_lab_cluster_state:write(Dir, Recorded) of
                    ok -> {ok, Path};
                    {error, _} = Error -> Error
                end

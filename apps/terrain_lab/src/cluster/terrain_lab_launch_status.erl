@@ -61,7 +61,8 @@ check_node(#{<<"node">> := Name} = Record, Timeout, Dir) ->
 %% in its own tree (the network names from the root down), asked at once.
 live_places(Records, Timeout) ->
     Requests = [{maps:get(<<"node">>, R),
-                 [erpc:send_request(binary_to_atom(maps:get(<<"node">>, R)), terrain, F, []) || F <- [live_status, topology]]}
+                 [erpc:send_request(binary_to_atom(maps:get(<<"node">>, R)), terrain, F, [])
+                  || F <- [live_status, topology]]}
                 || #{<<"state">> := up} = R <- Records],
     Deadline = erlang:monotonic_time(millisecond) + Timeout,
     Answers = maps:from_list([{N, [answer(Req, Deadline) || Req <- Reqs]} || {N, Reqs} <- Requests]),

@@ -38,7 +38,8 @@ stop(Dir, Timeout, #{io := Io, force := Force}) ->
     case read_state_or_pid_files(Dir, Io) of
         {error, {cluster_state, {Bad, _, _}}} when Force, Bad =:= corrupt_state orelse Bad =:= bad_state
                                                     orelse Bad =:= unknown_format ->
-            terrain_lab_io:progress(Io, "no node is named by a pid file; removing the unreadable state in ~ts~n", [Dir]),
+            terrain_lab_io:progress(Io, "no node is named by a pid file; removing the unreadable state in ~ts~n",
+                                    [Dir]),
             terrain_lab_cluster_state:remove(Dir),
             {ok, []};
         {ok, State} ->
@@ -163,7 +164,8 @@ pid_file_record(File) ->
     Name = list_to_binary(filename:basename(File, ".pid")),
     case terrain_lab_vm:read_pid_file(File) of
         {ok, OsPid, undefined} -> #{<<"node">> => undefined, <<"name">> => Name, <<"os_pid">> => list_to_binary(OsPid)};
-        {ok, OsPid, Node} -> #{<<"node">> => list_to_binary(Node), <<"name">> => Name, <<"os_pid">> => list_to_binary(OsPid)};
+        {ok, OsPid, Node} ->
+            #{<<"node">> => list_to_binary(Node), <<"name">> => Name, <<"os_pid">> => list_to_binary(OsPid)};
         error -> #{<<"node">> => undefined, <<"name">> => Name, <<"os_pid">> => null}
     end.
 
