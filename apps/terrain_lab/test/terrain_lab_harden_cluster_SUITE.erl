@@ -50,20 +50,7 @@ escript(Config, Args) ->
     terrain_lab_test_escript:run(?config(priv_dir, Config), Args).
 
 shell(Dir, Line) ->
-    ErrFile = filename:join(Dir, "sh-" ++ integer_to_list(erlang:unique_integer([positive]))),
-    Port = open_port({spawn_executable, "/bin/bash"},
-                     [{args, ["-c", "{ " ++ Line ++ "; } 2>" ++ ErrFile]},
-                      {env, [{"T", terrain_lab_test_escript:path()}]}, exit_status, binary, stream]),
-    {Status, Out} = collect(Port, []),
-    {ok, Err} = file:read_file(ErrFile),
-    {Status, unicode:characters_to_list(Out), unicode:characters_to_list(Err)}.
-
-collect(Port, Acc) ->
-    receive
-        {Port, {data, D}} -> collect(Port, [D | Acc]);
-        {Port, {exit_status, S}} -> {S, iolist_to_binary(lists:reverse(Acc))}
-    after 180000 -> error(shell_timeout)
-    end.
+    terrain_lab_test_escript:shell(Dir, Line).
 
 found(Text, Part) ->
     string:find(Text, Part) =/= nomatch.
@@ -317,15 +304,7 @@ sigterm_of_experiment_scale_stops_its_vms() ->
     [{doc, "Rows 16, 64: SIGTERM of experiment scale while its VMs start: exit 143, every VM stopped, the user "
            "told what is kept; the run directory has its manifest (kind scale) and a partial scale.json."}].
 sigterm_of_experiment_scale_stops_its_vms(Config) ->
-    Dir = ?config(priv_dir, Config),
-    Out = filename:join(Dir, "scale_term"),
-    State = filename:join(Out, "state"),
-    Line = lists:flatten(["\"$T\" experiment scale --max-nodes 16 --probe-budget 5 --out ", Out, " --prefix ",
-                          prefix("sc"), " >/dev/null & P=$!; ",
-                          "for i in $(seq 600); do ls ", State, "/nodes 2>/dev/null | grep -q pid && break; ",
-                          "sleep 0.05; done; kill -TERM $P; wait $P; echo $?"]),
-    {0, Status, Err} = shell(Dir, Line),
-    ct:pal("~ts~ts", [Status, Err]),
+    {Out, State, Status, Err} = interrupted_scale(Config, "sc", "TERM"),
     ?assertEqual("143\n", Status),
     ?assert(found(Err, "interrupted at 16 nodes; its cluster was stopped")),
     timer:sleep(2000),
@@ -337,16 +316,23 @@ sigkill_of_experiment_scale_left_to_down() ->
     [{doc, "Row 16 (SIGKILL): experiment scale says at the start how its clusters are stopped after SIGKILL; "
            "terrain down --state-dir OUT/state then stops every VM it had started, also those no record names."}].
 sigkill_of_experiment_scale_left_to_down(Config) ->
-    Dir = ?config(priv_dir, Config),
-    Out = filename:join(Dir, "scale_kill"),
-    State = filename:join(Out, "state"),
-    Line = lists:flatten(["\"$T\" experiment scale --max-nodes 16 --probe-budget 5 --out ", Out, " --prefix ",
-                          prefix("sk"), " >/dev/null & P=$!; ",
-                          "for i in $(seq 600); do ls ", State, "/nodes 2>/dev/null | grep -q pid && break; ",
-                          "sleep 0.05; done; kill -KILL $P; wait $P; echo $?"]),
-    {0, Status, Err} = shell(Dir, Line),
+    {_Out, State, Status, Err} = interrupted_scale(Config, "sk", "KILL"),
     ?assertEqual("137\n", Status),
     ?assert(found(Err, "'terrain down --state-dir " ++ State ++ "' does")),
     timer:sleep(2000),
     {0, _, _} = escript(Config, ["down", "--state-dir", State]),
     ?assertEqual([], vms_of(State)).
+
+%% Runs experiment scale into a new directory and sends it Signal once its first VM
+%% has written its pid file: {Out, State, exit status line, stderr}.
+interrupted_scale(Config, Case, Signal) ->
+    Dir = ?config(priv_dir, Config),
+    Out = filename:join(Dir, "scale_" ++ Case),
+    State = filename:join(Out, "state"),
+    Line = lists:flatten(["\"$T\" experiment scale --max-nodes 16 --probe-budget 5 --out ", Out, " --prefix ",
+                          prefix(Case), " >/dev/null & P=$!; ",
+                          "for i in $(seq 600); do ls ", State, "/nodes 2>/dev/null | grep -q pid && break; ",
+                          "sleep 0.05; done; kill -", Signal, " $P; wait $P; echo $?"]),
+    {0, Status, Err} = shell(Dir, Line),
+    ct:pal("~ts~ts", [Status, Err]),
+    {Out, State, Status, Err}.
