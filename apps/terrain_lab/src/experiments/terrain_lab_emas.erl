@@ -238,7 +238,7 @@ steps([]) -> ok;
 steps([Step | Rest]) ->
     case Step() of
         ok -> steps(Rest);
-        {error, Why} when is_atom(Why) -> {error, {file, "output directory", Why}};
+        {error, Why} when is_atom(Why) -> {error, {write, "output directory", Why}};
         {error, _} = Error -> Error
     end.
 

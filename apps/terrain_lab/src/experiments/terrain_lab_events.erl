@@ -58,7 +58,7 @@ record(#{nodes := Nodes, out := Out} = Options, Progress, OnReport) ->
         ok ->
             case file:make_dir(Out) of
                 Made when Made =:= ok; Made =:= {error, eexist} -> run(Nodes, Collectors, Options, Progress, OnReport);
-                {error, Why} -> {error, {file, Out, Why}}
+                {error, Why} -> {error, {write, Out, Why}}
             end;
         {error, _} = Error ->
             Error
