@@ -30,11 +30,19 @@ spec_with_latency_has_a_link_per_level_test() ->
     ?assertMatch({network, s1r1, #{height := 400}, [{node, s1r1n1} | _]}, Rack).
 
 a_bad_latency_is_a_usage_error_with_a_sentence_test() ->
-    [?assertEqual({error, {usage, "--latency " ++ Text ++ ": expected three one-way latencies in microseconds "
-                           "from 1 to 10000000 (10 s), SITE,RACK,NODE (e.g. 20000,2000,200)"}},
-                  terrain_lab_cmd_experiment:run(#{latency => Text, max_nodes => 16, probe_budget => 1,
-                                                   probe_strategy => "tree", prefix => "x_"}, ["scale"], undefined))
-     || Text <- ["20000,2000", "a,b,c", "20000,2000,0", "99999999999999999999999,1,1", "1,10000001,1"]].
+    [Command] = [C || #{name := "experiment"} = C <- terrain_lab_cmd_experiment:commands()],
+    Expected = "expects three one-way latencies in microseconds from 1 to 10000000 (10 s), SITE,RACK,NODE "
+               "(e.g. 20000,2000,200), got '",
+    [begin
+         {error, Sentence} = terrain_lab_cli:parse(Command, ["scale", "--out", "/nonexistent", "--latency", Text]),
+         ?assertEqual("option '--latency' " ++ Expected ++ Text ++ "'", lists:flatten(Sentence))
+     end || Text <- ["20000,2000", "a,b,c", "20000,2000,0", "99999999999999999999999,1,1", "1,10000001,1"]],
+    %% a repeated --latency adds to one list: the run refuses more than three values (exit 2)
+    {ok, Repeated, ["scale"]} = terrain_lab_cli:parse(Command, ["scale", "--latency", "3,2,1", "--latency", "3,2,1"]),
+    ?assertEqual({error, {usage, "option '--latency' " ++ Expected ++ "3,2,1,3,2,1'"}},
+                 terrain_lab_cmd_experiment:run(Repeated, ["scale"], undefined)),
+    ?assertMatch({ok, #{latency := [20000, 2000, 200]}, ["scale"]},
+                 terrain_lab_cli:parse(Command, ["scale", "--latency", "20000, 2000,200"])).
 
 growth_exponent_is_the_slope_on_log_log_axes_test() ->
     ?assert(abs(terrain_lab_scale:growth_exponent([{N, 0.5 * N * N} || N <- [16, 32, 64]]) - 2.0) < 1.0e-9),

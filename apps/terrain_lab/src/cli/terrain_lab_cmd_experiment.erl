@@ -45,9 +45,10 @@ commands() ->
                    #{name => out, long => "out", type => string, metavar => "DIR",
                      help => "the run directory to create (required)"},
                    #{name => instances, long => "instances", type => string, metavar => "FILE",
-                     help => "an OR-Library SMTWTP file for the workload (default: a generated instance of 100 jobs for attributes, 40 for distances)"},
-                   #{name => instance, long => "instance", type => integer, range => {1, inf}, default => 1, metavar => "K",
-                     help => "with --instances: the instance"},
+                     help => "an OR-Library SMTWTP file for the workload (default: a generated instance of "
+                             "100 jobs for attributes, 40 for distances)"},
+                   #{name => instance, long => "instance", type => integer, range => {1, inf}, default => 1,
+                     metavar => "K", help => "with --instances: the instance"},
                    #{name => max_nodes, long => "max-nodes", type => integer, range => {16, 256}, default => 256,
                      metavar => "N", help => "scale: the largest cluster (16 to 256)"},
                    #{name => probe_budget, long => "probe-budget", type => integer, range => {1, inf}, default => 120,
@@ -55,7 +56,8 @@ commands() ->
                    #{name => probe_strategy, long => "probe-strategy", type => string, default => "tree",
                      choices => ["tree", "concurrent"], metavar => "tree|concurrent",
                      help => "scale: tree-guided probe, or all pairs at once"},
-                   #{name => latency, long => "latency", type => string, metavar => "SITE,RACK,NODE",
+                   #{name => latency, long => "latency", type => {list, integer}, range => {1, ?MAX_LATENCY_US},
+                     check => {fun(L) -> length(L) =:= 3 end, latency_expected()}, metavar => "SITE,RACK,NODE",
                      help => "scale: emulated links (netem), one-way microseconds between sites, racks of a "
                              "site and nodes of a rack (default: none, loopback)"},
                    terrain_lab_cli_options:prefix("xs_", "scale: prepended to every node name")],
@@ -68,7 +70,7 @@ run(Options, [Name], Io) ->
     %% the instance is read before the output directory is made: a failed start
     %% leaves no empty directory behind
     Steps = [fun(_) ->
-                     case latency(maps:get(latency, Options, undefined)) of
+                     case latency(maps:get(latency, Options, [])) of
                          {ok, Latency} ->
                              case instance(Options) of
                                  {ok, I} -> {ok, I#{latency => Latency}};
@@ -139,28 +141,31 @@ check(Name, Options) ->
             case file:list_dir(Dir) of
                 {ok, [_ | _]} -> {error, {experiment_cmd, {out_exists, Dir}}};
                 _ ->
-                    case filelib:ensure_path(Dir) of
+                    case terrain_lab_files:make_dir(Dir) of
                         ok -> {ok, Dir};
-                        {error, Why} -> {error, {file, Dir, Why}}
+                        {error, _} = Error -> Error
                     end
             end
     end.
 
-%% `--latency SITE,RACK,NODE': three positive integers (a usage error otherwise).
-latency(undefined) ->
+%% `--latency SITE,RACK,NODE': three integers from 1 to ?MAX_LATENCY_US, each checked
+%% by the CLI (terrain_lab_cli, `{list, integer}'); the count is checked again here,
+%% as a repeated --latency adds to the list.
+-spec latency([integer()]) -> {ok, none | {pos_integer(), pos_integer(), pos_integer()}} | {error, {usage, string()}}.
+latency([]) ->
     {ok, none};
-latency(Text) ->
-    Bad = {error, {usage, lists:flatten(io_lib:format("--latency ~ts: expected three one-way latencies in "
-                                                      "microseconds from 1 to ~b (10 s), SITE,RACK,NODE (e.g. 20000,2000,200)",
-                                                      [Text, ?MAX_LATENCY_US]))}},
-    try [list_to_integer(string:trim(F)) || F <- string:split(Text, ",", all)] of
-        [Site, Rack, Node] when Site > 0, Rack > 0, Node > 0, Site =< ?MAX_LATENCY_US, Rack =< ?MAX_LATENCY_US,
-                                Node =< ?MAX_LATENCY_US ->
-            {ok, {Site, Rack, Node}};
-        _ -> Bad
-    catch
-        error:badarg -> Bad
-    end.
+latency([Site, Rack, Node]) ->
+    {ok, {Site, Rack, Node}};
+latency(Values) ->
+    Given = lists:join(",", [integer_to_list(V) || V <- Values]),
+    {error, {usage, lists:flatten(io_lib:format("option '--latency' expects ~ts, got '~ts'",
+                                                [latency_expected(), Given]))}}.
+
+%% What --latency takes, in words (the CLI's "option '--latency' expects ..." sentence).
+-spec latency_expected() -> string().
+latency_expected() ->
+    lists:flatten(io_lib:format("three one-way latencies in microseconds from 1 to ~b (10 s), SITE,RACK,NODE "
+                                "(e.g. 20000,2000,200)", [?MAX_LATENCY_US])).
 
 instance(Options) ->
     case maps:get(instances, Options, undefined) of

@@ -103,10 +103,7 @@ up(SpecFile, #{netem := NetemOption} = Options, Dir, Io) ->
               end,
               fun(SpecNetem) -> check_tls(SpecNetem, Options) end,
               fun({Spec, Netem}) ->
-                      %% a step that fails before any VM starts leaves no state behind
-                      try start_detached(Spec, Netem, filename:absname(SpecFile), Dir, Options, Io)
-                      catch throw:{not_started, Error} -> terrain_lab_cluster_state:remove(Dir), Error
-                      end
+                      start_detached(Spec, Netem, filename:absname(SpecFile), Dir, Options, Io)
               end],
     case terrain_lab_steps:run(Steps, SpecFile) of
         {ok, SpecNetem} -> with_lock(Dir, fun() -> terrain_lab_steps:run(Locked, SpecNetem) end);
@@ -273,63 +270,92 @@ refuse_if_running(Dir, Spec) ->
     end.
 
 %% Starts the cluster: prepare (the state directory, certificates, this VM distributed;
-%% a failure throws `not_started' and nothing runs yet), start the VMs and bring the
-%% nodes up, record them, and roll back (stop every node, remove the state) when a
-%% node did not come up or the state could not be written.
+%% a step that fails there leaves no state behind and nothing runs yet), start the VMs
+%% and bring the nodes up, record them, and roll back (stop every node, remove the
+%% state) when a node did not come up or the state could not be written.
+-spec start_detached(terrain_lab_spec:spec(), boolean(), file:filename(), file:filename(), up_options(),
+                     terrain_lab_io:io()) -> {ok, [node_record()]} | {error, term()}.
 start_detached(Spec, Netem, SpecPath, Dir, Options, Io) ->
-    Run = prepare(Spec, Netem, SpecPath, Dir, Options, Io),
-    #{nodes := Nodes, ssh := Ssh} = Run,
+    case prepare(plan(Spec, Netem, SpecPath, Dir, Options), Io) of
+        {ok, Run} ->
+            start_and_record(Run, Io);
+        {error, _} = Error ->
+            terrain_lab_cluster_state:remove(Dir),
+            Error
+    end.
+
+-spec start_and_record(map(), terrain_lab_io:io()) -> {ok, [node_record()]} | {error, term()}.
+start_and_record(#{spec := Spec, dir := Dir, nodes := Nodes, ssh := Ssh} = Run, Io) ->
     Results = start(Run, Io),
     Records = [node_record(NodeSpec, Node, Dir, Result, Ssh)
                || {{NodeSpec, Node}, Result} <- lists:zip(Nodes, Results)],
     Written = record(Run, Records),
-    case {[{atom_to_list(Node), format_reason(Why)} || {{_, Node}, {error, Why}} <- lists:zip(Nodes, Results)],
-          Written} of
+    Failed = [{atom_to_list(Node), format_reason(Why)} || {{_, Node}, {error, Why}} <- lists:zip(Nodes, Results)],
+    case {Failed, Written} of
         {[], ok} ->
             terrain_lab_io:progress(Io, "cluster ~ts is up; state in ~ts~n", [maps:get(name, Spec), Dir]),
             {ok, Records};
-        {Failed, _} ->
+        {[], {error, _} = WriteError} ->
             rollback(Records, Dir, Io),
-            case {Failed, Written} of
-                {[], {error, _} = WriteError} -> WriteError;
-                _ -> {error, {launch, {not_started, Failed}}}
-            end
+            WriteError;
+        _ ->
+            rollback(Records, Dir, Io),
+            {error, {launch, {not_started, Failed}}}
     end.
 
-prepare(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options, Io) ->
+%% What `up' will start, worked out before anything is written or started.
+-spec plan(terrain_lab_spec:spec(), boolean(), file:filename(), file:filename(), up_options()) -> map().
+plan(Spec, Netem, SpecPath, Dir, #{prefix := Prefix} = Options) ->
     Timeout = case maps:get(timeout, Options, undefined) of
                   undefined -> default_timeout(length(terrain_lab_spec:nodes(Spec)));
                   T -> T
               end,
-    %% a state directory that refuses a write (read-only, full) fails here, before any
-    %% VM starts, and leaves nothing
-    CookieFile = not_started(terrain_lab_steps:run(
-                               [fun(_) -> terrain_lab_files:make_dir(filename:join(Dir, "nodes")) end,
-                                fun(_) -> terrain_lab_cluster_state:create_cookie(Dir) end], none)),
     %% Nodes on other hosts: long names, started over ssh (terrain_lab_ssh).
     Remote = terrain_lab_hosts:remote(Spec),
     Tls = maps:get(tls, Options, false) orelse terrain_lab_spec:tls(Spec),
-    Ssh = (terrain_lab_ssh:context(Dir, maps:get(ssh_options, Options, []), maps:get(code_path, Options, undefined)))
-              #{launcher => maps:get(launcher, Options, ssh), tls => Tls},
-    _ = Remote andalso not_started(terrain_lab_hosts:prepare_cli(Spec, Dir)),   % a full state directory
+    Context = terrain_lab_ssh:context(Dir, maps:get(ssh_options, Options, []), maps:get(code_path, Options, undefined)),
     Nodes = [{NodeSpec, case Remote of
                             true -> terrain_lab_ssh:node_name(Prefix, Name, maps:get(host, NodeSpec));
                             false -> terrain_lab_dist:node_name(Prefix, Name)
                         end} || #{name := Name} = NodeSpec <- terrain_lab_spec:nodes(Spec)],
-    %% TLS: the certificates exist before this VM goes distributed (it reads cli.conf then).
-    _ = Tls andalso make_certificates(Nodes, Dir, Io),
-    _ = not_started(terrain_lab_cluster_state:connect_cli(Dir)),   % e.g. epmd not answering
+    #{spec => Spec, netem => Netem, spec_path => SpecPath, dir => Dir, prefix => Prefix, timeout => Timeout,
+      remote => Remote, tls => Tls, ssh => Context#{launcher => maps:get(launcher, Options, ssh), tls => Tls},
+      nodes => Nodes, live => maps:get(live, Options, false)}.
+
+%% The preparation steps, in order; the first error ends `up' before any VM starts. A
+%% state directory that refuses a write (read-only, full) fails here.
+-spec prepare(map(), terrain_lab_io:io()) -> {ok, map()} | {error, term()}.
+prepare(#{spec := Spec, dir := Dir, nodes := Nodes} = Plan, Io) ->
+    Steps = [fun(Run) -> keep(Run, terrain_lab_files:make_dir(filename:join(Dir, "nodes"))) end,
+             fun(Run) ->
+                     case terrain_lab_cluster_state:create_cookie(Dir) of
+                         {ok, CookieFile} -> {ok, Run#{cookie_file => CookieFile}};
+                         {error, _} = Error -> Error
+                     end
+             end,
+             fun(#{remote := true} = Run) -> keep(Run, terrain_lab_hosts:prepare_cli(Spec, Dir));
+                (Run) -> {ok, Run}
+             end,
+             %% TLS: the certificates exist before this VM goes distributed (it reads cli.conf then).
+             fun(#{tls := true} = Run) -> keep(Run, make_certificates(Nodes, Dir, Io));
+                (Run) -> {ok, Run}
+             end,
+             fun(Run) -> keep(Run, terrain_lab_cluster_state:connect_cli(Dir)) end,   % e.g. epmd not answering
+             fun(Run) -> {ok, started_clock(Run, Io)} end],
+    terrain_lab_steps:run(Steps, Plan).
+
+%% A preparation step's outcome, passing the run on when it succeeded.
+-spec keep(map(), ok | {error, term()}) -> {ok, map()} | {error, term()}.
+keep(Run, ok) -> {ok, Run};
+keep(_Run, {error, _} = Error) -> Error.
+
+%% Says what starts, and sets the deadline from now.
+-spec started_clock(map(), terrain_lab_io:io()) -> map().
+started_clock(#{spec := Spec, spec_path := SpecPath, nodes := Nodes, netem := Netem, timeout := Timeout} = Run, Io) ->
     terrain_lab_io:progress(Io, "starting ~b nodes of ~ts (deadline ~b s)~n",
                             [length(Nodes), SpecPath, Timeout div 1000]),
     _ = Netem andalso terrain_lab_io:progress(Io, "network emulation on: ~ts~n", [netem_summary(Spec)]),
-    #{spec => Spec, netem => Netem, spec_path => SpecPath, dir => Dir, prefix => Prefix, cookie_file => CookieFile,
-      remote => Remote, tls => Tls, ssh => Ssh, nodes => Nodes, live => maps:get(live, Options, false),
-      deadline => erlang:monotonic_time(millisecond) + Timeout}.
-
-%% A preparation step's value; its error ends `up' before any VM starts.
-not_started(ok) -> ok;
-not_started({ok, Value}) -> Value;
-not_started({error, _} = Error) -> throw({not_started, Error}).
+    Run#{deadline => erlang:monotonic_time(millisecond) + Timeout}.
 
 %% Starts the VMs (local ones a few at a time; a VM on another host by its own worker,
 %% in parallel) and brings every node up; the results in the nodes' order.
@@ -432,7 +458,7 @@ make_certificates(Nodes, Dir, Io) ->
             terrain_lab_io:progress(Io, "distribution over TLS: a CA and ~b node certificates in ~ts~n",
                                     [length(Nodes), terrain_lab_tls:dir(Dir)]);
         {error, _} = Error ->
-            throw({not_started, Error})
+            Error
     end.
 
 %% @doc The workers' results in the workers' order, collected as they come with "k of N
