@@ -55,8 +55,8 @@ commands() ->
                                                   "anywhere) or depth:D"},
                      help => "take them from as many distinct failure domains as possible, evenly: "
                              "a level name or depth:D (the subtrees D levels below the root)"},
-                   #{name => timeout, long => "timeout", type => integer, default => 2000, range => {1, inf}, metavar => "MS",
-                     help => "deadline for asking all the nodes"},
+                   #{name => timeout, long => "timeout", type => integer, default => 2000, range => {1, inf},
+                     metavar => "MS", help => "deadline for asking all the nodes"},
                    terrain_lab_cli_options:state_dir()],
        run => {?MODULE, run}}].
 
@@ -68,18 +68,20 @@ run(#{pick := Pick, count := Count}, _Args, _Io) when is_list(Pick), is_integer(
 run(Options, Args, Io) ->
     terrain_lab_steps:with([fun() -> predicates(Args, Io) end,
                             fun() -> choose_options(Options) end],
-                           fun([Preds, ChooseOptions]) ->
-                                   terrain_lab_steps:with([fun() -> needs_at(Preds, ChooseOptions, maps:get(at, Options, undefined)) end,
-                                                           fun() -> terrain_lab_cluster_state:connect(Options) end,
-                                                           fun() -> at_node(Options) end],
-                                                          fun([_, Nodes, At]) ->
-                                                                  choose(Nodes, Preds, maps:merge(ChooseOptions, At),
-                                                                         pick(Options), Io)
-                                                          end)
-                           end).
+                           fun([Preds, ChooseOptions]) -> choose_on_cluster(Preds, ChooseOptions, Options, Io) end).
 
 %%--------------------------------------------------------------------
 %% Internal
+
+%% With the predicates and options read: the --at node checked, the cluster connected.
+-spec choose_on_cluster([term()], map(), #{atom() => term()}, terrain_lab_io:io()) -> ok | {error, term()}.
+choose_on_cluster(Preds, ChooseOptions, Options, Io) ->
+    terrain_lab_steps:with([fun() -> needs_at(Preds, ChooseOptions, maps:get(at, Options, undefined)) end,
+                            fun() -> terrain_lab_cluster_state:connect(Options) end,
+                            fun() -> at_node(Options) end],
+                           fun([_, Nodes, At]) ->
+                                   choose(Nodes, Preds, maps:merge(ChooseOptions, At), pick(Options), Io)
+                           end).
 
 choose(Nodes, Preds, Options, undefined, Io) ->
     case at(Options, choose_nodes, [Nodes, Preds, maps:remove(at, Options#{explain => true})]) of
@@ -98,7 +100,8 @@ choose(Nodes, Preds, Options, undefined, Io) ->
             print(Chosen, Io)
     end;
 choose(Nodes, Preds, Options, {Pick, LoadAttr}, Io) ->
-    case at(Options, choose_node, [Nodes, Preds, maps:without([at, count], maps:merge(Options, LoadAttr#{pick => Pick}))]) of
+    NodeOptions = maps:without([at, count], maps:merge(Options, LoadAttr#{pick => Pick})),
+    case at(Options, choose_node, [Nodes, Preds, NodeOptions]) of
         {ok, Node} -> print([Node], Io);
         {error, none} ->
             %% ask again for the explanation

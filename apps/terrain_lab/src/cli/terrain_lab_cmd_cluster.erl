@@ -32,7 +32,8 @@ commands() ->
                       "(stored with mode 0600, never printed) and records them in STATE_DIR/cluster.json. "
                       "Refuses, before starting anything, while a cluster recorded there is still running, "
                       "when a node name is already registered with epmd (choose another --prefix), and when "
-                      "the nodes would not fit in memory (23 MB per VM plus 55 kB per connection of the full mesh; --force starts anyway). With "
+                      "the nodes would not fit in memory (23 MB per VM plus 55 kB per connection of the full mesh; "
+                      "--force starts anyway). With "
                       "--hosts FILE (one host or hostlist expression a line, '#' comments) instead of SPEC, "
                       "the spec is built from the hosts, --per-host nodes on each, one group per host, "
                       "written to --spec-out (default FILE.spec) and started. With --slurm, inside a SLURM "
@@ -287,11 +288,15 @@ print_levels(#{<<"levels">> := Levels} = State, Io) when is_list(Levels) ->
     terrain_lab_io:out(Io, "~-28s ~12s ~12s ~16s ~12s~n", ["LEVEL", "LATENCY", "JITTER", "BANDWIDTH", "RTT"]),
     lists:foreach(fun(L) when is_map(L) ->
                           Latency = maps:get(<<"latency_us">>, L, null),
+                          Rtt = case is_integer(Latency) of
+                                    true -> 2 * Latency;
+                                    false -> null
+                                end,
                           terrain_lab_io:out(Io, "~-28ts ~12ts ~12ts ~16ts ~12ts~n",
                                              [text(maps:get(<<"level">>, L, null)),
                                               unit(Latency, " us"), unit(maps:get(<<"jitter_us">>, L, null), " us"),
                                               unit(maps:get(<<"bandwidth_bytes_per_s">>, L, null), " B/s"),
-                                              unit(case is_integer(Latency) of true -> 2 * Latency; false -> null end, " us")]);
+                                              unit(Rtt, " us")]);
                      (_) ->
                           ok
                   end, Levels);

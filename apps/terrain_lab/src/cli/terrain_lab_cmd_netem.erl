@@ -57,7 +57,9 @@ run(Options, [Action | Args], Io) ->
         {"move", 2} ->
             [Node, Group] = Args,
             case terrain_lab_launch_change:move(terrain_lab_cluster_state:state_dir(Options), Node, Group) of
-                {ok, Path} -> terrain_lab_io:out(Io, "moved ~ts to ~ts~n", [Node, lists:join("/", [atom_to_list(P) || P <- Path])]);
+                {ok, Path} ->
+                    GroupPath = lists:join("/", [atom_to_list(P) || P <- Path]),
+                    terrain_lab_io:out(Io, "moved ~ts to ~ts~n", [Node, GroupPath]);
                 {error, _} = Error -> Error
             end;
         _ -> {error, {usage, {netem, {usage, [Action | Args]}}}}   % exit 2
@@ -99,16 +101,20 @@ action("heal", [Names], Dir, _All, Options, Io) ->
 action("show", [], _Dir, All, Options, Io) ->
     Status = terrain_lab_netem:status(All, Options),
     terrain_lab_io:out(Io, "~-28s ~8s  ~s~n", ["NODE", "PROXIES", "CUT FROM"]),
-    lists:foreach(fun(Node) ->
-                          case maps:get(Node, Status) of
-                              #{proxies := Proxies, blocked := Blocked} ->
-                                  terrain_lab_io:out(Io, "~-28s ~8b  ~ts~n",
-                                                     [Node, length(Proxies), case Blocked of [] -> "-"; _ -> join(Blocked) end]);
-                              {error, Why} ->
-                                  terrain_lab_io:out(Io, "~-28s ~8s  ~ts~n",
-                                                     [Node, "?", terrain_lab_netem:format_error({netem, {failed, [{Node, Why}]}})])
-                          end
-                  end, All).
+    lists:foreach(fun(Node) -> show_node(Node, maps:get(Node, Status), Io) end, All).
+
+%% A line of `netem show': the node's proxies and the nodes it is cut from, or why
+%% its status could not be read.
+-spec show_node(node(), map() | {error, term()}, terrain_lab_io:io()) -> ok.
+show_node(Node, #{proxies := Proxies, blocked := Blocked}, Io) ->
+    CutFrom = case Blocked of
+                  [] -> "-";
+                  _ -> join(Blocked)
+              end,
+    terrain_lab_io:out(Io, "~-28s ~8b  ~ts~n", [Node, length(Proxies), CutFrom]);
+show_node(Node, {error, Why}, Io) ->
+    Sentence = terrain_lab_netem:format_error({netem, {failed, [{Node, Why}]}}),
+    terrain_lab_io:out(Io, "~-28s ~8s  ~ts~n", [Node, "?", Sentence]).
 
 %% Resolves each comma-separated list of names through the cluster's state.
 with_nodes(Lists, Dir, Fun) ->

@@ -318,9 +318,11 @@ format_error({cluster_state, {unknown_nodes, Names, Known, _Dir}}) ->
     io_lib:format("unknown node~s ~ts; the cluster knows ~ts (or their full node names)",
                   [plural(Names), lists:join(", ", Names), lists:join(", ", Known)]);
 format_error({cluster_state, {not_one_node, Name, Nodes}}) ->
-    io_lib:format("~ts names ~b nodes (~ts), expected one", [Name, length(Nodes), lists:join(", ", [atom_to_list(N) || N <- Nodes])]);
+    io_lib:format("~ts names ~b nodes (~ts), expected one",
+                  [Name, length(Nodes), lists:join(", ", [atom_to_list(N) || N <- Nodes])]);
 format_error({cluster_state, {name_too_long, Name}}) ->
-    io_lib:format("node name ~ts... has ~b characters; a node name has at most ~b", [lists:sublist(Name, 40), length(Name), ?MAX_NAME]).
+    io_lib:format("node name ~ts... has ~b characters; a node name has at most ~b",
+                  [lists:sublist(Name, 40), length(Name), ?MAX_NAME]).
 
 %%--------------------------------------------------------------------
 %% Internal functions
@@ -387,9 +389,11 @@ check_node_record(#{<<"node">> := Node} = Record) when is_binary(Node) ->
         length(Text) < 3 -> io_lib:format("\"node\" ~0tp is not name@host", [Node]);
         true ->
             case {string:split(Text, "@"), Record} of
-                {[Local, Host], _} when Local =:= ""; Host =:= "" -> io_lib:format("\"node\" ~0tp is not name@host", [Node]);
+                {[Local, Host], _} when Local =:= ""; Host =:= "" ->
+                    io_lib:format("\"node\" ~0tp is not name@host", [Node]);
                 {[_], _} -> io_lib:format("\"node\" ~0tp is not name@host", [Node]);
-                {_, #{<<"name">> := Name}} when not is_binary(Name) -> io_lib:format("\"name\" of ~ts is not a string", [Node]);
+                {_, #{<<"name">> := Name}} when not is_binary(Name) ->
+                    io_lib:format("\"name\" of ~ts is not a string", [Node]);
                 {_, #{<<"os_pid">> := Pid}} when Pid =/= null, not is_binary(Pid); Pid =:= <<>> ->
                     io_lib:format("\"os_pid\" of ~ts is not a string of digits", [Node]);
                 {_, #{<<"os_pid">> := <<_, _/binary>> = Pid}} when is_binary(Pid) ->

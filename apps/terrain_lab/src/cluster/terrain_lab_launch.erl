@@ -368,12 +368,13 @@ start(#{spec := Spec, nodes := Nodes, remote := Remote, deadline := Deadline, li
     Self = self(),
     Names = maps:from_list([{N, Node} || {#{name := N}, Node} <- Nodes]),
     Topology = terrain_lab_spec:topology(Spec, fun(Name) -> maps:get(Name, Names) end),
+    Cluster = maps:get(name, Spec),
     Workers = [spawn_monitor(fun() ->
                                      Start = case Start0 of
                                                  remote -> terrain_lab_vm:start(O);
                                                  _ -> Start0
                                              end,
-                                     Setup = live(Live, NodeSpec#{topology => Topology, cluster => maps:get(name, Spec)}),
+                                     Setup = live(Live, NodeSpec#{topology => Topology, cluster => Cluster}),
                                      Self ! {self(), bring_up(Start, Setup, Node, Deadline)}
                              end)
                || {{NodeSpec, Node}, O, Start0} <- lists:zip3(Nodes, VmOptions, Started)],

@@ -112,22 +112,24 @@ run(Dir, #{max_nodes := Max} = Options, Progress) when Max >= 16 ->
     Started = terrain_lab_run:timestamp(),
     Machine = terrain_lab_experiment:machine(),
     Summarise = fun(Rows, Partial) ->
-                        #{format => ?TERRAIN_FORMAT_SCALE, sizes => lists:usort([N || #{nodes := N} <- Rows]), rows => Rows,
+                        Sizes = lists:usort([N || #{nodes := N} <- Rows]),
+                        #{format => ?TERRAIN_FORMAT_SCALE, sizes => Sizes, rows => Rows,
                           growth_exponents => exponents(Rows), partial => Partial,
                           probe_budget_s => maps:get(probe_budget_s, Options),
                           probe_strategy => maps:get(probe_strategy, Options),
                           latency_us => latency_json(maps:get(latency, Options)), started_at => Started,
                           finished_at => terrain_lab_run:timestamp(), machine_at_start => Machine}
                 end,
-    Checkpoint = fun(Rows) -> terrain_json:write_file(filename:join(Dir, "scale.json"), Summarise(Rows, true)) end,
+    Checkpoint = fun(Rows) -> terrain_lab_files:write_json(filename:join(Dir, "scale.json"), Summarise(Rows, true)) end,
     Progress(io_lib:format("the clusters are recorded in ~ts; SIGTERM stops them, after Ctrl-C or SIGKILL "
                            "'terrain down --state-dir ~ts' does~n", [state_dir(Dir), state_dir(Dir)])),
     %% A warm-up at the smallest size, not recorded: the first start copies terrain's code
     %% to the nodes' cache and the first queries load modules into this VM (in a first run
     %% they made 16 VMs slower than 32).
+    WarmUp = io_lib:format("warm-up at ~b nodes (not recorded)~n", [hd(?SIZES)]),
     case terrain_lab_steps:run([fun(_) -> Checkpoint([]) end,
                                 fun(_) -> write_manifest(Dir, Options, []) end,
-                                fun(_) -> Progress(io_lib:format("warm-up at ~b nodes (not recorded)~n", [hd(?SIZES)])), ok end,
+                                fun(_) -> Progress(WarmUp), ok end,
                                 fun(_) -> measure(hd(?SIZES), Dir, Options#{previous => []}, Progress) end], none) of
         {ok, _} ->
             case measure_sizes(sizes(Max), Dir, Options#{checkpoint => Checkpoint}, Progress, []) of
@@ -149,9 +151,7 @@ format_error({scale, {failed, N, up, Why}}) ->
 format_error({scale, {failed, N, measure, {not_every_node, #{answered := Answered, chosen := Chosen}}}}) ->
     io_lib:format("at ~b nodes, ~b answered attrs and ~b were chosen: every node must", [N, Answered, Chosen]);
 format_error({scale, {failed, N, Operation, Why}}) ->
-    io_lib:format("at ~b nodes, ~s failed: ~0tp", [N, Operation, Why]);
-format_error({scale, {write, File, Why}}) ->
-    io_lib:format("cannot write ~ts: ~ts", [File, file:format_error(Why)]).
+    io_lib:format("at ~b nodes, ~s failed: ~0tp", [N, Operation, Why]).
 
 %%--------------------------------------------------------------------
 %% Internal functions
@@ -223,9 +223,10 @@ interrupted(Run, N, Dir, Io) ->
 measure_size(N, Dir, #{prefix := Prefix, io := Io} = Options, Progress) ->
     SpecFile = filename:join([Dir, "specs", "scale" ++ integer_to_list(N) ++ ".cluster"]),
     State = state_dir(Dir),
-    ok = filelib:ensure_dir(SpecFile),
     Terms = spec_terms(N, maps:get(latency, Options)),
-    case file:write_file(SpecFile, [io_lib:format("~tp.~n", [T]) || T <- Terms]) of
+    SpecText = [io_lib:format("~tp.~n", [T]) || T <- Terms],
+    case terrain_lab_steps:run([fun(_) -> terrain_lab_files:ensure_dir(SpecFile) end,
+                                fun(_) -> terrain_lab_files:write(SpecFile, SpecText) end], none) of
         ok ->
             MemBefore = terrain_lab_guard:mem_available_mb(),
             {UpS, Up} = timed(fun() -> terrain_lab_launch:up(SpecFile, #{prefix => Prefix, timeout => undefined,
@@ -256,8 +257,8 @@ measure_size(N, Dir, #{prefix := Prefix, io := Io} = Options, Progress) ->
                 {error, Why} ->
                     {error, {scale, {failed, N, up, Why}}}
             end;
-        {error, Why} ->
-            {error, {scale, {write, SpecFile, Why}}}
+        {error, _} = WriteError ->
+            WriteError
     end.
 
 measure_running(N, Nodes, State, Options, Progress) ->
@@ -359,15 +360,15 @@ timed(Fun) ->
 
 write(Dir, Summary, Options) ->
     File = filename:join(Dir, "scale.json"),
-    case terrain_json:write_file(File, Summary) of
+    case terrain_lab_files:write_json(File, Summary) of
         ok ->
             Plots = draw(Dir, File),
             case write_manifest(Dir, Options, Plots) of
                 ok -> {ok, Summary#{plots => Plots}};
                 {error, _} = Error -> Error
             end;
-        {error, Why} ->
-            {error, {scale, {write, File, Why}}}
+        {error, _} = Error ->
+            Error
     end.
 
 %% The run's manifest (kind scale), written at the start too: an interrupted run keeps
@@ -391,8 +392,8 @@ draw(Dir, File) ->
         Command ->
             case terrain_lab_analysis:run(Command, 120000, ["scale", File, "--out", Dir]) of
                 {0, Output} ->
-                    [list_to_binary(filename:basename(string:trim(L))) || L <- string:lexemes(binary_to_list(Output), "\n"),
-                                                                          lists:suffix(".png", string:trim(L))];
+                    Lines = [string:trim(L) || L <- string:lexemes(binary_to_list(Output), "\n")],
+                    [list_to_binary(filename:basename(L)) || L <- Lines, lists:suffix(".png", L)];
                 {_, _} -> []
             end
     end.

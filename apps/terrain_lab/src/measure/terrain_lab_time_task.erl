@@ -80,7 +80,7 @@ run(#{mfa := {M, F, A} = MFA, runs := Runs, timeout := Timeout, out := Out} = Ta
                                              Row = timed_run(At, MFA, Nodes, Timeout, Run),
                                              terrain_lab_io:progress(Io, "run ~b/~b: ~.4f s~s~n",
                                                                      [Run, Runs, maps:get(total_s, Row),
-                                                                      case maps:get(failed, Row) of 0 -> ""; N -> io_lib:format(" (~b failed)", [N]) end]),
+                                                                      failed_note(maps:get(failed, Row))]),
                                              case terrain_lab_csv:write_row(Csv, Row) of
                                                  ok -> {ok, Failed + min(1, maps:get(failed, Row))};
                                                  {error, _} = Error -> Error
@@ -95,6 +95,10 @@ run(#{mfa := {M, F, A} = MFA, runs := Runs, timeout := Timeout, out := Out} = Ta
         {error, _} = Error ->
             Error
     end.
+
+%% What a run's progress line adds when nodes failed.
+failed_note(0) -> "";
+failed_note(N) -> io_lib:format(" (~b failed)", [N]).
 
 %% Every run failed: the command failed. Some failed: success, with one line saying so.
 outcome({ok, 0}, _Runs, _Out, _Io) ->

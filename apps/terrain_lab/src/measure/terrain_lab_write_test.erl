@@ -87,11 +87,7 @@ format_error({write_test, {duplicate_target, Dir}}) ->
     io_lib:format("target ~ts is given more than once", [Dir]);
 format_error({write_test, {run_failed, Run, Target, Phase, Why, Kept, Out}}) ->
     io_lib:format("run ~b: ~s ~ts failed: ~ts; the ~b run~s measured before it ~s kept in ~ts",
-                  [Run, Phase, Target, posix(Why), Kept, plural(Kept), case Kept of 1 -> "is"; _ -> "are" end, Out]);
-format_error({csv, File, eexist}) ->
-    io_lib:format("~ts exists already; write-test never overwrites a file (choose another --out)", [File]);
-format_error({csv, File, Why}) ->
-    io_lib:format("cannot write ~ts: ~ts", [File, posix(Why)]).
+                  [Run, Phase, Target, posix(Why), Kept, plural(Kept), is_are(Kept), Out]).
 
 %%--------------------------------------------------------------------
 %% Options
@@ -118,8 +114,8 @@ validate(#{targets := Targets, size := Size, stripe := Stripe, runs := Runs, out
 start(#{targets := Targets, size := Size, stripe := Stripe, runs := Runs, out := Out} = Test, Io) ->
     case terrain_lab_csv:create(Out, ?COLUMNS) of
         {ok, Csv} ->
-            terrain_lab_io:progress(Io, "write-test: ~b MiB striped over ~b targets in ~b KiB stripes, ~b runs, O_SYNC~n",
-                                    [Size div (1024 * 1024), length(Targets), Stripe div 1024, Runs]),
+            terrain_lab_io:progress(Io, "write-test: ~b MiB striped over ~b targets in ~b KiB stripes, ~b runs, "
+                                    "O_SYNC~n", [Size div (1024 * 1024), length(Targets), Stripe div 1024, Runs]),
             try
                 runs(Test, Csv, 1, Io)
             after
@@ -148,9 +144,12 @@ runs(#{runs := Runs, out := Out} = Test, Csv, Run, Io) ->
             {error, {write_test, {run_failed, Run, Target, Phase, Why, Run - 1, Out}}}
     end.
 
-report_sync(#{o_sync := true}, Io) -> terrain_lab_io:progress(Io, "O_SYNC verified on the open part files~n", []);
-report_sync(#{o_sync := false}, Io) -> terrain_lab_io:progress(Io, "warning: O_SYNC is NOT set on the open part files~n", []);
-report_sync(#{o_sync := unknown}, Io) -> terrain_lab_io:progress(Io, "warning: O_SYNC could not be checked (no /proc)~n", []).
+report_sync(#{o_sync := OSync}, Io) ->
+    terrain_lab_io:progress(Io, "~ts~n", [sync_sentence(OSync)]).
+
+sync_sentence(true) -> "O_SYNC verified on the open part files";
+sync_sentence(false) -> "warning: O_SYNC is NOT set on the open part files";
+sync_sentence(unknown) -> "warning: O_SYNC could not be checked (no /proc)".
 
 %% One run: every target's writer starts at once; the run ends when the last is done.
 one_run(#{targets := Targets, size := Size, stripe := Stripe}, Run) ->
@@ -173,7 +172,8 @@ one_run(#{targets := Targets, size := Size, stripe := Stripe}, Run) ->
             {error, Target, Phase, Why};
         [] ->
             Done = [{Target, Times} || {Target, _, {ok, Times}} <- Results],
-            {SlowestTarget, Slowest} = hd(lists:sort(fun({_, A}, {_, B}) -> maps:get(done, A) >= maps:get(done, B) end, Done)),
+            LaterFirst = fun({_, A}, {_, B}) -> maps:get(done, A) >= maps:get(done, B) end,
+            {SlowestTarget, Slowest} = hd(lists:sort(LaterFirst, Done)),
             Phase = fun(P) -> seconds(lists:max([maps:get(P, T) || {_, T} <- Done])) end,
             {ok, #{run => Run,
                    total_s => seconds(maps:get(done, Slowest) - T1),
@@ -279,3 +279,6 @@ posix(Why) ->
 
 plural(1) -> "";
 plural(_) -> "s".
+
+is_are(1) -> "is";
+is_are(_) -> "are".
