@@ -131,18 +131,7 @@ up(#{slurm := true, hosts := HostsFile}, Args, _Io) when HostsFile =/= undefined
 up(#{per_host := PerHost}, _Args, _Io) when PerHost > 100000 ->
     terrain_lab_guard:node_count(PerHost);    % before any node name (an atom) is made
 up(#{slurm := true} = Options, [], Io) ->
-    %% --slurm: the spec of the allocation, started with srun (or ssh); terrain_lab_slurm.
-    Progress = fun(Text) -> terrain_lab_io:progress(Io, "~ts", [Text]) end,
-    case terrain_lab_slurm:prepare(#{per_host => maps:get(per_host, Options), per_task => maps:get(per_task, Options),
-                                     spec_out => maps:get(spec_out, Options), progress => Progress}) of
-        {ok, #{spec_file := SpecFile, launcher := Launcher}} ->
-            up(Options#{slurm := false, per_task := false, launcher => Launcher}, [SpecFile], Io);
-        {error, {slurm, Detail} = Reason} when Detail =:= not_in_allocation; element(1, Detail) =:= variable;
-                                               element(1, Detail) =:= count; element(1, Detail) =:= usage ->
-            {error, {usage, Reason}};   % the allocation's environment is wrong: exit 2
-        {error, _} = Error ->
-            Error
-    end;
+    up_slurm(Options, Io);
 up(#{per_task := true}, _Args, _Io) ->
     {error, {usage, {slurm, {usage, "--per-task goes with --slurm"}}}};
 up(#{hosts := HostsFile} = Options, [], Io) when HostsFile =/= undefined ->
@@ -165,16 +154,9 @@ up(_Options, [], _Io) ->
     {error, {usage, {hosts, {usage, "give SPEC or --hosts FILE"}}}};
 up(Options, [SpecFile], Io) ->
     Dir = terrain_lab_cluster_state:state_dir(Options),
-    Live = case {maps:get(live, Options, false),
-                 maps:filter(fun(_, V) -> V =/= undefined end, maps:with([live_grace, live_remeasure], Options))} of
-               {false, _} -> false;
-               {true, Given} when map_size(Given) =:= 0 -> true;
-               {true, Given} -> maps:from_list([{case K of live_grace -> grace; live_remeasure -> remeasure end,
-                                                 case {K, V} of {live_remeasure, 0} -> false; _ -> V end}
-                                                || {K, V} <- maps:to_list(Given)])
-           end,
-    case terrain_lab_launch:up(SpecFile, (maps:with([prefix, timeout, netem, force, ssh_options, code_path, launcher,
-                                                     tls], Options))#{live => Live}, Dir, Io) of
+    Live = live(Options),
+    UpOptions = maps:with([prefix, timeout, netem, force, ssh_options, code_path, launcher, tls], Options),
+    case terrain_lab_launch:up(SpecFile, UpOptions#{live => Live}, Dir, Io) of
         {ok, Nodes} ->
             ok = print_nodes(Nodes, Io),
             case Live of
@@ -185,6 +167,36 @@ up(Options, [SpecFile], Io) ->
             end;
         {error, _} = Error -> Error
     end.
+
+%% --slurm: the spec of the allocation, started with srun (or ssh); terrain_lab_slurm.
+-spec up_slurm(#{atom() => term()}, terrain_lab_io:io()) -> ok | {error, term()}.
+up_slurm(Options, Io) ->
+    Progress = fun(Text) -> terrain_lab_io:progress(Io, "~ts", [Text]) end,
+    case terrain_lab_slurm:prepare(#{per_host => maps:get(per_host, Options), per_task => maps:get(per_task, Options),
+                                     spec_out => maps:get(spec_out, Options), progress => Progress}) of
+        {ok, #{spec_file := SpecFile, launcher := Launcher}} ->
+            up(Options#{slurm := false, per_task := false, launcher => Launcher}, [SpecFile], Io);
+        {error, {slurm, Detail} = Reason} when Detail =:= not_in_allocation; element(1, Detail) =:= variable;
+                                               element(1, Detail) =:= count; element(1, Detail) =:= usage ->
+            {error, {usage, Reason}};   % the allocation's environment is wrong: exit 2
+        {error, _} = Error ->
+            Error
+    end.
+
+%% The launcher's live option from --live, --live-grace and --live-remeasure (0: never).
+-spec live(#{atom() => term()}) -> false | true | map().
+live(Options) ->
+    Given = maps:filter(fun(_, V) -> V =/= undefined end, maps:with([live_grace, live_remeasure], Options)),
+    case {maps:get(live, Options, false), Given} of
+        {false, _} -> false;
+        {true, _} when map_size(Given) =:= 0 -> true;
+        {true, _} -> maps:from_list([live_setting(K, V) || {K, V} <- maps:to_list(Given)])
+    end.
+
+-spec live_setting(live_grace | live_remeasure, term()) -> {grace | remeasure, term()}.
+live_setting(live_grace, V) -> {grace, V};
+live_setting(live_remeasure, 0) -> {remeasure, false};
+live_setting(live_remeasure, V) -> {remeasure, V}.
 
 %% @doc `terrain status [--json]'.
 -spec status(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
