@@ -838,8 +838,8 @@ check_planted(#{file := File, data := Data, dev := Dev, links := Links, namespac
     ?assertEqual({ok, ["notes.txt", "sub"]}, case file:list_dir(Data) of {ok, L} -> {ok, lists:sort(L)}; E -> E end),
     {ok, DevInfo} = file:read_file_info(Dev),
     ?assertEqual(device, element(3, DevInfo)),
-    [?assert({L, filelib:is_dir("/sys/class/net/" ++ L)}) || L <- Links],
-    [?assert({NS, filelib:is_file("/run/netns/" ++ NS)}) || NS <- Spaces],
+    [?assertEqual({L, true}, {L, filelib:is_dir("/sys/class/net/" ++ L)}) || L <- Links],
+    [?assertEqual({NS, true}, {NS, filelib:is_file("/run/netns/" ++ NS)}) || NS <- Spaces],
     [?assertEqual({Pid, "sshd"}, {Pid, comm(Pid)}) || Pid <- Procs],
     ok.
 
