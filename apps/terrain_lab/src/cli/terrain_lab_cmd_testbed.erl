@@ -9,9 +9,11 @@
 %% # terrain testbed down
 %% '''
 %% The testbed is found by `--dir', default /tmp/terrain-testbed-PREFIX (`--prefix',
-%% default `tb'). `up' prints the hosts (name, address, namespace) on stdout, progress
-%% on stderr; `env' prints shell lines; `status' one line per host and daemon;
-%% `down' one line per thing it removed.
+%% default `tb'); `--prefix', `--dir' and `--rates' are checked by the option table for
+%% every action (exit 2). `up' prints the hosts (name, address, namespace) on stdout,
+%% progress on stderr, and stops at its next step on SIGTERM, removing what it made;
+%% `env' prints shell lines; `status' one line per host and daemon; `down' one line
+%% per thing it removed.
 -module(terrain_lab_cmd_testbed).
 
 %% API (command table and CLI handler)
@@ -33,7 +35,8 @@ commands() ->
                       "common switch's level). With --slurm it also runs munge, slurmctld and one slurmd per "
                       "host, with slurm.conf and topology.conf in the testbed's directory. env prints the shell "
                       "lines that point sinfo/salloc/sbatch, Erlang's resolver and ssh at it; status shows it; "
-                      "down removes every namespace, process and file it made. Needs root.",
+                      "down removes exactly what up recorded as made (namespaces, links, processes, files), nothing "
+                      "else. Needs root.",
        args => {1, 1},
        options => [#{name => hosts, long => "hosts", type => integer, range => {1, 250}, metavar => "N",
                      help => "up: number of hosts (default: the topology's)"},
@@ -41,7 +44,8 @@ commands() ->
                      help => "up: also run munge, slurmctld and a slurmd per host"},
                    #{name => topology, long => "topology", type => string, metavar => "SPEC|FILE",
                      help => "up: the switches: N, A,B,... (switches of A, B hosts under a root), AxB[x...] "
-                             "(fan-outs from the root), or a topology.conf file (default: one switch)"},
+                             "(fan-outs from the root), or a topology.conf file; at most 250 hosts and 8 levels "
+                             "(default: one switch)"},
                    #{name => rates, long => "rates", type => list, metavar => "MBIT,...",
                      check => {fun valid_rates/1, "1 to 16 link speeds in Mbit/s, each from 1 to 100000"},
                      help => "up: link speed in Mbit/s per switch level, leaf level first (default 1000,100,10; "
