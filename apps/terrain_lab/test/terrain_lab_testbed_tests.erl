@@ -17,7 +17,8 @@ comma_sizes_are_leaf_switches_under_root_test() ->
 
 fanouts_nest_from_the_top_test() ->
     {ok, S2} = terrain_lab_testbed_switches:switches("2x2", "tb"),
-    ?assertEqual([{"root", 1, [], ["s1", "s2"]}, {"s1", 0, ["tb1", "tb2"], []}, {"s2", 0, ["tb3", "tb4"], []}], names(S2)),
+    ?assertEqual([{"root", 1, [], ["s1", "s2"]}, {"s1", 0, ["tb1", "tb2"], []}, {"s2", 0, ["tb3", "tb4"], []}],
+                 names(S2)),
     {ok, S3} = terrain_lab_testbed_switches:switches("2x2x2", "tb"),
     ?assertEqual([{"root", 2, [], ["s1", "s2"]},
                   {"s1", 1, [], ["s1_1", "s1_2"]}, {"s1_1", 0, ["tb1", "tb2"], []}, {"s1_2", 0, ["tb3", "tb4"], []},
@@ -25,10 +26,12 @@ fanouts_nest_from_the_top_test() ->
                  names(S3)).
 
 a_bad_topology_spec_names_the_part_test() ->
-    ?assertMatch({error, {testbed, {topology, "2xa", {bad_spec, _}}}}, terrain_lab_testbed_switches:switches("2xa", "tb")),
+    ?assertMatch({error, {testbed, {topology, "2xa", {bad_spec, _}}}},
+                 terrain_lab_testbed_switches:switches("2xa", "tb")),
     ?assertMatch({error, {testbed, {topology, "0", {bad_spec, _}}}}, terrain_lab_testbed_switches:switches("0", "tb")),
     {error, Why} = terrain_lab_testbed_switches:switches("2,x", "tb"),
-    ?assertMatch({match, _}, re:run(lists:flatten(terrain_lab_testbed:format_error(Why)), "'x' is not a positive integer")).
+    ?assertMatch({match, _}, re:run(lists:flatten(terrain_lab_testbed:format_error(Why)),
+                                    "'x' is not a positive integer")).
 
 rates_fill_the_upper_levels_with_a_tenth_each_test() ->
     ?assertEqual([1000, 100], terrain_lab_testbed_switches:rates([], 1)),

@@ -117,7 +117,8 @@ status(Dir, Io) ->
     case terrain_lab_testbed:status(Dir) of
         {ok, #{<<"dir">> := D, <<"slurm">> := Slurm}, Lines} ->
             terrain_lab_io:out(Io, "testbed in ~ts~ts~n", [D, case Slurm of true -> " (with SLURM)"; false -> "" end]),
-            [terrain_lab_io:out(Io, "~-18ts ~ts~n", [What, string:replace(State, "\n", "; ", all)]) || {What, State} <- Lines],
+            [terrain_lab_io:out(Io, "~-18ts ~ts~n", [What, string:replace(State, "\n", "; ", all)])
+             || {What, State} <- Lines],
             ok;
         {error, _} = Error ->
             Error

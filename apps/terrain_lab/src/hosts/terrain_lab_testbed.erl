@@ -153,7 +153,8 @@ status(Dir0) ->
     case read(Dir) of
         {ok, #{<<"hosts">> := Hosts} = Record} ->
             Things = terrain_lab_testbed_record:things(Dir),
-            Namespaces = maps:from_list([{N, Id} || #{kind := namespace, state := made, name := N, id := Id} <- Things]),
+            Namespaces = maps:from_list([{N, Id} || #{kind := namespace, state := made, name := N, id := Id}
+                                                        <- Things]),
             HostLines = [{binary_to_list(Name), host_state(binary_to_list(Name), Address, Namespaces)}
                          || #{<<"name">> := Name, <<"address">> := Address} <- Hosts],
             Daemons = [{Name, case terrain_lab_testbed_record:own_pid(T) of
@@ -223,7 +224,8 @@ format_error({testbed, {exists, Dir}}) ->
                   "--prefix or --dir)", [Dir, Dir]);
 format_error({testbed, {not_ours, Path}}) ->
     io_lib:format("~ts exists already and is not a testbed's: 'terrain testbed up' makes its directories itself, so "
-                  "that 'down' removes only what it made; give a --dir (or --prefix) whose directory does not exist yet",
+                  "that 'down' removes only what it made; give a --dir (or --prefix) whose directory does not exist "
+                  "yet",
                   [Path]);
 format_error({testbed, {namespace_exists, NS}}) ->
     io_lib:format("a network namespace ~ts exists already (not this testbed's): choose another --prefix", [NS]);
@@ -433,7 +435,8 @@ build(Dir, Hosts, #{prefix := Prefix, switches := Switches, net := Net, rates :=
     Progress(io_lib:format("testbed up in ~.1f s; its directory: ~ts~n",
                            [(erlang:monotonic_time(millisecond) - T0) / 1000, Dir])).
 
-description(Dir, Bridge, Hosts, #{prefix := Prefix, switches := Switches, net := Net, rates := Rates, slurm := Slurm}) ->
+description(Dir, Bridge, Hosts, #{prefix := Prefix, switches := Switches, net := Net, rates := Rates,
+                                  slurm := Slurm}) ->
     Record = #{format => ?TERRAIN_FORMAT_TESTBED, prefix => list_to_binary(Prefix), dir => list_to_binary(Dir),
                bridge => list_to_binary(Bridge), bridge_address => list_to_binary(Net ++ ".1"),
                hosts => Hosts, slurm => Slurm, rates_mbit => Rates,
@@ -535,7 +538,9 @@ shape(Hosts, Switches, Rates) ->
       end, Hosts).
 
 write_client_files(Dir, Hosts) ->
-    Write = fun(Name, Content) -> ok = terrain_lab_testbed_record:write_file(Dir, filename:join(Dir, Name), Content) end,
+    Write = fun(Name, Content) ->
+                    ok = terrain_lab_testbed_record:write_file(Dir, filename:join(Dir, Name), Content)
+            end,
     Known = [[N, ",", A, " ", hd(string:split(element(2, file:read_file(filename:join([Dir, "hosts.d", N,
                                                                                        "host_key.pub"]))),
                                               " ", trailing)), "\n"]
@@ -568,7 +573,8 @@ host_state(Name, Address, Namespaces) ->
         {false, _} ->
             case terrain_lab_testbed_record:processes_in(Id) of
                 [] -> "namespace gone";
-                Left -> "namespace deleted from outside; still running in it: " ++ string:join([C || {_, C} <- Left], " ")
+                Left ->
+                    "namespace deleted from outside; still running in it: " ++ string:join([C || {_, C} <- Left], " ")
             end
     end.
 
@@ -585,8 +591,8 @@ free_subnet(Prefix) ->
     end.
 
 existing_namespaces() ->
-    [hd(string:split(L, " ")) || L <- string:split(terrain_lab_testbed_record:output("ip", ["netns", "list"]), "\n", all),
-                                 L =/= ""].
+    Listed = terrain_lab_testbed_record:output("ip", ["netns", "list"]),
+    [hd(string:split(L, " ")) || L <- string:split(Listed, "\n", all), L =/= ""].
 
 await_port(Address, Port) ->
     {ok, Ip} = inet:parse_address(Address),

@@ -91,7 +91,10 @@ create(Dir) ->
                      line(made, #{kind => dir, path => Dir, top => true}, #{at => ticks()})],
             case file:write_file(record_file(Dir), Lines, [exclusive]) of
                 ok -> ok;
-                {error, Why} -> _ = file:delete(record_file(Dir)), _ = file:del_dir(Dir), file_error(record_file(Dir), Why)
+                {error, Why} ->
+                    _ = file:delete(record_file(Dir)),
+                    _ = file:del_dir(Dir),
+                    file_error(record_file(Dir), Why)
             end;
         {error, Why} ->
             file_error(Dir, Why)

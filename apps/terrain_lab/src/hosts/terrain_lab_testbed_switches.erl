@@ -57,8 +57,8 @@ rates(Given, MaxLevel) ->
 levels(Switches) ->
     Top = lists:max([L || #{level := L} <- Switches]),
     Above = lists:foldl(fun(#{level := L, name := N} = S, Acc) ->
-                                lists:foldl(fun(H, A) -> maps:update_with(H, fun(Ss) -> [{L, N} | Ss] end, [{L, N}], A) end,
-                                            Acc, lists:usort(hosts_below(S, Switches, [])))
+                                Add = fun(H, A) -> maps:update_with(H, fun(Ss) -> [{L, N} | Ss] end, [{L, N}], A) end,
+                                lists:foldl(Add, Acc, lists:usort(hosts_below(S, Switches, [])))
                         end, #{}, Switches),
     Hosts = maps:keys(Above),
     maps:from_list([{A, maps:from_list([{B, common_level(maps:get(A, Above), maps:get(B, Above), Top)}
