@@ -115,7 +115,8 @@ a_host_list_in_a_message_is_cut_short_test() ->
 %% something else was put in it.
 the_record_removes_what_was_made_and_keeps_what_was_not_test() ->
     Dir = filename:join(scratch(), "tb"),
-    ok = terrain_lab_testbed_record:create(Dir),
+    ok = terrain_lab_testbed_record:create(Dir, "tb"),
+    ?assertEqual({ok, "tb"}, terrain_lab_testbed_record:prefix(Dir)),
     Mine = filename:join(Dir, "mine.txt"),
     ok = terrain_lab_testbed_record:write_file(Dir, Mine, "made by the testbed\n"),
     ok = terrain_lab_testbed_record:make_dir(Dir, filename:join(Dir, "log")),
@@ -139,7 +140,7 @@ the_record_removes_what_was_made_and_keeps_what_was_not_test() ->
 
 a_directory_that_exists_is_not_made_test() ->
     Dir = scratch(),
-    ?assertEqual({error, {testbed, {file, Dir, eexist}}}, terrain_lab_testbed_record:create(Dir)),
+    ?assertEqual({error, {testbed, {file, Dir, eexist}}}, terrain_lab_testbed_record:create(Dir, "tb")),
     ?assertEqual([], terrain_lab_testbed_record:things(Dir)),
     ok = file:del_dir_r(Dir).
 

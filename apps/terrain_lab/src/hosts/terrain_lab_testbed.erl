@@ -139,11 +139,9 @@ up(#{prefix := Prefix, dir := Dir0, slurm := Slurm} = Options) ->
 -spec down(file:filename(), fun((iodata()) -> ok)) -> {ok, [string()]} | {error, error_reason()}.
 down(Dir0, _Progress) ->
     Dir = filename:absname(Dir0),
-    case read(Dir) of
-        {ok, #{<<"prefix">> := Prefix}} ->
-            with_lock(binary_to_list(Prefix), fun() -> {ok, terrain_lab_testbed_record:remove(Dir)} end);
-        {error, _} = Error ->
-            Error
+    case terrain_lab_testbed_record:prefix(Dir) of
+        {ok, Prefix} -> with_lock(Prefix, fun() -> {ok, terrain_lab_testbed_record:remove(Dir)} end);
+        error -> {error, {testbed, {not_up, Dir}}}
     end.
 
 %% @doc The record of the testbed in `Dir' and the state of each of its parts.
@@ -377,9 +375,9 @@ free_dir(Dir) ->
     case file:read_link_info(Dir) of
         {error, enoent} -> ok;
         {ok, _} ->
-            case filelib:is_regular(record_file(Dir)) of
-                true -> {error, {testbed, {exists, Dir}}};
-                false -> {error, {testbed, {not_ours, Dir}}}
+            case terrain_lab_testbed_record:prefix(Dir) of
+                {ok, _} -> {error, {testbed, {exists, Dir}}};
+                error -> {error, {testbed, {not_ours, Dir}}}
             end;
         {error, Why} -> {error, {testbed, {file, Dir, Why}}}
     end.
@@ -397,7 +395,7 @@ make(Dir, #{prefix := Prefix, names := Names, net := Net} = Plan) ->
     Hosts = [#{name => list_to_binary(H), address => list_to_binary(Net ++ "." ++ integer_to_list(I + 1)),
                veth => list_to_binary("tv" ++ Prefix ++ integer_to_list(I))}
              || {I, H} <- lists:enumerate(Names)],
-    case terrain_lab_testbed_record:create(Dir) of
+    case terrain_lab_testbed_record:create(Dir, Prefix) of
         ok ->
             try build(Dir, Hosts, Plan) of
                 ok -> read(Dir)

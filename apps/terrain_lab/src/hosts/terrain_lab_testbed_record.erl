@@ -21,7 +21,7 @@
 %% the two) is removed if it exists: the prefix's lock and the checks before `up' made
 %% sure no other thing had that name.
 %% ```
-%% ok = terrain_lab_testbed_record:create(Dir),
+%% ok = terrain_lab_testbed_record:create(Dir, "tb"),
 %% terrain_lab_testbed_record:make(Dir, #{kind => namespace, name => "tb1"},
 %%                                 fun() -> sh("ip netns add tb1"), [namespace_id("tb1")] end),
 %% Lines = terrain_lab_testbed_record:remove(Dir).
@@ -32,7 +32,8 @@
 -include_lib("terrain_json/include/terrain_formats.hrl").
 
 %% API
--export([create/1,
+-export([create/2,
+         prefix/1,
          make/3,
          make_dir/2,
          write_file/3,
@@ -81,13 +82,13 @@
 %% API
 
 %% @doc Makes `Dir' (which must not exist: only a directory made here is the
-%% testbed's) and its record. `{error, {testbed, {file, Path, Reason}}}' when either is
-%% refused; then nothing is left.
--spec create(file:filename()) -> ok | {error, {testbed, {file, file:filename(), term()}}}.
-create(Dir) ->
+%% testbed's) and its record, whose header names the testbed's prefix. `{error,
+%% {testbed, {file, Path, Reason}}}' when either is refused; then nothing is left.
+-spec create(file:filename(), string()) -> ok | {error, {testbed, {file, file:filename(), term()}}}.
+create(Dir, Prefix) ->
     case file:make_dir(Dir) of
         ok ->
-            Lines = [json(#{format => ?TERRAIN_FORMAT_TESTBED_MADE}),
+            Lines = [json(#{format => ?TERRAIN_FORMAT_TESTBED_MADE, prefix => Prefix}),
                      line(made, #{kind => dir, path => Dir, top => true}, #{at => ticks()})],
             case file:write_file(record_file(Dir), Lines, [exclusive]) of
                 ok -> ok;
@@ -152,6 +153,22 @@ write_file(Dir, Path, Content) ->
                      {error, {write, File, Why}} -> throw({testbed, {file, File, Why}})
                  end
          end).
+
+%% @doc The prefix of the testbed whose record is in `Dir' (also when `up' was killed
+%% before it wrote testbed.json), or `error' when there is no record.
+-spec prefix(file:filename()) -> {ok, string()} | error.
+prefix(Dir) ->
+    case read_record_bytes(record_file(Dir)) of
+        {ok, Bin} ->
+            case terrain_json:decode(hd(binary:split(Bin, <<"\n">>))) of
+                {ok, #{<<"format">> := ?TERRAIN_FORMAT_TESTBED_MADE, <<"prefix">> := Prefix}} when is_binary(Prefix) ->
+                    {ok, binary_to_list(Prefix)};
+                _ ->
+                    error
+            end;
+        error ->
+            error
+    end.
 
 %% @doc The things recorded in `Dir', in the order they were first named, each with
 %% its last state; `[]' when there is no record.
