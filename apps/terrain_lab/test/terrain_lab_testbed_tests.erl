@@ -149,3 +149,25 @@ scratch() ->
                         ++ integer_to_list(erlang:unique_integer([positive]))),
     ok = file:make_dir(Dir),
     Dir.
+
+%% A record is read only in a directory closed to others, and only its paths inside the
+%% testbed's directory (or its run directory) are ever removed: a record written by
+%% someone else cannot make down delete anything else.
+a_record_never_reaches_outside_the_testbed_test() ->
+    Scratch = scratch(),
+    Dir = filename:join(Scratch, "tb"),
+    Outside = filename:join(Scratch, "outside.txt"),
+    ok = file:write_file(Outside, "not the testbed's\n"),
+    ok = terrain_lab_testbed_record:create(Dir, "tb"),
+    ok = file:write_file(filename:join(Dir, "made.jsonl"),
+                         [terrain_json:encode(#{kind => file, path => list_to_binary(Outside), state => made}), "\n",
+                          terrain_json:encode(#{kind => dir, path => list_to_binary(Scratch), state => made}), "\n"],
+                         [append]),
+    ok = file:change_mode(Dir, 8#755),
+    ?assertEqual(error, terrain_lab_testbed_record:prefix(Dir)),
+    ?assertEqual([], terrain_lab_testbed_record:remove(Dir)),
+    ok = file:change_mode(Dir, 8#700),
+    ?assertEqual({ok, "tb"}, terrain_lab_testbed_record:prefix(Dir)),
+    ?assertEqual(["directory " ++ Dir ++ " removed"], terrain_lab_testbed_record:remove(Dir)),
+    ?assertEqual({ok, <<"not the testbed's\n">>}, file:read_file(Outside)),
+    ok = file:del_dir_r(Scratch).

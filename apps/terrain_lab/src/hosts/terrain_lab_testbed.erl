@@ -414,7 +414,6 @@ make(Dir, #{prefix := Prefix, names := Names, net := Net} = Plan) ->
 build(Dir, Hosts, #{prefix := Prefix, switches := Switches, net := Net, rates := Rates, slurm := Slurm,
                     progress := Progress} = Plan) ->
     T0 = erlang:monotonic_time(millisecond),
-    ok = change_mode(Dir, 8#700),
     Bridge = "tbr" ++ Prefix,
     ok = terrain_lab_testbed_record:write_file(Dir, record_file(Dir), description(Dir, Bridge, Hosts, Plan)),
     ok = make_bridge(Dir, Bridge, Net),
@@ -465,11 +464,6 @@ make_keys(Dir) ->
     end,
     terrain_lab_testbed_record:write_file(Dir, filename:join(Dir, "authorized_keys"), Pub).
 
-change_mode(Path, Mode) ->
-    case file:change_mode(Path, Mode) of
-        ok -> ok;
-        {error, Why} -> throw({testbed, {file, Path, Why}})
-    end.
 
 %% A host: its namespace and veth (each recorded before it is made, with its inode
 %% and ifindex after), its directory, sshd and epmd (recorded with pid and start time).

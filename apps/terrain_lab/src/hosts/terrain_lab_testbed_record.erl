@@ -86,16 +86,23 @@
 %% {testbed, {file, Path, Reason}}}' when either is refused; then nothing is left.
 -spec create(file:filename(), string()) -> ok | {error, {testbed, {file, file:filename(), term()}}}.
 create(Dir, Prefix) ->
+    Lines = [json(#{format => ?TERRAIN_FORMAT_TESTBED_MADE, prefix => Prefix}),
+             line(made, #{kind => dir, path => Dir, top => true}, #{at => ticks()})],
     case file:make_dir(Dir) of
         ok ->
-            Lines = [json(#{format => ?TERRAIN_FORMAT_TESTBED_MADE, prefix => Prefix}),
-                     line(made, #{kind => dir, path => Dir, top => true}, #{at => ticks()})],
-            case file:write_file(record_file(Dir), Lines, [exclusive]) of
-                ok -> ok;
+            %% this user's and closed to others: a record anyone else could write is not read
+            case file:change_mode(Dir, 8#700) of
+                ok ->
+                    case file:write_file(record_file(Dir), Lines, [exclusive]) of
+                        ok -> ok;
+                        {error, Why} ->
+                            _ = file:delete(record_file(Dir)),
+                            _ = file:del_dir(Dir),
+                            file_error(record_file(Dir), Why)
+                    end;
                 {error, Why} ->
-                    _ = file:delete(record_file(Dir)),
                     _ = file:del_dir(Dir),
-                    file_error(record_file(Dir), Why)
+                    file_error(Dir, Why)
             end;
         {error, Why} ->
             file_error(Dir, Why)
@@ -158,7 +165,7 @@ write_file(Dir, Path, Content) ->
 %% before it wrote testbed.json), or `error' when there is no record.
 -spec prefix(file:filename()) -> {ok, string()} | error.
 prefix(Dir) ->
-    case read_record_bytes(record_file(Dir)) of
+    case is_private(Dir) andalso read_record_bytes(record_file(Dir)) of
         {ok, Bin} ->
             case terrain_json:decode(hd(binary:split(Bin, <<"\n">>))) of
                 {ok, #{<<"format">> := ?TERRAIN_FORMAT_TESTBED_MADE, <<"prefix">> := Prefix}} when is_binary(Prefix) ->
@@ -166,7 +173,7 @@ prefix(Dir) ->
                 _ ->
                     error
             end;
-        error ->
+        _ ->
             error
     end.
 
@@ -184,9 +191,18 @@ things(Dir) ->
 
 %% @doc Removes what the record in `Dir' names, last made first; returns a line per
 %% thing removed (and one for a directory kept because it holds what was not made).
+%% Only a record in a directory of this user's, closed to others (0700), is read, and
+%% of its paths only those in `Dir' or the testbed's run directory.
 -spec remove(file:filename()) -> [string()].
 remove(Dir) ->
-    Things = [T || #{state := S} = T <- things(Dir), S =/= not_made],
+    Roots = case prefix(Dir) of
+                {ok, Prefix} -> [Dir, terrain_lab_testbed_slurm:run_dir(Prefix)];
+                error -> []
+            end,
+    Inside = fun(#{path := P}) -> lists:any(fun(Root) -> P =:= Root orelse lists:prefix(Root ++ "/", P) end, Roots);
+                (#{}) -> Roots =/= []
+             end,
+    Things = [T || #{state := S} = T <- things(Dir), S =/= not_made, Inside(T)],
     Of = fun(Kind) -> lists:reverse([T || #{kind := K} = T <- Things, K =:= Kind]) end,
     Stopped = stop_processes(Of(process)),
     Hosts = remove_namespaces(Of(namespace)),
@@ -397,6 +413,16 @@ read_record_bytes(File) ->
             end;
         _ ->
             error
+    end.
+
+%% The testbed's directory is this user's and closed to others (a record that anyone
+%% else could have written is not read).
+is_private(Dir) ->
+    case {file:read_link_info(Dir), file:read_file_info("/proc/self")} of
+        {{ok, #file_info{type = directory, uid = Uid, mode = Mode}}, {ok, #file_info{uid = Uid}}} ->
+            Mode band 8#077 =:= 0;
+        _ ->
+            false
     end.
 
 ticks() ->
