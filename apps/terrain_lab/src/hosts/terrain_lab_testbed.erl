@@ -489,7 +489,7 @@ make_host(Dir, Bridge, #{name := NameB, address := AddressB, veth := VethB}) ->
                          "\nAuthorizedKeysFile ", filename:join(Dir, "authorized_keys"), "\nPidFile ", PidFile,
                          "\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n"
                          "PermitRootLogin prohibit-password\nMaxStartups 100\nAcceptEnv LANG LC_*\n"]),
-    Record(#{kind => process, name => "sshd " ++ NS, comm => "sshd", pid_file => PidFile},
+    Record(#{kind => process, name => "sshd " ++ NS, comm => "sshd", pid_path => PidFile},
            fun() ->
                    sh(["ip netns exec ", NS, " /usr/sbin/sshd -f ", quote(Config), " -E ",
                        quote(filename:join(HostDir, "sshd.log"))]),

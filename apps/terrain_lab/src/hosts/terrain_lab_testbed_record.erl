@@ -56,14 +56,14 @@
 
 %% A thing made. Before it is made: `kind' and its name (`name' for namespaces, links
 %% and processes, `path' for files and directories), with a process's `comm', and
-%% where it writes its pid (`pid_file') if it does, and whether `status' lists it as
+%% where it writes its pid (`pid_path') if it does, and whether `status' lists it as
 %% a daemon. Read back, it also has `state' and `at' (the intent's time in clock
 %% ticks since boot) and, once made, `id'.
 -type thing() :: #{kind := dir | file | link | namespace | process,
                    name => string(),
                    path => file:filename(),
                    comm => string(),
-                   pid_file => file:filename(),
+                   pid_path => file:filename(),
                    daemon => boolean(),
                    top => boolean(),
                    state => intent | made | not_made,
@@ -227,7 +227,7 @@ own_pid(#{state := made, comm := Comm, id := #{pid := Pid, start := Start}}) ->
         #{comm := Comm, start := Start} -> Pid;
         _ -> none
     end;
-own_pid(#{state := intent, comm := Comm, pid_file := File, at := At}) ->
+own_pid(#{state := intent, comm := Comm, pid_path := File, at := At}) ->
     case file:read_file(File) of
         {ok, Bin} ->
             Pid = string:trim(binary_to_list(Bin)),
@@ -383,9 +383,11 @@ field(<<"id">>, Id) when is_integer(Id) -> {id, Id};
 field(<<"at">>, At) when is_integer(At) -> {at, At};
 field(<<"daemon">>, D) when is_boolean(D) -> {daemon, D};
 field(<<"top">>, T) when is_boolean(T) -> {top, T};
-field(Key, Text) when is_binary(Text), Key =:= <<"name">>; Key =:= <<"path">>; Key =:= <<"comm">>;
-                      Key =:= <<"pid_file">> ->
-    {binary_to_atom(Key), unicode:characters_to_list(Text)};
+field(Key, Text) when is_binary(Text) ->
+    case lists:member(Key, [<<"name">>, <<"path">>, <<"comm">>, <<"pid_path">>]) of
+        true -> {binary_to_atom(Key), unicode:characters_to_list(Text)};
+        false -> skip
+    end;
 field(_, _) ->
     skip.
 

@@ -84,7 +84,7 @@ sinfo(Dir, Format) ->
 daemon(Dir, Name, Line, PidFile) ->
     Comm = hd(string:split(lists:last(string:split(Name, "/", all)), " ")),
     terrain_lab_testbed_record:make(
-      Dir, #{kind => process, name => Name, comm => Comm, pid_file => PidFile, daemon => true},
+      Dir, #{kind => process, name => Name, comm => Comm, pid_path => PidFile, daemon => true},
       fun() ->
               sh(Line),
               Pid = terrain_lab_testbed_record:pid_file(PidFile),
