@@ -152,8 +152,11 @@ resource_guard_refuses_before_anything_starts(Config) ->
              {["bench", "--spec", Two, Big], "mostly for argument_size"},
              {["emas", "--population", "100000000", "--out", filename:join(Dir, "g3")], "mostly for --population"},
              {["emas", "--islands", "1000000", "--out", filename:join(Dir, "g4")], "--islands asks for 1000000"},
-             {["events", "record", "--workload", "windtunnel", "--spec", Two, "--workers-per-scheduler", "100000",
-               "--out", filename:join(Dir, "g5")], "mostly for --workers-per-scheduler"},
+             {["events", "record", "--workload", "windtunnel", "--spec", Two, "--workers-per-scheduler", "1000",
+               "--steps", "100000", "--out", filename:join(Dir, "g5")], "mostly for --workers-per-scheduler"},
+             %% a lab node's process limit (+P 65536), not this VM's (262,144): 70000 or more workers on one node
+             {["events", "record", "--workload", "windtunnel", "--spec", Two, "--workers-per-scheduler", "70000",
+               "--out", filename:join(Dir, "g11")], "--workers-per-scheduler asks for"},
              {["probe", "--nodes", "x1@nohost,x2@nohost", "--payload", "100000000000", "--strategy", "concurrent",
                "--state-dir", filename:join(Dir, "g8"), "--runs-dir", filename:join(Dir, "g9")], "mostly for --payload"},
              {["write-test", "--targets", Dir, "--stripe", "100000000", "--out", filename:join(Dir, "g10.csv")],
