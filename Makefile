@@ -114,7 +114,7 @@ test-fast: setup build xref eunit
 	cd python && ../$(VENV)/bin/python -m pytest -q -m 'not browser'
 
 ## bare-check: make demo (twice) and make test-fast on a minimal Debian bookworm root made with debootstrap that has
-## only git, make and ca-certificates (tools/bare-check; needs root and Debian's package mirror, docs/BARE.md)
+## only git, make and ca-certificates (tools/bare-check; what it needs: README, "Setup")
 bare-check:
 	tools/bare-check
 
