@@ -2,18 +2,21 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 
+# What the demo needs (`make demo` installs only these):
+# erlang-nox, erlang-dev, rebar3: Erlang/OTP and the build.
 # python3, python3-venv: the Python package's virtualenv .venv (terrain-analysis: the fits, plots and the report).
-# procps: pgrep and kill, which the tests call.
-# chromium: the report's browser test (pytest -m browser) opens the HTML report in it.
+# procps: pgrep and kill (the tests call them too).
 # graphviz: the ML-ACO experiment draws its placements (dot).
+# gcc, libc6-dev: the native netem proxy (apps/terrain_lab/c_src, built by rebar3's compile hook).
+APT_DEMO := erlang-nox erlang-dev rebar3 python3 python3-venv procps graphviz gcc libc6-dev
+# The rest, for the checks and tests (`make test` and the other targets install everything):
+# erlang-common-test, erlang-dialyzer, erlang-proper, erlang-proper-dev: Common Test, dialyzer, PropEr.
+# chromium: the report's browser test (pytest -m browser) opens the HTML report in it.
 # openssh-server, openssh-client, iproute2: the test hosts of the ssh launcher (network namespaces with sshd).
 # slurmctld, slurmd, slurm-client, munge: `terrain testbed up --slurm` and the real-SLURM tests (docs/TESTBED.md).
 # elixir: the Elixir example project (examples/elixir_app) that depends on terrain.
-# gcc, libc6-dev: the native netem proxy (apps/terrain_lab/c_src, built by rebar3's compile hook).
-APT_PACKAGES := erlang-nox erlang-dev rebar3 erlang-common-test erlang-dialyzer erlang-proper erlang-proper-dev \
-                python3 python3-venv procps \
-                chromium graphviz openssh-server openssh-client iproute2 slurmctld slurmd slurm-client munge elixir \
-                gcc libc6-dev
+APT_PACKAGES := $(APT_DEMO) erlang-common-test erlang-dialyzer erlang-proper erlang-proper-dev \
+                chromium openssh-server openssh-client iproute2 slurmctld slurmd slurm-client munge elixir
 VENV := .venv
 PYTHON := $(VENV)/bin/python
 REBAR := rebar3
@@ -126,6 +129,8 @@ bench: setup build
 	@for b in python/bench/*.py; do if [ -e "$$b" ]; then $(PYTHON) "$$b" || exit 1; fi; done
 
 ## demo: the demo cluster walk-through, then the lab's tools run into the same run directory, ending in runs/<stamp>/report.html
+## (installs only the demo's Debian packages, APT_DEMO: its prerequisites take this list from it)
+demo: APT_PACKAGES = $(APT_DEMO)
 demo: setup build
 	@epmd -daemon
 	bin/terrain demo
