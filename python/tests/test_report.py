@@ -384,3 +384,22 @@ def test_the_live_demo_step_renders_its_timeline_and_places(tmp_path, make_run):
     assert errors == []
     assert "Live cluster" in page
     assert "<td>node joined</td>" in page and "<td>live/s1/s1r2</td>" in page
+
+
+def test_the_latency_heatmap_shows_the_statistic_the_run_clustered_by(tmp_path, make_run):
+    # the SLURM pipeline job clusters medians ('terrain topology --statistic median'): the report draws and
+    # states the medians, not the minimum round trips
+    run = make_run(tmp_path / "run")
+    latency = json.loads((run / "latency.json").read_text())
+    latency["stats"]["median"] = [[2 * x for x in row] for row in latency["stats"]["min"]]
+    (run / "latency.json").write_text(json.dumps(latency))
+    page, errors = build_report([run])
+    assert errors == [] and "The min round trip of every ordered pair" in page
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["outputs"].append({"kind": "topology", "file": "discovered.json",
+                                "parameters": {"source": "latency.json", "statistic": "median"}})
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    (run / "discovered.json").write_text((run / "topology.json").read_text())
+    page, errors = build_report([run])
+    assert "The median round trip of every ordered pair" in page
+    assert "fastest pair, median round trip (µs)" in page and "fastest pair, min round trip" not in page

@@ -10,7 +10,7 @@ from terrain_analysis.scale import growth_exponent, read_scale, scale_figure
 
 def _document(rows):
     return {"format": "terrain.scale/1", "sizes": sorted({r["nodes"] for r in rows}), "rows": rows,
-            "machine_at_start": {"logical_processors": 2, "loadavg1": "1.0"}}
+            "machine_at_start": {"logical_processors": 2, "loadavg1": 1.0}}
 
 
 def _rows():

@@ -1026,18 +1026,14 @@ format_error({bad_process_tree, Why}) ->
     io_lib:format("bad process tree: ~ts", [Why]);
 format_error({bad_predicate, P}) ->
     io_lib:format("malformed predicate: ~0tp (see the predicate list in docs/ATTRIBUTES.md)", [P]);
-format_error({bad_option, Key, Value}) ->
-    io_lib:format("bad value for option ~0tp: ~0tp", [Key, Value]);
+format_error({bad_option, _, _} = Reason) ->
+    terrain_options:format_error(Reason);
 format_error({no_group, Name}) ->
     io_lib:format("no placed group ~0tp is running on this node", [Name]);
 format_error({already_started, Pid}) ->
     io_lib:format("a placed group of that name is already running (~0p)", [Pid]);
-format_error({missing_option, Key}) ->
-    io_lib:format("the option ~0tp is required", [Key]);
-format_error({unknown_option, Key}) ->
-    io_lib:format("unknown option ~0tp", [Key]);
-format_error({bad_options, Opts}) ->
-    io_lib:format("options must be a map, got ~0tp", [Opts]);
+format_error({Tag, _} = Reason) when Tag =:= missing_option; Tag =:= unknown_option; Tag =:= bad_options ->
+    terrain_options:format_error(Reason);
 format_error({bad_nodes, Nodes}) ->
     io_lib:format("expected a list of node names, got ~0tp", [Nodes]);
 format_error({bad_names, Names}) ->
@@ -1088,30 +1084,11 @@ maybe_run([Check | Checks], Run) ->
         {error, _} = Error -> Error
     end.
 
-check_options(Opts, Checks) when is_map(Opts) ->
-    maps:fold(fun(Key, Value, ok) ->
-                      case Checks of
-                          #{Key := Valid} ->
-                              case Valid(Value) of
-                                  true -> ok;
-                                  false -> {error, {bad_option, Key, Value}}
-                              end;
-                          _ ->
-                              {error, {unknown_option, Key}}
-                      end;
-                 (_, _, Error) ->
-                      Error
-              end, ok, Opts);
-check_options(Opts, _Checks) ->
-    {error, {bad_options, Opts}}.
+check_options(Opts, Checks) ->
+    terrain_options:check(Opts, Checks).
 
-required(Opts, Keys) when is_map(Opts) ->
-    case [K || K <- Keys, not maps:is_key(K, Opts)] of
-        [] -> ok;
-        [Missing | _] -> {error, {missing_option, Missing}}
-    end;
-required(Opts, _Keys) ->
-    {error, {bad_options, Opts}}.
+required(Opts, Keys) ->
+    terrain_options:required(Opts, Keys).
 
 query_checks() ->
     #{timeout => fun(T) -> is_integer(T) andalso T >= 0 end,

@@ -109,15 +109,11 @@ remove(Node, Tree) ->
 %% Validates options and fills in the defaults (except `seed' and `name', which
 %% default to values derived from the node).
 -spec validate_options(term()) -> {ok, options()} | {error, error_reason()}.
-validate_options(Options) when is_map(Options) ->
-    try
-        maps:foreach(fun check_option/2, Options),
-        {ok, maps:merge(?DEFAULTS, Options)}
-    catch
-        throw:Reason -> {error, {insert, Reason}}
-    end;
 validate_options(Options) ->
-    {error, {insert, {bad_options, Options}}}.
+    case terrain_options:check(Options, option_checks()) of
+        ok -> {ok, maps:merge(?DEFAULTS, Options)};
+        {error, Reason} -> {error, {insert, Reason}}
+    end.
 
 %% @doc A sentence for an error of this module.
 -spec format_error(error_reason()) -> iolist().
@@ -145,18 +141,16 @@ format_error({insert, {no_measurement, Node, Why}}) ->
 %%--------------------------------------------------------------------
 %% Options and the tree
 
-check_option(representatives, V) when is_integer(V), V >= 1 -> ok;
-check_option(confirm, V) when is_integer(V), V >= 0 -> ok;
-check_option(gap, V) when is_number(V), V > 1 -> ok;
-check_option(retries, V) when is_integer(V), V >= 0 -> ok;
-check_option(attempts, V) when is_integer(V), V >= 1 -> ok;
-check_option(seed, V) when is_integer(V) -> ok;
-check_option(name, _) -> ok;
-check_option(Key, Value) ->
-    case maps:is_key(Key, ?DEFAULTS) of
-        true -> throw({bad_option, Key, Value});
-        false -> throw({unknown_option, Key})
-    end.
+%% The check of each option (terrain_options).
+-spec option_checks() -> terrain_options:checks().
+option_checks() ->
+    #{representatives => fun(V) -> is_integer(V) andalso V >= 1 end,
+      confirm => fun(V) -> is_integer(V) andalso V >= 0 end,
+      gap => fun(V) -> is_number(V) andalso V > 1 end,
+      retries => fun(V) -> is_integer(V) andalso V >= 0 end,
+      attempts => fun(V) -> is_integer(V) andalso V >= 1 end,
+      seed => fun erlang:is_integer/1,
+      name => fun(_) -> true end}.
 
 option_help(representatives) -> "an integer >= 1";
 option_help(confirm) -> "an integer >= 0";

@@ -56,7 +56,28 @@
 -define(RPC_TIMEOUT, 2000).
 
 -type config() :: #{grace := non_neg_integer(), remeasure := non_neg_integer() | false,
-                    insert := map()}.
+                    insert := terrain:insert_options()}.
+
+%% The server's state: off (no `live' configuration: only subscriptions, never told of a
+%% change), or the live topology. `leaving', `inserting' and `remeasuring' are the
+%% sequencer's only.
+-type state() :: #{live := false, subscribers := subscribers()}
+               | #{live := true,
+                   config := config(),
+                   version := non_neg_integer(),
+                   tree := terrain:topology_tree() | undefined,
+                   pg := reference(),                              % the pg group's monitor
+                   members := [node()],
+                   subscribers := subscribers(),
+                   leaving := #{node() => reference()},            % the grace timer of each
+                   inserting := {node(), pid(), Version :: non_neg_integer()} | undefined,
+                   remeasure := reference() | undefined,           % the re-measurement timer
+                   next := [node()],                               % whom to re-measure next
+                   remeasuring := {node(), pid(), Version :: non_neg_integer(), terrain:topology_tree()}
+                                | undefined}.
+
+%% Subscribers' processes, by the monitor of each.
+-type subscribers() :: #{reference() => pid()}.
 
 %%--------------------------------------------------------------------
 %% API
@@ -128,7 +149,7 @@ config() ->
 %%--------------------------------------------------------------------
 %% gen_server callbacks
 
--spec init([]) -> {ok, map()}.
+-spec init([]) -> {ok, state()}.
 init([]) ->
     case config() of
         false ->
@@ -154,7 +175,7 @@ init([]) ->
             {ok, sequence(State)}
     end.
 
--spec handle_call(term(), gen_server:from(), map()) -> {reply, term(), map()}.
+-spec handle_call(term(), gen_server:from(), state()) -> {reply, term(), state()}.
 handle_call(status, _From, #{live := false} = State) ->
     {reply, disabled, State};
 handle_call(status, _From, #{version := V, members := Members, leaving := Leaving} = State) ->
@@ -173,11 +194,11 @@ handle_call({unsubscribe, Ref}, _From, #{subscribers := Subs} = State) ->
 handle_call(_Request, _From, State) ->
     {reply, {error, unknown_request}, State}.
 
--spec handle_cast(term(), map()) -> {noreply, map()}.
+-spec handle_cast(term(), state()) -> {noreply, state()}.
 handle_cast(_Request, State) ->
     {noreply, State}.
 
--spec handle_info(term(), map()) -> {noreply, map()}.
+-spec handle_info(term(), state()) -> {noreply, state()}.
 handle_info({Ref, Kind, ?GROUP, Pids}, #{pg := Ref, members := Members} = State) ->
     New = case Kind of
               join -> lists:usort(Members ++ members(Pids));

@@ -62,6 +62,24 @@
 
 -export_type([spec/0]).
 
+%% A member's keeper, by the monitor of its spawn request.
+-type keeper() :: #{node := node(),
+                    pid := pid() | undefined,          % the keeper's, once spawned
+                    member := pid() | starting,
+                    replaces := reference() | none}.   % the keeper it takes over from (rebalance)
+
+%% The group process's state.
+-type state() :: #{name := term(),
+                   spec := spec(),
+                   keepers := #{reference() => keeper()},
+                   failed := #{node() => integer()},  % retry-after, monotonic ms
+                   restarts := [integer()],          % monotonic ms of restarts after member exits
+                   restarted := non_neg_integer(),   % members restarted after an exit, since the start
+                   replaced := non_neg_integer(),    % members placed again because their node went away
+                   waiting := [gen_server:from()],    % callers of await_started
+                   retry := reference() | undefined,  % retry timer
+                   rebalance := reference() | undefined}. % rebalance timer
+
 %%--------------------------------------------------------------------
 %% API
 
@@ -115,7 +133,7 @@ start_link(Name, Spec) ->
 %%--------------------------------------------------------------------
 %% gen_server callbacks
 
--spec init({term(), spec()}) -> {ok, map()} | {stop, term()}.
+-spec init({term(), spec()}) -> {ok, state()} | {stop, term()}.
 init({Name, Spec}) ->
     process_flag(trap_exit, true),
     case terrain_placed_registry:register(Name, self()) of
@@ -137,7 +155,7 @@ init({Name, Spec}) ->
             {stop, Error}
     end.
 
--spec handle_call(term(), gen_server:from(), map()) -> {reply, term(), map()} | {noreply, map()}.
+-spec handle_call(term(), gen_server:from(), state()) -> {reply, term(), state()} | {noreply, state()}.
 handle_call(await_started, From, #{waiting := Waiting} = State) ->
     reply_started(State#{waiting := [From | Waiting]});
 handle_call(info, _From, #{spec := Spec, keepers := Keepers, restarted := Restarted, replaced := Replaced} = State) ->
@@ -149,11 +167,11 @@ handle_call(info, _From, #{spec := Spec, keepers := Keepers, restarted := Restar
 handle_call(_Request, _From, State) ->
     {reply, {error, unknown_request}, State}.
 
--spec handle_cast(term(), map()) -> {noreply, map()}.
+-spec handle_cast(term(), state()) -> {noreply, state()}.
 handle_cast(_Request, State) ->
     {noreply, State}.
 
--spec handle_info(term(), map()) -> {noreply, map()} | {stop, term(), map()}.
+-spec handle_info(term(), state()) -> {noreply, state()} | {stop, term(), state()}.
 handle_info({terrain_placed_started, Keeper, Member}, #{keepers := Keepers} = State) ->
     case [R || {R, #{pid := P}} <- maps:to_list(Keepers), P =:= Keeper] of
         [Ref] ->
@@ -203,7 +221,7 @@ handle_info({nodedown, _Node}, State) ->
 handle_info({'EXIT', _Pid, _Reason}, State) ->
     {noreply, State}.
 
--spec terminate(term(), map()) -> ok.
+-spec terminate(term(), state()) -> ok.
 terminate(_Reason, #{keepers := Keepers}) ->
     Running = [R || {R, #{pid := P}} <- maps:to_list(Keepers), is_pid(P)],
     [stop_keeper(R, Keepers) || R <- Running],

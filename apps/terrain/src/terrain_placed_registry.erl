@@ -28,6 +28,10 @@
 
 -define(TABLE, terrain_placed).
 
+%% The server's state: the group each monitored group process has registered, by the
+%% monitor (the table holds the rest).
+-type state() :: #{reference() => Name :: term()}.
+
 %%--------------------------------------------------------------------
 %% API
 
@@ -77,12 +81,12 @@ whereis(Name) ->
 %%--------------------------------------------------------------------
 %% gen_server callbacks
 
--spec init([]) -> {ok, #{reference() => term()}}.
+-spec init([]) -> {ok, state()}.
 init([]) ->
     ?TABLE = ets:new(?TABLE, [named_table, protected, set, {read_concurrency, true}]),
     {ok, #{}}.
 
--spec handle_call(term(), gen_server:from(), map()) -> {reply, term(), map()}.
+-spec handle_call(term(), gen_server:from(), state()) -> {reply, term(), state()}.
 handle_call({register, Name, Pid}, _From, Monitors) ->
     case ets:lookup(?TABLE, Name) of
         [{_, Other, _}] ->
@@ -100,11 +104,11 @@ handle_call({members, Name, Pid, Members}, _From, Monitors) ->
 handle_call(_Request, _From, Monitors) ->
     {reply, {error, unknown_request}, Monitors}.
 
--spec handle_cast(term(), map()) -> {noreply, map()}.
+-spec handle_cast(term(), state()) -> {noreply, state()}.
 handle_cast(_Request, Monitors) ->
     {noreply, Monitors}.
 
--spec handle_info(term(), map()) -> {noreply, map()}.
+-spec handle_info(term(), state()) -> {noreply, state()}.
 handle_info({'DOWN', Ref, process, Pid, _}, Monitors) ->
     case maps:take(Ref, Monitors) of
         {Name, Rest} ->

@@ -136,6 +136,8 @@ format_error({variability, {bad_value, Key, Value}}) ->
     io_lib:format("GEV parameter '~s' must be ~s, got ~0tp", [Key, expected(Key), Value]);
 format_error({variability, {bad_option, Key, Value}}) ->
     io_lib:format("option ~0tp: bad value ~0tp (~s)", [Key, Value, expected(Key)]);
+format_error({variability, {Tag, _} = Reason}) when Tag =:= unknown_option; Tag =:= bad_options ->
+    terrain_options:format_error(Reason);
 format_error({variability, {bad_fit, Fit}}) ->
     io_lib:format("expected a fit.json path or a map of location, scale and shape, got ~0tP", [Fit, 6]).
 
@@ -175,19 +177,14 @@ number(Fit, Key) ->
         true -> throw({bad_value, Key, Value})
     end.
 
-options(Options) when is_map(Options) ->
-    try
-        maps:foreach(fun(name, V) when is_atom(V) -> ok;
-                        (tail, V) when is_float(V), V > 0.0, V < 0.5 -> ok;
-                        (side, V) when V =:= upper; V =:= lower; V =:= both -> ok;
-                        (K, V) -> throw({bad_option, K, V})
-                     end, Options),
-        {ok, maps:get(name, Options, default), maps:get(tail, Options, 0.001), maps:get(side, Options, upper)}
-    catch
-        throw:Why -> {error, {variability, Why}}
-    end;
 options(Options) ->
-    {error, {variability, {bad_option, options, Options}}}.
+    Checks = #{name => fun erlang:is_atom/1,
+               tail => fun(V) -> is_float(V) andalso V > 0.0 andalso V < 0.5 end,
+               side => fun(V) -> V =:= upper orelse V =:= lower orelse V =:= both end},
+    case terrain_options:check(Options, Checks) of
+        ok -> {ok, maps:get(name, Options, default), maps:get(tail, Options, 0.001), maps:get(side, Options, upper)};
+        {error, Reason} -> {error, {variability, Reason}}
+    end.
 
 expected(scale) -> "a number above 0";
 expected(tail) -> "a float between 0 and 0.5";

@@ -25,6 +25,7 @@
 -define(TERRAIN_FORMAT_STATE, <<"terrain.state/1">>).
 -define(TERRAIN_FORMAT_STATUS, <<"terrain.status/1">>).
 -define(TERRAIN_FORMAT_TESTBED, <<"terrain.testbed/1">>).
+-define(TERRAIN_FORMAT_TESTBED_MADE, <<"terrain.testbed_made/1">>).
 -define(TERRAIN_FORMAT_TOPOLOGY, <<"terrain.topology/1">>).
 -define(TERRAIN_FORMAT_TOPOLOGY_COMPARISON, <<"terrain.topology_comparison/1">>).
 -define(TERRAIN_FORMAT_TRACE, <<"terrain.trace/1">>).

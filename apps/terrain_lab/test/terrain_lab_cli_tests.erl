@@ -209,3 +209,39 @@ required_and_checked_options_exit_2_test() ->
     {2, "", _} = run(["emas", "--time-ms", "4294967296", "--out", "x"]),
     {2, "", _} = run(["up", "--prefix", "ünï_", "s.cluster"]),
     {2, "", _} = run(["collective", "sideways", "--spec", "s", "--out", "x"]).
+
+%% The guard checks processes against the VM they run on: a lab node runs with `+P
+%% 65536', so 100,000 members on one node are refused before a node starts (checked
+%% against this VM's 262,144 they passed, and each node failed with system_limit).
+members_per_node_over_a_lab_nodes_process_limit_are_refused_test_() ->
+    {timeout, 30, fun() ->
+        Dir = filename:join(["/tmp", "terrain_cli_guard_" ++ os:getpid()]),
+        Spec = filename:join("/tmp", "terrain_cli_guard_" ++ os:getpid() ++ ".cluster"),
+        ok = file:write_file(Spec, "{cluster, two, #{}}.\n{node, a, #{}}.\n{node, b, #{}}.\n"),
+        try
+            {1, "", Err} = run(["collective", "bench", "--spec", Spec, "--members-per-node", "100000",
+                                "--sizes", "8", "--out", Dir]),
+            Limit = terrain_lab_guard:process_limit(lab_node) - 1000,
+            ?assertNotEqual(nomatch, string:find(Err, "--members-per-node asks for 100000 processes on one VM, "
+                                                      "more than its process limit allows (" ++
+                                                      integer_to_list(Limit) ++ ")")),
+            ?assertNot(filelib:is_dir(Dir))
+        after
+            file:delete(Spec)
+        end
+    end}.
+
+%% A `{list, T}' option converts each element and checks the range on each; `list' stays
+%% a list of strings.
+typed_list_options_convert_and_check_each_element_test() ->
+    Command = #{name => "t", summary => "", usage => "", args => {0, 0}, run => {?MODULE, none},
+                options => [#{name => sizes, long => "sizes", type => {list, integer}, range => {1, inf}, help => ""},
+                            #{name => names, long => "names", type => list, help => ""}]},
+    ?assertEqual({ok, #{sizes => [8, 1024, 3], names => []}, []},
+                 terrain_lab_cli:parse(Command, ["--sizes", "8, 1024", "--sizes", "3"])),
+    ?assertEqual({ok, #{sizes => [], names => ["a", " b"]}, []}, terrain_lab_cli:parse(Command, ["--names", "a, b"])),
+    {error, Zero} = terrain_lab_cli:parse(Command, ["--sizes", "8,0"]),
+    ?assertEqual("option '--sizes' expects integers >= 1, got '8,0'", lists:flatten(Zero)),
+    ?assertMatch({error, _}, terrain_lab_cli:parse(Command, ["--sizes", "8,x"])),
+    ?assertEqual(error, terrain_lab_cli:list_of(float, "1.5,y")),
+    ?assertEqual({ok, [1.5, 2.0]}, terrain_lab_cli:list_of(float, "1.5,2")).

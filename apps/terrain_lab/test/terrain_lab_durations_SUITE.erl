@@ -79,7 +79,7 @@ write_test_never_overwrites(Config) ->
     Out = filename:join(?config(dir, Config), "existing.csv"),
     ok = file:write_file(Out, <<"precious\n">>),
     {1, "", Err} = cli(["write-test", "--size", "1", "--runs", "1", "--out", Out, "--targets", T1]),
-    ?assertNotEqual(nomatch, string:find(Err, "exists already; write-test never overwrites")),
+    ?assertNotEqual(nomatch, string:find(Err, "exists already; terrain never overwrites an output")),
     ?assertEqual({ok, <<"precious\n">>}, file:read_file(Out)),
     %% The part file name of run 1 of this OS process, taken in target 2.
     Squatter = filename:join(T2, "terrain-write-" ++ os:getpid() ++ "-1.part"),

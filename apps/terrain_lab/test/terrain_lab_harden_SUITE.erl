@@ -26,7 +26,13 @@
          events_record_keeps_partial_results_on_sigterm/0, events_record_keeps_partial_results_on_sigterm/1,
          emas_keeps_the_seconds_measured_on_sigterm/0, emas_keeps_the_seconds_measured_on_sigterm/1,
          sigint_removes_the_cgroups_of_a_started_cluster/0, sigint_removes_the_cgroups_of_a_started_cluster/1,
-         sigkill_removes_the_cgroups_of_a_started_cluster/0, sigkill_removes_the_cgroups_of_a_started_cluster/1]).
+         sigkill_removes_the_cgroups_of_a_started_cluster/0, sigkill_removes_the_cgroups_of_a_started_cluster/1,
+         testbed_leaves_every_planted_object_alone/0, testbed_leaves_every_planted_object_alone/1,
+         testbed_options_are_refused_before_anything_is_made/0, testbed_options_are_refused_before_anything_is_made/1,
+         two_testbed_up_with_one_prefix/0, two_testbed_up_with_one_prefix/1,
+         testbed_down_ends_the_processes_of_a_namespace_deleted_from_outside/0,
+         testbed_down_ends_the_processes_of_a_namespace_deleted_from_outside/1,
+         a_cyclic_topology_conf_makes_no_testbed/0, a_cyclic_topology_conf_makes_no_testbed/1]).
 
 suite() ->
     [{timetrap, {minutes, 4}}].
@@ -39,7 +45,10 @@ all() ->
      emas_scaling_keeps_partial_results_on_sigterm, events_record_keeps_partial_results_on_sigterm,
      emas_keeps_the_seconds_measured_on_sigterm,
      sigint_removes_the_cgroups_of_a_started_cluster, sigkill_removes_the_cgroups_of_a_started_cluster,
-     sigint_keeps_the_experiment_runs_finished_before, sigint_keeps_the_emas_seconds_measured].
+     sigint_keeps_the_experiment_runs_finished_before, sigint_keeps_the_emas_seconds_measured,
+     testbed_leaves_every_planted_object_alone, testbed_options_are_refused_before_anything_is_made,
+     two_testbed_up_with_one_prefix, testbed_down_ends_the_processes_of_a_namespace_deleted_from_outside,
+     a_cyclic_topology_conf_makes_no_testbed].
 
 init_per_suite(Config) ->
     Dir = ?config(priv_dir, Config),
@@ -143,8 +152,11 @@ resource_guard_refuses_before_anything_starts(Config) ->
              {["bench", "--spec", Two, Big], "mostly for argument_size"},
              {["emas", "--population", "100000000", "--out", filename:join(Dir, "g3")], "mostly for --population"},
              {["emas", "--islands", "1000000", "--out", filename:join(Dir, "g4")], "--islands asks for 1000000"},
-             {["events", "record", "--workload", "windtunnel", "--spec", Two, "--workers-per-scheduler", "100000",
-               "--out", filename:join(Dir, "g5")], "mostly for --workers-per-scheduler"},
+             {["events", "record", "--workload", "windtunnel", "--spec", Two, "--workers-per-scheduler", "1000",
+               "--steps", "100000", "--out", filename:join(Dir, "g5")], "mostly for --workers-per-scheduler"},
+             %% a lab node's process limit (+P 65536), not this VM's (262,144): 70000 or more workers on one node
+             {["events", "record", "--workload", "windtunnel", "--spec", Two, "--workers-per-scheduler", "70000",
+               "--out", filename:join(Dir, "g11")], "--workers-per-scheduler asks for"},
              {["probe", "--nodes", "x1@nohost,x2@nohost", "--payload", "100000000000", "--strategy", "concurrent",
                "--state-dir", filename:join(Dir, "g8"), "--runs-dir", filename:join(Dir, "g9")], "mostly for --payload"},
              {["write-test", "--targets", Dir, "--stripe", "100000000", "--out", filename:join(Dir, "g10.csv")],
@@ -283,6 +295,12 @@ read_only_and_full(Config, Ro, Full) ->
     TbPrefix = "h" ++ integer_to_list(list_to_integer(os:getpid()) rem 1000),
     {1, E7} = quiet(Config, ["testbed", "up", "--hosts", "2", "--prefix", TbPrefix, "--dir", filename:join(Ro, "tb")]),
     ?assert(found(E7, "cannot write " ++ filename:join(Ro, "tb") ++ ": read-only file system")),
+    ?assertNot(lists:member("tbr" ++ TbPrefix, string:lexemes(os:cmd("ls /sys/class/net"), "\n"))),
+    %% on the full one its record is refused: a sentence naming the file, nothing left (not an Erlang term)
+    {1, E8} = quiet(Config, ["testbed", "up", "--hosts", "2", "--prefix", TbPrefix, "--dir", filename:join(Full, "tb")]),
+    ?assert(found(E8, "cannot write " ++ filename:join(Full, "tb") ++ "/")),
+    ?assert(found(E8, ": no space left on device")),
+    ?assertNot(lists:member("tb", element(2, file:list_dir(Full)))),
     ?assertNot(lists:member("tbr" ++ TbPrefix, string:lexemes(os:cmd("ls /sys/class/net"), "\n"))).
 
 collective_bench_keeps_partial_results_on_sigterm() ->
@@ -547,3 +565,287 @@ events_record_keeps_partial_results_on_sigterm(Config) ->
     ?assertMatch({ok, #{<<"partial">> := true}}, terrain_json:decode(Header)),
     ?assertMatch({ok, #{<<"partial">> := true}}, terrain_json:read_file(filename:join(Out, "findings.json"))),
     ?assert(filelib:is_regular(filename:join(Out, "manifest.json"))).
+
+%%--------------------------------------------------------------------
+%% terrain testbed: own only what it made, bounded options, one prefix at a time
+
+testbed_leaves_every_planted_object_alone() ->
+    [{doc, "Objects planted next to testbeds - a file, a non-empty directory of mode 1777, a device node, a bridge "
+           "and a veth-like interface named as a testbed's, namespaces named as its hosts with a process named sshd "
+           "in them, an sshd-named process here, a file put into the testbed's directory - survive refused ups "
+           "(--dir of each, a taken bridge or namespace), an up and its down, and an up stopped by SIGTERM."}].
+testbed_leaves_every_planted_object_alone(Config) ->
+    with_testbed_root(fun() -> planted(Config) end).
+
+planted(Config) ->
+    W = filename:join(?config(priv_dir, Config), "planted"),
+    [P, Q, R] = [tb_prefix(L) || L <- "pqr"],
+    ok = file:make_dir(W),
+    try
+        Planted = plant(W, P, Q, R),
+        check_planted(Planted),
+        Refused = [{["--dir", filename:join(W, "precious.txt")], "precious.txt exists already and is not a testbed's"},
+                   {["--dir", filename:join(W, "mydata")], "mydata exists already and is not a testbed's"},
+                   {["--dir", filename:join(W, "nulldev")], "nulldev exists already and is not a testbed's"}],
+        [?assertEqual({1, true}, tb_refused(Config, ["--prefix", P | Args], Text)) || {Args, Text} <- Refused],
+        ?assertEqual({1, true}, tb_refused(Config, ["--prefix", Q, "--dir", filename:join(W, "q")],
+                                           "a network interface tbr" ++ Q ++ " exists already")),
+        ?assertEqual({1, true}, tb_refused(Config, ["--prefix", R, "--dir", filename:join(W, "r")],
+                                           "a network namespace " ++ R ++ "2 exists already")),
+        check_planted(Planted),
+        planted_up_and_down(Config, W, P, Planted),
+        planted_interrupted_up(W, P, Planted)
+    after
+        unplant(W, P, Q, R),
+        [quiet(Config, ["testbed", "down", "--dir", filename:join(W, D)]) || D <- ["p", "p3"],
+                                                                             filelib:is_dir(filename:join(W, D))]
+    end.
+
+planted_up_and_down(Config, W, P, Planted) ->
+    Dir = filename:join(W, "p"),
+    {0, Hosts, _} = escript(Config, ["testbed", "up", "--hosts", "2", "--prefix", P, "--dir", Dir]),
+    ?assertEqual(2, length(string:lexemes(Hosts, "\n"))),
+    check_planted(Planted),
+    %% another up of the prefix while it is up: refused, and the first is whole
+    ?assertEqual({1, true}, tb_refused(Config, ["--prefix", P, "--dir", filename:join(W, "p2")],
+                                       "a network namespace " ++ P ++ "1 exists already")),
+    {0, Status, _} = escript(Config, ["testbed", "status", "--dir", Dir]),
+    ?assertEqual(2, length(string:split(Status, "sshd epmd", all)) - 1),
+    ok = file:write_file(filename:join(Dir, "user.txt"), "the user's\n"),
+    {0, Down, _} = escript(Config, ["testbed", "down", "--dir", Dir]),
+    ?assert(found(Down, "directory " ++ Dir ++ " kept: it holds 1 entries the testbed did not make (user.txt)")),
+    ?assertEqual({ok, <<"the user's\n">>}, file:read_file(filename:join(Dir, "user.txt"))),
+    ?assertEqual([], testbed_left(P) -- [P ++ "9", "tv" ++ P ++ "9"]),     % the planted ones
+    check_planted(Planted).
+
+%% SIGTERM once up has made its first host: everything it made is removed again.
+planted_interrupted_up(W, P, Planted) ->
+    Dir = filename:join(W, "p3"),
+    Made = "'\"kind\":\"namespace\",\"name\":\"" ++ P ++ "[0-9]*\",\"state\":\"made\"'",
+    Line = lists:flatten(["\"$T\" testbed up --hosts 3 --prefix ", P, " --dir ", Dir, " & P=$!; ",
+                          "for i in $(seq 1 600); do grep -q ", Made, " ", Dir, "/made.jsonl 2>/dev/null && break; ",
+                          "sleep 0.02; done; kill -TERM $P; wait $P"]),
+    {Status, _, Err} = shell(W, Line),
+    ct:pal("up stopped by SIGTERM: exit ~b~n~ts", [Status, Err]),
+    ?assertEqual(1, Status),
+    ?assert(found(Err, "interrupted (SIGTERM); everything 'testbed up' had made was removed again")),
+    ?assertNot(filelib:is_file(Dir)),
+    ?assertEqual([], testbed_left(P) -- [P ++ "9", "tv" ++ P ++ "9"]),     % the planted ones
+    check_planted(Planted).
+
+testbed_options_are_refused_before_anything_is_made() ->
+    [{doc, "Hosts over 250 by --topology (N, AxB, A,B, a file of 119,999 hosts), a --topology that is a directory "
+           "or missing, an empty or huge --rates, a bad --prefix for status/env/down, a --dir with a space or "
+           "non-ASCII: exit 2 (1 for the files) at once with a short sentence, and no namespace or bridge made."}].
+testbed_options_are_refused_before_anything_is_made(Config) ->
+    with_testbed_root(fun() -> refused_options(Config) end).
+
+refused_options(Config) ->
+    Dir = ?config(priv_dir, Config),
+    P = tb_prefix($o),
+    Big = filename:join(Dir, "bigline.conf"),
+    ok = file:write_file(Big, ["SwitchName=s2 Nodes=", lists:join(",", [P ++ integer_to_list(I)
+                                                                         || I <- lists:seq(1, 119999)]), "\n"]),
+    Many = filename:join(Dir, "many.conf"),
+    ok = file:write_file(Many, ["SwitchName=s1 Nodes=", P, "[1-300]\n"]),
+    Up = fun(Args) -> ["testbed", "up", "--prefix", P | Args] end,
+    Cases = [{Up(["--topology", "100000x100000"]), 2, "more than 250000 hosts; a testbed has at most 250"},
+             {Up(["--topology", "1000000"]), 2, "a testbed has at most 250 (one /24)"},
+             {Up(["--topology", "251"]), 2, "--topology 251: 251 hosts"},
+             {Up(["--hosts", "2", "--topology", "300000"]), 2, "a testbed has at most 250"},
+             {Up(["--topology", "200,51"]), 2, "251 hosts"},
+             {Up(["--topology", Big]), 1, "larger than 1048576 bytes"},
+             {Up(["--topology", Many]), 2, "300 hosts; a testbed has at most 250"},
+             {Up(["--topology", Dir]), 1, "it is a directory, not a topology.conf file"},
+             {Up(["--topology", "missing.conf"]), 1, "cannot read missing.conf: no such file or directory"},
+             {Up(["--hosts", "2", "--rates", ""]), 2, "option '--rates' expects 1 to 16 link speeds"},
+             {Up(["--hosts", "2", "--rates", ",,"]), 2, "got ',,'"},
+             {Up(["--hosts", "2", "--rates", "99999999999999999999"]), 2, "each from 1 to 100000"},
+             {Up(["--hosts", "1", "--dir", filename:join(Dir, "a b")]), 2, "option '--dir' expects a path of ASCII"},
+             {Up(["--hosts", "1", "--dir", filename:join(Dir, "é")]), 2, "option '--dir' expects a path of ASCII"}]
+        ++ [{["testbed", Action, "--prefix", "A B"], 2, "option '--prefix' expects 1 to 8 lower-case letters"}
+            || Action <- ["status", "env", "down"]],
+    [begin
+         {Status, Err} = quiet(Config, Args),
+         ?assertEqual({Args, Code}, {Args, Status}),
+         ?assert(found(Err, Expected)),
+         ?assert(length(Err) < 400)
+     end || {Args, Code, Expected} <- Cases],
+    ?assertEqual([], testbed_left(P)).
+
+two_testbed_up_with_one_prefix() ->
+    [{doc, "Two testbed up with one prefix at once (one in the default directory, one in another): one makes "
+           "the testbed, the other is refused (the prefix's lock, or the names taken) and leaves it whole; down "
+           "then leaves nothing."}].
+two_testbed_up_with_one_prefix(Config) ->
+    with_testbed_root(fun() -> two_ups(Config) end).
+
+two_ups(Config) ->
+    W = ?config(priv_dir, Config),
+    P = tb_prefix($c),
+    Other = filename:join(W, "race2"),
+    Line = lists:flatten(["\"$T\" testbed up --hosts 2 --prefix ", P, " >/dev/null 2>", W, "/race1.err & A=$!; ",
+                          "\"$T\" testbed up --hosts 2 --prefix ", P, " --dir ", Other, " >/dev/null 2>", W,
+                          "/race2.err & B=$!; wait $A; echo $? > ", W, "/race1.rc; ",
+                          "wait $B; echo $? > ", W, "/race2.rc"]),
+    {0, _, _} = shell(W, Line),
+    Read = fun(F) -> {ok, B} = file:read_file(filename:join(W, F)), string:trim(binary_to_list(B)) end,
+    Results = [{Read("race1.rc"), Read("race1.err")}, {Read("race2.rc"), Read("race2.err")}],
+    ct:pal("two ups: ~p", [Results]),
+    try
+        ?assertEqual(["0", "1"], lists:sort([C || {C, _} <- Results])),
+        [{_, Loser}] = [R || {"1", _} = R <- Results],
+        ?assert(found(Loser, "is running (OS pid") orelse found(Loser, "exists already")),
+        Winner = case Results of [{"0", _}, _] -> terrain_lab_testbed:default_dir(P); _ -> Other end,
+        {0, Status, _} = escript(Config, ["testbed", "status", "--dir", Winner]),
+        ?assertEqual(2, length(string:split(Status, "sshd epmd", all)) - 1),
+        {0, _, _} = escript(Config, ["testbed", "down", "--dir", Winner]),
+        ?assertEqual([], testbed_left(P))
+    after
+        [quiet(Config, ["testbed", "down", "--dir", D]) || D <- [terrain_lab_testbed:default_dir(P), Other],
+                                                           filelib:is_dir(D)]
+    end.
+
+testbed_down_ends_the_processes_of_a_namespace_deleted_from_outside() ->
+    [{doc, "A host's namespace deleted with 'ip netns del' while its sshd and epmd hold it: status says so, and "
+           "down ends those recorded processes (by pid and start time) and the veth goes with them."}].
+testbed_down_ends_the_processes_of_a_namespace_deleted_from_outside(Config) ->
+    with_testbed_root(fun() -> deleted_namespace(Config) end).
+
+deleted_namespace(Config) ->
+    P = tb_prefix($d),
+    Dir = filename:join(?config(priv_dir, Config), "deleted_ns"),
+    {0, _, _} = escript(Config, ["testbed", "up", "--hosts", "2", "--prefix", P, "--dir", Dir]),
+    Host = P ++ "2",
+    Pids = [binary_to_list(Pid) || #{<<"name">> := N, <<"state">> := <<"made">>, <<"id">> := #{<<"pid">> := Pid}}
+                                       <- made_lines(Dir), lists:suffix(" " ++ Host, binary_to_list(N))],
+    ?assertEqual(2, length(Pids)),
+    "" = os:cmd("ip netns del " ++ Host),
+    {0, Status, _} = escript(Config, ["testbed", "status", "--dir", Dir]),
+    ?assert(found(Status, "namespace deleted from outside; still running in it: sshd epmd")),
+    {0, Down, _} = escript(Config, ["testbed", "down", "--dir", Dir]),
+    ct:pal("down:~n~ts", [Down]),
+    ?assertEqual([], [Pid || Pid <- Pids, terrain_lab_os:alive(Pid)]),
+    ?assertEqual([], terrain_lab_os:await_exit(Pids, 0)),
+    ?assert(wait_until(fun() -> testbed_left(P) =:= [] end, 5000)).
+
+a_cyclic_topology_conf_makes_no_testbed() ->
+    [{doc, "topology.conf with a switch loop, an unknown switch or a duplicate switch (the one topology.conf "
+           "reader refuses them): testbed up exits 1 naming the file, and no namespace or bridge is made."}].
+a_cyclic_topology_conf_makes_no_testbed(Config) ->
+    with_testbed_root(fun() -> cyclic_topology(Config) end).
+
+cyclic_topology(Config) ->
+    Dir = ?config(priv_dir, Config),
+    P = tb_prefix($l),
+    Files = [{"loop.conf", ["SwitchName=s1 Switches=s2 Nodes=", P, "1\nSwitchName=s2 Switches=s1 Nodes=", P, "2\n"]},
+             {"unknown.conf", ["SwitchName=root Switches=s1,sX\nSwitchName=s1 Nodes=", P, "1,", P, "2\n"]},
+             {"dup.conf", ["SwitchName=s1 Nodes=", P, "1,", P, "2\nSwitchName=s2 Nodes=", P, "2,", P, "3\n",
+                           "SwitchName=s1 Nodes=", P, "4\nSwitchName=root Switches=s1,s2\n"]}],
+    Cyclic = filename:join(Dir, "cyclic"),
+    try
+        [begin
+             File = filename:join(Dir, Name),
+             ok = file:write_file(File, Text),
+             {Status, _, Err} = escript(Config, ["testbed", "up", "--topology", File, "--prefix", P, "--dir", Cyclic]),
+             ?assertEqual({Name, 1}, {Name, Status}),
+             ?assert(found(Err, File ++ ": ")),
+             ?assertEqual([], testbed_left(P))
+         end || {Name, Text} <- Files]
+    after
+        _ = filelib:is_dir(Cyclic) andalso escript(Config, ["testbed", "down", "--dir", Cyclic])
+    end.
+
+%% Testbed helpers
+
+with_testbed_root(Fun) ->
+    case terrain_lab_testbed:available(false) of
+        ok -> Fun();
+        {error, Why} -> {skip, lists:flatten(terrain_lab_testbed:format_error(Why))}
+    end.
+
+%% A prefix of this run's own: `h', a letter, the OS pid's last digits.
+tb_prefix(Letter) ->
+    [$h, Letter | integer_to_list(list_to_integer(os:getpid()) rem 10000)].
+
+tb_refused(Config, Args, Text) ->
+    {Status, Err} = quiet(Config, ["testbed", "up", "--hosts", "2" | Args]),
+    ct:pal("testbed up ~ts: exit ~b ~ts", [lists:join(" ", Args), Status, Err]),
+    {Status, found(Err, Text)}.
+
+%% What of the testbed of prefix P is on this machine: its namespaces, bridge, veths.
+testbed_left(P) ->
+    Namespaces = [N || N <- string:lexemes(os:cmd("ip netns list | cut -d' ' -f1"), "\n"), is_host_of(N, P)],
+    Links = [L || L <- string:lexemes(os:cmd("ls /sys/class/net"), "\n"),
+                  L =:= "tbr" ++ P orelse is_host_of(lists:nthtail(min(2, length(L)), L), P) andalso
+                                          lists:prefix("tv", L)],
+    Namespaces ++ Links.
+
+is_host_of(Name, P) ->
+    lists:prefix(P, Name) andalso length(Name) > length(P)
+        andalso lists:all(fun(C) -> C >= $0 andalso C =< $9 end, lists:nthtail(length(P), Name)).
+
+made_lines(Dir) ->
+    {ok, Bin} = file:read_file(filename:join(Dir, "made.jsonl")),
+    [M || L <- binary:split(Bin, <<"\n">>, [global]), L =/= <<>>, {ok, M} <- [terrain_json:decode(L)]].
+
+wait_until(Fun, Ms) when Ms =< 0 -> Fun();
+wait_until(Fun, Ms) -> Fun() orelse begin timer:sleep(100), wait_until(Fun, Ms - 100) end.
+
+%% The objects: a file, a non-empty directory of mode 1777, a device node, a bridge
+%% named as testbed Q's, an interface and a namespace named as testbed P's ninth host,
+%% a namespace named as testbed R's second host, a process named sshd in each
+%% namespace and one here.
+plant(W, P, Q, R) ->
+    File = filename:join(W, "precious.txt"),
+    ok = file:write_file(File, "data\n"),
+    Data = filename:join(W, "mydata"),
+    ok = filelib:ensure_dir(filename:join([Data, "sub", "x"])),
+    ok = file:write_file(filename:join(Data, "notes.txt"), "important\n"),
+    "" = os:cmd("chmod 1777 " ++ Data),
+    Dev = filename:join(W, "nulldev"),
+    "" = os:cmd("mknod -m 666 " ++ Dev ++ " c 1 3"),
+    "" = os:cmd("ip link add tbr" ++ Q ++ " type bridge && ip link add tv" ++ P ++ "9 type bridge"),
+    Sshd = filename:join(W, "sshd"),                  % a copy of sleep: its processes are named sshd
+    {ok, _} = file:copy(os:find_executable("sleep"), Sshd),
+    ok = file:change_mode(Sshd, 8#755),
+    Spaces = [R ++ "2", P ++ "9"],
+    Procs = [start_planted(W, Sshd, NS) || NS <- Spaces] ++ [start_planted(W, Sshd, none)],
+    #{file => File, data => Data, dev => Dev, links => ["tbr" ++ Q, "tv" ++ P ++ "9"], namespaces => Spaces,
+      processes => Procs}.
+
+start_planted(W, Sshd, NS) ->
+    PidFile = filename:join(W, "planted-" ++ integer_to_list(erlang:unique_integer([positive])) ++ ".pid"),
+    Prefix = case NS of none -> ""; _ -> "ip netns add " ++ NS ++ " && ip netns exec " ++ NS ++ " " end,
+    _ = os:cmd(Prefix ++ "sh -c 'echo $$ > " ++ PidFile ++ "; exec " ++ Sshd ++ " 600' </dev/null >/dev/null 2>&1 &"),
+    true = wait_until(fun() -> filelib:file_size(PidFile) > 0 end, 5000),
+    {ok, Pid} = file:read_file(PidFile),
+    string:trim(binary_to_list(Pid)).
+
+check_planted(#{file := File, data := Data, dev := Dev, links := Links, namespaces := Spaces, processes := Procs}) ->
+    ?assertEqual({ok, <<"data\n">>}, file:read_file(File)),
+    {ok, DataInfo} = file:read_file_info(Data),
+    ?assertEqual(8#1777, element(8, DataInfo) band 8#7777),
+    ?assertEqual({ok, ["notes.txt", "sub"]}, case file:list_dir(Data) of {ok, L} -> {ok, lists:sort(L)}; E -> E end),
+    {ok, DevInfo} = file:read_file_info(Dev),
+    ?assertEqual(device, element(3, DevInfo)),
+    [?assertEqual({L, true}, {L, filelib:is_dir("/sys/class/net/" ++ L)}) || L <- Links],
+    [?assertEqual({NS, true}, {NS, filelib:is_file("/run/netns/" ++ NS)}) || NS <- Spaces],
+    [?assertEqual({Pid, "sshd"}, {Pid, comm(Pid)}) || Pid <- Procs],
+    ok.
+
+comm(Pid) ->
+    case file:read_file("/proc/" ++ Pid ++ "/comm") of
+        {ok, C} -> string:trim(binary_to_list(C));
+        {error, _} -> ""
+    end.
+
+%% Whatever of the planted objects exists (also when planting failed half-way).
+unplant(W, P, Q, R) ->
+    Procs = [string:trim(binary_to_list(B)) || F <- filelib:wildcard(filename:join(W, "planted-*.pid")),
+                                               {ok, B} <- [file:read_file(F)]],
+    _ = [terrain_lab_os:signal(Pid, "KILL") || Pid <- Procs, comm(Pid) =:= "sshd"],
+    _ = terrain_lab_os:await_exit(Procs, 2000),
+    _ = [os:cmd("ip link del " ++ L) || L <- ["tbr" ++ Q, "tv" ++ P ++ "9"], filelib:is_dir("/sys/class/net/" ++ L)],
+    _ = [os:cmd("ip netns del " ++ NS) || NS <- [R ++ "2", P ++ "9"], filelib:is_file("/run/netns/" ++ NS)],
+    ok.

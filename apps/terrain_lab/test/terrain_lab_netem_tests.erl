@@ -153,6 +153,7 @@ bad_arguments_are_refused_before_any_remote_call_test() ->
     ?assertEqual({error, {netem, {bad_nodes, []}}}, terrain_lab_netem:partition([], [b@h])),
     ?assertEqual({error, {netem, {overlapping, [a@h]}}}, terrain_lab_netem:partition([a@h, b@h], [a@h])),
     ?assertEqual({error, {netem, {bad_option, timeout, 0}}}, terrain_lab_netem:partition([a@h], [b@h], #{timeout => 0})),
+    ?assertEqual({error, {netem, {unknown_option, colour}}}, terrain_lab_netem:partition([a@h], [b@h], #{colour => red})),
     Message = lists:flatten(terrain_lab:format_error({netem, {overlapping, [a@h]}})),
     ?assertEqual("cannot partition a node from itself: a@h on both sides", Message).
 

@@ -117,6 +117,62 @@ start_runs_a_child_the_caller_stops_with_a_signal_test() ->
     receive {Port, {exit_status, Status}} -> ?assertEqual(128 + 15, Status) after 10000 -> error(no_exit) end,
     ?assertEqual({error, {run, "/nonexistent/terrain", not_found}}, terrain_lab_os:start("/nonexistent/terrain", [], #{})).
 
+%% A child that ignores TERM is killed after the grace time, one that does not is not;
+%% a process the caller does not own gets no signal at all.
+terminate_all_terms_then_kills_only_its_own_test() ->
+    Mark = "terrain_os_tests_" ++ os:getpid(),
+    Start = fun(Trap) ->
+                    {ok, Port} = terrain_lab_os:start("/bin/sh", ["-c", Trap ++ "echo " ++ Mark ++ " >/dev/null; "
+                                                                  "echo up; while :; do sleep 0.05; done", Mark], #{}),
+                    receive {Port, {data, <<"up\n">>}} -> ok after 10000 -> error(no_output) end,
+                    {os_pid, OsPid} = erlang:port_info(Port, os_pid),
+                    {Port, integer_to_list(OsPid)}
+            end,
+    {Ports, [Polite, Stubborn, NotOurs]} = lists:unzip([Start(""), Start("trap '' TERM; "), Start("")]),
+    Ours = fun(P) -> P =/= NotOurs andalso terrain_lab_os:ours(P, {cmdline, [Mark]}) end,
+    ?assert(Ours(Polite)),
+    ?assertEqual({[Stubborn], []}, terrain_lab_os:terminate_all([Polite, Stubborn, NotOurs], 300, Ours)),
+    ?assertEqual([NotOurs], [P || P <- [Polite, Stubborn, NotOurs], terrain_lab_os:alive(P)]),
+    ?assertNot(terrain_lab_os:ours(Polite, {cmdline, [Mark]})),        % gone, so not ours any more
+    ?assert(terrain_lab_os:terminate(NotOurs, 1000, fun() -> true end)),
+    [exited(Port) || Port <- Ports].
+
+%% The exit status a port sends its owner, taken (not left to the next test).
+exited(Port) ->
+    receive {Port, {exit_status, Status}} -> Status after 10000 -> error({no_exit_status, Port}) end.
+
+ours_reads_comm_and_refuses_what_is_not_a_pid_test() ->
+    ?assert(terrain_lab_os:ours(os:getpid(), {comm, "beam.smp"})),
+    ?assertNot(terrain_lab_os:ours(os:getpid(), {comm, "sshd"})),
+    ?assertNot(terrain_lab_os:ours("../self", {cmdline, [""]})).
+
+%% Every word, quotes and all, reaches the shell as itself, here and in ours_command/2.
+shell_quote_keeps_every_word_whole_test() ->
+    Words = ["plain", "two words", "it's", "'", "$HOME `id` \\ \"x\"", ""],
+    Line = lists:flatten(io_lib:format("printf '%s|' ~ts", [lists:join(" ", [terrain_lab_os:shell_quote(W)
+                                                                             || W <- Words])])),
+    ?assertEqual({ok, 0, unicode:characters_to_binary([[W, "|"] || W <- Words])},
+                 terrain_lab_os:run("/bin/sh", ["-c", Line], #{timeout => 10000})),
+    Mark = "it's terrain_os_tests_" ++ os:getpid(),
+    {ok, Port} = terrain_lab_os:start("/bin/sh", ["-c", "echo up; while :; do sleep 0.05; done", Mark], #{}),
+    receive {Port, {data, <<"up\n">>}} -> ok after 10000 -> error(no_output) end,
+    {os_pid, OsPid} = erlang:port_info(Port, os_pid),
+    Ask = fun(Word) ->
+                  Test = lists:flatten(io_lib:format("~ts && echo yes || echo no",
+                                                     [terrain_lab_os:ours_command(integer_to_list(OsPid), Word)])),
+                  {ok, 0, Answer} = terrain_lab_os:run("/bin/sh", ["-c", Test], #{timeout => 10000}),
+                  Answer
+          end,
+    try ?assertEqual({<<"yes\n">>, <<"no\n">>}, {Ask(Mark), Ask(Mark ++ "x")})
+    after
+        terrain_lab_os:terminate(integer_to_list(OsPid), 1000, fun() -> true end),
+        exited(Port)
+    end.
+
+otp_program_and_load_average_test() ->
+    ?assert(filelib:is_regular(terrain_lab_os:otp_program("erl"))),
+    ?assert(is_float(terrain_lab_os:load_average())).
+
 %%--------------------------------------------------------------------
 %% Helpers
 

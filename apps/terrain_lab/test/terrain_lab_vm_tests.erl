@@ -35,7 +35,9 @@ detached_vm_starts_detached_and_lean_test() ->
     ?assertMatch(["-detached", "-noinput" | _], Args),
     ?assert(has(?LEAN, Args)),
     ?assert(has(?NO_SPIN, Args)),
-    ?assert(has(["-kernel", "prevent_overlapping_partitions", "false"], Args)).
+    ?assert(has(["-kernel", "prevent_overlapping_partitions", "false"], Args)),
+    %% the process limit the resource guard checks a lab node's processes against
+    ?assert(has(["+P", integer_to_list(terrain_lab_guard:process_limit(lab_node))], Args)).
 
 schedulers_become_plus_s_test() ->
     ?assert(has(["+S", "4:4"], args((detached())#{schedulers => 4}))),
@@ -86,6 +88,39 @@ remote_vm_uses_remote_code_and_long_names_test() ->
     ?assertNotEqual(nomatch, string:find(Distribute, "longnames")),
     ?assertNotEqual(nomatch, string:find(Distribute, "'a@10.0.0.1'")).
 
+%% `terrain up --code-path DIR': every application a node loads, and every one those
+%% need (from the .app files: terrain needs terrain_json, terrain_paths needs
+%% terrain_events), is on the remote VM's code path as DIR/<app>/ebin.
+remote_code_path_has_every_application_a_node_needs_test() ->
+    Args = args(ssh(#{})),
+    Needed = needed_applications([terrain_lab]),
+    ?assertEqual([], [App || App <- Needed,
+                             not has(["-pa", filename:join(["/opt/terrain", App, "ebin"])], Args)]).
+
+%% docs/HOSTS.md ("Code") names the applications --code-path needs, and no other.
+hosts_doc_names_the_code_path_applications_test() ->
+    Source = proplists:get_value(source, ?MODULE:module_info(compile)),
+    Root = filename:dirname(filename:dirname(filename:dirname(filename:dirname(Source)))),
+    {ok, Text} = file:read_file(filename:join(Root, "docs/HOSTS.md")),
+    [_, Code] = string:split(Text, "**Code.**"),
+    Paragraph = hd(string:split(Code, "\n\n")),
+    {match, Named} = re:run(Paragraph, "`(terrain[a-z_]*)`", [global, {capture, all_but_first, list}]),
+    ?assertEqual(lists:sort([atom_to_list(A) || A <- terrain_lab_code:applications()]),
+                 lists:usort(lists:append(Named)) -- ["terrain_lab_code"]).
+
+%% terrain_lab and the applications it needs, transitively, but OTP's own.
+needed_applications(Apps) ->
+    More = lists:usort(Apps ++ [D || A <- Apps, D <- dependencies(A), lists:prefix("terrain", atom_to_list(D))]),
+    case More of
+        Apps -> [atom_to_list(A) || A <- Apps];
+        _ -> needed_applications(More)
+    end.
+
+dependencies(App) ->
+    _ = application:load(App),
+    {ok, Deps} = application:get_key(App, applications),
+    Deps.
+
 remote_tls_files_are_the_ones_the_shell_line_writes_test() ->
     Args = args(ssh(#{ssh => #{dir => "/state", ssh_options => [], code => local, tls => true}})),
     [OptFile] = [F || {"-ssl_dist_optfile", F} <- lists:zip(lists:droplast(Args), tl(Args))],
@@ -101,13 +136,13 @@ srun_vm_runs_in_the_foreground_test() ->
 
 unknown_option_is_refused_with_a_sentence_test() ->
     Error = terrain_lab_vm:command_line((detached())#{colour => red}),
-    ?assertEqual({error, {vm, {option, colour, red}}}, Error),
+    ?assertEqual({error, {vm, {unknown_option, colour}}}, Error),
     {error, Reason} = Error,
     ?assertNotEqual(nomatch, string:find(lists:flatten(terrain_lab_vm:format_error(Reason)), "colour")).
 
 bad_value_is_refused_naming_the_option_test() ->
     {error, Reason} = terrain_lab_vm:command_line((detached())#{schedulers => 0}),
-    ?assertEqual({vm, {option, schedulers, 0}}, Reason),
+    ?assertEqual({vm, {bad_option, schedulers, 0}}, Reason),
     ?assertEqual("VM option schedulers: 0 is not a positive integer",
                  lists:flatten(terrain_lab_vm:format_error(Reason))).
 
@@ -119,8 +154,8 @@ missing_option_of_a_transport_is_named_test() ->
 
 unknown_transport_is_refused_test() ->
     {error, Reason} = terrain_lab_vm:command_line((detached())#{transport => telnet}),
-    ?assertEqual({vm, {option, transport, telnet}}, Reason),
+    ?assertEqual({vm, {bad_option, transport, telnet}}, Reason),
     ?assertNotEqual(nomatch, string:find(lists:flatten(terrain_lab_vm:format_error(Reason)), "telnet")).
 
 start_refuses_bad_options_before_starting_anything_test() ->
-    ?assertEqual({error, {vm, {option, options, not_a_map}}}, terrain_lab_vm:start(not_a_map)).
+    ?assertEqual({error, {vm, {bad_options, not_a_map}}}, terrain_lab_vm:start(not_a_map)).

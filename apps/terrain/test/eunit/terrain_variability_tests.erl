@@ -74,7 +74,7 @@ bad_input_is_an_error_with_a_sentence_test() ->
              {#{location => 1, scale => 1}, #{}, "GEV fit lacks 'shape'"},
              {#{<<"location">> => <<"x">>, <<"scale">> => 1, <<"shape">> => 0}, #{}, "GEV parameter 'location' must be a number"},
              {#{location => 1, scale => 1, shape => 0}, #{tail => 0.7}, "option tail: bad value 0.7"},
-             {#{location => 1, scale => 1, shape => 0}, #{colour => red}, "option colour: bad value red"},
+             {#{location => 1, scale => 1, shape => 0}, #{colour => red}, "unknown option colour"},
              {"/nonexistent/fit.json", #{}, "cannot read GEV fit /nonexistent/fit.json: no such file or directory"},
              {42, #{}, "expected a fit.json path or a map"}],
     [begin

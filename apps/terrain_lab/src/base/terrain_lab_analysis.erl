@@ -52,7 +52,8 @@ report(RunDirs, Out) ->
         false ->
             {error, {report, {no_analysis, candidates()}}};
         Command ->
-            case terrain_lab_os:run(Command, ["report" | RunDirs] ++ ["--out", Out], #{timeout => ?REPORT_DEADLINE_MS}) of
+            case terrain_lab_os:run(Command, ["report" | RunDirs] ++ ["--out", Out],
+                                    #{timeout => ?REPORT_DEADLINE_MS}) of
                 {ok, 0, _Output} -> ok;
                 {ok, Status, Output} -> {error, {report, {failed, Status, Output}}};
                 {error, Reason} -> {error, {report, Reason}}

@@ -1,7 +1,9 @@
 %% @private
 %% @doc Durations CSV files (docs/DESIGN.md): a header, then one row per run, each row on
 %% disk as soon as it is written, so a failure or a kill never loses a measured run.
-%% A file is only ever created, never overwritten.
+%% A file is only ever created, never overwritten. A write the environment refuses is
+%% terrain_lab_files' `{write, File, Reason}'; a file that exists, its
+%% `{output_exists, File}'.
 -module(terrain_lab_csv).
 
 %% API
@@ -15,7 +17,7 @@
 -opaque csv() :: {file:fd(), file:filename(), [atom()]}.
 
 %% @doc Creates `File' with a header line; refuses if the file exists.
--spec create(file:filename(), [atom()]) -> {ok, csv()} | {error, {csv, file:filename(), term()}}.
+-spec create(file:filename(), [atom()]) -> {ok, csv()} | {error, terrain_lab_files:reason()}.
 create(File, Columns) ->
     case filelib:ensure_dir(File) of
         ok ->
@@ -26,15 +28,17 @@ create(File, Columns) ->
                         ok -> {ok, Csv};
                         {error, _} = Error -> _ = file:close(Fd), Error
                     end;
+                {error, eexist} ->
+                    {error, {output_exists, File}};
                 {error, Why} ->
-                    {error, {csv, File, Why}}
+                    {error, {write, File, Why}}
             end;
         {error, Why} ->
-            {error, {csv, File, Why}}
+            {error, {write, File, Why}}
     end.
 
 %% @doc Appends one row (a map from column to value) and syncs it to disk.
--spec write_row(csv(), #{atom() => term()}) -> ok | {error, {csv, file:filename(), term()}}.
+-spec write_row(csv(), #{atom() => term()}) -> ok | {error, {write, file:filename(), term()}}.
 write_row({_, _, Columns} = Csv, Row) ->
     write_lines(Csv, [[cell(maps:get(C, Row, "")) || C <- Columns]]).
 
@@ -60,10 +64,10 @@ write_lines({Fd, File, _}, Lines) ->
         ok ->
             case file:datasync(Fd) of
                 ok -> ok;
-                {error, Why} -> {error, {csv, File, Why}}
+                {error, Why} -> {error, {write, File, Why}}
             end;
         {error, Why} ->
-            {error, {csv, File, Why}}
+            {error, {write, File, Why}}
     end.
 
 cell(F) when is_float(F), abs(F) < 1.0e15 -> float_to_list(F, [{decimals, 6}, compact]);

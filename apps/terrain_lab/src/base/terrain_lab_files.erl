@@ -3,11 +3,14 @@
 %% the one rule for outputs: a command never overwrites one of its inputs or an
 %% output that exists already.
 %%
-%% {@link write/2} writes a whole file to `FILE.tmp' and renames it over `FILE', so a
-%% reader sees the old file or the new one, never half of one; on any failure (a full
-%% disk, a read-only directory) the temporary file is removed and the error is
-%% `{write, File, Reason}' naming the file the caller meant, never the temporary one.
-%% {@link append/2} appends rows (a CSV that grows as measurements finish).
+%% {@link write/2} (and {@link write_json/2}) writes a whole file to `FILE.tmp' and
+%% renames it over `FILE' (terrain_json:write_atomically/2, the project's one atomic
+%% write), so a reader sees the old file or the new one, never half of one; on any
+%% failure (a full disk, a read-only directory) the temporary file is removed, also on
+%% SIGTERM (terrain_lab_cleanup). Every write the environment refuses, here and in
+%% terrain_lab_csv and terrain_lab_run, is the one error `{write, File, Reason}' naming
+%% the file the caller meant, never the temporary one. {@link append/2} appends rows (a
+%% CSV that grows as measurements finish).
 %% ```
 %% ok = terrain_lab_files:new_output(file, Out, [Input]),    % before measuring anything
 %% ...
@@ -17,6 +20,7 @@
 
 %% API
 -export([write/2,
+         write_json/2,
          append/2,
          make_dir/1,
          ensure_dir/1,
@@ -37,20 +41,20 @@
 %% rename; on failure nothing is left but the old `File' (if any).
 -spec write(file:filename(), iodata()) -> ok | {error, {write, file:filename(), term()}}.
 write(File, Data) ->
-    Tmp = tmp_name(File),
+    Tmp = unicode:characters_to_list([File, ".tmp"]),    % terrain_json:write_atomically/2's
     ok = terrain_lab_cleanup:add({tmp, Tmp}, fun() -> file:delete(Tmp) end),   % also on SIGTERM
-    Result = case file:write_file(Tmp, Data) of
-                 ok ->
-                     case file:rename(Tmp, File) of
-                         ok -> ok;
-                         {error, Why} -> _ = file:delete(Tmp), {error, {write, File, Why}}
-                     end;
-                 {error, Why} ->
-                     _ = file:delete(Tmp),
-                     {error, {write, File, Why}}
+    Result = case terrain_json:write_atomically(File, Data) of
+                 ok -> ok;
+                 {error, {file, _, Why}} -> {error, {write, File, Why}}
              end,
     ok = terrain_lab_cleanup:remove({tmp, Tmp}),
     Result.
+
+%% @doc Writes `Term' as pretty JSON with a final newline (terrain_json's layout), as
+%% {@link write/2} does.
+-spec write_json(file:filename(), terrain_json:json()) -> ok | {error, {write, file:filename(), term()}}.
+write_json(File, Term) ->
+    write(File, [terrain_json:encode(Term, #{pretty => true}), $\n]).
 
 %% @doc Appends `Data' to `File' (created when missing).
 -spec append(file:filename(), iodata()) -> ok | {error, {write, file:filename(), term()}}.
@@ -137,9 +141,6 @@ format_error({output_is_input, Out}) ->
 %%--------------------------------------------------------------------
 %% Internal functions
 
-tmp_name(File) ->
-    unicode:characters_to_list([File, ".tmp"]).
-
 %% The absolute path with `.' and `..' resolved (not symbolic links).
 canonical(Path) ->
     filename:join(lists:reverse(lists:foldl(fun(".", Acc) -> Acc;
@@ -156,7 +157,8 @@ canonical(Path) ->
 -include_lib("eunit/include/eunit.hrl").
 
 tmp_dir() ->
-    Dir = filename:join("/tmp", "terrain_lab_files_" ++ os:getpid() ++ integer_to_list(erlang:unique_integer([positive]))),
+    Dir = filename:join("/tmp",
+                        "terrain_lab_files_" ++ os:getpid() ++ integer_to_list(erlang:unique_integer([positive]))),
     ok = make_dir(Dir),
     Dir.
 

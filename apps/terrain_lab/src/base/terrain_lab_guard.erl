@@ -5,12 +5,13 @@
 %% atom table or a VM's process table.
 %%
 %% Memory is estimated from what the items are (documented in docs/CLI.md,
-%% "Limits"): a VM of the lab at ?VM_MB MB (the resident size measured of a terrain
-%% node, 38-40 MB `VmRSS'), a process at ?PROCESS_BYTES bytes (its initial heap and
-%% stack, 338 words, rounded up), and per-item data as each command states it. The
-%% total is refused when it exceeds ?MEM_SHARE% of `MemAvailable' in /proc/meminfo;
-%% process counts when they exceed the VM's process limit, and node counts when
-%% their names would not fit in the atom table's free room.
+%% "Limits"): a VM of the lab at 23 MB and 55 kB more for each distribution connection
+%% it holds (measured, {@link vm_memory_mb/2}), a process at ?PROCESS_BYTES bytes (its
+%% initial heap and stack, 338 words, and its control block, rounded up), and per-item
+%% data as each command states it. The total is refused when it exceeds ?MEM_SHARE% of
+%% `MemAvailable' in /proc/meminfo; process counts when they exceed the process limit
+%% of the VM they run on (a lab node's `+P', {@link process_limit/1}, or this VM's), and
+%% node counts when their names would not fit in the atom table.
 %% ```
 %% ok = terrain_lab_guard:vms(Nodes, #{force => false}),
 %% ok = terrain_lab_guard:memory([{"--members-per-node", Processes, Bytes}]).
@@ -20,18 +21,23 @@
 %% API
 -export([vms/2,
          memory/1,
-         processes/2,
+         processes/3,
+         process_limit/1,
          node_count/1,
          process_bytes/0,
          vm_memory_mb/2,
          mem_available_mb/0,
          format_error/1]).
 
--export_type([item/0]).
+-export_type([item/0, target/0]).
 
 %% One kind of item a command allocates: the option that sets its number (for the
 %% message), how many there are, and the bytes each takes.
 -type item() :: {Option :: string(), Count :: non_neg_integer(), BytesEach :: non_neg_integer()}.
+
+%% The VM processes run on: a node the lab starts (lean: `+P' ?LAB_PROCESS_LIMIT) or
+%% this VM (the CLI's, whose limit a VM started without `+P' shares: the default).
+-type target() :: lab_node | this_vm.
 
 %% exports_not_used: vm_memory_mb/2 is read by terrain_lab_cli_contract_SUITE to size a spec too big.
 -ignore_xref([{vm_memory_mb, 2}]).
@@ -45,6 +51,10 @@
 -define(MEM_SHARE, 80).          % % of MemAvailable a command may take
 -define(PROCESS_BYTES, 3000).    % an Erlang process: 338 words of heap and stack, and its PCB
 -define(MAX_NODES, 100000).      % node names are atoms: at most this many per command
+%% A lab node's process table (`+P', the launcher's lean flags, terrain_lab_vm): 65,536
+%% entries instead of the default 262,144, 2.9 MB less resident per VM.
+-define(LAB_PROCESS_LIMIT, 65536).
+-define(RUNTIME_PROCESSES, 1000). % room left for the runtime's and terrain's own processes
 
 %%--------------------------------------------------------------------
 %% API
@@ -88,15 +98,24 @@ memory(Items) ->
             ok
     end.
 
-%% @doc Refuses `Count' processes on one VM when they exceed its process limit
-%% (`+P', 262144 by default; the lab's nodes use the default).
--spec processes(string(), non_neg_integer()) -> ok | {error, {guard, term()}}.
-processes(Option, Count) ->
-    Limit = erlang:system_info(process_limit),
-    case Count > Limit - 1000 of              % the runtime's own processes need room too
-        true -> {error, {guard, {processes, Option, Count, Limit - 1000}}};
+%% @doc Refuses `Count' processes on one VM of `Target' when they exceed its process
+%% limit, less room for the runtime's own.
+-spec processes(string(), non_neg_integer(), target()) -> ok | {error, {guard, term()}}.
+processes(Option, Count, Target) ->
+    Limit = process_limit(Target) - ?RUNTIME_PROCESSES,
+    case Count > Limit of
+        true -> {error, {guard, {processes, Option, Count, Limit}}};
         false -> ok
     end.
+
+%% @doc The process limit of a VM of `Target': a lab node's `+P' (the one place its
+%% value is written; terrain_lab_vm puts it on every lean VM's command line), or this
+%% VM's.
+-spec process_limit(target()) -> pos_integer().
+process_limit(lab_node) ->
+    ?LAB_PROCESS_LIMIT;
+process_limit(this_vm) ->
+    erlang:system_info(process_limit).
 
 %% @doc The estimated memory of one process, bytes.
 -spec process_bytes() -> pos_integer().
@@ -168,6 +187,12 @@ memory_names_the_largest_item_test() ->
     ?assertEqual(ok, memory([{"--sizes", 4, 1048576}])).
 
 processes_test() ->
-    ?assertMatch({error, {guard, {processes, "--ants", 100000000, _}}}, processes("--ants", 100000000)),
-    ?assertEqual(ok, processes("--ants", 100)).
+    ?assertMatch({error, {guard, {processes, "--ants", 100000000, _}}}, processes("--ants", 100000000, this_vm)),
+    ?assertEqual(ok, processes("--ants", 100, lab_node)).
+
+%% A lab node's limit is its own, not this VM's: 100,000 processes fit here, not there.
+processes_are_checked_against_the_target_vm_test() ->
+    ?assertEqual({error, {guard, {processes, "--members-per-node", 100000, 64536}}},
+                 processes("--members-per-node", 100000, lab_node)),
+    ?assertEqual(ok, processes("--members-per-node", 100000, this_vm)).
 -endif.

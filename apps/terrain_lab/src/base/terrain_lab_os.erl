@@ -2,10 +2,12 @@
 %% @doc OS processes of the lab: the one way to run a program under a deadline
 %% ({@link run/3}), the one way to send a signal ({@link signal/2},
 %% {@link terminate/3}, {@link kill/1}), and the VMs the lab
-%% starts: is one alive, wait for some to exit. Linux /proc based; only BEAM processes
-%% are killed by {@link kill/1}, or, with {@link terminate/3}, a process the caller
-%% recognises as its own; and the cleanup sentinel ({@link sentinel/0}), a shell
-%% script that removes directories (CPU cgroups) once this VM is gone, however it went.
+%% starts: is one alive, is it still ours ({@link ours/2}), wait for some to exit.
+%% Linux /proc based; only BEAM processes are killed by {@link kill/1}, or, with
+%% {@link terminate/3} and {@link terminate_all/3}, a process the caller recognises as
+%% its own. And the small facts about the OS every part of the lab needs once: a
+%% word quoted for a POSIX shell ({@link shell_quote/1}), an OTP program's path
+%% ({@link otp_program/1}), the load average ({@link load_average/0}).
 %%
 %% A program run by {@link run/3} is the leader of a process group of its own (the
 %% VM's `erl_child_setup' starts every port program with `setsid'), so at the
@@ -27,11 +29,18 @@
          kill/1,
          signal/2,
          terminate/3,
-         sentinel/0,
-         sentinel_track/2,
-         sentinel_forget/2]).
+         terminate_all/3,
+         ours/2,
+         ours_command/2,
+         shell_quote/1,
+         otp_program/1,
+         load_average/0]).
 
--export_type([run_options/0, start_options/0, signal_name/0, error_reason/0]).
+-export_type([run_options/0, start_options/0, signal_name/0, error_reason/0, mark/0]).
+
+%% exports_not_used: terminate_all/3 is the one TERM-wait-KILL of several processes, for
+%% terrain_lab_testbed's daemons (its own copy is switched to it after the testbed split).
+-ignore_xref([{terminate_all, 3}]).
 
 %% How {@link run/3} runs a program. Only `timeout' is required.
 -type run_options() ::
@@ -57,6 +66,10 @@
 %% A signal by name, as kill(1) takes it: "TERM", "KILL", "INT", "CONT"...
 -type signal_name() :: string().
 
+%% What makes a process the caller's own ({@link ours/2}): words its command line
+%% holds (a pid file, a state directory), or the name of its program (`comm').
+-type mark() :: {cmdline, [unicode:chardata()]} | {comm, string()}.
+
 -type error_reason() :: {run, Program :: string(), not_found
                                                  | {spawn, term()}
                                                  | {timeout, Ms :: pos_integer(), Output :: binary()}
@@ -67,7 +80,6 @@
 -define(POLL_MS, 20).
 -define(KILL_WAIT_MS, 1000).     % how long a SIGKILLed process may take to disappear
 -define(CLOSE_WAIT_MS, 5000).    % how long a killed port program's exit status may take to arrive
--define(SENTINEL_DEADLINE_S, 30). % how long the sentinel waits for a directory's processes to exit
 -define(DEFAULT_GRACE_MS, 2000).
 -define(DEFAULT_MAX_OUTPUT, 64 * 1024 * 1024).
 
@@ -169,61 +181,75 @@ signal(OsPid, Name) ->
 %% then SIGKILL if it has not exited within `GraceMs'. Returns whether it is gone.
 -spec terminate(string(), non_neg_integer(), fun(() -> boolean())) -> boolean().
 terminate(OsPid, GraceMs, Ours) ->
-    Signal = fun(Name) -> Ours() andalso signal(OsPid, Name) end,
-    _ = Signal("TERM"),
-    _ = await_exit([OsPid], GraceMs) =:= [] orelse Signal("KILL"),
-    await_exit([OsPid], ?KILL_WAIT_MS) =:= [].
+    {_Killed, Left} = terminate_all([OsPid], GraceMs, fun(_) -> Ours() end),
+    Left =:= [].
 
-%%--------------------------------------------------------------------
-%% The cleanup sentinel
+%% @doc Stops every process of `OsPids' that `Ours(OsPid)' says is still the caller's:
+%% SIGTERM to each, then SIGKILL to those (still the caller's) that have not exited
+%% within `GraceMs'. Returns the pids that needed SIGKILL, and those still running.
+-spec terminate_all([string()], non_neg_integer(), fun((string()) -> boolean())) ->
+          {Killed :: [string()], Left :: [string()]}.
+terminate_all(OsPids, GraceMs, Ours) ->
+    Signal = fun(OsPid, Name) -> Ours(OsPid) andalso signal(OsPid, Name) end,
+    Termed = [P || P <- OsPids, Signal(P, "TERM")],
+    Killed = [P || P <- await_exit(Termed, GraceMs), Signal(P, "KILL")],
+    {Killed, await_exit(Killed, ?KILL_WAIT_MS)}.
 
-%% @doc Opens a port to a cleanup sentinel: a `/bin/sh' script that reads directory
-%% names from its stdin (line `+DIR': remove DIR when I am gone; `-DIR': forget it)
-%% and does nothing else until its stdin ends. Then (the port was closed, or this VM
-%% died by any means: SIGINT, SIGKILL, a crash) it removes every directory still on
-%% its list, deepest first, each once the `tasks' (cgroup v1) or `cgroup.procs'
-%% (cgroup v2) file in it is empty or after a deadline of
-%% 30 s (SENTINEL_DEADLINE_S); with `rmdir', so a directory that still holds
-%% anything stays. It ignores SIGINT and SIGHUP (Ctrl-C in a terminal reaches the
-%% whole process group) and writes nothing.
--spec sentinel() -> port().
-sentinel() ->
-    open_port({spawn_executable, "/bin/sh"},
-              [{args, ["-c", sentinel_script()]}, {env, [{"LC_ALL", "C"}]}, binary, use_stdio, hide]).
-
-%% @doc Asks the sentinel to remove `Dir' (an absolute path, no newline) when it ends.
--spec sentinel_track(port(), file:filename()) -> ok.
-sentinel_track(Port, Dir) ->
-    sentinel_send(Port, $+, Dir).
-
-%% @doc Tells the sentinel that `Dir' is no longer its business (it was removed).
--spec sentinel_forget(port(), file:filename()) -> ok.
-sentinel_forget(Port, Dir) ->
-    sentinel_send(Port, $-, Dir).
-
-sentinel_send(Port, Op, [$/ | _] = Dir) ->
-    case lists:member($\n, Dir) of
-        true -> error({badarg, Dir});
-        false -> true = port_command(Port, [Op, unicode:characters_to_binary(Dir), $\n]), ok
+%% @doc Is `OsPid' (on this machine) still the caller's process, by `Mark': its
+%% command line holds every word of `{cmdline, Words}', or its program is `{comm,
+%% Name}'. A pid that has exited, or was reused by another program, is not.
+-spec ours(string(), mark()) -> boolean().
+ours(OsPid, {cmdline, Words}) ->
+    case proc_file(OsPid, "cmdline") of
+        {ok, Cmdline} -> lists:all(fun(W) -> binary:match(Cmdline, unicode:characters_to_binary(W)) =/= nomatch end,
+                                   Words);
+        error -> false
+    end;
+ours(OsPid, {comm, Name}) ->
+    case proc_file(OsPid, "comm") of
+        {ok, Comm} -> string:trim(binary_to_list(Comm)) =:= Name;
+        error -> false
     end.
 
-sentinel_script() ->
-    "trap '' INT HUP\n"
-    "dirs=\n"
-    "while IFS= read -r line; do\n"
-    "  case $line in\n"
-    "    +/*) dirs=\"$dirs\n${line#+}\" ;;\n"
-    "    -/*) dirs=$(printf '%s\\n' \"$dirs\" | grep -vxF -e \"${line#-}\") ;;\n"
-    "  esac\n"
-    "done\n"
-    "exec >/dev/null 2>&1\n"
-    "end=$(( $(date +%s) + " ++ integer_to_list(?SENTINEL_DEADLINE_S) ++ " ))\n"
-    "printf '%s\\n' \"$dirs\" | sort -ru | while IFS= read -r d; do\n"
-    "  [ -n \"$d\" ] && [ -d \"$d\" ] || continue\n"
-    "  f=\"$d/tasks\"; [ -e \"$f\" ] || f=\"$d/cgroup.procs\"\n"
-    "  while [ -n \"$(cat \"$f\" 2>/dev/null)\" ] && [ \"$(date +%s)\" -lt \"$end\" ]; do sleep 0.2; done\n"
-    "  rmdir \"$d\"\n"
-    "done\n".
+%% @doc The test of {@link ours/2} with `{cmdline, [Word]}' as a POSIX shell
+%% condition, for a process on another host (run there over ssh): true while
+%% `/proc/OSPID/cmdline' holds `Word'.
+-spec ours_command(string(), string()) -> iolist().
+ours_command(OsPid, Word) ->
+    ["grep -qF ", shell_quote(Word), " /proc/", shell_quote(OsPid), "/cmdline 2>/dev/null"].
+
+%%--------------------------------------------------------------------
+%% Small facts about the OS
+
+%% @doc `Word' as one word of a POSIX shell line, whatever it holds: in single quotes,
+%% each single quote of it written `'\''' (close, escaped quote, open).
+-spec shell_quote(unicode:chardata()) -> iolist().
+shell_quote(Word) ->
+    ["'", string:replace(Word, "'", "'\\''", all), "'"].
+
+%% @doc The path of an OTP program (`erl', `escript', `epmd'): the one on the PATH,
+%% else the one of this VM's installation (an escript run by a full path may not have
+%% OTP's `bin' on its PATH).
+-spec otp_program(string()) -> file:filename().
+otp_program(Name) ->
+    case os:find_executable(Name) of
+        false -> filename:join([code:root_dir(), "bin", Name]);
+        Path -> Path
+    end.
+
+%% @doc The load average of the last minute (`/proc/loadavg''s first number), `null'
+%% where it cannot be read: the one reader, and the one type (a number) in every JSON
+%% file that records it.
+-spec load_average() -> float() | null.
+load_average() ->
+    case file:read_file("/proc/loadavg") of
+        {ok, Text} ->
+            try binary_to_float(hd(string:lexemes(Text, " ")))
+            catch error:badarg -> null
+            end;
+        {error, _} ->
+            null
+    end.
 
 %%--------------------------------------------------------------------
 %% Internal functions: running a program
@@ -231,7 +257,8 @@ sentinel_script() ->
 check_run_options(#{timeout := Timeout} = Options, Args) when is_integer(Timeout), Timeout > 0, is_list(Args) ->
     Known = [timeout, cwd, env, stdin, stderr, max_output, stop_signal, grace],
     Valid = fun(cwd, V) -> is_list(V) orelse is_binary(V);
-               (env, V) -> is_list(V) andalso lists:all(fun({K, X}) -> is_list(K) andalso (is_list(X) orelse X =:= false);
+               (env,
+                V) -> is_list(V) andalso lists:all(fun({K, X}) -> is_list(K) andalso (is_list(X) orelse X =:= false);
                                                          (_) -> false end, V);
                (stdin, V) -> is_list(V) orelse is_binary(V);
                (stderr, V) -> V =:= merge orelse V =:= inherit;
@@ -397,8 +424,14 @@ await(OsPids, Deadline) ->
     end.
 
 is_beam(OsPid) ->
-    is_pid_text(OsPid) andalso
-        case file:read_file("/proc/" ++ OsPid ++ "/comm") of
-            {ok, <<"beam", _/binary>>} -> true;
-            _ -> false
-        end.
+    case proc_file(OsPid, "comm") of
+        {ok, <<"beam", _/binary>>} -> true;
+        _ -> false
+    end.
+
+%% A file of /proc/OSPID, `error' when OsPid is not a pid or has exited.
+proc_file(OsPid, Name) ->
+    case is_pid_text(OsPid) andalso file:read_file("/proc/" ++ OsPid ++ "/" ++ Name) of
+        {ok, Bin} -> {ok, Bin};
+        _ -> error
+    end.

@@ -25,7 +25,7 @@ timestamp() ->
 
 %% @doc Creates a new run directory under `RunsDir' named by the UTC time
 %% (`20261121T160258Z', with a numeric suffix if that exists already).
--spec create(file:filename()) -> {ok, file:filename()} | {error, {file, file:filename(), term()}}.
+-spec create(file:filename()) -> {ok, file:filename()} | {error, {write, file:filename(), term()}}.
 create(RunsDir) ->
     {{Y, Mo, D}, {H, Mi, S}} = calendar:universal_time(),
     Stamp = lists:flatten(io_lib:format("~4..0b~2..0b~2..0bT~2..0b~2..0b~2..0bZ", [Y, Mo, D, H, Mi, S])),
@@ -39,21 +39,21 @@ create(RunsDir, Stamp, N) ->
             case file:make_dir(Dir) of
                 ok -> {ok, Dir};
                 {error, eexist} -> create(RunsDir, Stamp, N + 1);
-                {error, Why} -> {error, {file, Dir, Why}}
+                {error, Why} -> {error, {write, Dir, Why}}
             end;
         {error, Why} ->
-            {error, {file, RunsDir, Why}}
+            {error, {write, RunsDir, Why}}
     end.
 
 %% @doc Writes `manifest.json' into a run directory.
 -spec write_manifest(file:filename(), atom() | binary(), [output()]) -> ok | {error, term()}.
 write_manifest(Dir, Kind, Outputs) ->
-    terrain_json:write_file(filename:join(Dir, "manifest.json"),
-                            #{format => ?MANIFEST_FORMAT,
-                              kind => Kind,
-                              created_at => timestamp(),
-                              terrain_version => list_to_binary(terrain:version()),
-                              outputs => Outputs}).
+    terrain_lab_files:write_json(filename:join(Dir, "manifest.json"),
+                                 #{format => ?MANIFEST_FORMAT,
+                                   kind => Kind,
+                                   created_at => timestamp(),
+                                   terrain_version => list_to_binary(terrain:version()),
+                                   outputs => Outputs}).
 
 %% @doc Adds the outputs of the run directory `Dir/Sub' (its manifest.json) to the
 %% manifest of `Dir', their files relative to `Dir': a tool run inside another
@@ -75,7 +75,7 @@ add_outputs(Dir, New) ->
     File = filename:join(Dir, "manifest.json"),
     case terrain_json:read_file(File) of
         {ok, #{<<"outputs">> := Outputs} = Manifest} when is_list(Outputs) ->
-            terrain_json:write_file(File, Manifest#{<<"outputs">> => Outputs ++ New});
+            terrain_lab_files:write_json(File, Manifest#{<<"outputs">> => Outputs ++ New});
         {ok, _} -> {error, {file, File, no_outputs}};
         {error, _} = Error -> Error
     end.

@@ -11,12 +11,12 @@
 %% '''
 %% Output goes to `Io''s `out' device (results) and `err' device (progress, errors),
 %% through `terrain_lab_io', so tests run the CLI in-process and capture both. A
-%% returned `{error, Reason}' is printed on `err' with exit status 1 (the command
-%% modules' own errors by their `format_error/1', every other by
-%% {@link terrain_lab:format_error/1}); usage errors exit with 2.
+%% returned `{error, Reason}' is printed on `err' with exit status 1 (its sentence from
+%% the one table of error tags, terrain_lab_cli_errors); usage errors exit with 2.
 %%
-%% Options are checked here, once, from their definitions: a missing `required'
-%% option, a value outside its `range', not among its `choices' or failing its
+%% Command-line options are checked here from their definitions: a value not of its
+%% `type' (`{list, integer}': comma-separated integers), a missing `required' option, a
+%% value (a list's element) outside its `range', not among its `choices' or failing its
 %% `check' is a usage error (exit 2) that names the option, the value and what was
 %% expected. A handler that finds a usage error the definitions cannot express (two
 %% options that only make sense together) returns `{error, {usage, Message}}', also
@@ -28,9 +28,10 @@
 -export([main/1,
          run/2,
          command_modules/0,
-         commands/0]).
+         commands/0,
+         list_of/2]).
 
--export_type([io/0, command/0, option/0]).
+-export_type([io/0, command/0, option/0, element_type/0]).
 
 -ifdef(TEST).
 -export([parse/2]).
@@ -42,14 +43,19 @@
         #{name := atom(),              % key in the handler's options map
           long := string(),            % --long
           short => char(),             % -s
-          type := flag | string | integer | float | list, % list: repeatable, comma-separated
-          default => term(),           % value when absent (flags default to false)
+          type := flag | string | integer | float | list | {list, element_type()},
+                                       % list: repeatable, comma-separated strings; {list, T}: of T
+          default => term(),           % value when absent (flags default to false, lists to [])
           required => boolean(),       % the command needs it: absent is a usage error; --help says so
-          range => {number() | '-inf', number() | inf}, % integer, float: inclusive bounds
-          choices => [string()],       % string: the value must be one of these
-          check => {fun((term()) -> boolean()), Expected :: string()}, % any other rule on the value
+          range => {number() | '-inf', number() | inf}, % integer, float (a list's: each element):
+                                       % inclusive bounds
+          choices => [string()],       % string (a list's: each element): the value must be one of these
+          check => {fun((term()) -> boolean()), Expected :: string()}, % any other rule on the (whole) value
           metavar => string(),         % placeholder in the help text
           help := string()}.
+
+%% The elements of a `{list, T}' option.
+-type element_type() :: integer | float | string.
 
 -type command() ::
         #{name := string(),
@@ -207,7 +213,8 @@ unicode_arg(Arg) ->
 %% nodes the CLI starts inherit the same (they start in its environment).
 crash_dump() ->
     case os:getenv("ERL_CRASH_DUMP") of
-        false -> os:putenv("ERL_CRASH_DUMP", filename:join(filename:dirname(terrain_lab_cli_log:file()), "erl_crash.dump"));
+        false -> os:putenv("ERL_CRASH_DUMP",
+                           filename:join(filename:dirname(terrain_lab_cli_log:file()), "erl_crash.dump"));
         _ -> true
     end,
     case os:getenv("ERL_CRASH_DUMP_BYTES") of
@@ -306,13 +313,15 @@ parse(#{options := Specs, args := {Min, Max}}, Args) ->
             Error;
         {ok, Options, Positional} ->
             Count = length(Positional),
-            Missing = [L || #{name := N, long := L, required := true} = Spec <- Specs, maps:get(N, Options) =:= default(Spec)],
+            Missing = [L || #{name := N, long := L, required := true} = Spec <- Specs,
+                       maps:get(N, Options) =:= default(Spec)],
             if
                 Missing =/= [] ->
                     {error, io_lib:format("option~s ~ts required", [plural(length(Missing)),
                                                                   [lists:join(", ", ["--" ++ L || L <- Missing]),
                                                                    case Missing of [_] -> " is"; _ -> " are" end]])};
-                Count < Min -> {error, io_lib:format("expected at least ~b argument~s, got ~b", [Min, plural(Min), Count])};
+                Count < Min ->
+                    {error, io_lib:format("expected at least ~b argument~s, got ~b", [Min, plural(Min), Count])};
                 Max =/= infinity, Count > Max ->
                     {error, io_lib:format("expected at most ~b argument~s, got ~b: ~ts",
                                           [Max, plural(Max), Count, lists:join(" ", Positional)])};
@@ -358,7 +367,7 @@ take_value(#{name := Name, type := Type} = Spec, Flag, {value, Text}, Rest, Spec
     case convert(Type, Text) of
         {ok, Value} ->
             case valid(Spec, Value) of
-                true when Type =:= list ->
+                true when Type =:= list; element(1, Type) =:= list ->
                     Previous = case maps:get(Name, Options) of L when is_list(L), L =/= [] -> L; _ -> [] end,
                     parse(Rest, Specs, Options#{Name => Previous ++ Value}, Positional);
                 true ->
@@ -370,11 +379,13 @@ take_value(#{name := Name, type := Type} = Spec, Flag, {value, Text}, Rest, Spec
             {error, io_lib:format("option '~ts' expects ~ts, got '~ts'", [Flag, expected(Spec), Text])}
     end.
 
-%% Is a converted value within the option's range, among its choices, and does it
-%% pass its check?
-valid(Spec, Value) ->
-    in_range(maps:get(range, Spec, {'-inf', inf}), Value)
-        andalso (not maps:is_key(choices, Spec) orelse lists:member(Value, maps:get(choices, Spec)))
+%% Is a converted value (each element of a list) within the option's range, among its
+%% choices, and does it (the whole value) pass its check?
+valid(#{type := Type} = Spec, Value) ->
+    Elements = case Type of {list, _} -> Value; list -> Value; _ -> [Value] end,
+    lists:all(fun(E) -> in_range(maps:get(range, Spec, {'-inf', inf}), E)
+                            andalso (not maps:is_key(choices, Spec) orelse lists:member(E, maps:get(choices, Spec)))
+              end, Elements)
         andalso case Spec of
                     #{check := {Check, _}} -> Check(Value);
                     #{} -> true
@@ -399,8 +410,22 @@ expected(#{type := Type, range := {Min, Max}}) ->
 expected(#{type := Type}) ->
     type_name(Type).
 
+%% @doc The comma-separated `Text' as a list of `Type' (empty elements skipped; a
+%% number's blanks trimmed): the one parser of `{list, T}' options, also for a command
+%% whose option is a list of T in one use and something else in another.
+-spec list_of(element_type(), string()) -> {ok, list()} | error.
+list_of(string, Text) ->
+    {ok, [T || T <- string:split(Text, ",", all), T =/= ""]};
+list_of(Type, Text) ->
+    Converted = [convert(Type, string:trim(T)) || T <- string:split(Text, ",", all), string:trim(T) =/= ""],
+    case lists:member(error, Converted) of
+        true -> error;
+        false -> {ok, [V || {ok, V} <- Converted]}
+    end.
+
 convert(string, Text) -> {ok, Text};
-convert(list, Text) -> {ok, [T || T <- string:split(Text, ",", all), T =/= ""]};
+convert(list, Text) -> list_of(string, Text);
+convert({list, Type}, Text) -> list_of(Type, Text);
 convert(integer, Text) ->
     try {ok, list_to_integer(Text)} catch error:badarg -> error end;
 convert(float, Text) ->
@@ -422,11 +447,14 @@ with_fraction(Mantissa) ->
 
 type_name(integer) -> "an integer";
 type_name(float) -> "a number";
+type_name({list, integer}) -> "integers";
+type_name({list, float}) -> "numbers";
 type_name(_) -> "a value".
 
 default(#{default := Default}) -> Default;
 default(#{type := flag}) -> false;
 default(#{type := list}) -> [];
+default(#{type := {list, _}}) -> [];
 default(#{}) -> undefined.
 
 plural(1) -> "";
@@ -462,9 +490,12 @@ option_label(#{long := Long, type := Type} = Spec) ->
     Short = case Spec of #{short := C} -> [$-, C, $,, $\s]; #{} -> "" end,
     Meta = case Type of
                flag -> "";
-               _ -> [$\s | maps:get(metavar, Spec, string:uppercase(atom_to_list(Type)))]
+               _ -> [$\s | maps:get(metavar, Spec, metavar(Type))]
            end,
     lists:flatten([Short, "--", Long, Meta]).
+
+metavar({list, Type}) -> string:uppercase(atom_to_list(Type)) ++ ",...";
+metavar(Type) -> string:uppercase(atom_to_list(Type)).
 
 option_help(#{help := Help} = Spec) ->
     case Spec of

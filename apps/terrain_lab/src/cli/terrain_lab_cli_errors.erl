@@ -39,8 +39,6 @@ format({aco, _} = Reason) ->
     terrain_lab_aco:format_error(Reason);
 format({write_test, _} = Reason) ->
     terrain_lab_write_test:format_error(Reason);
-format({csv, _, _} = Reason) ->
-    terrain_lab_write_test:format_error(Reason);
 format({time_task, _} = Reason) ->
     terrain_lab_time_task:format_error(Reason);
 format({probe, _} = Reason) ->

@@ -60,7 +60,8 @@ finish() ->
                  undefined -> 0;
                  _ -> lists:sum([max(0, N - ?PER_KIND) || {_, N} <- ets:tab2list(?TABLE)])
              end,
-    _ = Hidden > 0 andalso io:format(standard_error, "terrain: ~b more warnings like these are in ~ts~n", [Hidden, file()]),
+    _ = Hidden > 0 andalso io:format(standard_error, "terrain: ~b more warnings like these are in ~ts~n",
+                                     [Hidden, file()]),
     _ = logger_std_h:filesync(?FILE_HANDLER),
     ok.
 

@@ -62,7 +62,8 @@ relaunch(Args, OptFile) ->
     Flags = UserFlags ++ " -proto_dist inet_tls -ssl_dist_optfile " ++ quote(OptFile),
     Env = [{"ERL_FLAGS", Flags}, {?FLAGS_ENV, UserFlags}, {?PARENT_ENV, os:getpid()}],
     %% no deadline: the child is the user's command, and lasts as long as it does
-    case terrain_lab_os:start(escript_executable(), [escript:script_name() | Args], #{env => Env, stdio => inherit}) of
+    case terrain_lab_os:start(terrain_lab_os:otp_program("escript"), [escript:script_name() | Args],
+                              #{env => Env, stdio => inherit}) of
         {ok, Port} ->
             ok = terrain_lab_cli_signals:on_interrupt(self(), {?MODULE, sigterm}),
             await_child(Port);
@@ -119,12 +120,6 @@ watch(Parent) ->
             receive after ?WATCH_MS -> watch(Parent) end;
         false ->
             erlang:halt(?EXIT_INT, [{flush, false}])
-    end.
-
-escript_executable() ->
-    case os:find_executable("escript") of
-        false -> filename:join([code:root_dir(), "bin", "escript"]);
-        Escript -> Escript
     end.
 
 %% erlexec splits ERL_FLAGS at spaces and honours double quotes.

@@ -38,9 +38,11 @@ commands() ->
                      help => "jobs per instance (default: from the file name)"},
                    #{name => optimum, long => "optimum", type => string, metavar => "FILE",
                      help => "OR-Library optimum / best-known file, for the gap"},
-                   #{name => ants, long => "ants", type => integer, range => {1, inf}, default => maps:get(ants, Defaults),
+                   #{name => ants, long => "ants", type => integer, range => {1, inf},
+                     default => maps:get(ants, Defaults),
                      metavar => "A", help => "ants per colony"},
-                   #{name => global, long => "global", type => integer, range => {1, inf}, default => maps:get(global, Defaults),
+                   #{name => global, long => "global", type => integer, range => {1, inf},
+                     default => maps:get(global, Defaults),
                      metavar => "G", help => "global iterations"},
                    #{name => local, long => "local-iterations", type => integer, range => {1, inf},
                      default => maps:get(local, Defaults), metavar => "L",
@@ -52,7 +54,8 @@ commands() ->
                    #{name => placement, long => "placement", type => string, default => "random",
                      metavar => "random|attributes|distance|attributes_and_distance",
                      help => "where the vertices go"},
-                   #{name => seed, long => "seed", type => integer, range => {'-inf', inf}, default => 1, metavar => "N",
+                   #{name => seed, long => "seed", type => integer, range => {'-inf', inf}, default => 1,
+                     metavar => "N",
                      help => "the run's seed"},
                    #{name => spec, long => "spec", type => string, metavar => "SPEC",
                      help => "start this cluster for the run"},
@@ -134,9 +137,13 @@ guard(#{jobs := Jobs}, Options) ->
                    false -> 1
                end,
     Ants = maps:get(ants, Options),
-    Option = case maps:get(local_run, Options) of true -> "--nodes-count x --ants"; false -> "--ants" end,
-    terrain_lab_steps:run([fun(_) -> terrain_lab_guard:processes("--ants", Ants) end,
-                           fun(_) -> terrain_lab_guard:processes(Option, Colonies * Ants) end,
+    %% with --local every colony runs here, else one on each node of a lab cluster
+    {Option, Target} = case maps:get(local_run, Options) of
+                           true -> {"--nodes-count x --ants", this_vm};
+                           false -> {"--ants", lab_node}
+                       end,
+    terrain_lab_steps:run([fun(_) -> terrain_lab_guard:processes("--ants", Ants, Target) end,
+                           fun(_) -> terrain_lab_guard:processes(Option, Colonies * Ants, Target) end,
                            fun(_) -> terrain_lab_guard:memory([{"--ants", Colonies * Ants,
                                                                 terrain_lab_guard:process_bytes() + 32 * Jobs},
                                                                {"--nodes-count", Colonies, 24 * Jobs * Jobs}])

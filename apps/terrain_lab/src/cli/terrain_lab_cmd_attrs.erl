@@ -28,7 +28,8 @@ commands() ->
        args => {0, infinity},
        options => [#{name => nodes, long => "nodes", type => string, metavar => "NODE,...",
                      help => "nodes to ask instead of the running cluster"},
-                   #{name => timeout, long => "timeout", type => integer, default => 2000, range => {1, inf}, metavar => "MS",
+                   #{name => timeout, long => "timeout", type => integer, default => 2000, range => {1, inf},
+                     metavar => "MS",
                      help => "deadline for all the answers"},
                    terrain_lab_cli_options:state_dir()],
        run => {?MODULE, run}}].
@@ -76,7 +77,8 @@ ask(Nodes, Names, Timeout, Io) ->
                     {error, {attrs, {none_answered, length(Nodes)}}};
                 _ ->
                     terrain_lab_io:progress(Io, "~b of ~b nodes answered; no answer from ~ts~n",
-                                            [Answered, length(Nodes), lists:join(", ", [atom_to_list(N) || N <- Silent])])
+                                            [Answered, length(Nodes),
+                                             lists:join(", ", [atom_to_list(N) || N <- Silent])])
             end
     end.
 
@@ -97,7 +99,8 @@ print(Names, Nodes, Results, Io) ->
     Header = ["NODE" | [atom_to_list(N) || N <- Names]],
     Rows = [case maps:get(Node, Results) of
                 {ok, Values} -> [atom_to_list(Node) | [text(maps:get(N, Values)) || N <- Names]];
-                {error, Why} -> [atom_to_list(Node), "(" ++ lists:flatten(io_lib:format("~ts", [terrain:format_error(Why)])) ++ ")"]
+                {error, Why} ->
+                    [atom_to_list(Node), "(" ++ lists:flatten(io_lib:format("~ts", [terrain:format_error(Why)])) ++ ")"]
             end || Node <- Nodes],
     Widths = widths([Header | Rows]),
     [terrain_lab_io:out(Io, "~ts~n", [string:trim(line(Row, Widths), trailing)]) || Row <- [Header | Rows]],

@@ -71,7 +71,8 @@ bench(Options, ["sweep", ConfigFile], Io) ->
                fun(_) -> sweep_options(Options, Io) end,
                fun([{SpecFile, SweepOptions}, Config]) ->
                        Sizes = maps:get(argument_size, SweepOptions, [maps:get(argument_size, Config)]),
-                       case guard(Config#{argument_size := lists:max(Sizes)}, lists:max(maps:get(nodes, SweepOptions))) of
+                       case guard(Config#{argument_size := lists:max(Sizes)},
+                                  lists:max(maps:get(nodes, SweepOptions))) of
                            ok -> {ok, SpecFile};
                            {error, _} = Error -> Error
                        end
@@ -162,9 +163,12 @@ guarded({error, _} = Error, _Where) -> Error.
 %% four times the argument per worker, `concurrent' workers on every node.
 guard(#{argument_size := Bytes, concurrent := Concurrent}, Nodes) ->
     Workers = Concurrent * max(1, Nodes),
-    terrain_lab_steps:run([fun(_) -> terrain_lab_guard:processes("concurrent (the configuration)", Concurrent) end,
-                           fun(_) -> terrain_lab_guard:memory([{"argument_size (the configuration or --argument-size)",
-                                                                Workers, 4 * Bytes + terrain_lab_guard:process_bytes()}])
+    terrain_lab_steps:run([fun(_) -> terrain_lab_guard:processes("concurrent (the configuration)", Concurrent,
+                                                                   lab_node) end,
+                           fun(_) ->
+                                   Option = "argument_size (the configuration or --argument-size)",
+                                   terrain_lab_guard:memory([{Option, Workers,
+                                                              4 * Bytes + terrain_lab_guard:process_bytes()}])
                            end], none).
 
 where(#{spec := Spec}) when is_list(Spec) ->
@@ -191,17 +195,15 @@ int_list(Key, Option, Options, Need) ->
         {undefined, required} -> {error, {bench_cmd, {missing_option, Option}}};
         {undefined, optional} -> {ok, none};
         {Text, _} ->
-            try [list_to_integer(string:trim(T)) || T <- string:lexemes(Text, ",")] of
-                [_ | _] = Ints ->
+            case terrain_lab_cli:list_of(integer, Text) of
+                {ok, [_ | _] = Ints} ->
                     %% each value once: a sweep point twice would start its cluster twice
                     case lists:all(fun(I) -> I >= 0 end, Ints) andalso length(lists:usort(Ints)) =:= length(Ints) of
                         true -> {ok, Ints};
                         false -> {error, {bench_cmd, {bad_list, Option, Text}}}
                     end;
-                [] ->
+                _ ->
                     {error, {bench_cmd, {bad_list, Option, Text}}}
-            catch
-                error:badarg -> {error, {bench_cmd, {bad_list, Option, Text}}}
             end
     end.
 

@@ -44,12 +44,13 @@ commands() ->
                      required => true, help => "cluster spec to start"},
                    #{name => algorithms, long => "algorithms", type => list, metavar => "A,...",
                      help => "algorithms (default " ?ALGORITHMS ")"},
-                   #{name => sizes, long => "sizes", type => list, metavar => "BYTES,...",
-                     check => {fun(Sizes) -> lists:all(fun positive_integer/1, Sizes) end, "integers >= 1"},
+                   #{name => sizes, long => "sizes", type => {list, integer}, range => {1, inf}, metavar => "BYTES,...",
                      help => "value sizes in bytes (default 8,1024,65536,1048576)"},
-                   #{name => members_per_node, long => "members-per-node", type => integer, range => {1, inf}, default => 1,
+                   #{name => members_per_node, long => "members-per-node", type => integer, range => {1, inf},
+                     default => 1,
                      metavar => "N", help => "member processes per node"},
-                   #{name => rounds, long => "rounds", type => integer, range => {1, inf}, default => 10, metavar => "R",
+                   #{name => rounds, long => "rounds", type => integer, range => {1, inf}, default => 10,
+                     metavar => "R",
                      help => "timed rounds per measurement"},
                    #{name => rank_order, long => "rank-order", type => list, metavar => "ORDER,...",
                      help => "block, random, round_robin (default all three for bench, block for tune)"},
@@ -137,13 +138,7 @@ names(Key, Given, _Default, Known) ->
 sizes([]) ->
     {ok, #{sizes => [8, 1024, 65536, 1048576]}};
 sizes(Given) ->                          % checked by the option's definition
-    {ok, #{sizes => [list_to_integer(S) || S <- Given]}}.
-
-positive_integer(Text) ->
-    case string:to_integer(Text) of
-        {N, []} when is_integer(N), N > 0 -> true;
-        _ -> false
-    end.
+    {ok, #{sizes => Given}}.
 
 positive(Key, Options) ->
     case maps:get(Key, Options) of
@@ -170,7 +165,8 @@ action("bench", Parsed, Options, Io) ->
             with_spec(Options, fun(Spec) ->
                                        File = filename:join(Out, "collective.json"),
                                        Bench = (bench_options(Spec, Parsed, Options))#{checkpoint => checkpoint(File)},
-                                       case interruptible(fun() -> terrain_lab_collective:bench(Bench, progress(Io)) end) of
+                                       case interruptible(fun() -> terrain_lab_collective:bench(Bench,
+                                                                                                progress(Io)) end) of
                                            {ok, Doc} -> write_bench(Out, Doc, Options, Io);
                                            {error, _} = Error -> kept(Out, File, Options, Error)
                                        end
@@ -193,7 +189,8 @@ tune(Out, Parsed, Options, Io) ->
                                Bench = (bench_options(Spec, Parsed, Options))#{checkpoint => checkpoint(Partial)},
                                case interruptible(fun() -> terrain_lab_collective:tune(Bench, progress(Io)) end) of
                                    {ok, Json, Check} ->
-                                       case terrain_lab_files:write(Out, [terrain_json:encode(Json, #{pretty => true}), $\n]) of
+                                       case terrain_lab_files:write(Out, [terrain_json:encode(Json, #{pretty => true}),
+                                                                          $\n]) of
                                            ok -> _ = file:delete(Partial), print_tune(Out, Json, Check, Io);
                                            {error, _} = Error -> Error
                                        end;
@@ -210,7 +207,7 @@ tune(Out, Parsed, Options, Io) ->
 checkpoint(File) ->
     fun(Doc) ->
             case terrain_lab_files:ensure_dir(File) of
-                ok -> _ = terrain_json:write_file(File, Doc), ok;
+                ok -> _ = terrain_lab_files:write_json(File, Doc), ok;
                 {error, _} -> ok
             end
     end.
@@ -259,9 +256,9 @@ with_spec(Options, Fun) ->
 guard(Spec, Options) ->
     Nodes = length(terrain_lab_spec:nodes(Spec)),
     Members = maps:get(members_per_node, Options),
-    MaxSize = lists:max([8 | [list_to_integer(S) || S <- maps:get(sizes, Options)]]),
+    MaxSize = lists:max([8 | maps:get(sizes, Options)]),
     terrain_lab_steps:run([fun(_) -> terrain_lab_guard:vms(Nodes, #{}) end,
-                           fun(_) -> terrain_lab_guard:processes("--members-per-node", Members) end,
+                           fun(_) -> terrain_lab_guard:processes("--members-per-node", Members, lab_node) end,
                            fun(_) -> terrain_lab_guard:memory([{"--members-per-node", Nodes * Members,
                                                                 terrain_lab_guard:process_bytes()},
                                                                {"--sizes", Nodes * Members, 16 * MaxSize}])
@@ -285,8 +282,8 @@ progress(#{err := Err}) ->
 
 write_bench(Out, Doc, Options, #{out := Device} = Io) ->
     File = filename:join(Out, "collective.json"),
-    Steps = [fun() -> case filelib:ensure_dir(File) of ok -> ok; {error, Why} -> {error, {file, Out, Why}} end end,
-             fun() -> terrain_json:write_file(File, Doc) end,
+    Steps = [fun() -> terrain_lab_files:ensure_dir(File) end,
+             fun() -> terrain_lab_files:write_json(File, Doc) end,
              fun() -> manifest(Out, Options) end],
     case lists:foldl(fun(Step, ok) -> Step(); (_, Error) -> Error end, ok, Steps) of
         ok ->
@@ -300,7 +297,8 @@ print_tune(Out, #{rules := Rules}, Check, #{out := Device} = Io) ->
     io:format(Device, "~-10s ~-10s ~-20s~n", ["MIN_BYTES", "MAX_BYTES", "ALGORITHM"]),
     [io:format(Device, "~-10b ~-10s ~-20s~n", [Min, case Max of null -> "-"; _ -> integer_to_list(Max) end, A])
      || #{min_bytes := Min, max_bytes := Max, algorithm := A} <- Rules],
-    io:format(Device, "~n~-10s ~-20s ~12s ~-20s ~12s ~8s~n", ["BYTES", "AUTO_RAN", "AUTO_US", "BEST", "BEST_US", "RATIO"]),
+    io:format(Device, "~n~-10s ~-20s ~12s ~-20s ~12s ~8s~n",
+              ["BYTES", "AUTO_RAN", "AUTO_US", "BEST", "BEST_US", "RATIO"]),
     [io:format(Device, "~-10b ~-20s ~12b ~-20s ~12b ~8.2f~n", [S, C, round(A), B, round(BU), R])
      || #{size_bytes := S, chosen := C, auto_us := A, best := B, best_us := BU, ratio := R} <- Check],
     terrain_lab_io:progress(Io, "wrote ~ts~n", [Out]).

@@ -224,29 +224,27 @@ with_cluster(Spec, SpecFile, RunDir, Io) ->
     terrain_lab_io:progress(Io, "starting ~b nodes of ~ts in parallel...~n", [Count, SpecFile]),
     T0 = erlang:monotonic_time(millisecond),
     Prefix = "demo" ++ os:getpid() ++ "_",
-    case terrain_lab:start_cluster(Spec, #{prefix => Prefix}) of
-        {ok, Cluster} ->
-            Elapsed = erlang:monotonic_time(millisecond) - T0,
-            terrain_lab_io:progress(Io, "~b nodes running terrain after ~.1f s~n", [Count, Elapsed / 1000]),
-            try
-                Nodes = terrain_lab:cluster_nodes(Cluster),
-                print_table(Nodes, Io),
-                Names = [N || #{node := N} <- Nodes],
-                Attributes = show_attributes(Names, RunDir, Io),
-                show_choices(Names, Prefix, Io),
-                show_placement(Names, Prefix, Io),
-                Discovered = probe_and_discover(Spec, SpecFile, Nodes, Prefix, RunDir, Io),
-                Outputs = Attributes ++ Discovered ++ time_and_fit(Names, Prefix, RunDir, Io),
-                record(Spec, SpecFile, RunDir, Nodes, Elapsed, Outputs, Io)
-            catch
-                throw:{?MODULE, {error, _} = Refused} -> Refused    % a write the disk refused (written/1)
-            after
-                ok = terrain_lab:stop_cluster(Cluster),
-                terrain_lab_io:progress(Io, "cluster stopped~n", [])
-            end;
-        {error, _} = Error ->
-            Error
+    Run = fun(Nodes) ->
+                  Elapsed = erlang:monotonic_time(millisecond) - T0,
+                  terrain_lab_io:progress(Io, "~b nodes running terrain after ~.1f s~n", [Count, Elapsed / 1000]),
+                  try {ran, on_cluster(Spec, SpecFile, RunDir, Nodes, Prefix, Elapsed, Io)}
+                  catch throw:{?MODULE, {error, _} = Refused} -> {ran, Refused}  % a write the disk refused (written/1)
+                  end
+          end,
+    case terrain_lab:with_cluster(Spec, #{prefix => Prefix}, Run) of
+        {ran, Result} -> terrain_lab_io:progress(Io, "cluster stopped~n", []), Result;
+        {error, _} = NotStarted -> NotStarted
     end.
+
+on_cluster(Spec, SpecFile, RunDir, Nodes, Prefix, Elapsed, Io) ->
+    print_table(Nodes, Io),
+    Names = [N || #{node := N} <- Nodes],
+    Attributes = show_attributes(Names, RunDir, Io),
+    show_choices(Names, Prefix, Io),
+    show_placement(Names, Prefix, Io),
+    Discovered = probe_and_discover(Spec, SpecFile, Nodes, Prefix, RunDir, Io),
+    Outputs = Attributes ++ Discovered ++ time_and_fit(Names, Prefix, RunDir, Io),
+    record(Spec, SpecFile, RunDir, Nodes, Elapsed, Outputs, Io).
 
 print_table(Nodes, Io) ->
     terrain_lab_io:out(Io, "~-26s ~-12s ~10s~n", ["NODE", "GROUP PATH", "SCHEDULERS"]),

@@ -41,19 +41,25 @@ commands() ->
        args => {0, 1},
        options => [#{name => model, long => "model", type => string, default => "hybrid",
                      metavar => "sequential|hybrid|concurrent|skel", help => "how the islands run"},
-                   #{name => time_ms, long => "time-ms", type => integer, range => {1, 4294967295}, default => 5000, metavar => "T",
+                   #{name => time_ms, long => "time-ms", type => integer, range => {1, 4294967295}, default => 5000,
+                     metavar => "T",
                      help => "run time in ms"},
                    #{name => steps, long => "steps", type => integer, range => {1, inf}, metavar => "N",
                      help => "sequential, skel: run exactly N steps instead (reproducible)"},
-                   #{name => islands, long => "islands", type => integer, range => {1, inf}, default => 4, metavar => "I",
+                   #{name => islands, long => "islands", type => integer, range => {1, inf}, default => 4,
+                     metavar => "I",
                      help => "islands"},
-                   #{name => population, long => "population", type => integer, range => {1, inf}, default => 100, metavar => "P",
+                   #{name => population, long => "population", type => integer, range => {1, inf}, default => 100,
+                     metavar => "P",
                      help => "agents per island at the start"},
-                   #{name => dimensions, long => "dimensions", type => integer, range => {1, inf}, default => 100, metavar => "D",
+                   #{name => dimensions, long => "dimensions", type => integer, range => {1, inf}, default => 100,
+                     metavar => "D",
                      help => "Rastrigin dimensions"},
-                   #{name => seed, long => "seed", type => integer, range => {'-inf', inf}, default => 1, metavar => "S",
+                   #{name => seed, long => "seed", type => integer, range => {'-inf', inf}, default => 1,
+                     metavar => "S",
                      help => "seed of every random choice"},
-                   #{name => initial_energy, long => "initial-energy", type => integer, range => {1, inf}, default => 10,
+                   #{name => initial_energy, long => "initial-energy", type => integer, range => {1, inf},
+                     default => 10,
                      metavar => "E", help => "energy of a new agent"},
                    #{name => migration_probability, long => "migration-probability", type => float,
                      default => 0.0001, metavar => "P", help => "chance an agent migrates in a step"},
@@ -63,9 +69,11 @@ commands() ->
                      metavar => "binary|list", help => "how solutions are held and sent"},
                    #{name => arena_call, long => "arena-call", type => string, default => "cast",
                      metavar => "cast|call", help => "concurrent: how agents enter arenas"},
-                   #{name => arena_timeout, long => "arena-timeout", type => integer, range => {1, inf}, default => 1000,
+                   #{name => arena_timeout, long => "arena-timeout", type => integer, range => {1, inf},
+                     default => 1000,
                      metavar => "MS", help => "concurrent: how long a lone agent waits in an arena"},
-                   #{name => time_check_interval, long => "time-check-interval", type => integer, range => {1, inf}, default => 1,
+                   #{name => time_check_interval, long => "time-check-interval", type => integer, range => {1, inf},
+                     default => 1,
                      metavar => "N", help => "read the clock every N steps or meetings"},
                    #{name => spec, long => "spec", type => string, metavar => "SPEC",
                      help => "start this cluster spec and put the islands on its nodes (hybrid, skel)"},
@@ -125,7 +133,7 @@ emas_options(Options) ->
             %% bad values are usage errors: the same checks the library makes
             case terrain_workloads:emas_validate(EmasOptions) of
                 {ok, _} ->
-                    case guard(EmasOptions) of
+                    case guard(EmasOptions, maps:get(spec, Options, undefined)) of
                         ok -> {ok, EmasOptions};
                         {error, _} = Error -> Error
                     end;
@@ -138,13 +146,20 @@ emas_options(Options) ->
 
 %% The resource guard: every agent holds its solution (8 bytes a dimension as a
 %% binary, 32 as a list of floats), twice while it reproduces, and about 300 bytes
-%% more; in the concurrent model each agent is a process as well.
+%% more; in the concurrent model each agent is a process as well. Without --spec every
+%% island runs on this VM; with it the islands spread over the lab's nodes, and an
+%% island's agents are on one node.
 guard(#{islands := Islands, population := Population, dimensions := Dimensions, solution := Solution,
-        model := Model}) ->
+        model := Model}, Spec) ->
     Agents = Islands * Population,
     PerDimension = case Solution of binary -> 8; list -> 32 end,
     Processes = case Model of concurrent -> Agents; _ -> Islands end,
-    terrain_lab_steps:run([fun(_) -> terrain_lab_guard:processes(process_option(Model), Processes) end,
+    {Option, OnOneVm, Target} = case {Spec, Model} of
+                                    {undefined, _} -> {process_option(Model), Processes, this_vm};
+                                    {_, concurrent} -> {"--population", Population, lab_node};
+                                    {_, _} -> {"--islands", 1, lab_node}
+                                end,
+    terrain_lab_steps:run([fun(_) -> terrain_lab_guard:processes(Option, OnOneVm, Target) end,
                            fun(_) -> terrain_lab_guard:memory([{"--population", Agents,
                                                                 2 * PerDimension * Dimensions + 300},
                                                                {process_option(Model), Processes,
@@ -201,7 +216,8 @@ interruptible(Fun) ->
     end.
 
 print_summary(#{model := Model, initial_best_fitness := Initial, best_fitness := Best, reproductions_per_s := Rate,
-                utilisation := U, schedulers := S, energy_initial := E0, energy_final := E1, cpu_cores := Cpu} = Summary,
+                utilisation := U, schedulers := S, energy_initial := E0, energy_final := E1,
+                cpu_cores := Cpu} = Summary,
               Io) ->
     Where = case maps:get(node_usage, Summary, []) of
                 [] -> io_lib:format("on ~b schedulers", [S]);
@@ -224,7 +240,8 @@ print_scaling(Rows, Lessons, Io) ->
      || #{model := M, schedulers := S, reproductions_per_s := R, utilisation := U, oversubscribed := O,
           cpu_cores := C, reproductions_per_cpu_s := P} <- Rows],
     terrain_lab_io:out(Io, "* oversubscribed: more schedulers than logical processors~n"
-                        "CPU: CPU time the VM was given during the run, in cores (2.00 = both cores all the time)~n~n", []),
+                        "CPU: CPU time the VM was given during the run, in cores "
+                        "(2.00 = both cores all the time)~n~n", []),
     #{call_vs_cast := CC, list_vs_binary := LB, time_check := TC, messages := Msgs} = Lessons,
     terrain_lab_io:out(Io, "~-12s ~-20s ~16s ~16s ~7s ~13s~n", ["MODEL", "OPTION", "A (REPR/S)", "B (REPR/S)", "B/A",
                                                                  "B/A PER CPU"]),

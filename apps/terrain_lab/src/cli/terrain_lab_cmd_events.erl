@@ -45,15 +45,18 @@ commands() ->
                      metavar => "DIR", help => "where the running cluster is recorded"},
                    #{name => workload, long => "workload", type => string, metavar => "windtunnel",
                      help => "record: the workload to run"},
-                   #{name => workers, long => "workers", type => integer, range => {1, inf}, default => 16, metavar => "W",
+                   #{name => workers, long => "workers", type => integer, range => {1, inf}, default => 16,
+                     metavar => "W",
                      help => "record: worker processes"},
                    #{name => workers_per_scheduler, long => "workers-per-scheduler", type => integer, range => {1, inf},
                      metavar => "K", help => "record: K workers per online scheduler instead of --workers"},
                    #{name => steps, long => "steps", type => integer, range => {1, inf}, default => 200, metavar => "S",
                      help => "record: steps"},
-                   #{name => columns, long => "columns", type => integer, range => {1, inf}, default => 256, metavar => "N",
+                   #{name => columns, long => "columns", type => integer, range => {1, inf}, default => 256,
+                     metavar => "N",
                      help => "record: lattice columns"},
-                   #{name => slice_rows, long => "slice-rows", type => integer, range => {1, inf}, default => 16, metavar => "N",
+                   #{name => slice_rows, long => "slice-rows", type => integer, range => {1, inf}, default => 16,
+                     metavar => "N",
                      help => "record: lattice rows per worker"},
                    #{name => work_per_cell, long => "work-per-cell", type => integer, range => {1, inf}, default => 16,
                      metavar => "N", help => "record: rounds of the cell rule per cell and step"},
@@ -62,9 +65,11 @@ commands() ->
                    #{name => scope_rate, long => "scope-rate", type => float, default => 10.0, metavar => "HZ",
                      check => {fun(R) -> R > 0 andalso R =< 1000 end, "a number > 0 and <= 1000"},
                      help => "record: reads per second of the monitor scope"},
-                   #{name => scope_batch, long => "scope-batch", type => integer, range => {1, inf}, default => 1000, metavar => "N",
+                   #{name => scope_batch, long => "scope-batch", type => integer, range => {1, inf}, default => 1000,
+                     metavar => "N",
                      help => "record: events per node per read of the monitor scope"},
-                   #{name => highlight_step, long => "highlight-step", type => integer, range => {0, inf}, metavar => "S",
+                   #{name => highlight_step, long => "highlight-step", type => integer, range => {0, inf},
+                     metavar => "S",
                      help => "record: the step the timeline highlights (default: the middle one)"},
                    #{name => view_worker, long => "view-worker", type => integer, range => {0, inf}, metavar => "I",
                      help => "record: the worker of the reads view (default: the middle one)"},
@@ -181,18 +186,11 @@ with_cluster(SpecFile, Record, Io) ->
 
 with_cluster(SpecFile, Spec, Record, Io) ->
     terrain_lab_io:progress(Io, "events: starting the nodes of ~ts~n", [SpecFile]),
-    case terrain_lab:start_cluster(Spec, #{prefix => "ev" ++ os:getpid() ++ "_"}) of
-        {ok, Cluster} ->
-            try
-                Nodes = [N || #{node := N} <- terrain_lab:cluster_nodes(Cluster)],
-                record_on(Nodes, Record#{parameters => #{workload => windtunnel,
-                                                         spec => list_to_binary(SpecFile)}}, Io)
-            after
-                ok = terrain_lab:stop_cluster(Cluster),
-                terrain_lab_io:progress(Io, "events: cluster stopped~n", [])
-            end;
-        {error, _} = Error ->
-            Error
+    Parameters = #{workload => windtunnel, spec => list_to_binary(SpecFile)},
+    Run = fun(Infos) -> {ran, record_on([N || #{node := N} <- Infos], Record#{parameters => Parameters}, Io)} end,
+    case terrain_lab:with_cluster(Spec, #{prefix => "ev" ++ os:getpid() ++ "_"}, Run) of
+        {ran, Result} -> terrain_lab_io:progress(Io, "events: cluster stopped~n", []), Result;
+        {error, _} = NotStarted -> NotStarted
     end.
 
 record_on(Nodes, Record, Io) ->
@@ -216,7 +214,7 @@ guard(NodeCount, Record) ->
         end,
     Cells = maps:get(slice_rows, Record, 16) * maps:get(columns, Record, 256),
     Events = 4 * maps:get(steps, Record, 200),
-    terrain_lab_steps:run([fun(_) -> terrain_lab_guard:processes(Option, PerNode) end,
+    terrain_lab_steps:run([fun(_) -> terrain_lab_guard:processes(Option, PerNode, lab_node) end,
                            fun(_) -> terrain_lab_guard:memory([{Option, Workers,
                                                                 terrain_lab_guard:process_bytes() + 16 * Cells
                                                                 + 200 * Events}])
@@ -264,7 +262,8 @@ print(#{windtunnel := T, reports := Reports, scope := S, events := Events, lost 
           round(maps:get(observation_rate, S)), maps:get(lost, S), maps:get(failed, S)]),
     Out1("events kept: ~b (~b overwritten before they were read)~n", [Events, Lost]),
     Out1("clock offsets (node minus this node, from the shortest of 8 round trips):~n", []),
-    [Out1("  ~-36s ~8s us  (round trip ~b us)~n", [N, [case O < 0 of true -> ""; false -> "+" end, integer_to_list(O)], R])
+    [Out1("  ~-36s ~8s us  (round trip ~b us)~n",
+          [N, [case O < 0 of true -> ""; false -> "+" end, integer_to_list(O)], R])
      || {N, #{offset_us := O, rtt_us := R}} <- lists:sort(maps:to_list(Offsets))],
     lists:foreach(fun(R) -> print_report(R, Placement, Out1) end, Reports),
     case Views of
@@ -290,7 +289,8 @@ print_report(#{kind := load_imbalance, workers := Workers} = R, Placement, Out) 
 print_report(#{kind := slow_pair, pairs := Pairs, slowest := Slowest, unpaired := Unpaired}, _Placement, Out) ->
     Out("~nslow pairs (border message send -> receive, by node pair, clock-corrected; ranked by p10,~n"
         "the delay of messages whose receiver was already waiting):~n", []),
-    Out("  ~-30s ~-30s ~8s ~8s ~10s ~10s ~10s~n", ["FROM", "TO", "MESSAGES", "P10 us", "MEDIAN us", "MEAN us", "MAX us"]),
+    Out("  ~-30s ~-30s ~8s ~8s ~10s ~10s ~10s~n",
+        ["FROM", "TO", "MESSAGES", "P10 us", "MEDIAN us", "MEAN us", "MAX us"]),
     [Out("  ~-30s ~-30s ~8b ~8b ~10b ~10.1f ~10b~n", [F, T, N, P10, Med, Mean, Max])
      || #{from := F, to := T, count := N, p10_us := P10, median_us := Med, mean_us := Mean, max_us := Max} <- Pairs],
     case Slowest of

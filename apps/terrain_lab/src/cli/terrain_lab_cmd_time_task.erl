@@ -31,7 +31,8 @@ commands() ->
                      help => "number of runs"},
                    #{name => out, long => "out", type => string, required => true, metavar => "FILE",
                      help => "durations CSV to create"},
-                   #{name => timeout, long => "timeout", type => integer, default => 5000, range => {1, inf}, metavar => "MS",
+                   #{name => timeout, long => "timeout", type => integer, default => 5000, range => {1, inf},
+                     metavar => "MS",
                      help => "deadline of each run"},
                    #{name => warmup, long => "warmup", type => integer, default => 1, range => {0, inf},
                      metavar => "N", help => "unrecorded runs first"},
@@ -54,7 +55,9 @@ run(Options, [], Io) ->
                               end
                      end
          end,
-    terrain_lab_steps:with([fun() -> terrain_lab_time_task:validate(maps:with([rpc_all, runs, timeout, out, warmup], Options)) end,
+    terrain_lab_steps:with([fun() -> terrain_lab_time_task:validate(maps:with([rpc_all, runs, timeout, out, warmup],
+                                                                              Options)) end,
                             At,
                             fun() -> terrain_lab_cluster_state:connect(Options) end],
-                           fun([Task, AtOption, Nodes]) -> terrain_lab_time_task:run(maps:merge(Task, AtOption), Nodes, Io) end).
+                           fun([Task, AtOption,
+                                Nodes]) -> terrain_lab_time_task:run(maps:merge(Task, AtOption), Nodes, Io) end).

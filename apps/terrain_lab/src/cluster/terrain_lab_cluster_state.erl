@@ -223,30 +223,12 @@ create_cookie(Dir) ->
 %% lock whose process is gone is stale and taken over.
 -spec lock(file:filename()) -> ok | {error, term()}.
 lock(Dir) ->
-    File = filename:join(Dir, "up.lock"),
     case terrain_lab_files:make_dir(Dir) of
         ok ->
-            case file:open(File, [write, exclusive, raw]) of
-                {ok, Fd} ->
-                    Written = file:write(Fd, os:getpid()),
-                    _ = file:close(Fd),
-                    case Written of
-                        ok -> ok;
-                        {error, Why} -> _ = file:delete(File), {error, {write, File, Why}}
-                    end;
-                {error, eexist} ->
-                    case file:read_file(File) of
-                        {ok, Pid} when Pid =/= <<>> ->
-                            case terrain_lab_os:alive(binary_to_list(Pid)) of
-                                true -> {error, {cluster_state, {locked, Dir, binary_to_list(Pid)}}};
-                                false -> _ = file:delete(File), lock(Dir)
-                            end;
-                        _ ->
-                            _ = file:delete(File),    % torn by a crash between create and write
-                            lock(Dir)
-                    end;
-                {error, Why} ->
-                    {error, {write, File, Why}}
+            case terrain_lab_lock:take(filename:join(Dir, "up.lock")) of
+                ok -> ok;
+                {error, {locked, _, Pid}} -> {error, {cluster_state, {locked, Dir, Pid}}};
+                {error, _} = Error -> Error
             end;
         {error, _} = Error ->
             Error
@@ -255,7 +237,7 @@ lock(Dir) ->
 %% @doc Releases the lock {@link lock/1} took (the directory goes too when empty).
 -spec unlock(file:filename()) -> ok.
 unlock(Dir) ->
-    _ = file:delete(filename:join(Dir, "up.lock")),
+    ok = terrain_lab_lock:release(filename:join(Dir, "up.lock")),
     _ = file:del_dir(Dir),            % only when nothing else is in it
     ok.
 

@@ -11,14 +11,31 @@
 -module(terrain_lab_code).
 
 %% API
--export([vm_args/0]).
+-export([applications/0,
+         vm_args/1]).
 
+%% exports_not_used: applications/0 is the list docs/HOSTS.md names, checked by
+%% terrain_lab_vm_tests.
+-ignore_xref([{applications, 0}]).
+
+%% The one list of terrain's applications a lab node loads: the lab and every
+%% application it depends on (terrain needs terrain_json, terrain_paths needs
+%% terrain_events), lower layers first. docs/HOSTS.md ("Code") names them all.
 -define(APPS, [terrain_json, terrain, terrain_paths, terrain_events, terrain_bench, terrain_workloads, terrain_lab]).
 
-%% @doc `-pa' arguments for terrain's ebin directories.
--spec vm_args() -> [string()].
-vm_args() ->
-    lists:append([["-pa", Dir] || Dir <- ebin_dirs()]).
+%% @doc terrain's applications, each of which a lab node needs on its code path.
+-spec applications() -> [atom()].
+applications() ->
+    ?APPS.
+
+%% @doc `-pa' arguments for terrain's ebin directories: this VM's (`local'), or
+%% `Root/<app>/ebin' for each application (`{root, Root}', a directory on the VM's host,
+%% `terrain up --code-path').
+-spec vm_args(local | {root, file:filename()}) -> [string()].
+vm_args(local) ->
+    lists:append([["-pa", Dir] || Dir <- ebin_dirs()]);
+vm_args({root, Root}) ->
+    lists:append([["-pa", filename:join([Root, atom_to_list(App), "ebin"])] || App <- ?APPS]).
 
 %% The ebin directories of terrain's applications, on disk.
 ebin_dirs() ->
@@ -40,7 +57,8 @@ app_module(terrain_lab) -> terrain_lab_cli.
 %% the ebin directories there.
 materialise() ->
     Apps = [{App, app_code(App)} || App <- ?APPS],
-    Hash = binary:encode_hex(crypto:hash(sha256, term_to_binary([{A, [B || {_, B} <- Mods]} || {A, {_, Mods}} <- Apps]))),
+    Hash = binary:encode_hex(crypto:hash(sha256,
+                                         term_to_binary([{A, [B || {_, B} <- Mods]} || {A, {_, Mods}} <- Apps]))),
     Root = filename:join(filename:basedir(user_cache, "terrain"), "code-" ++ binary_to_list(binary:part(Hash, 0, 16))),
     [ensure_written(filename:join([Root, atom_to_list(App), "ebin"]), App, Code) || {App, Code} <- Apps].
 

@@ -57,9 +57,5 @@ node_name(Prefix, Name) ->
 %% worked shows when the node registers.
 -spec ensure_epmd() -> ok.
 ensure_epmd() ->
-    Epmd = case os:find_executable("epmd") of
-               false -> filename:join([code:root_dir(), "bin", "epmd"]);
-               Path -> Path
-           end,
-    _ = terrain_lab_os:run(Epmd, ["-daemon"], #{timeout => 10000}),
+    _ = terrain_lab_os:run(terrain_lab_os:otp_program("epmd"), ["-daemon"], #{timeout => 10000}),
     ok.

@@ -118,7 +118,8 @@ create(Dir, #{nodes := Nodes, cli_host := CliHost}) ->
                                       Leaf = new_leaf(Ca, Who, Host),
                                       ok = write_private(pem_file(Dir, Who), [pem_cert(Leaf), pem_key(Leaf)]),
                                       ok = write_private(optfile(Dir, Who),
-                                                         optfile_text(filename:join(TlsDir, "ca.pem"), pem_file(Dir, Who)))
+                                                         optfile_text(filename:join(TlsDir, "ca.pem"),
+                                                                      pem_file(Dir, Who)))
                               end, [{?CLI, CliHost} | Nodes])
             catch
                 throw:{file, File, Why} ->
@@ -259,7 +260,8 @@ new_leaf(#issued{key = CaKey, key_id = CaKeyId, name = Issuer}, Who, Host) ->
                                extnValue = [digitalSignature, keyEncipherment]},
                   #'Extension'{extnID = ?'id-ce-extKeyUsage', critical = false,
                                extnValue = [?'id-kp-serverAuth', ?'id-kp-clientAuth']},
-                  #'Extension'{extnID = ?'id-ce-subjectAltName', critical = false, extnValue = subject_alt_names(Who, Host)},
+                  #'Extension'{extnID = ?'id-ce-subjectAltName', critical = false,
+                               extnValue = subject_alt_names(Who, Host)},
                   #'Extension'{extnID = ?'id-ce-subjectKeyIdentifier', critical = false, extnValue = key_id(Key)},
                   #'Extension'{extnID = ?'id-ce-authorityKeyIdentifier', critical = false,
                                extnValue = #'AuthorityKeyIdentifier'{keyIdentifier = CaKeyId}}],

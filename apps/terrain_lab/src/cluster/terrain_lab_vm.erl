@@ -44,11 +44,15 @@
          stop/2,
          peer/1,
          read_pid_file/1,
+         option_checks/0,
          format_error/1]).
 
 %% exports_not_used: command_line/1 is start/1's first step, tested on its own
 %% (terrain_lab_vm_tests).
 -ignore_xref([{command_line, 1}]).
+%% exports_not_used: option_checks/0 is for terrain_lab_cluster, whose `env' and
+%% `code_path' options are the VMs' and are to be checked the same way.
+-ignore_xref([{option_checks, 0}]).
 
 -export_type([options/0, transport/0, vm/0, stop_result/0, error_reason/0]).
 
@@ -97,7 +101,7 @@
                      | {killed, OsPid :: string()}
                      | {still_running, no_os_pid | term()}.
 
--type error_reason() :: {vm, {option, atom(), term()}}
+-type error_reason() :: {vm, terrain_options:reason()}
                       | {vm, {missing, transport(), atom()}}
                       | {vm, {spawn, atom(), term()}}.
 
@@ -111,13 +115,13 @@
 -define(LAB_FLAGS, ["-kernel", "prevent_overlapping_partitions", "false",
                     "-kernel", "logger", "[{handler,default,logger_std_h,#{config=>#{type=>standard_error}}}]"]).
 %% Lean VMs, so that 256 fit on a laptop-sized machine: a process table of 65,536
-%% (default 262,144: 2.9 MB less resident per VM), a port table of 8,192 (default
-%% 65,536: 0.7 MB), 2 dirty I/O schedulers (default 10 threads) (docs/CLI.md, "Lean VMs").
--define(LEAN, ["+P", "65536", "+Q", "8192", "+SDio", "2"]).
+%% (terrain_lab_guard:process_limit(lab_node), the limit the guard checks; default
+%% 262,144: 2.9 MB less resident per VM), a port table of 8,192 (default 65,536: 0.7 MB),
+%% 2 dirty I/O schedulers (default 10 threads) (docs/CLI.md, "Lean VMs").
+-define(LEAN, ["+P", integer_to_list(terrain_lab_guard:process_limit(lab_node)), "+Q", "8192", "+SDio", "2"]).
 %% No busy wait of idle schedulers: with more VMs than cores a spinning idle VM takes
 %% the core from one with work, and spends a CPU quota spinning.
 -define(NO_SPIN, ["+sbwt", "none", "+sbwtdcpu", "none", "+sbwtdio", "none"]).
--define(APPS, ["terrain", "terrain_paths", "terrain_bench", "terrain_lab"]).
 
 %%--------------------------------------------------------------------
 %% API
@@ -147,7 +151,7 @@ start(Options) ->
 -spec await_boot([vm()], integer()) -> [{ok, vm()} | {error, term()}].
 await_boot(Vms, Deadline) ->
     Indexed = maps:from_list(lists:enumerate(Vms)),
-    Results = await(Indexed, Deadline, #{}),
+    Results = await(Indexed, Deadline, #{}, #{}),
     [maps:get(I, Results) || I <- lists:seq(1, length(Vms))].
 
 %% @doc The VM a node record of a cluster's state names (`cluster.json' or a pid file,
@@ -240,12 +244,15 @@ os_pid(#{}) ->
 
 %% @doc A sentence for an error of this module.
 -spec format_error(error_reason()) -> iolist().
-format_error({vm, {option, options, Options}}) ->
+format_error({vm, {bad_options, Options}}) ->
     io_lib:format("VM options must be a map, got ~0tp", [Options]);
-format_error({vm, {option, transport, Transport}}) ->
+format_error({vm, {bad_option, transport, Transport}}) ->
     io_lib:format("unknown VM transport ~0tp: expected local_linked, local_detached, ssh or srun", [Transport]);
-format_error({vm, {option, Key, Value}}) ->
+format_error({vm, {bad_option, Key, Value}}) ->
     io_lib:format("VM option ~ts: ~0tp is not ~ts", [Key, Value, expected(Key)]);
+format_error({vm, {unknown_option, Key}}) ->
+    io_lib:format("unknown VM option ~0tp (known: ~ts; docs/INTERNALS.md, \"Launching\")",
+                  [Key, lists:join(", ", [atom_to_list(K) || K <- lists:sort(maps:keys(option_checks()))])]);
 format_error({vm, {missing, undefined, Key}}) ->
     io_lib:format("VM options need ~ts", [Key]);
 format_error({vm, {missing, Transport, Key}}) ->
@@ -259,45 +266,50 @@ format_error({vm, {spawn, Name, Why}}) ->
 %% Internal functions: the options
 
 %% `ok' when `Options' are options of a VM: every key known, every value of its
-%% type, and the keys its transport needs present.
+%% type (terrain_options, the one checker), and the keys its transport needs present.
 -spec validate(term()) -> ok | {error, error_reason()}.
-validate(#{transport := Transport} = Options) when Transport =:= local_linked; Transport =:= local_detached;
-                                                   Transport =:= ssh; Transport =:= srun ->
-    case [{K, V} || {K, V} <- lists:sort(maps:to_list(Options)), not valid(K, V)] of
-        [] ->
-            case [K || K <- [name | required(Transport, Options)], not is_map_key(K, Options)] of
-                [] -> ok;
-                [Missing | _] -> {error, {vm, {missing, Transport, Missing}}}
-            end;
-        [{Key, Value} | _] ->
-            {error, {vm, {option, Key, Value}}}
-    end;
-validate(#{transport := Transport}) ->
-    {error, {vm, {option, transport, Transport}}};
-validate(Options) when is_map(Options) ->
-    {error, {vm, {missing, undefined, transport}}};
 validate(Options) ->
-    {error, {vm, {option, options, Options}}}.
+    Transport = case Options of #{transport := T} -> T; _ -> undefined end,
+    Steps = [fun() -> terrain_options:check(Options, option_checks()) end,
+             fun() -> terrain_options:required(Options, [transport]) end,
+             fun() -> case [K || K <- [name | required(Transport, Options)], not is_map_key(K, Options)] of
+                          [] -> ok;
+                          [Missing | _] -> {error, {missing, Transport, Missing}}
+                      end
+             end],
+    case lists:foldl(fun(Step, ok) -> Step(); (_, Error) -> Error end, ok, Steps) of
+        ok -> ok;
+        {error, {missing_option, transport}} -> {error, {vm, {missing, undefined, transport}}};
+        {error, Reason} -> {error, {vm, Reason}}
+    end.
 
-valid(transport, _) -> true;
-valid(name, V) -> is_atom(V);
-valid(node, V) -> is_atom(V);
-valid(schedulers, V) -> is_integer(V) andalso V > 0;
-valid(lean, V) -> is_boolean(V);
-valid(code, local) -> true;
-valid(code, {root, Dir}) -> io_lib:printable_unicode_list(Dir);
-valid(code_path, V) -> is_list(V) andalso lists:all(fun io_lib:printable_unicode_list/1, V);
-valid(cookie, V) -> is_atom(V);
-valid(tls_optfile, V) -> io_lib:printable_unicode_list(V);
-valid(netem, {Spec, Prefix}) -> is_map(Spec) andalso io_lib:printable_list(Prefix);
-valid(args, V) -> is_list(V) andalso lists:all(fun io_lib:printable_unicode_list/1, V);
-valid(env, V) -> is_list(V) andalso lists:all(fun({K, X}) -> io_lib:printable_list(K) andalso io_lib:printable_list(X);
-                                                 (_) -> false end, V);
-valid(control, V) -> V =:= distribution orelse V =:= standard_io;
-valid(dir, V) -> io_lib:printable_unicode_list(V);
-valid(host, V) -> io_lib:printable_list(V) andalso V =/= "";
-valid(ssh, #{dir := Dir, ssh_options := O}) -> io_lib:printable_unicode_list(Dir) andalso is_list(O);
-valid(_, _) -> false.
+%% @doc The check of every VM option (terrain_options). `env' and `code_path' are also
+%% the cluster's options (terrain_lab_cluster), which it hands to every node's VM.
+-spec option_checks() -> terrain_options:checks().
+option_checks() ->
+    Strings = fun(V) -> is_list(V) andalso lists:all(fun io_lib:printable_unicode_list/1, V) end,
+    #{transport => fun(V) -> lists:member(V, [local_linked, local_detached, ssh, srun]) end,
+      name => fun erlang:is_atom/1,
+      node => fun erlang:is_atom/1,
+      schedulers => fun(V) -> is_integer(V) andalso V > 0 end,
+      lean => fun erlang:is_boolean/1,
+      code => fun(local) -> true; ({root, Dir}) -> io_lib:printable_unicode_list(Dir); (_) -> false end,
+      code_path => Strings,
+      cookie => fun erlang:is_atom/1,
+      tls_optfile => fun io_lib:printable_unicode_list/1,
+      netem => fun({Spec, Prefix}) -> is_map(Spec) andalso io_lib:printable_list(Prefix); (_) -> false end,
+      args => Strings,
+      env => fun(V) -> is_list(V) andalso lists:all(fun({K, X}) -> io_lib:printable_list(K)
+                                                                     andalso io_lib:printable_list(X);
+                                                      (_) -> false
+                                                   end, V)
+             end,
+      control => fun(V) -> V =:= distribution orelse V =:= standard_io end,
+      dir => fun io_lib:printable_unicode_list/1,
+      host => fun(V) -> io_lib:printable_list(V) andalso V =/= "" end,
+      ssh => fun(#{dir := Dir, ssh_options := O}) -> io_lib:printable_unicode_list(Dir) andalso is_list(O);
+                (_) -> false
+             end}.
 
 expected(name) -> "an atom (the node's name in its spec)";
 expected(node) -> "an atom (a node name)";
@@ -313,12 +325,12 @@ expected(env) -> "a list of {Name, Value} strings";
 expected(control) -> "distribution or standard_io";
 expected(dir) -> "a directory name";
 expected(host) -> "a host name";
-expected(ssh) -> "an ssh context (terrain_lab_ssh:context/3)";
-expected(_) -> "a known VM option (docs/INTERNALS.md, \"Launching\")".
+expected(ssh) -> "an ssh context (terrain_lab_ssh:context/3)".
 
 required(local_linked, #{control := standard_io}) -> [];
 required(local_linked, _) -> [node];
 required(local_detached, _) -> [node, dir];
+required(undefined, _) -> [];
 required(_Remote, _) -> [node, host, ssh].
 
 %%--------------------------------------------------------------------
@@ -368,12 +380,12 @@ cookie_args(#{}) ->
 -spec shell_line(options(), [string()]) -> iolist().
 shell_line(#{name := Name, host := Host, ssh := #{dir := Dir} = Ssh}, Args) ->
     RDir = terrain_lab_ssh:remote_dir(Dir, Host),
-    ["cd && umask 077 && mkdir -p ", quote(RDir ++ "/nodes"),
-     " && IFS= read -r c && printf '%s' \"$c\" > ", quote(RDir ++ "/cookie"),
+    ["cd && umask 077 && mkdir -p ", terrain_lab_os:shell_quote(RDir ++ "/nodes"),
+     " && IFS= read -r c && printf '%s' \"$c\" > ", terrain_lab_os:shell_quote(RDir ++ "/cookie"),
      tls_command(maps:get(tls, Ssh, false), RDir, Name),
      " && { command -v epmd >/dev/null && epmd -daemon; true; }",
-     " && exec erl ", lists:join(" ", [quote(A) || A <- Args]),
-     " </dev/null >", quote(RDir ++ "/nodes/" ++ atom_to_list(Name) ++ ".log"), " 2>&1"].
+     " && exec erl ", lists:join(" ", [terrain_lab_os:shell_quote(A) || A <- Args]),
+     " </dev/null >", terrain_lab_os:shell_quote(RDir ++ "/nodes/" ++ atom_to_list(Name) ++ ".log"), " 2>&1"].
 
 %% What shell_line/2 reads on its standard input: the cookie and, with
 %% TLS distribution, the node's key material (never on a command line).
@@ -399,11 +411,8 @@ code_args(Options) ->
                   #{ssh := #{code := SshCode}} -> SshCode;
                   #{} -> local
               end,
-    Terrain = case maps:get(code, Options, Default) of
-                  local -> terrain_lab_code:vm_args();
-                  {root, Root} -> lists:append([["-pa", filename:join([Root, App, "ebin"])] || App <- ?APPS])
-              end,
-    Terrain ++ lists:append([["-pa", D] || D <- maps:get(code_path, Options, [])]).
+    terrain_lab_code:vm_args(maps:get(code, Options, Default))
+        ++ lists:append([["-pa", D] || D <- maps:get(code_path, Options, [])]).
 
 netem_args(#{netem := {Spec, Prefix}, name := Name}) ->
     terrain_lab_netem:vm_args(Spec, Prefix, Name);
@@ -443,13 +452,14 @@ boot_evals(PidFile, CookieFile, Node, DistName, Domain) ->
 tls_command(false, _RDir, _Name) ->
     [];
 tls_command(true, RDir, Name) ->
-    File = fun(Suffix) -> quote(remote_tls_file(RDir, Name, Suffix)) end,
+    File = fun(Suffix) -> terrain_lab_os:shell_quote(remote_tls_file(RDir, Name, Suffix)) end,
     ReadUpToDot = "{ while IFS= read -r l && [ \"$l\" != . ]; do printf '%s\\n' \"$l\"; done; }",
-    [" && mkdir -p ", quote(RDir ++ "/tls"),
+    [" && mkdir -p ", terrain_lab_os:shell_quote(RDir ++ "/tls"),
      " && ", ReadUpToDot, " > ", File(".ca.pem"),
      " && ", ReadUpToDot, " > ", File(".pem"),
-     " && printf '%s' ", quote(lists:flatten(terrain_lab_tls:optfile_text(remote_tls_file(RDir, Name, ".ca.pem"),
-                                                                           remote_tls_file(RDir, Name, ".pem")))),
+     " && printf '%s' ", terrain_lab_os:shell_quote(
+                            lists:flatten(terrain_lab_tls:optfile_text(remote_tls_file(RDir, Name, ".ca.pem"),
+                                                                       remote_tls_file(RDir, Name, ".pem")))),
      " > ", File(".conf")].
 
 remote_tls_file(RDir, Name, Suffix) ->
@@ -478,7 +488,7 @@ start(local_detached, Args, #{name := Name, node := Node, dir := Dir}) ->
            pid_file => terrain_lab_cluster_state:pid_file(Dir, Name)},
     %% erl returns once the detached VM (in a session of its own) is forked; whether
     %% the VM came up shows in its pid file and its ping (await_boot/2)
-    case terrain_lab_os:run(erl_executable(), Args, #{timeout => ?DETACH_TIMEOUT}) of
+    case terrain_lab_os:run(terrain_lab_os:otp_program("erl"), Args, #{timeout => ?DETACH_TIMEOUT}) of
         {error, {run, _, {timeout, _, _}}} -> {ok, Vm};
         {error, Why} -> {error, {vm, {spawn, Name, Why}}};
         {ok, _Status, _Output} -> {ok, Vm}
@@ -499,20 +509,15 @@ start(srun, Args, #{name := Name, node := Node, host := Host, ssh := #{dir := Di
             Error
     end.
 
-erl_executable() ->
-    case os:find_executable("erl") of
-        false -> filename:join([code:root_dir(), "bin", "erl"]);
-        Erl -> Erl
-    end.
-
 %% One loop for every transport: a peer reports its boot in a message (or its control
 %% process exits); the other VMs are asked by ping (and a VM in a job step fails as
-%% soon as its srun has exited).
-await(Pending, Deadline, Done) when map_size(Pending) =:= 0 ->
-    _ = Deadline,
+%% soon as its srun has exited). `Received': the peers' boot messages taken so far,
+%% by boot tag.
+await(Pending, Deadline, Done, Received) when map_size(Pending) =:= 0 ->
+    _ = {Deadline, Received},
     Done;
-await(Pending, Deadline, Done) ->
-    Checked = maps:map(fun(_, Vm) -> booted(Vm) end, Pending),
+await(Pending, Deadline, Done, Received) ->
+    Checked = maps:map(fun(_, Vm) -> booted(Vm, Received) end, Pending),
     Finished = maps:filter(fun(_, R) -> R =/= booting end, Checked),
     Done1 = maps:merge(Done, maps:map(fun(I, R) -> finish(maps:get(I, Pending), R) end, Finished)),
     Left = maps:without(maps:keys(Finished), Pending),
@@ -524,30 +529,32 @@ await(Pending, Deadline, Done) ->
             maps:merge(Done1, maps:map(fun(_, Vm) -> finish(Vm, {error, timed_out(Vm)}) end, Left));
         _ ->
             Peers = [{Tag, Peer} || #{boot_tag := Tag, peer := Peer} <- maps:values(Left)],
-            _ = wait_a_little(Peers, min(?POLL_MS, Remaining)),
-            await(Left, Deadline, Done1)
+            await(Left, Deadline, Done1, wait_a_little(Peers, min(?POLL_MS, Remaining), Received))
     end.
 
-%% Returns at the first boot message or exit of a pending peer (kept in the process
-%% dictionary for booted/1; the 'EXIT' of a caller that traps exits is taken), or
-%% after `Ms'.
-wait_a_little([], Ms) ->
-    receive after Ms -> ok end;
-wait_a_little(Peers, Ms) ->
+%% Returns at the first boot message or exit of a pending peer, added to `Received'
+%% for booted/2 (the 'EXIT' of a caller that traps exits is taken), or after `Ms'.
+wait_a_little([], Ms, Received) ->
+    receive after Ms -> Received end;
+wait_a_little(Peers, Ms, Received) ->
     Tags = maps:from_list([{T, P} || {T, P} <- Peers]),
     Pids = maps:from_list([{P, T} || {T, P} <- Peers]),
     receive
         {Tag, Result} when is_map_key(Tag, Tags) ->
-            put({?MODULE, Tag}, Result), ok;
+            Received#{Tag => Result};
         {'EXIT', Pid, Why} when is_map_key(Pid, Pids) ->
-            put({?MODULE, maps:get(Pid, Pids)}, {exited, Why}), ok
+            Received#{maps:get(Pid, Pids) => {exited, Why}}
     after Ms ->
-        ok
+        Received
     end.
 
-booted(#{transport := local_linked, boot_tag := Tag, peer := Peer}) ->
-    receive {Tag, Message} -> put({?MODULE, Tag}, Message) after 0 -> ok end,
-    case erase({?MODULE, Tag}) of
+%% `{ok, Node}', `{error, Why}' or `booting', for a VM not yet finished.
+booted(#{transport := local_linked, boot_tag := Tag, peer := Peer}, Received) ->
+    Message = case Received of
+                  #{Tag := Taken} -> Taken;
+                  #{} -> receive {Tag, Taken} -> Taken after 0 -> undefined end
+              end,
+    case Message of
         {started, Node, _Pid} -> {ok, Node};
         {boot_failed, Why} -> {error, Why};
         {exited, Why} -> {error, {exited_while_booting, Why}};
@@ -557,7 +564,7 @@ booted(#{transport := local_linked, boot_tag := Tag, peer := Peer}) ->
                 false -> {error, {exited_while_booting, noproc}}
             end
     end;
-booted(#{transport := srun, node := Node, srun_pid := SrunPid, host := Host, log := Log}) ->
+booted(#{transport := srun, node := Node, srun_pid := SrunPid, host := Host, log := Log}, _Received) ->
     case net_adm:ping(Node) of
         pong -> {ok, Node};
         pang ->
@@ -569,7 +576,7 @@ booted(#{transport := srun, node := Node, srun_pid := SrunPid, host := Host, log
                                                                end}}}}
             end
     end;
-booted(#{node := Node}) ->
+booted(#{node := Node}, _Received) ->
     case net_adm:ping(Node) of
         pong -> {ok, Node};
         pang -> booting
@@ -647,12 +654,9 @@ kill(#{transport := ssh, host := Host, ssh := Ssh} = Vm) ->
 %% ms (its step hangs), TERM (srun passes it to the step) and then KILL, only while
 %% that pid is still an srun of this node.
 end_step(#{transport := srun, srun_pid := SrunPid, name := Name}, Timeout) ->
-    Ours = fun() -> case file:read_file("/proc/" ++ SrunPid ++ "/cmdline") of
-                        {ok, Cmdline} -> binary:match(Cmdline, <<"srun">>) =/= nomatch andalso
-                                             binary:match(Cmdline, <<"terrain-", (atom_to_binary(Name))/binary>>) =/= nomatch;
-                        {error, _} -> false
-                    end end,
-    _ = terrain_lab_os:await_exit([SrunPid], Timeout) =:= [] orelse terrain_lab_os:terminate(SrunPid, ?STOP_TIMEOUT, Ours),
+    Ours = fun() -> terrain_lab_os:ours(SrunPid, {cmdline, ["srun", "terrain-" ++ atom_to_list(Name)]}) end,
+    _ = terrain_lab_os:await_exit([SrunPid], Timeout) =:= []
+        orelse terrain_lab_os:terminate(SrunPid, ?STOP_TIMEOUT, Ours),
     ok;
 end_step(#{}, _Timeout) ->
     ok.
@@ -663,12 +667,10 @@ owned_pid(#{pid_file := File} = Vm) ->
     case os_pid(Vm) of
         undefined -> undefined;
         OsPid ->
-            Owned = terrain_lab_os:alive(OsPid) andalso
-                case file:read_file("/proc/" ++ OsPid ++ "/cmdline") of
-                    {ok, Cmdline} -> binary:match(Cmdline, unicode:characters_to_binary(File)) =/= nomatch;
-                    {error, _} -> false
-                end,
-            case Owned of true -> OsPid; false -> undefined end
+            case terrain_lab_os:ours(OsPid, {cmdline, [File]}) of
+                true -> OsPid;
+                false -> undefined
+            end
     end.
 
 %% @doc The OS pid and full node name (`undefined' when absent) in a VM's pid file.
@@ -688,6 +690,3 @@ read_pid_file(File) ->
         {error, _} ->
             error
     end.
-
-quote(Arg) ->
-    ["'", string:replace(Arg, "'", "'\\''", all), "'"].

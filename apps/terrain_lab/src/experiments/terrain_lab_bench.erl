@@ -127,7 +127,8 @@ manifest(RunDir, Out, Config, Where) ->
     Parameters = #{config => terrain_bench:config_to_json(Config), cluster => where_json(Where)},
     Outputs = [#{kind => bench_summary, file => Relative(filename:join(Out, "summary.json")),
                  parameters => Parameters},
-               #{kind => bench_node_files, file => Relative(Out), parameters => #{files => [list_to_binary(F) || F <- terrain_bench:files(Config)]}}],
+               #{kind => bench_node_files, file => Relative(Out),
+                 parameters => #{files => [list_to_binary(F) || F <- terrain_bench:files(Config)]}}],
     terrain_lab_run:write_manifest(RunDir, bench, Outputs).
 
 where_json({spec, File}) -> #{spec => list_to_binary(filename:absname(File))};
@@ -150,7 +151,8 @@ sweep_points(Config, Spec, SpecFile, Options, RunDir, Progress) ->
     Points = [#{nodes => N, argument_size => A, compute_us => C} || A <- ArgSizes, C <- Computes, N <- Sizes],
     CsvFile = filename:join(RunDir, "sweep.csv"),
     case terrain_lab_files:write(CsvFile, [?SWEEP_COLUMNS, $\n]) of
-        ok -> sweep_all(Config, Options, RunDir, CsvFile, {Spec, SpecFile, Sizes, ArgSizes, Computes, Points}, Progress);
+        ok -> sweep_all(Config, Options, RunDir, CsvFile, {Spec, SpecFile, Sizes, ArgSizes, Computes, Points},
+                        Progress);
         {error, _} = Error -> Error
     end.
 

@@ -134,9 +134,11 @@ lower_bounds(#{options := ClusterOptions, groups := Groups, nodes := Nodes}, Byt
 %% @doc The results as a table (one line per algorithm, size and order).
 -spec table(map()) -> iodata().
 table(#{results := Results}) ->
-    [io_lib:format("~-20s ~10s ~-12s ~12s ~12s ~10s~n", ["ALGORITHM", "BYTES", "ORDER", "MEDIAN_US", "P95_US", "BOUND_US"]),
+    [io_lib:format("~-20s ~10s ~-12s ~12s ~12s ~10s~n",
+                   ["ALGORITHM", "BYTES", "ORDER", "MEDIAN_US", "P95_US", "BOUND_US"]),
      [io_lib:format("~-20s ~10b ~-12s ~12b ~12b ~10s~n",
-                    [A, S, O, round(M), round(P), case R of #{lower_bound_us := B} -> integer_to_list(round(B)); _ -> "-" end])
+                    [A, S, O, round(M), round(P),
+                     case R of #{lower_bound_us := B} -> integer_to_list(round(B)); _ -> "-" end])
       || #{algorithm := A, size_bytes := S, rank_order := O, median_us := M, p95_us := P} = R <- Results]].
 
 %% @doc A sentence for an error of this module.
@@ -177,7 +179,7 @@ measure_all(Options, NodeInfos, Progress) ->
                     operation => allreduce,
                     rounds => maps:get(rounds, Options),
                     seeds => maps:get(seeds, Options),
-                    load_average => load_average(),
+                    load_average => terrain_lab_os:load_average(),
                     started_at => Started,
                     finished_at => terrain_lab_run:timestamp(),
                     partial => Partial,
@@ -378,12 +380,6 @@ percentile(List, P) ->
     A = lists:nth(Lo + 1, Sorted),
     B = lists:nth(Hi + 1, Sorted),
     A + (B - A) * (Pos - Lo).
-
-load_average() ->
-    case file:read_file("/proc/loadavg") of
-        {ok, Text} -> [L1 | _] = string:lexemes(Text, " "), binary_to_float(L1);
-        {error, _} -> null
-    end.
 
 spec_name(#{file := File}) when File =/= undefined -> list_to_binary(File);
 spec_name(#{name := Name}) -> atom_to_binary(Name).

@@ -221,7 +221,7 @@ write_run(Dir, Rows, Summary, EmasOptions) ->
     Json = filename:join(Dir, "summary.json"),
     steps([fun() -> filelib:ensure_dir(filename:join(Dir, "x")) end,
            fun() -> write_csv(Csv, Rows) end,
-           fun() -> terrain_json:write_file(Json, Summary#{format => ?SUMMARY_FORMAT}) end,
+           fun() -> terrain_lab_files:write_json(Json, Summary#{format => ?SUMMARY_FORMAT}) end,
            fun() ->
                    Parameters = json_parameters(EmasOptions),
                    manifest(Dir, [#{kind => emas, file => <<"emas.csv">>, parameters => Parameters},
@@ -238,7 +238,7 @@ steps([]) -> ok;
 steps([Step | Rest]) ->
     case Step() of
         ok -> steps(Rest);
-        {error, Why} when is_atom(Why) -> {error, {file, "output directory", Why}};
+        {error, Why} when is_atom(Why) -> {error, {write, "output directory", Why}};
         {error, _} = Error -> Error
     end.
 
@@ -312,7 +312,7 @@ scaling_done(Dir, Quick, {Cores, Idle, TimeMs, Rounds, Started, Base}, Rows, #{i
     _ = Tables(Rows, Lessons),
     File = filename:join(Dir, "scaling.json"),
     case steps([fun() -> filelib:ensure_dir(File) end,
-                fun() -> terrain_json:write_file(File, Document) end,
+                fun() -> terrain_lab_files:write_json(File, Document) end,
                 fun() -> manifest(Dir, [#{kind => emas_scaling, file => <<"scaling.json">>,
                                           parameters => #{quick => Quick, time_ms => TimeMs}}]) end]) of
         ok -> {ok, File, Elapsed};
@@ -364,7 +364,8 @@ measure(#{model := Model} = Options, Schedulers, Msacc, Io) ->
                             #{reproductions_per_s := Rate, cpu_cores := Cores} = Summary,
                             Result = maps:merge(maps:with([reproductions_per_s, utilisation, best_fitness,
                                                            fights_per_s], Summary),
-                                                Extra#{cpu_cores => Cores, reproductions_per_cpu_s => per_cpu(Rate, Cores)}),
+                                                Extra#{cpu_cores => Cores,
+                                                       reproductions_per_cpu_s => per_cpu(Rate, Cores)}),
                             terrain_lab_io:progress(Io, "  ~-10s +S ~b ~ts: ~b reproductions/s, utilisation "
                                                      "~.2f, ~ts cores of CPU~n",
                                                      [Model, Schedulers, variant(Options),
@@ -415,7 +416,8 @@ lessons(Base, Io) ->
                    RB = measure(Base#{model => Model, Key => B}, 2, Msacc, Io),
                    #{model => Model, option => Key, values => [A, B], results => [RA, RB],
                      ratio => maps:get(reproductions_per_s, RB) / max(1.0e-9, maps:get(reproductions_per_s, RA)),
-                     ratio_per_cpu => ratio(maps:get(reproductions_per_cpu_s, RB), maps:get(reproductions_per_cpu_s, RA))}
+                     ratio_per_cpu => ratio(maps:get(reproductions_per_cpu_s, RB),
+                                            maps:get(reproductions_per_cpu_s, RA))}
            end,
     #{call_vs_cast => Pair(concurrent, arena_call, call, cast, true),
       list_vs_binary => [Pair(skel, solution, list, binary, false), Pair(concurrent, solution, list, binary, false)],
@@ -428,7 +430,8 @@ message_costs(Io) ->
     Count = 5000,
     Local = with_peer(#{schedulers => 2},
                       fun(Peer) ->
-                              [peer:call(Peer, terrain_workloads, emas_message_cost, [#{solution => K, messages => Count}],
+                              [peer:call(Peer, terrain_workloads, emas_message_cost,
+                                         [#{solution => K, messages => Count}],
                                          ?PEER_TIMEOUT) || K <- [list, binary]]
                       end),
     Remote = try between_nodes(Count)

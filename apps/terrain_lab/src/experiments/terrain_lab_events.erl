@@ -58,7 +58,7 @@ record(#{nodes := Nodes, out := Out} = Options, Progress, OnReport) ->
         ok ->
             case file:make_dir(Out) of
                 Made when Made =:= ok; Made =:= {error, eexist} -> run(Nodes, Collectors, Options, Progress, OnReport);
-                {error, Why} -> {error, {file, Out, Why}}
+                {error, Why} -> {error, {write, Out, Why}}
             end;
         {error, _} = Error ->
             Error
@@ -97,16 +97,16 @@ run(Nodes, Collectors, Options, Progress, OnReport) ->
     %% turned into a message ({?MODULE, interrupt}) stops it and the events recorded so
     %% far are written, marked partial
     Ref = make_ref(),
+    OnStart = fun(Workers) when Tracing ->
+                      {ok, Tracers} = terrain_events:trace([P || {_, P} <- Workers], #{}),
+                      Self ! {tracers, Tracers}, ok;
+                 (_) -> ok
+              end,
     {Runner, MRef} = spawn_monitor(
                        fun() ->
                                Self ! {Ref, terrain_workloads:windtunnel(
                                               Tunnel#{nodes => Nodes, instrument => Instrument,
-                                                      on_start => fun(Workers) when Tracing ->
-                                                                          {ok, Tracers} = terrain_events:trace(
-                                                                                            [P || {_, P} <- Workers], #{}),
-                                                                          Self ! {tracers, Tracers}, ok;
-                                                                     (_) -> ok
-                                                                  end})}
+                                                      on_start => OnStart})}
                        end),
     Result = receive
                  {Ref, R} -> erlang:demonitor(MRef, [flush]), R;
@@ -145,7 +145,8 @@ write_run(Nodes, Collectors, Cursors, #{out := Out} = Options, Tunnel, Reports, 
     Workers = maps:get(workers, Tunnel),
     Header = #{partial => maps:get(partial, Options, false),
                nodes => [atom_to_binary(N) || N <- Spaces],
-               offsets_us => maps:from_list([{atom_to_binary(N), O} || {N, #{offset_us := O}} <- maps:to_list(Offsets)]),
+               offsets_us => maps:from_list([{atom_to_binary(N),
+                                              O} || {N, #{offset_us := O}} <- maps:to_list(Offsets)]),
                rtt_us => maps:from_list([{atom_to_binary(N), R} || {N, #{rtt_us := R}} <- maps:to_list(Offsets)]),
                lost => Lost, workers => Workers, steps => Steps},
     EventsFile = filename:join(Out, "events.jsonl"),
@@ -162,7 +163,7 @@ write_run(Nodes, Collectors, Cursors, #{out := Out} = Options, Tunnel, Reports, 
                            {ok, _, Json} -> terrain_events:write_perfetto(TraceFile, Json);
                            {error, _} = E -> E
                        end end,
-              fun() -> terrain_json:write_file(filename:join(Out, "findings.json"), Findings) end],
+              fun() -> terrain_lab_files:write_json(filename:join(Out, "findings.json"), Findings) end],
     case first_error(Steps1) of
         ok ->
             Views = views(Out, Highlight, ViewWorker, maps:get(views, Options, true), Progress),
@@ -221,7 +222,8 @@ views(Out, Highlight, Worker, true, Progress) ->
             {skipped, "terrain-analysis is not installed here (make setup installs it)"};
         Command ->
             Progress(io_lib:format("events: drawing the views with ~ts~n", [Command])),
-            case terrain_lab_analysis:run(Command, 180000, ["events", Out, "--highlight-step", integer_to_list(Highlight),
+            case terrain_lab_analysis:run(Command, 180000,
+                                          ["events", Out, "--highlight-step", integer_to_list(Highlight),
                                         "--worker", integer_to_list(Worker)]) of
                 {0, _} -> ok;
                 {Status, Output} -> {failed, Status, Output}

@@ -207,8 +207,10 @@ distances(Dir, Options, Progress) ->
             Case = fun(Topology, Placement) ->
                            Results = [begin
                                           A = must(terrain_lab_aco:place(Placement, Tree, Nodes, Run)),
-                                          #{main_s := S} = must(terrain_lab_aco:run(Instance, Tree, A, RunOptions, 600000)),
-                                          Progress(io_lib:format("~-10s ~-9s run ~b ~8.3f s~n", [Topology, Placement, Run, S])),
+                                          #{main_s := S} = must(terrain_lab_aco:run(Instance, Tree, A, RunOptions,
+                                                                                    600000)),
+                                          Progress(io_lib:format("~-10s ~-9s run ~b ~8.3f s~n",
+                                                                 [Topology, Placement, Run, S])),
                                           {S, A}
                                       end || Run <- lists:seq(1, Runs)],
                            {_, FirstA} = hd(Results),
@@ -362,14 +364,18 @@ write_dot(Dir, Topology, Placement, Tree, Assignment, SpecName, Spec) ->
     ByGroup = lists:foldl(fun({Kind, Name, _}, Acc) ->
                                   Node = vertex_node(Name, Assignment),
                                   Path = case maps:find(Node, SpecName) of
-                                             {ok, N} -> hd([P || #{name := NN, path := P} <- terrain_lab_spec:nodes(Spec), NN =:= N]);
+                                             {ok, N} ->
+                                                 hd([P || #{name := NN, path := P} <- terrain_lab_spec:nodes(Spec),
+                                                          NN =:= N]);
                                              error -> [outside]
                                          end,
-                                  maps:update_with(Path, fun(L) -> [{Kind, Name, Node} | L] end, [{Kind, Name, Node}], Acc)
+                                  maps:update_with(Path, fun(L) -> [{Kind, Name, Node} | L] end, [{Kind, Name, Node}],
+                                                   Acc)
                           end, #{}, Vertices),
     Sites = lists:usort([hd(P) || P <- maps:keys(ByGroup)]),
     Clusters = [["  subgraph cluster_", atom_to_list(S), " {\n    label=\"", atom_to_list(S), "\";\n",
-                 [["    subgraph cluster_", atom_to_list(lists:last(P)), " {\n      label=\"", atom_to_list(lists:last(P)),
+                 [["    subgraph cluster_", atom_to_list(lists:last(P)), " {\n      label=\"",
+                   atom_to_list(lists:last(P)),
                    "\";\n",
                    [["      ", Id(Name), " [label=\"", Label(Name), "\\n", short(Node), "\" shape=",
                      shape(Kind), "];\n"] || {Kind, Name, Node} <- lists:reverse(maps:get(P, ByGroup))],
@@ -431,13 +437,10 @@ shuffle(List, Rand0) ->
 %% users of the machine change the results).
 %% @doc The machine a run measured on: its logical processors and the load average
 %% of the last minute (`null' where /proc/loadavg cannot be read).
--spec machine() -> #{logical_processors := pos_integer(), loadavg1 := binary() | null}.
+-spec machine() -> #{logical_processors := pos_integer(), loadavg1 := float() | null}.
 machine() ->
-    Load = case file:read_file("/proc/loadavg") of
-               {ok, Bin} -> hd(string:lexemes(Bin, " "));
-               {error, _} -> null
-           end,
-    #{logical_processors => erlang:system_info(logical_processors_available), loadavg1 => Load}.
+    #{logical_processors => erlang:system_info(logical_processors_available),
+      loadavg1 => terrain_lab_os:load_average()}.
 
 -ifdef(TEST).
 -include_lib("eunit/include/eunit.hrl").

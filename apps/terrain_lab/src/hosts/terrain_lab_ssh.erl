@@ -23,7 +23,7 @@
 %% cookie on standard input (terrain_lab_vm; docs/HOSTS.md).
 %%
 %% terrain's code comes from the same directories as for local VMs
-%% (`terrain_lab_code:vm_args/0'; the escript writes them under the home's cache,
+%% (`terrain_lab_code:vm_args/1'; the escript writes them under the home's cache,
 %% so hosts that share the home directory see them) or, with the option `code_path',
 %% from `DIR/<app>/ebin' for each of terrain's applications on the remote host.
 -module(terrain_lab_ssh).
@@ -125,7 +125,7 @@ remote_dir(Dir, Host) ->
 -spec pid_of(string(), atom() | binary(), context() | map()) -> {ok, string()} | error.
 pid_of(Host, Name, #{dir := Dir} = Context) ->
     File = filename:join([remote_dir(Dir, Host), "nodes", to_list(Name) ++ ".pid"]),
-    case run(Host, ["cat ", quote(File), " 2>/dev/null"], [], Context#{timeout => 10000}) of
+    case run(Host, ["cat ", terrain_lab_os:shell_quote(File), " 2>/dev/null"], [], Context#{timeout => 10000}) of
         {ok, Text} ->
             case string:lexemes(Text, " \n") of
                 [Pid | _] -> {ok, Pid};
@@ -152,7 +152,7 @@ alive(Host, OsPid, Timeout, #{dir := Dir} = Context) ->
 %% cluster's remote directory, checked on the host just before.
 -spec kill(string(), string(), pos_integer(), context() | map()) -> boolean() | {error, error_reason()}.
 kill(Host, OsPid, Timeout, #{dir := Dir} = Context) ->
-    Kill = [ours(Dir, Host, OsPid), " && kill -9 ", quote(OsPid), " && echo killed || echo no"],
+    Kill = [ours(Dir, Host, OsPid), " && kill -9 ", terrain_lab_os:shell_quote(OsPid), " && echo killed || echo no"],
     case run(Host, Kill, [], Context#{timeout => Timeout}) of
         {ok, "killed" ++ _} -> true;
         {ok, _} -> false;
@@ -196,13 +196,10 @@ format_error({ssh, {Host, {run, Reason}}}) ->
 %% The remote shell test that `OsPid' is a VM of the cluster recorded in `Dir' (its
 %% command line names the cluster's remote directory).
 ours(Dir, Host, OsPid) ->
-    ["grep -qF ", quote(remote_dir(Dir, Host)), " /proc/", quote(OsPid), "/cmdline 2>/dev/null"].
+    terrain_lab_os:ours_command(OsPid, remote_dir(Dir, Host)).
 
 ssh_option("ConfigFile=" ++ File) -> ["-F", File];
 ssh_option(Option) -> ["-o", Option].
-
-quote(Arg) ->
-    ["'", string:replace(Arg, "'", "'\\''", all), "'"].
 
 to_list(Name) when is_atom(Name) -> atom_to_list(Name);
 to_list(Name) when is_binary(Name) -> binary_to_list(Name).

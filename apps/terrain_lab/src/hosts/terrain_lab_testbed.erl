@@ -5,34 +5,26 @@
 %% name joined by a veth pair to a bridge of this machine, with its own address on a
 %% /24 of 10.214.0.0/16 that no interface here uses yet, `lo' up, its own sshd (a
 %% generated host key, an authorised generated key) and its own epmd. Its directory
-%% (`--dir', default /tmp/terrain-testbed-P) holds everything else: `ssh_config'
-%% (`Host P1' with `HostName ADDRESS', the key, the known hosts), `hosts' (a hosts
-%% file for `terrain up --hosts'), `inetrc' (the hosts' names for Erlang's resolver,
-%% exported as `ERL_INETRC' by `terrain testbed env': every host here shares
-%% /etc/hosts, which is not touched) and `testbed.json', the record of every name
-%% and process made, which `status' and `down' read.
+%% (`--dir', default /tmp/terrain-testbed-P, which must not exist yet: `up' makes it)
+%% holds everything else: `ssh_config' (`Host P1' with `HostName ADDRESS', the key,
+%% the known hosts), `hosts' (a hosts file for `terrain up --hosts'), `inetrc' (the
+%% hosts' names for Erlang's resolver, exported as `ERL_INETRC' by `terrain testbed
+%% env': every host here shares /etc/hosts, which is not touched), `testbed.json' (what
+%% the testbed is: prefix, hosts, switches, rates) and `made.jsonl', the record of
+%% every thing made, written before each is made (terrain_lab_testbed_record).
 %%
-%% The hosts are joined by switches (`--topology': `AxB[xC...]', `N,M,...' or a
-%% topology.conf file; default one switch), and traffic between two hosts is shaped
-%% at the sender by the kernel's `htb' to the link speed of their lowest common
-%% switch's level (`--rates', Mbit/s per level, default 1000,100,10): this kernel has
-%% no `netem', so the structure shows as transfer time, which `terrain probe
-%% --payload BYTES' measures (docs/TESTBED.md, "Emulated switches").
+%% The hosts are joined by switches (`--topology', terrain_lab_testbed_switches), and
+%% traffic between two hosts is shaped at the sender by the kernel's `htb' to the link
+%% speed of their lowest common switch's level (`--rates', Mbit/s per level): this
+%% kernel has no `netem', so the structure shows as transfer time, which `terrain
+%% probe --payload BYTES' measures. With `--slurm' it also runs SLURM
+%% (terrain_lab_testbed_slurm).
 %%
-%% With `--slurm' it also runs SLURM (Debian's 22.05): munged with its own key and
-%% socket in the directory (the machine's munge is left alone), slurmctld in this
-%% namespace as `SlurmctldHost=HOSTNAME(BRIDGE ADDRESS)' on a free port, one slurmd
-%% per host (`slurmd -N P1' started in the host's namespace with `nsenter --net',
-%% which keeps /sys and so the cgroup mount that slurmd reads), slurm.conf and
-%% topology.conf (`topology/tree') written from the switches. Unix socket paths are
-%% limited to 108 bytes, so munged's socket and the slurmd spool (slurmstepd's
-%% sockets) go to /run/terrain-testbed-P. `up' returns when `sinfo' shows every
-%% node idle.
-%%
-%% `down' stops the recorded daemons (only while each pid is still the program it
-%% was), ends every process left in the hosts' namespaces (a VM a user left there),
-%% deletes the namespaces and the bridge, and removes the two directories: exactly
-%% what `up' made. A failed `up' does the same before it returns its error.
+%% Every option is checked before the machine is looked at; then the prefix's lock is
+%% taken (two `up' or `down' of one prefix never run at once), and every name the
+%% testbed would take (its directory, namespaces, bridge, veths, SLURM's run directory)
+%% must be free. `down', and `up' when a step fails or SIGTERM arrives, remove exactly
+%% what the record says was made.
 -module(terrain_lab_testbed).
 
 -include_lib("terrain_json/include/terrain_formats.hrl").
@@ -44,27 +36,28 @@
          env_lines/1,
          read/1,
          default_dir/1,
-         switches/2,
-         rates/2,
+         valid_prefix/1,
+         valid_dir/1,
          host_pids/1,
          available/1,
          format_error/1]).
 
-%% exports_not_used: the parts of up/1 tested on their own (terrain_lab_testbed_tests),
-%% and what the test suites read of a testbed.
--ignore_xref([{switches, 2}, {rates, 2}, {host_pids, 1}, {available, 1}, {read, 1}]).
+%% exports_not_used: what the test suites read of a testbed.
+-ignore_xref([{host_pids, 1}, {available, 1}, {read, 1}]).
 
 -export_type([options/0, testbed/0, error_reason/0]).
 
+-import(terrain_lab_testbed_record, [sh/1, quote/1]).
+
 -type options() :: #{hosts := pos_integer() | undefined,   % N, or from the topology
                      prefix := string(),                   % host names P1..PN
-                     dir := file:filename(),
+                     dir := file:filename(),               % must not exist: up makes it
                      slurm := boolean(),
                      topology := string() | undefined,     % AxB.., N,M,.. or a topology.conf file
                      rates := [pos_integer()],              % Mbit/s per switch level, [] = default
                      progress := fun((iodata()) -> ok)}.
 
-%% What testbed.json holds, decoded (binary keys and strings).
+%% What testbed.json holds, decoded (binary keys and strings), with the daemons made.
 -type testbed() :: #{binary() => term()}.
 
 -type error_reason() ::
@@ -72,22 +65,26 @@
       | {testbed, not_root}
       | {testbed, {missing, [string()]}}
       | {testbed, {exists, file:filename()}}
+      | {testbed, {not_ours, file:filename()}}
       | {testbed, {namespace_exists, string()}}
+      | {testbed, {link_exists, string()}}
+      | {testbed, {locked, string(), string()}}
       | {testbed, {not_up, file:filename()}}
       | {testbed, no_subnet}
+      | {testbed, interrupted}
       | {testbed, {topology, file:filename(), term()}}
       | {testbed, {topology_hosts, [string()], [string()]}}
       | {testbed, {command, string(), integer() | timeout, string()}}
-      | {testbed, {file, file:filename(), file:posix() | badarg}}
+      | {testbed, {file, file:filename(), term()}}
       | {testbed, {run, terrain_lab_os:error_reason()}}
       | {testbed, {slurm_not_ready, [string()]}}.
 
 -define(COMMAND_MS, 15000).
 -define(READY_MS, 30000).
--define(STOP_MS, 5000).
 -define(NET, "10.214").
--define(PORTS, lists:seq(16817, 16899, 2)).   % slurmctld's port: the first free one
--define(DEFAULT_RATES, [1000, 100, 10]).
+-define(SHOWN, 8).                       % names listed in a message at most
+-define(MAX_RATE, 100000).               % Mbit/s (100 Gbit/s): what tc's htb takes
+-define(MAX_RATES, 16).
 -define(HOST_PROGRAMS, ["ip", "tc", "nsenter", "ssh", "ssh-keygen", "/usr/sbin/sshd", "epmd"]).
 -define(SLURM_PROGRAMS, ["munged", "slurmctld", "slurmd", "sinfo", "scontrol"]).
 
@@ -99,63 +96,52 @@
 default_dir(Prefix) ->
     "/tmp/terrain-testbed-" ++ Prefix.
 
+%% @doc Is `Prefix' a testbed prefix: 1 to 8 lower-case letters and digits, a letter first.
+-spec valid_prefix(string()) -> boolean().
+valid_prefix(Prefix) ->
+    re:run(Prefix, "^[a-z][a-z0-9]{0,7}$") =/= nomatch.
+
+%% @doc Can `Dir' be a testbed's directory: ASCII letters, digits and `/._+,=@%:~-'
+%% only (its paths are written unquoted into sshd_config, ssh_config and slurm.conf,
+%% where a space, a quote or `#' would change their meaning).
+-spec valid_dir(string()) -> boolean().
+valid_dir(Dir) ->
+    Dir =/= "" andalso re:run(Dir, "^[A-Za-z0-9/._+,=@%:~-]+$") =/= nomatch.
+
 %% @doc `ok', or why this machine cannot make a testbed (`Slurm': with SLURM).
 -spec available(boolean()) -> ok | {error, error_reason()}.
 available(Slurm) ->
     Programs = ?HOST_PROGRAMS ++ [P || Slurm, P <- ?SLURM_PROGRAMS],
-    case {output("id", ["-u"]), [P || P <- Programs, find(P) =:= false]} of
+    case {terrain_lab_testbed_record:output("id", ["-u"]), [P || P <- Programs, find(P) =:= false]} of
         {"0\n", []} -> ok;
         {"0\n", Missing} -> {error, {testbed, {missing, Missing}}};
         _ -> {error, {testbed, not_root}}
     end.
 
-%% @doc Makes the testbed; returns its record. On a failure, what was made is
-%% removed again.
+%% @doc Makes the testbed; returns its record. On a failure (or SIGTERM: the message
+%% `{terrain_lab_testbed, interrupt}'), what was made is removed again.
 -spec up(options()) -> {ok, testbed()} | {error, error_reason()}.
-up(#{prefix := Prefix, dir := Dir0, slurm := Slurm, progress := Progress} = Options) ->
+up(#{prefix := Prefix, dir := Dir0, slurm := Slurm} = Options) ->
     Dir = filename:absname(Dir0),
     %% usage first (a bad option is reported before the machine is looked at)
     Steps = [fun(_) -> check_prefix(Prefix) end,
+             fun(_) -> check_dir(Dir0) end,
+             fun(_) -> check_rates(maps:get(rates, Options, [])) end,
              fun(_) -> host_count(Options) end,
              fun(Count) -> topology(Options, Prefix, Count) end,
-             fun(Switches) ->
-                     case available(Slurm) of
-                         ok -> {ok, Switches};
-                         {error, _} = Error -> Error
-                     end
-             end,
-             fun(_) -> case filelib:is_regular(record_file(Dir)) of
-                           true -> {error, {testbed, {exists, Dir}}};
-                           false -> ok
-                       end end,
-             fun(Switches) ->
-                     Hosts = lists:usort([H || #{nodes := Ns} <- Switches, H <- Ns]),
-                     case [H || H <- Hosts, lists:member(H, existing_namespaces())] of
-                         [] -> {ok, Switches};
-                         [NS | _] -> {error, {testbed, {namespace_exists, NS}}}
-                     end
-             end,
-             fun(Switches) ->
-                     case free_subnet(Prefix) of
-                         {ok, Net} -> {ok, {Switches, Net}};
-                         {error, _} = Error -> Error
-                     end
-             end,
-             fun({Switches, Net}) ->
-                     Rates = rates(maps:get(rates, Options, []), lists:max([L || #{level := L} <- Switches])),
-                     make(Dir, Prefix, Switches, Net, Rates, Slurm, Progress)
-             end],
+             fun(Switches) -> case available(Slurm) of ok -> {ok, Switches}; Error -> Error end end,
+             fun(Switches) -> with_lock(Prefix, fun() -> prepare(Dir, Switches, Options) end) end],
     terrain_lab_steps:run(Steps, none).
 
-%% @doc Removes the testbed recorded in `Dir': daemons, the processes left in its
-%% namespaces, the namespaces, the bridge, the directory. Returns one line per thing
-%% removed.
+%% @doc Removes what the testbed recorded in `Dir' made: daemons, the processes left in
+%% its namespaces, the namespaces, the links, the files and directories. Returns one
+%% line per thing removed.
 -spec down(file:filename(), fun((iodata()) -> ok)) -> {ok, [string()]} | {error, error_reason()}.
-down(Dir0, Progress) ->
+down(Dir0, _Progress) ->
     Dir = filename:absname(Dir0),
-    case read(Dir) of
-        {ok, Record} -> {ok, remove(Dir, Record, Progress)};
-        {error, _} = Error -> Error
+    case terrain_lab_testbed_record:prefix(Dir) of
+        {ok, Prefix} -> with_lock(Prefix, fun() -> {ok, terrain_lab_testbed_record:remove(Dir)} end);
+        error -> {error, {testbed, {not_up, Dir}}}
     end.
 
 %% @doc The record of the testbed in `Dir' and the state of each of its parts.
@@ -164,24 +150,20 @@ status(Dir0) ->
     Dir = filename:absname(Dir0),
     case read(Dir) of
         {ok, #{<<"hosts">> := Hosts} = Record} ->
-            Namespaces = existing_namespaces(),
-            HostLines = [{binary_to_list(Name),
-                          case lists:member(binary_to_list(Name), Namespaces) of
-                              false -> "namespace gone";
-                              true ->
-                                  Pids = host_pids(binary_to_list(Name)),
-                                  lists:flatten(io_lib:format("~ts  ~ts", [Address, string:join([C || {_, C} <- Pids], " ")]))
-                          end} || #{<<"name">> := Name, <<"address">> := Address} <- Hosts],
-            Daemons = [{binary_to_list(What), case ours(binary_to_list(Pid), comm(What)) of
-                                                  true -> "running (pid " ++ binary_to_list(Pid) ++ ")";
-                                                  false -> "not running"
-                                              end}
-                       || {What, Pid} <- lists:sort(maps:to_list(maps:get(<<"daemons">>, Record, #{})))],
+            Things = terrain_lab_testbed_record:things(Dir),
+            Namespaces = maps:from_list([{N, Id} || #{kind := namespace, state := made, name := N, id := Id}
+                                                        <- Things]),
+            HostLines = [{binary_to_list(Name), host_state(binary_to_list(Name), Address, Namespaces)}
+                         || #{<<"name">> := Name, <<"address">> := Address} <- Hosts],
+            Daemons = [{Name, case terrain_lab_testbed_record:own_pid(T) of
+                                  none -> "not running";
+                                  Pid -> "running (pid " ++ Pid ++ ")"
+                              end} || #{kind := process, daemon := true, name := Name} = T <- Things],
             Slurm = case maps:get(<<"slurm">>, Record, false) of
-                        true -> [{"sinfo", string:trim(element(2, sinfo(Dir, "%N %T")))}];
+                        true -> [{"sinfo", string:trim(element(2, terrain_lab_testbed_slurm:sinfo(Dir, "%N %T")))}];
                         false -> []
                     end,
-            {ok, Record, HostLines ++ Daemons ++ Slurm};
+            {ok, Record, HostLines ++ lists:sort(Daemons) ++ Slurm};
         {error, _} = Error ->
             Error
     end.
@@ -206,51 +188,25 @@ env_lines(Dir0) ->
             Error
     end.
 
-%% @doc The record `Dir/testbed.json'.
+%% @doc The record `Dir/testbed.json', with `daemons' (name to OS pid) from the record
+%% of what was made.
 -spec read(file:filename()) -> {ok, testbed()} | {error, error_reason()}.
 read(Dir) ->
+    Made = filelib:is_regular(filename:join(Dir, "made.jsonl")),
     case terrain_json:read_file(record_file(Dir)) of
-        {ok, #{<<"format">> := ?TERRAIN_FORMAT_TESTBED} = Record} -> {ok, Record};
-        _ -> {error, {testbed, {not_up, Dir}}}
+        {ok, #{<<"format">> := ?TERRAIN_FORMAT_TESTBED} = Record} when Made ->
+            {ok, Record#{<<"daemons">> => terrain_lab_testbed_record:daemons(Dir)}};
+        _ ->
+            {error, {testbed, {not_up, Dir}}}
     end.
-
-%% @doc The switches of the testbed: from a topology.conf file (its hosts must be
-%% `Prefix'1..N), or from a SPEC: `N' (one switch of N hosts), `A,B,...' (switches
-%% of A, B, ... hosts under a switch `root'), `AxBx...xK' (A switches under `root',
-%% each with B switches, ..., the lowest with K hosts). Hosts are numbered in order.
--spec switches(string(), string()) -> {ok, [terrain_lab_slurm:switch()]} | {error, error_reason()}.
-switches(Spec, Prefix) ->
-    case filelib:is_regular(Spec) of
-        true ->
-            case file:read_file(Spec) of
-                {ok, Bin} ->
-                    case terrain_lab_slurm:parse_topology(unicode:characters_to_list(Bin)) of
-                        {ok, []} -> {error, {testbed, {topology, Spec, no_switch}}};
-                        {ok, Switches} -> {ok, Switches};
-                        {error, Why} -> {error, {testbed, {topology, Spec, Why}}}
-                    end;
-                {error, Why} ->
-                    {error, {testbed, {topology, Spec, Why}}}
-            end;
-        false ->
-            spec_switches(Spec, Prefix)
-    end.
-
-%% @doc The link speed of each switch level, Mbit/s: `Given' (level 0 first), each
-%% level beyond it a tenth of the one below (at least 1).
--spec rates([pos_integer()], non_neg_integer()) -> [pos_integer()].
-rates([], MaxLevel) ->
-    rates(?DEFAULT_RATES, MaxLevel);
-rates(Given, MaxLevel) ->
-    lists:sublist(Given ++ extend(lists:last(Given), MaxLevel + 1 - length(Given)), MaxLevel + 1).
 
 %% @doc `[{Pid, Command}]' of the processes in the namespace `NS'.
 -spec host_pids(string()) -> [{string(), string()}].
 host_pids(NS) ->
-    [{P, string:trim(case file:read_file("/proc/" ++ P ++ "/comm") of
-                         {ok, C} -> binary_to_list(C);
-                         {error, _} -> ""
-                     end)} || P <- netns_pids(NS)].
+    [{P, case terrain_lab_testbed_record:process_id(P) of
+             #{comm := C} -> C;
+             none -> ""
+         end} || P <- string:lexemes(terrain_lab_testbed_record:output("ip", ["netns", "pids", NS]), "\n ")].
 
 %% @doc A sentence for an error of this module.
 -spec format_error(error_reason()) -> iolist().
@@ -264,23 +220,30 @@ format_error({testbed, {missing, Programs}}) ->
 format_error({testbed, {exists, Dir}}) ->
     io_lib:format("a testbed is already up in ~ts ('terrain testbed down --dir ~ts' first, or give another "
                   "--prefix or --dir)", [Dir, Dir]);
+format_error({testbed, {not_ours, Path}}) ->
+    io_lib:format("~ts exists already and is not a testbed's: 'terrain testbed up' makes its directories itself, so "
+                  "that 'down' removes only what it made; give a --dir (or --prefix) whose directory does not exist "
+                  "yet",
+                  [Path]);
 format_error({testbed, {namespace_exists, NS}}) ->
     io_lib:format("a network namespace ~ts exists already (not this testbed's): choose another --prefix", [NS]);
+format_error({testbed, {link_exists, Name}}) ->
+    io_lib:format("a network interface ~ts exists already (not this testbed's): choose another --prefix", [Name]);
+format_error({testbed, {locked, Prefix, Pid}}) ->
+    io_lib:format("another 'terrain testbed' with --prefix ~ts is running (OS pid ~ts); wait until it has finished, "
+                  "or choose another --prefix", [Prefix, Pid]);
 format_error({testbed, {not_up, Dir}}) ->
-    io_lib:format("no testbed is recorded in ~ts (no testbed.json); start one with 'terrain testbed up'", [Dir]);
+    io_lib:format("no testbed is recorded in ~ts (no testbed.json and made.jsonl); start one with 'terrain testbed "
+                  "up'", [Dir]);
 format_error({testbed, no_subnet}) ->
     "every /24 of 10.214.0.0/16 is in use on this machine: remove a testbed first";
-format_error({testbed, {topology, File, no_switch}}) ->
-    io_lib:format("~ts lists no switch", [File]);
-format_error({testbed, {topology, Spec, {bad_spec, Why}}}) ->
-    io_lib:format("--topology ~ts: ~ts (expected N, A,B,... or AxB[x...], or a topology.conf file)", [Spec, Why]);
-format_error({testbed, {topology, File, {slurm, _} = Why}}) ->
-    io_lib:format("~ts: ~ts", [File, terrain_lab_slurm:format_error(Why)]);
+format_error({testbed, interrupted}) ->
+    "interrupted (SIGTERM); everything 'testbed up' had made was removed again";
 format_error({testbed, {topology, File, Why}}) ->
-    io_lib:format("cannot read ~ts: ~ts", [File, file:format_error(Why)]);
+    topology_error(File, Why);
 format_error({testbed, {topology_hosts, Expected, Found}}) ->
     io_lib:format("the topology's nodes must be the testbed's hosts ~ts; it lists ~ts",
-                  [lists:join(",", Expected), lists:join(",", Found)]);
+                  [shown(Expected), shown(Found)]);
 format_error({testbed, {command, Command, timeout, Output}}) ->
     io_lib:format("'~ts' did not finish in time: ~ts", [Command, string:trim(Output)]);
 format_error({testbed, {command, Command, Code, Output}}) ->
@@ -293,27 +256,66 @@ format_error({testbed, {slurm_not_ready, Lines}}) ->
     io_lib:format("SLURM's nodes were not all idle within ~b s: ~ts (see the logs in the testbed's log/)",
                   [?READY_MS div 1000, lists:join("; ", Lines)]).
 
+topology_error(File, no_switch) ->
+    io_lib:format("~ts lists no switch", [File]);
+topology_error(Spec, {bad_spec, Why}) ->
+    io_lib:format("--topology ~ts: ~ts (expected N, A,B,... or AxB[x...], or a topology.conf file)", [Spec, Why]);
+topology_error(File, {slurm, _} = Why) ->
+    io_lib:format("~ts: ~ts", [File, terrain_lab_slurm:format_error(Why)]);
+topology_error(File, {not_a_file, Type}) ->
+    io_lib:format("cannot read ~ts: it is a ~ts, not a topology.conf file", [File, Type]);
+topology_error(File, {too_large, Max}) ->
+    io_lib:format("cannot read ~ts: larger than ~b bytes (a testbed's topology.conf is far smaller)", [File, Max]);
+topology_error(File, {not_utf8, Line}) ->
+    io_lib:format("cannot read ~ts: line ~b: the bytes are not UTF-8", [File, Line]);
+topology_error(File, Why) ->
+    io_lib:format("cannot read ~ts: ~ts", [File, file:format_error(Why)]).
+
+%% A list of names, the first few only: "a, b, c, ... (300000 in all)".
+shown(Names) when length(Names) > ?SHOWN ->
+    [lists:join(",", lists:sublist(Names, ?SHOWN)), io_lib:format(",... (~b in all)", [length(Names)])];
+shown(Names) ->
+    lists:join(",", Names).
+
 %%--------------------------------------------------------------------
 %% Internal functions: options
 
 check_prefix(Prefix) ->
-    case re:run(Prefix, "^[a-z][a-z0-9]{0,7}$") of
-        {match, _} -> ok;
-        nomatch -> {error, {testbed, {usage, "--prefix: 1 to 8 lower-case letters and digits, a letter first (host "
-                                             "names PREFIX1..N are network namespace and SLURM node names)"}}}
+    case valid_prefix(Prefix) of
+        true -> ok;
+        false -> {error, {testbed, {usage, "--prefix: 1 to 8 lower-case letters and digits, a letter first (host "
+                                           "names PREFIX1..N are network namespace and SLURM node names)"}}}
     end.
+
+check_dir(Dir) ->
+    case valid_dir(Dir) of
+        true -> ok;
+        false -> {error, {testbed, {usage, "--dir: ASCII letters, digits and /._+,=@%:~- only (the testbed writes its "
+                                           "paths into sshd_config, ssh_config and slurm.conf)"}}}
+    end.
+
+check_rates(Rates) when length(Rates) =< ?MAX_RATES ->
+    case [R || R <- Rates, not (is_integer(R) andalso R >= 1 andalso R =< ?MAX_RATE)] of
+        [] -> ok;
+        _ -> {error, {testbed, {usage, io_lib:format("--rates: Mbit/s from 1 to ~b", [?MAX_RATE])}}}
+    end;
+check_rates(_) ->
+    {error, {testbed, {usage, io_lib:format("--rates: at most ~b levels", [?MAX_RATES])}}}.
 
 host_count(#{hosts := undefined, topology := undefined}) ->
     {error, {testbed, {usage, "give --hosts N, --topology, or both"}}};
-host_count(#{hosts := N}) when is_integer(N), N > 250 ->
-    {error, {testbed, {usage, "--hosts: at most 250 (one /24)"}}};
-host_count(#{hosts := N}) ->
-    {ok, N}.
+host_count(#{hosts := N}) when is_integer(N) ->
+    case N > terrain_lab_testbed_switches:max_hosts() of
+        true -> {error, {testbed, {usage, "--hosts: at most 250 (one /24)"}}};
+        false -> {ok, N}
+    end;
+host_count(#{}) ->
+    {ok, undefined}.
 
 topology(#{topology := undefined}, Prefix, Count) ->
-    spec_switches(integer_to_list(Count), Prefix);
+    terrain_lab_testbed_switches:switches(integer_to_list(Count), Prefix);
 topology(#{topology := Spec}, Prefix, Count) ->
-    case switches(Spec, Prefix) of
+    case terrain_lab_testbed_switches:switches(Spec, Prefix) of
         {ok, Switches} ->
             Hosts = lists:usort([H || #{nodes := Ns} <- Switches, H <- Ns]),
             N = case Count of undefined -> length(Hosts); _ -> Count end,
@@ -326,421 +328,253 @@ topology(#{topology := Spec}, Prefix, Count) ->
             Error
     end.
 
-spec_switches(Spec, Prefix) ->
-    Error = fun(Why) -> {error, {testbed, {topology, Spec, {bad_spec, Why}}}} end,
-    Ints = fun(Parts) -> [case string:to_integer(P) of
-                              {I, ""} when I >= 1 -> I;
-                              _ -> throw(P)
-                          end || P <- Parts]
-           end,
-    Host = fun(I) -> Prefix ++ integer_to_list(I) end,
-    Switch = fun(Name, Level, Nodes, Switches) ->
-                     #{name => Name, level => Level, nodes => Nodes, switches => Switches}
-             end,
-    try
-        case {string:split(Spec, ",", all), string:split(Spec, "x", all)} of
-            {[One], [One]} ->
-                [N] = Ints([One]),
-                {ok, [Switch("s1", 0, [Host(I) || I <- lists:seq(1, N)], [])]};
-            {[_, _ | _] = Parts, _} ->
-                {Leaves, _} = lists:foldl(
-                                fun({K, Size}, {Acc, First}) ->
-                                        {Acc ++ [Switch("s" ++ integer_to_list(K), 0,
-                                                        [Host(I) || I <- lists:seq(First, First + Size - 1)], [])],
-                                         First + Size}
-                                end, {[], 1}, lists:enumerate(Ints(Parts))),
-                {ok, Leaves ++ [Switch("root", 1, [], [N || #{name := N} <- Leaves])]};
-            {_, [_, _ | _] = Parts} ->
-                Fanouts = Ints(Parts),
-                {Switches, _} = nested(Fanouts, "s", length(Fanouts) - 1, 1, Host),
-                Top = [S || #{level := L} = S <- Switches, L =:= length(Fanouts) - 2],
-                {ok, Switches ++ [Switch("root", length(Fanouts) - 1, [], [N || #{name := N} <- Top])]}
-        end
-    catch
-        throw:Part -> Error(io_lib:format("'~ts' is not a positive integer", [Part]))
+%%--------------------------------------------------------------------
+%% Internal functions: the lock, and the names the testbed takes
+
+lock_file(Prefix) ->
+    "/run/terrain-testbed-" ++ Prefix ++ ".lock".
+
+with_lock(Prefix, Fun) ->
+    File = lock_file(Prefix),
+    case terrain_lab_lock:take(File) of
+        ok -> try Fun() after terrain_lab_lock:release(File) end;
+        {error, {locked, _, Pid}} -> {error, {testbed, {locked, Prefix, Pid}}};
+        {error, {write, Path, Why}} -> {error, {testbed, {file, Path, Why}}}
     end.
 
-%% The switches below one switch named Name, for fan-outs [A | Rest]: A children,
-%% each a switch (Rest has more than one entry) or a host. Returns the switches of
-%% the level below Name (and theirs) and the next host number.
-nested([_], _Name, _Level, Next, _Host) ->
-    {[], Next};
-nested([A | Rest], Name, Level, Next, Host) ->
-    lists:foldl(fun(K, {Acc, N}) ->
-                        Child = Name ++ case Name of "s" -> ""; _ -> "_" end ++ integer_to_list(K),
-                        case Rest of
-                            [Count] ->
-                                Nodes = [Host(I) || I <- lists:seq(N, N + Count - 1)],
-                                {Acc ++ [#{name => Child, level => 0, nodes => Nodes, switches => []}], N + Count};
-                            _ ->
-                                {Below, N1} = nested(Rest, Child, Level - 1, N, Host),
-                                Direct = [C || #{name := C, level := L} <- Below, L =:= Level - 2],
-                                {Acc ++ Below ++ [#{name => Child, level => Level - 1, nodes => [], switches => Direct}],
-                                 N1}
-                        end
-                end, {[], Next}, lists:seq(1, A)).
-
-extend(_Last, N) when N =< 0 -> [];
-extend(Last, N) -> Next = max(1, Last div 10), [Next | extend(Next, N - 1)].
-
-%%--------------------------------------------------------------------
-%% Internal functions: making it
-
-make(Dir, Prefix, Switches, Net, Rates, Slurm, Progress) ->
-    T0 = erlang:monotonic_time(millisecond),
+%% Under the lock: every name the testbed takes is free; then it is made.
+prepare(Dir, Switches, #{prefix := Prefix, slurm := Slurm, progress := Progress} = Options) ->
     Names = lists:sort(fun(A, B) -> host_number(A, Prefix) =< host_number(B, Prefix) end,
                        lists:usort([H || #{nodes := Ns} <- Switches, H <- Ns])),
-    Hosts = [#{name => list_to_binary(H), address => list_to_binary(Net ++ "." ++ integer_to_list(I + 1)),
-               veth => list_to_binary("tv" ++ Prefix ++ integer_to_list(I))}
-             || {I, H} <- lists:enumerate(Names)],
-    Record0 = #{format => ?TERRAIN_FORMAT_TESTBED, prefix => list_to_binary(Prefix), dir => list_to_binary(Dir),
-                bridge => list_to_binary("tbr" ++ Prefix), bridge_address => list_to_binary(Net ++ ".1"),
-                hosts => Hosts, slurm => Slurm, rates_mbit => Rates,
-                switches => [#{name => list_to_binary(N), level => L, nodes => [list_to_binary(H) || H <- Ns],
-                               switches => [list_to_binary(C) || C <- Cs]}
-                             || #{name := N, level := L, nodes := Ns, switches := Cs} <- Switches],
-                daemons => #{}},
-    try
-        ok = ensure_dir(filename:join(Dir, "x")),
-        ok = change_mode(Dir, 8#700),
-        %% recorded before anything is made, so that down (or a failure here) finds it all
-        ok = write_record(Dir, Record0),
-        Bridge = binary_to_list(maps:get(bridge, Record0)),
-        sh(["ip link add ", Bridge, " type bridge && ip addr add ", Net, ".1/24 dev ", Bridge,
-            " && ip link set ", Bridge, " up"]),
-        ok = ensure_dir("/run/sshd/x"),
-        Key = filename:join(Dir, "id_testbed"),
-        sh(["ssh-keygen -q -t ed25519 -N '' -C terrain-testbed -f ", quote(Key)]),
-        {ok, Pub} = file:read_file(Key ++ ".pub"),
-        ok = write_file(filename:join(Dir, "authorized_keys"), Pub),
-        [make_host(Dir, Bridge, H) || H <- Hosts],
-        Progress(io_lib:format("~b hosts ~ts..~ts on ~ts.0/24 (bridge ~ts)~n",
-                               [length(Hosts), hd(Names), lists:last(Names), Net, Bridge])),
-        shape(Hosts, Switches, Rates),
-        Progress(io_lib:format("links shaped by switch level: ~ts~n",
-                               [lists:join(", ", [io_lib:format("level ~b ~b Mbit/s", [L, R])
-                                                 || {L, R} <- lists:enumerate(0, Rates)])])),
-        write_client_files(Dir, Hosts),
-        [await_port(binary_to_list(A), 22) || #{address := A} <- Hosts],
-        Daemons = case Slurm of
-                      true -> start_slurm(Dir, Prefix, Hosts, Switches, Net, Progress);
-                      false -> #{}
-                  end,
-        {ok, Written} = read(Dir),
-        ok = write_record(Dir, Written#{<<"daemons">> => Daemons}),
-        Progress(io_lib:format("testbed up in ~.1f s; its directory: ~ts~n",
-                               [(erlang:monotonic_time(millisecond) - T0) / 1000, Dir])),
-        read(Dir)
-    catch
-        throw:{testbed, _} = Reason ->
-            _ = remove(Dir, recorded(Dir, Record0), fun(_) -> ok end),
-            {error, Reason};
-        Class:Reason:Stack ->
-            _ = remove(Dir, recorded(Dir, Record0), fun(_) -> ok end),
-            erlang:raise(Class, Reason, Stack)
-    end.
+    Links = ["tbr" ++ Prefix | ["tv" ++ Prefix ++ integer_to_list(I) || I <- lists:seq(1, length(Names))]],
+    Existing = existing_namespaces(),
+    Steps = [fun(_) -> free_dir(Dir) end,
+             fun(_) -> case [Slurm || Slurm, filelib:is_file(terrain_lab_testbed_slurm:run_dir(Prefix))] of
+                           [] -> ok;
+                           _ -> {error, {testbed, {not_ours, terrain_lab_testbed_slurm:run_dir(Prefix)}}}
+                       end end,
+             fun(_) -> case [NS || NS <- Names, lists:member(NS, Existing)] of
+                           [] -> ok;
+                           [NS | _] -> {error, {testbed, {namespace_exists, NS}}}
+                       end end,
+             fun(_) -> case [L || L <- Links, terrain_lab_testbed_record:link_id(L) =/= none] of
+                           [] -> ok;
+                           [L | _] -> {error, {testbed, {link_exists, L}}}
+                       end end,
+             fun(_) -> free_subnet(Prefix) end,
+             fun(Net) ->
+                     Levels = lists:max([L || #{level := L} <- Switches]),
+                     Rates = terrain_lab_testbed_switches:rates(maps:get(rates, Options, []), Levels),
+                     make(Dir, #{prefix => Prefix, names => Names, switches => Switches, net => Net, rates => Rates,
+                                 slurm => Slurm, progress => Progress})
+             end],
+    terrain_lab_steps:run(Steps, none).
 
-%% What the record says was made; when even the record could not be written,
-%% nothing was made but the directory.
-recorded(Dir, #{prefix := Prefix}) ->
-    case read(Dir) of
-        {ok, Record} -> Record;
-        {error, _} -> #{<<"prefix">> => Prefix}
+%% `Dir' must not exist: a directory that does is not the testbed's to take.
+free_dir(Dir) ->
+    case file:read_link_info(Dir) of
+        {error, enoent} -> ok;
+        {ok, _} ->
+            case terrain_lab_testbed_record:prefix(Dir) of
+                {ok, _} -> {error, {testbed, {exists, Dir}}};
+                error -> {error, {testbed, {not_ours, Dir}}}
+            end;
+        {error, Why} -> {error, {testbed, {file, Dir, Why}}}
     end.
 
 host_number(Host, Prefix) ->
     list_to_integer(lists:nthtail(length(Prefix), Host)).
 
+record_file(Dir) ->
+    filename:join(Dir, "testbed.json").
+
+%%--------------------------------------------------------------------
+%% Internal functions: making it
+
+make(Dir, #{prefix := Prefix, names := Names, net := Net} = Plan) ->
+    Hosts = [#{name => list_to_binary(H), address => list_to_binary(Net ++ "." ++ integer_to_list(I + 1)),
+               veth => list_to_binary("tv" ++ Prefix ++ integer_to_list(I))}
+             || {I, H} <- lists:enumerate(Names)],
+    case terrain_lab_testbed_record:create(Dir, Prefix) of
+        ok ->
+            try build(Dir, Hosts, Plan) of
+                ok -> read(Dir)
+            catch
+                throw:{testbed, _} = Reason ->
+                    _ = terrain_lab_testbed_record:remove(Dir),
+                    {error, Reason};
+                Class:Reason:Stack ->
+                    _ = terrain_lab_testbed_record:remove(Dir),
+                    erlang:raise(Class, Reason, Stack)
+            end;
+        {error, _} = Error ->
+            Error
+    end.
+
+build(Dir, Hosts, #{prefix := Prefix, switches := Switches, net := Net, rates := Rates, slurm := Slurm,
+                    progress := Progress} = Plan) ->
+    T0 = erlang:monotonic_time(millisecond),
+    Bridge = "tbr" ++ Prefix,
+    ok = terrain_lab_testbed_record:write_file(Dir, record_file(Dir), description(Dir, Bridge, Hosts, Plan)),
+    ok = make_bridge(Dir, Bridge, Net),
+    ok = make_keys(Dir),
+    ok = terrain_lab_testbed_record:make_dir(Dir, filename:join(Dir, "hosts.d")),
+    _ = [make_host(Dir, Bridge, H) || H <- Hosts],
+    Progress(io_lib:format("~b hosts ~ts..~ts on ~ts.0/24 (bridge ~ts)~n",
+                           [length(Hosts), maps:get(name, hd(Hosts)), maps:get(name, lists:last(Hosts)), Net, Bridge])),
+    shape(Hosts, Switches, Rates),
+    Progress(io_lib:format("links shaped by switch level: ~ts~n",
+                           [lists:join(", ", [io_lib:format("level ~b ~b Mbit/s", [L, R])
+                                             || {L, R} <- lists:enumerate(0, Rates)])])),
+    write_client_files(Dir, Hosts),
+    _ = [await_port(binary_to_list(A), 22) || #{address := A} <- Hosts],
+    _ = Slurm andalso terrain_lab_testbed_slurm:start(Dir, Prefix, Hosts, Switches, Net, Progress),
+    Progress(io_lib:format("testbed up in ~.1f s; its directory: ~ts~n",
+                           [(erlang:monotonic_time(millisecond) - T0) / 1000, Dir])).
+
+description(Dir, Bridge, Hosts, #{prefix := Prefix, switches := Switches, net := Net, rates := Rates,
+                                  slurm := Slurm}) ->
+    Record = #{format => ?TERRAIN_FORMAT_TESTBED, prefix => list_to_binary(Prefix), dir => list_to_binary(Dir),
+               bridge => list_to_binary(Bridge), bridge_address => list_to_binary(Net ++ ".1"),
+               hosts => Hosts, slurm => Slurm, rates_mbit => Rates,
+               switches => [#{name => list_to_binary(N), level => L, nodes => [list_to_binary(H) || H <- Ns],
+                              switches => [list_to_binary(C) || C <- Cs]}
+                            || #{name := N, level := L, nodes := Ns, switches := Cs} <- Switches]},
+    [terrain_json:encode(Record, #{pretty => true}), $\n].
+
+make_bridge(Dir, Bridge, Net) ->
+    ok = terrain_lab_testbed_record:make(Dir, #{kind => link, name => Bridge},
+                                         fun() ->
+                                                 sh(["ip link add ", Bridge, " type bridge"]),
+                                                 [terrain_lab_testbed_record:link_id(Bridge)]
+                                         end),
+    sh(["ip addr add ", Net, ".1/24 dev ", Bridge, " && ip link set ", Bridge, " up"]).
+
+%% The client's key (ssh-keygen writes the key and KEY.pub) and authorized_keys.
+make_keys(Dir) ->
+    Key = filename:join(Dir, "id_testbed"),
+    ok = terrain_lab_testbed_record:make(Dir, [#{kind => file, path => Key}, #{kind => file, path => Key ++ ".pub"}],
+                                         fun() -> sh(["ssh-keygen -q -t ed25519 -N '' -C terrain-testbed -f ",
+                                                      quote(Key)]) end),
+    {ok, Pub} = file:read_file(Key ++ ".pub"),
+    %% sshd's privilege separation directory: the machine's, made when missing and kept
+    case filelib:ensure_dir("/run/sshd/x") of
+        ok -> ok;
+        {error, Why} -> throw({testbed, {file, "/run/sshd", Why}})
+    end,
+    terrain_lab_testbed_record:write_file(Dir, filename:join(Dir, "authorized_keys"), Pub).
+
+
+%% A host: its namespace and veth (each recorded before it is made, with its inode
+%% and ifindex after), its directory, sshd and epmd (recorded with pid and start time).
 make_host(Dir, Bridge, #{name := NameB, address := AddressB, veth := VethB}) ->
     [NS, Address, Veth] = [binary_to_list(B) || B <- [NameB, AddressB, VethB]],
-    sh(["ip netns add ", NS,
-        " && ip link add ", Veth, " type veth peer name eth0 netns ", NS,
-        " && ip link set ", Veth, " master ", Bridge, " up",
+    Record = fun(Thing, Make) -> ok = terrain_lab_testbed_record:make(Dir, Thing, Make) end,
+    Record(#{kind => namespace, name => NS},
+           fun() -> sh(["ip netns add ", NS]), [terrain_lab_testbed_record:namespace_id(NS)] end),
+    Record(#{kind => link, name => Veth},
+           fun() -> sh(["ip link add ", Veth, " type veth peer name eth0 netns ", NS]),
+                    [terrain_lab_testbed_record:link_id(Veth)] end),
+    sh(["ip link set ", Veth, " master ", Bridge, " up",
         " && ip -n ", NS, " addr add ", Address, "/24 dev eth0",
         " && ip -n ", NS, " link set eth0 up && ip -n ", NS, " link set lo up"]),
     HostDir = filename:join([Dir, "hosts.d", NS]),
-    ok = ensure_dir(filename:join(HostDir, "x")),
+    ok = terrain_lab_testbed_record:make_dir(Dir, HostDir),
     HostKey = filename:join(HostDir, "host_key"),
     sh(["ssh-keygen -q -t ed25519 -N '' -C ", NS, " -f ", quote(HostKey)]),
     Config = filename:join(HostDir, "sshd_config"),
-    ok = write_file(Config, ["ListenAddress ", Address, "\nPort 22\nHostKey ", HostKey,
-                                  "\nAuthorizedKeysFile ", filename:join(Dir, "authorized_keys"),
-                                  "\nPidFile ", filename:join(HostDir, "sshd.pid"),
-                                  "\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n"
-                                  "PermitRootLogin prohibit-password\nMaxStartups 100\nAcceptEnv LANG LC_*\n"]),
-    sh(["ip netns exec ", NS, " /usr/sbin/sshd -f ", quote(Config), " -E ", quote(filename:join(HostDir, "sshd.log")),
-        " && ip netns exec ", NS, " epmd -daemon"]).
+    PidFile = filename:join(HostDir, "sshd.pid"),
+    ok = terrain_lab_testbed_record:write_file(
+           Dir, Config, ["ListenAddress ", Address, "\nPort 22\nHostKey ", HostKey,
+                         "\nAuthorizedKeysFile ", filename:join(Dir, "authorized_keys"), "\nPidFile ", PidFile,
+                         "\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n"
+                         "PermitRootLogin prohibit-password\nMaxStartups 100\nAcceptEnv LANG LC_*\n"]),
+    Record(#{kind => process, name => "sshd " ++ NS, comm => "sshd", pid_path => PidFile},
+           fun() ->
+                   sh(["ip netns exec ", NS, " /usr/sbin/sshd -f ", quote(Config), " -E ",
+                       quote(filename:join(HostDir, "sshd.log"))]),
+                   [running(terrain_lab_testbed_record:pid_file(PidFile), "sshd")]
+           end),
+    Record(#{kind => process, name => "epmd " ++ NS, comm => "epmd"},
+           fun() ->
+                   sh(["ip netns exec ", NS, " epmd -daemon"]),
+                   [running(hd([P || {P, "epmd"} <- host_pids(NS)] ++ [""]), "epmd")]
+           end).
+
+%% The id of a process just started, or a failure when it is not running.
+running(Pid, Comm) ->
+    case Pid =/= "" andalso terrain_lab_testbed_record:process_id(Pid) of
+        #{comm := Comm} = Id -> Id;
+        _ -> throw({testbed, {command, "start " ++ Comm, 1, Comm ++ " is not running"}})
+    end.
 
 %% At each host, traffic to each other host leaves through the htb class of their
 %% lowest common switch's level; other traffic (this machine, slurmctld) is not
 %% shaped (htb's default 0: unclassified packets pass directly).
 shape(Hosts, Switches, Rates) ->
     Address = maps:from_list([{binary_to_list(N), binary_to_list(A)} || #{name := N, address := A} <- Hosts]),
+    Levels = terrain_lab_testbed_switches:levels(Switches),
     lists:foreach(
       fun(#{name := NameB}) ->
               Name = binary_to_list(NameB),
               Classes = [["tc class add dev eth0 parent 1: classid 1:", integer_to_list(10 + L), " htb rate ",
                           integer_to_list(R), "mbit burst 1600b cburst 1600b quantum 1514"]
                          || {L, R} <- lists:enumerate(0, Rates)],
-              Filters = [["tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst ",
-                          maps:get(Other, Address), "/32 flowid 1:", integer_to_list(10 + lca_level(Name, Other, Switches))]
-                         || Other <- maps:keys(Address), Other =/= Name],
+              Filters = [["tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst ", A,
+                          "/32 flowid 1:", integer_to_list(10 + Level)]
+                         || {Other, Level} <- lists:sort(maps:to_list(maps:get(Name, Levels))),
+                            A <- [maps:get(Other, Address)]],
               sh(["ip netns exec ", Name, " sh -c ",
                   quote(lists:flatten(lists:join(" && ", ["tc qdisc add dev eth0 root handle 1: htb default 0"
                                                          | Classes ++ Filters])))])
       end, Hosts).
 
-%% The level of the lowest switch above both hosts; above the top level when they
-%% share none (a forest).
-lca_level(A, B, Switches) ->
-    Below = fun(S) -> hosts_below(S, Switches, []) end,
-    case [L || #{level := L} = S <- Switches, Hs <- [Below(S)], lists:member(A, Hs), lists:member(B, Hs)] of
-        [] -> lists:max([L || #{level := L} <- Switches]);
-        Levels -> lists:min(Levels)
-    end.
-
-hosts_below(#{name := Name, nodes := Ns, switches := Cs}, Switches, Seen) ->
-    Ns ++ lists:append([hosts_below(S, Switches, [Name | Seen])
-                        || #{name := C} = S <- Switches, lists:member(C, Cs), not lists:member(C, [Name | Seen])]).
-
 write_client_files(Dir, Hosts) ->
-    Known = [[N, ",", A, " ", hd(string:split(element(2, file:read_file(filename:join([Dir, "hosts.d", N, "host_key.pub"]))),
+    Write = fun(Name, Content) ->
+                    ok = terrain_lab_testbed_record:write_file(Dir, filename:join(Dir, Name), Content)
+            end,
+    Known = [[N, ",", A, " ", hd(string:split(element(2, file:read_file(filename:join([Dir, "hosts.d", N,
+                                                                                       "host_key.pub"]))),
                                               " ", trailing)), "\n"]
              || #{name := N, address := A} <- Hosts],
-    ok = write_file(filename:join(Dir, "known_hosts"), Known),
+    Write("known_hosts", Known),
     Common = ["  IdentityFile ", filename:join(Dir, "id_testbed"),
               "\n  UserKnownHostsFile ", filename:join(Dir, "known_hosts"),
               "\n  StrictHostKeyChecking yes\n  BatchMode yes\n  LogLevel ERROR\n"],
-    ok = write_file(filename:join(Dir, "ssh_config"),
-                         [[["Host ", N, "\n  HostName ", A, "\n", Common] || #{name := N, address := A} <- Hosts],
-                          "Host ", lists:join(" ", [A || #{address := A} <- Hosts]), "\n", Common]),
-    ok = write_file(filename:join(Dir, "hosts"),
-                         ["# the hosts of the testbed in ", Dir, "\n", [[N, "\n"] || #{name := N} <- Hosts]]),
-    ok = write_file(filename:join(Dir, "inetrc"),
-                         ["%% Erlang's resolver (ERL_INETRC): the testbed's host names\n",
-                          [io_lib:format("{host, ~w, [~tp]}.~n", [element(2, inet:parse_address(binary_to_list(A))),
-                                                                 binary_to_list(N)])
-                           || #{name := N, address := A} <- Hosts],
-                          "{lookup, [file, native]}.\n"]).
-
-%%--------------------------------------------------------------------
-%% Internal functions: SLURM
-
-start_slurm(Dir, Prefix, Hosts, Switches, Net, Progress) ->
-    [ok = ensure_dir(filename:join([Dir, D, "x"])) || D <- ["munge", "state", "log"]],
-    ok = change_mode(filename:join(Dir, "munge"), 8#700),
-    MungeKey = filename:join([Dir, "munge", "munge.key"]),
-    ok = write_file(MungeKey, crypto:strong_rand_bytes(1024)),
-    ok = change_mode(MungeKey, 8#600),
-    Munge = fun(F) -> filename:join([Dir, "munge", F]) end,
-    %% sockets (munged's, slurmstepd's in the spool) need a short path: < 108 bytes
-    Run = run_dir(Prefix),
-    ok = ensure_dir(filename:join([Run, "spool", "x"])),
-    ok = change_mode(Run, 8#700),
-    %% each daemon is recorded as soon as it runs: if a later step fails, down stops it
-    Start = fun(Key, Line, PidFile) ->
-                    sh(Line),
-                    Pid = pid_file(PidFile),
-                    {ok, Record} = read(Dir),
-                    ok = write_record(Dir, Record#{<<"daemons">> => (maps:get(<<"daemons">>, Record))#{Key => Pid}})
-            end,
-    Start(<<"munged">>, ["munged --force --socket=", quote(filename:join(Run, "munge.socket")), " --key-file=", quote(MungeKey),
-                         " --log-file=", quote(Munge("munged.log")), " --pid-file=", quote(Munge("munged.pid")),
-                         " --seed-file=", quote(Munge("munged.seed"))], Munge("munged.pid")),
-    Port = free_port(Prefix),
-    ok = write_file(filename:join(Dir, "slurm.conf"), slurm_conf(Dir, Prefix, Hosts, Net, Port)),
-    ok = write_file(filename:join(Dir, "topology.conf"), topology_conf(Switches)),
-    Conf = quote(filename:join(Dir, "slurm.conf")),
-    Start(<<"slurmctld">>, ["slurmctld -i -f ", Conf], filename:join(Dir, "slurmctld.pid")),
-    [Start(<<"slurmd ", N/binary>>, ["nsenter --net=/var/run/netns/", N, " slurmd -f ", Conf, " -N ", N],
-           filename:join([Run, "spool", "slurmd." ++ binary_to_list(N) ++ ".pid"])) || #{name := N} <- Hosts],
-    {ok, #{<<"daemons">> := All}} = read(Dir),
-    await_idle(Dir, length(Hosts), erlang:monotonic_time(millisecond) + ?READY_MS),
-    Progress(io_lib:format("SLURM up: slurmctld on ~ts:~b, ~b slurmd idle, partition ~ts; munged with its own key "
-                           "and socket~n", [Net ++ ".1", Port, length(Hosts), Prefix])),
-    All.
-
-slurm_conf(Dir, Prefix, Hosts, Net, Port) ->
-    {ok, Hostname} = inet:gethostname(),
-    CPUs = erlang:system_info(logical_processors_available),
-    J = fun(F) -> filename:join(Dir, F) end,
-    ["# Written by 'terrain testbed up --slurm' (docs/TESTBED.md); removed by 'terrain testbed down'.\n",
-     "ClusterName=terrain", Prefix, "\n",
-     "SlurmctldHost=", Hostname, "(", Net, ".1)\n",
-     "SlurmctldPort=", integer_to_list(Port), "\nSlurmdPort=6818\n",
-     "AuthType=auth/munge\nCredType=cred/munge\nAuthInfo=socket=", filename:join(run_dir(Prefix), "munge.socket"), "\n",
-     "SlurmUser=root\nSlurmdUser=root\n",
-     "StateSaveLocation=", J("state"), "\n",
-     "SlurmdSpoolDir=", filename:join(run_dir(Prefix), "spool/%n"), "\n",
-     "SlurmctldPidFile=", J("slurmctld.pid"), "\nSlurmdPidFile=", filename:join(run_dir(Prefix), "spool/slurmd.%n.pid"), "\n",
-     "SlurmctldLogFile=", J("log/slurmctld.log"), "\nSlurmdLogFile=", J("log/slurmd.%n.log"), "\n",
-     "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nSwitchType=switch/none\nMpiDefault=none\n",
-     "ReturnToService=2\nSchedulerType=sched/backfill\nSelectType=select/cons_tres\nSelectTypeParameters=CR_Core\n",
-     "TopologyPlugin=topology/tree\n",
-     "JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n",
-     "SlurmctldTimeout=30\nSlurmdTimeout=30\nInactiveLimit=0\nKillWait=5\nMinJobAge=30\n",
-     [["NodeName=", N, " NodeAddr=", A, " CPUs=", integer_to_list(CPUs), " State=UNKNOWN\n"]
-      || #{name := N, address := A} <- Hosts],
-     "PartitionName=", Prefix, " Nodes=", lists:join(",", [N || #{name := N} <- Hosts]),
-     " Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE\n"].
-
-topology_conf(Switches) ->
-    ["# Written by 'terrain testbed up --slurm' from its switches (topology/tree).\n",
-     [["SwitchName=", N, [[" Switches=", lists:join(",", Cs)] || Cs =/= []], [[" Nodes=", lists:join(",", Ns)] || Ns =/= []], "\n"]
-      || #{name := N, nodes := Ns, switches := Cs} <- lists:sort(fun(#{level := A}, #{level := B}) -> A =< B end, Switches)]].
-
-await_idle(Dir, Count, Deadline) ->
-    case sinfo(Dir, "%N %T") of
-        {ok, Out} ->
-            Lines = string:lexemes(Out, "\n"),
-            case length([L || L <- Lines, lists:suffix(" idle", L)]) of
-                Count -> ok;
-                _ -> retry_idle(Dir, Count, Deadline, Lines)
-            end;
-        {error, Why} ->
-            retry_idle(Dir, Count, Deadline, [Why])
-    end.
-
-retry_idle(Dir, Count, Deadline, Lines) ->
-    case erlang:monotonic_time(millisecond) > Deadline of
-        true -> throw({testbed, {slurm_not_ready, Lines}});
-        false -> receive after 200 -> await_idle(Dir, Count, Deadline) end
-    end.
-
-sinfo(Dir, Format) ->
-    case command(["SLURM_CONF=", quote(filename:join(Dir, "slurm.conf")), " sinfo -h -N -o ", quote(Format)], 10000) of
-        {ok, Out} -> {ok, Out};
-        {error, {testbed, {command, _, _, Out}}} -> {error, string:trim(Out)}
-    end.
-
-%% slurmctld's port: the first free one of ?PORTS, searched from a place that depends
-%% on the prefix (as the subnet), so that two testbeds made at once rarely race.
-free_port(Prefix) ->
-    Used = output("ss", ["-Htln"]),
-    {Before, After} = lists:split(erlang:phash2(Prefix, length(?PORTS)), ?PORTS),
-    case [P || P <- After ++ Before, string:find(Used, ":" ++ integer_to_list(P) ++ " ") =:= nomatch,
-               string:find(Used, ":" ++ integer_to_list(P + 1) ++ " ") =:= nomatch] of
-        [P | _] -> P;
-        [] -> throw({testbed, {command, "choose slurmctld's port", 1, "16817..16899 all in use"}})
-    end.
-
-pid_file(File) ->
-    Deadline = erlang:monotonic_time(millisecond) + ?COMMAND_MS,
-    pid_file(File, Deadline).
-
-pid_file(File, Deadline) ->
-    case file:read_file(File) of
-        {ok, Bin} when byte_size(Bin) > 0 -> string:trim(Bin);
-        _ ->
-            case erlang:monotonic_time(millisecond) > Deadline of
-                true -> throw({testbed, {command, "read " ++ File, timeout, "the daemon wrote no pid file"}});
-                false -> receive after 50 -> pid_file(File, Deadline) end
-            end
-    end.
-
-%%--------------------------------------------------------------------
-%% Internal functions: removing it
-
-remove(Dir, Record, _Progress) ->
-    Daemons = maps:get(<<"daemons">>, Record, #{}),
-    %% slurmd first (they end their job steps), then slurmctld, then munged; each
-    %% group TERMed at once, KILLed after the grace time
-    Slurmds = [K || K <- maps:keys(Daemons), lists:prefix("slurmd ", binary_to_list(K))],
-    Stopped = lists:append([stop_daemons([{binary_to_list(K), binary_to_list(maps:get(K, Daemons)), comm(K)}
-                                          || K <- Group, is_map_key(K, Daemons)])
-                            || Group <- [Slurmds, [<<"slurmctld">>], [<<"munged">>]]]),
-    Namespaces = existing_namespaces(),
-    Hosts = [NS || #{<<"name">> := N} <- maps:get(<<"hosts">>, Record, []), NS <- [binary_to_list(N)],
-                   lists:member(NS, Namespaces)],
-    Removed = remove_namespaces(Hosts),
-    Bridge = binary_to_list(maps:get(<<"bridge">>, Record, <<>>)),
-    BridgeLines = case Bridge =/= "" andalso command(["ip link del ", Bridge], ?COMMAND_MS) of
-                      {ok, _} -> ["bridge " ++ Bridge ++ " deleted"];
-                      _ -> []
-                  end,
-    Run = run_dir(binary_to_list(maps:get(<<"prefix">>, Record))),
-    RunLines = case filelib:is_dir(Run) of
-                   true -> _ = file:del_dir_r(Run), ["directory " ++ Run ++ " removed"];
-                   false -> []
-               end,
-    _ = file:del_dir_r(Dir),
-    Stopped ++ Removed ++ BridgeLines ++ RunLines ++ ["directory " ++ Dir ++ " removed"].
-
-%% Sockets and the slurmd spool: a short path of this testbed's own (one testbed per
-%% prefix runs at a time, since its hosts are namespaces of those names).
-run_dir(Prefix) ->
-    "/run/terrain-testbed-" ++ Prefix.
-
-%% TERM to every daemon that is still the program it was, KILL to those left after
-%% the grace time.
-stop_daemons(Daemons) ->
-    Ours = [D || {_, Pid, Comm} = D <- Daemons, ours(Pid, Comm)],
-    _ = [terrain_lab_os:signal(Pid, "TERM") || {_, Pid, _} <- Ours],
-    Left = terrain_lab_os:await_exit([Pid || {_, Pid, _} <- Ours], ?STOP_MS),
-    _ = [terrain_lab_os:signal(Pid, "KILL") || {_, Pid, Comm} <- Ours, lists:member(Pid, Left), ours(Pid, Comm)],
-    _ = terrain_lab_os:await_exit(Left, 1000),
-    [What ++ case lists:member(Pid, Left) of
-                 true -> " killed (pid " ++ Pid ++ ")";
-                 false -> " stopped (pid " ++ Pid ++ ")"
-             end || {What, Pid, _} <- Ours].
-
-comm(<<"slurmd", _/binary>>) -> "slurmd";
-comm(Key) -> binary_to_list(Key).
-
-ours(Pid, Comm) ->
-    case file:read_file("/proc/" ++ Pid ++ "/comm") of
-        {ok, C} -> string:trim(binary_to_list(C)) =:= Comm;
-        {error, _} -> false
-    end.
-
-%% Every process left in the namespaces (sshd, epmd, and whatever a user left
-%% there), TERM then KILL, then the namespaces.
-remove_namespaces(Namespaces) ->
-    Left = [{NS, host_pids(NS)} || NS <- Namespaces],
-    All = [P || {_, Ps} <- Left, {P, _} <- Ps],
-    _ = [terrain_lab_os:signal(P, "TERM") || P <- All],
-    _ = terrain_lab_os:await_exit(All, 2000),
-    Stubborn = lists:append([netns_pids(NS) || NS <- Namespaces]),
-    _ = [terrain_lab_os:signal(P, "KILL") || P <- Stubborn],
-    _ = terrain_lab_os:await_exit(Stubborn, 2000),
-    [begin
-         _ = command(["ip netns del ", NS], ?COMMAND_MS),
-         Others = [C || {_, C} <- Ps, C =/= "sshd", C =/= "epmd"],
-         "host " ++ NS ++ " removed (namespace, sshd, epmd" ++ [", left there: " ++ string:join(Others, " ") || Others =/= []]
-             ++ ")"
-     end || {NS, Ps} <- Left].
+    Write("ssh_config", [[["Host ", N, "\n  HostName ", A, "\n", Common] || #{name := N, address := A} <- Hosts],
+                         "Host ", lists:join(" ", [A || #{address := A} <- Hosts]), "\n", Common]),
+    Write("hosts", ["# the hosts of the testbed in ", Dir, "\n", [[N, "\n"] || #{name := N} <- Hosts]]),
+    Write("inetrc", ["%% Erlang's resolver (ERL_INETRC): the testbed's host names\n",
+                     [io_lib:format("{host, ~w, [~tp]}.~n", [element(2, inet:parse_address(binary_to_list(A))),
+                                                            binary_to_list(N)])
+                      || #{name := N, address := A} <- Hosts],
+                     "{lookup, [file, native]}.\n"]).
 
 %%--------------------------------------------------------------------
 %% Internal functions: the machine
 
-record_file(Dir) ->
-    filename:join(Dir, "testbed.json").
-
-%% The testbed's own files: a directory that refuses them (read-only, full) is a
-%% `{testbed, {file, Path, Reason}}' error, which rolls back what was made.
-write_file(File, Content) ->
-    file_ok(file:write_file(File, Content), File).
-
-change_mode(File, Mode) ->
-    file_ok(file:change_mode(File, Mode), File).
-
-ensure_dir(Path) ->
-    file_ok(filelib:ensure_dir(Path), filename:dirname(Path)).
-
-file_ok(ok, _Path) -> ok;
-file_ok({error, Reason}, Path) -> throw({testbed, {file, Path, Reason}}).
-
-write_record(Dir, Record) ->
-    case terrain_json:write_file(record_file(Dir), Record) of
-        ok -> ok;
-        {error, Why} -> throw({testbed, {command, "write " ++ record_file(Dir), 1, io_lib:format("~0tp", [Why])}})
+%% A host's state for `status': its address and the processes in its namespace while
+%% the namespace is the one made; what is left of it otherwise.
+host_state(Name, Address, Namespaces) ->
+    Id = maps:get(Name, Namespaces, none),
+    case {Id =/= none andalso terrain_lab_testbed_record:namespace_id(Name) =:= Id, Id} of
+        {true, _} ->
+            lists:flatten(io_lib:format("~ts  ~ts", [Address, string:join([C || {_, C} <- host_pids(Name)], " ")]));
+        {false, none} ->
+            "namespace gone";
+        {false, _} ->
+            case terrain_lab_testbed_record:processes_in(Id) of
+                [] -> "namespace gone";
+                Left ->
+                    "namespace deleted from outside; still running in it: " ++ string:join([C || {_, C} <- Left], " ")
+            end
     end.
 
 %% The first /24 of 10.214.0.0/16 that no interface here uses, searched from a
 %% place that depends on the prefix, so that two testbeds made at once (the test
 %% suites of two checkouts) are unlikely to race for the same one.
 free_subnet(Prefix) ->
-    Used = output("ip", ["-o", "-4", "addr", "show"]),
+    Used = terrain_lab_testbed_record:output("ip", ["-o", "-4", "addr", "show"]),
     Start = erlang:phash2(Prefix, 250),
     case [X || I <- lists:seq(0, 249), X <- [1 + (Start + I) rem 250],
                string:find(Used, " " ++ ?NET ++ "." ++ integer_to_list(X) ++ ".") =:= nomatch] of
@@ -749,10 +583,8 @@ free_subnet(Prefix) ->
     end.
 
 existing_namespaces() ->
-    [hd(string:split(L, " ")) || L <- string:split(output("ip", ["netns", "list"]), "\n", all), L =/= ""].
-
-netns_pids(NS) ->
-    [P || P <- string:lexemes(output("ip", ["netns", "pids", NS]), "\n "), P =/= ""].
+    Listed = terrain_lab_testbed_record:output("ip", ["netns", "list"]),
+    [hd(string:split(L, " ")) || L <- string:split(Listed, "\n", all), L =/= ""].
 
 await_port(Address, Port) ->
     {ok, Ip} = inet:parse_address(Address),
@@ -760,6 +592,7 @@ await_port(Address, Port) ->
     await_port(Ip, Port, Deadline).
 
 await_port(Ip, Port, Deadline) ->
+    ok = terrain_lab_testbed_record:check_interrupt(),
     case gen_tcp:connect(Ip, Port, [], 200) of
         {ok, S} -> gen_tcp:close(S);
         {error, Why} ->
@@ -775,31 +608,3 @@ find(Program) ->
         true -> filelib:is_regular(Program) andalso Program;
         false -> os:find_executable(Program)
     end.
-
-sh(Command) ->
-    case command(Command, ?COMMAND_MS) of
-        {ok, _} -> ok;
-        {error, Reason} -> throw(Reason)
-    end.
-
-%% A shell line under a deadline: its output, or why not.
-command(Command, Timeout) ->
-    Flat = unicode:characters_to_list(Command),
-    case terrain_lab_os:run("/bin/sh", ["-c", Flat], #{timeout => Timeout}) of
-        {ok, 0, Output} -> {ok, unicode:characters_to_list(Output)};
-        {ok, Code, Output} -> {error, {testbed, {command, Flat, Code, unicode:characters_to_list(Output)}}};
-        {error, {run, _, {timeout, _, Output}}} -> {error, {testbed, {command, Flat, timeout, unicode:characters_to_list(Output)}}};
-        {error, Reason} -> {error, {testbed, {run, Reason}}}
-    end.
-
-%% What a program that only reports (id, ss, ip) writes, under the deadline; "" when
-%% it fails, with what it said about it (2>/dev/null, as it were).
-output(Program, Args) ->
-    case terrain_lab_os:run(Program, Args, #{timeout => ?COMMAND_MS}) of
-        {ok, 0, Output} -> unicode:characters_to_list(Output);
-        {ok, _, _} -> "";
-        {error, _} -> ""
-    end.
-
-quote(Arg) ->
-    ["'", string:replace(Arg, "'", "'\\''", all), "'"].

@@ -40,10 +40,7 @@ write(#{nodes := Nodes, pairs := Pairs} = Result, Dir, Extra) ->
     Outputs = [Entry#{file => list_to_binary(Name)} || {Name, Entry, Status} <- Written,
                                                        Status =:= ok
                                                            orelse filelib:is_regular(filename:join(Dir, Name))],
-    Manifest = case terrain_lab_run:write_manifest(Dir, probe, Outputs) of
-                   ok -> ok;
-                   {error, {file, File, Why}} -> {error, {write, File, Why}}
-               end,
+    Manifest = terrain_lab_run:write_manifest(Dir, probe, Outputs),   % ok | {error, {write, File, Why}}
     case [Error || {_, _, {error, _} = Error} <- Written] ++ [Manifest] of
         [ok] -> {ok, [filename:join(Dir, Name) || {Name, _, _} <- Data] ++ [filename:join(Dir, "manifest.json")]};
         [{error, _} = First | _] -> First

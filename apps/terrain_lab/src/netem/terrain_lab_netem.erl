@@ -67,7 +67,7 @@
 -type error_reason() ::
         {netem, {bad_nodes, term()}}                 % not a non-empty list of node names
       | {netem, {overlapping, [node()]}}             % a node on both sides of a partition
-      | {netem, {bad_option, atom(), term()}}
+      | {netem, terrain_options:reason()}
       | {netem, {failed, [{node(), term()}]}}        % nodes that could not be reached or are not emulated
       | {netem, {usage, [string()]}}.                % CLI: an action with the wrong arguments
 
@@ -182,6 +182,8 @@ format_error({netem, {overlapping, Nodes}}) ->
     io_lib:format("cannot partition a node from itself: ~ts on both sides", [join(Nodes)]);
 format_error({netem, {bad_option, Key, Value}}) ->
     io_lib:format("bad netem option ~0tp: ~0tp", [Key, Value]);
+format_error({netem, {Tag, _} = Reason}) when Tag =:= unknown_option; Tag =:= bad_options ->
+    ["netem: ", terrain_options:format_error(Reason)];
 format_error({netem, {failed, Failed}}) ->
     ["network emulation failed on ",
      lists:join("; ", [io_lib:format("~0tp: ~ts", [N, why(W)]) || {N, W} <- Failed])];
@@ -203,7 +205,8 @@ enabled(Spec) ->
 %% proxies (`proxy_args/0').
 -spec vm_args(terrain_lab_spec:spec(), string(), atom()) -> [string()].
 vm_args(Spec, Prefix, Name) ->
-    ["-epmd_module", "terrain_lab_netem_epmd", "-terrain_netem", terrain_lab_netem_epmd:encode_links(links(Spec, Prefix, Name))
+    ["-epmd_module", "terrain_lab_netem_epmd", "-terrain_netem",
+     terrain_lab_netem_epmd:encode_links(links(Spec, Prefix, Name))
      | proxy_args()].
 
 %% @doc The proxies a cluster started now gets (`proxy_args/0') and what one proxied
@@ -277,20 +280,16 @@ level_records(Spec) ->
 %%--------------------------------------------------------------------
 %% Internal functions
 
-check(Options, NodeLists) when is_map(Options) ->
-    case maps:to_list(maps:filter(fun(timeout, V) -> not (is_integer(V) andalso V > 0);
-                                     (_, _) -> true
-                                  end, Options)) of
-        [{Key, Value} | _] ->
-            {error, {netem, {bad_option, Key, Value}}};
-        [] ->
+check(Options, NodeLists) ->
+    case terrain_options:check(Options, #{timeout => fun(V) -> is_integer(V) andalso V > 0 end}) of
+        ok ->
             case [L || L <- NodeLists, not is_node_list(L)] of
                 [] -> {ok, maps:get(timeout, Options, ?DEFAULT_TIMEOUT)};
                 [Bad | _] -> {error, {netem, {bad_nodes, Bad}}}
-            end
-    end;
-check(Options, _NodeLists) ->
-    {error, {netem, {bad_option, options, Options}}}.
+            end;
+        {error, Reason} ->
+            {error, {netem, Reason}}
+    end.
 
 is_node_list(Nodes) ->
     is_list(Nodes) andalso Nodes =/= [] andalso lists:all(fun(N) -> is_atom(N) andalso N =/= nonode@nohost end, Nodes).

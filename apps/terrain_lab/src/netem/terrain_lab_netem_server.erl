@@ -9,7 +9,8 @@
 %% connection (`terrain_lab_netem_native'); Erlang, one supervised
 %% `terrain_lab_netem_proxy' per connection. Should the program fail to start, the node
 %% uses the Erlang proxies (and says so in a log warning). The program starts with the
-%% node's first proxied connection, not at boot, where the file server is not up yet. Starting proxies and changing partitions go through it,
+%% node's first proxied connection, not at boot, where the file server is not up yet. Starting proxies and changing
+%% partitions go through it,
 %% so a partition cannot miss a proxy that is being started: `block/1' refuses new
 %% connections to the named nodes and kills the proxies of the existing ones in one
 %% step. It owns no table: the link table is a `persistent_term' written at boot
@@ -148,7 +149,8 @@ handle_call({open, Target, Address}, _From, #state{blocked = Blocked, proxies = 
             {reply, {error, partitioned}, State};
         false when State#state.native =:= undefined ->
             Link = maps:get(Target, terrain_lab_netem_epmd:links(), #{}),
-            case supervisor:start_child(terrain_lab_netem_proxy_sup, [#{target => Target, address => Address, link => Link}]) of
+            case supervisor:start_child(terrain_lab_netem_proxy_sup,
+                                        [#{target => Target, address => Address, link => Link}]) of
                 {ok, Pid, Port} ->
                     Ref = monitor(process, Pid),
                     {reply, {ok, Port}, State#state{proxies = Proxies#{Pid => {Target, Ref}}}};

@@ -16,11 +16,11 @@ from terrain_analysis.report.model import (
     Section,
     Table,
     Text,
-    _cell,
-    _new_figure,
-    _read_json,
-    _report_command,
     figure_from_matplotlib,
+    new_figure,
+    read_json,
+    report_command,
+    table_cell,
 )
 
 
@@ -30,7 +30,7 @@ def _host(node: str) -> str:
 
 def render_cluster(entry: Entry, run: Run) -> Section:
     """``cluster``: ``cluster.json`` (``terrain.cluster/1``) — nodes, groups, schedulers, CPU, hosts; the tree."""
-    document = _read_json(run, entry, KINDS["cluster"].formats)
+    document = read_json(run, entry, KINDS["cluster"].formats)
     nodes = document.get("nodes") or []
     cpu_of = _attribute_values(run, ["vm_num_processors", "cpu_model_name"])
     hosts = sorted({_host(str(n.get("node", ""))) for n in nodes})
@@ -89,7 +89,7 @@ def render_cluster(entry: Entry, run: Run) -> Section:
                     "The spec's groups from the cluster (top) down to the nodes (bottom); each node labelled with its "
                     "scheduler count, each group with its emulated one-way latency where the spec sets one."
                 ),
-                command=f"{_report_command(run)} (from {entry.file}, made by {run.command(entry)})",
+                command=f"{report_command(run)} (from {entry.file}, made by {run.command(entry)})",
             )
         )
     return Section("Cluster", blocks)
@@ -101,7 +101,7 @@ def _group_tree_figure(document: Mapping[str, Any]) -> MplFigure:
         str(lv.get("level")): lv.get("latency_us") for lv in document.get("levels") or [] if isinstance(lv, dict)
     }
     depth = max((len(n.get("group_path") or []) for n in nodes), default=0) + 1
-    figure, ax = _new_figure(max(6.0, min(16.0, 0.55 * len(nodes))), 3.8)
+    figure, ax = new_figure(max(6.0, min(16.0, 0.55 * len(nodes))), 3.8)
     x_of: dict[tuple[str, ...], list[float]] = {}
     for k, n in enumerate(nodes):
         path = tuple(n.get("group_path") or [])
@@ -142,7 +142,7 @@ def _attribute_values(run: Run, names: Sequence[str]) -> dict[str, dict[str, Any
     if entry is None:
         return {}
     try:
-        document = _read_json(run, entry, KINDS["attributes"].formats)
+        document = read_json(run, entry, KINDS["attributes"].formats)
     except (OSError, ValueError):
         return {}  # the attributes section reports the problem
     result = {}
@@ -154,13 +154,13 @@ def _attribute_values(run: Run, names: Sequence[str]) -> dict[str, dict[str, Any
 
 def render_attributes(entry: Entry, run: Run) -> Section:
     """``attributes``: ``attributes.json`` (``terrain.attributes/1``) — one row per node, one column per name."""
-    document = _read_json(run, entry, KINDS["attributes"].formats)
+    document = read_json(run, entry, KINDS["attributes"].formats)
     names = [str(n) for n in document.get("names") or []]
     rows = []
     for row in document.get("nodes") or []:
         values = row.get("attributes")
         if isinstance(values, dict):
-            rows.append([row.get("node")] + [_cell(values.get(name)) for name in names])
+            rows.append([row.get("node")] + [table_cell(values.get(name)) for name in names])
         else:
             rows.append([row.get("node")] + [f"({row.get('error', 'no answer')})"] + [""] * (len(names) - 1))
     timeout = document.get("timeout_ms")

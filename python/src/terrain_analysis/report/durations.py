@@ -17,11 +17,11 @@ from terrain_analysis.report.model import (
     Section,
     Table,
     Text,
-    _new_figure,
-    _preferred_images,
-    _report_command,
     figure_from_file,
     figure_from_matplotlib,
+    new_figure,
+    preferred_images,
+    report_command,
 )
 
 
@@ -41,7 +41,7 @@ def render_durations(entry: Entry, run: Run) -> Section:
             ["max (ms)", 1000 * float(values.max())],
         ]
         blocks.append(Table(["", "value"], summary, f"{entry.file}, column {column}: {described}."))
-        figure, ax = _new_figure(7.0, 3.2)
+        figure, ax = new_figure(7.0, 3.2)
         ok_runs = table.runs
         ax.plot(ok_runs, 1000 * values, "o-", markersize=3, linewidth=0.8, color="tab:blue")
         ax.axhline(1000 * float(np.median(values)), color="grey", linestyle="--", linewidth=0.8, label="median")
@@ -57,7 +57,7 @@ def render_durations(entry: Entry, run: Run) -> Section:
                     f"The {column} of every successful run in the order they ran (ms); slow outliers are the upper "
                     "tail the GEV fit below describes."
                 ),
-                command=f"{_report_command(run)} (from {entry.file}, made by {run.command(entry)})",
+                command=f"{report_command(run)} (from {entry.file}, made by {run.command(entry)})",
             )
         )
     else:
@@ -136,7 +136,7 @@ def render_gev_fit(entry: Entry, run: Run) -> Section:
         ),
     }
     plots = [str(p) for p in document.get("plots") or []]
-    for file in _preferred_images([os.path.join(fit_directory, p) for p in plots]):
+    for file in preferred_images([os.path.join(fit_directory, p) for p in plots]):
         stem = os.path.splitext(os.path.basename(file))[0]
         title, caption = captions.get(stem, (stem, f"{os.path.basename(file)}, written with the fit."))
         blocks.append(figure_from_file(run, file, title=title, caption=caption, command=command))

@@ -16,9 +16,9 @@ from terrain_analysis.output import write_atomically
 from terrain_analysis.report.model import (
     Block,
     Entry,
+    Pre,
     Run,
     Section,
-    Pre,
     Table,
     Text,
     read_run,

@@ -25,10 +25,10 @@ MANIFEST_FORMAT = tag("manifest")
 """The format of ``manifest.json`` this module reads."""
 
 
-_TABLE_ROW_LIMIT = 40  # rows of a CSV file or JSON list shown; the rest are counted
+TABLE_ROW_LIMIT = 40  # rows of a CSV file or JSON list shown; the rest are counted
 
 
-_IMAGE_TYPES = {".svg": "image/svg+xml", ".png": "image/png"}
+IMAGE_TYPES = {".svg": "image/svg+xml", ".png": "image/png"}
 
 
 @dataclass(frozen=True)
@@ -216,7 +216,7 @@ def read_run(directory: str | os.PathLike[str]) -> Run:
     return Run(directory, manifest, entries)
 
 
-def _read_json(run: Run, entry: Entry, formats: Sequence[str]) -> dict[str, Any]:
+def read_json(run: Run, entry: Entry, formats: Sequence[str]) -> dict[str, Any]:
     """Read an entry's JSON file (no NaN, no infinity) and check its ``format`` is one of ``formats``
     (registered tags: :func:`terrain_analysis.formats.check_format`)."""
     try:
@@ -226,7 +226,7 @@ def _read_json(run: Run, entry: Entry, formats: Sequence[str]) -> dict[str, Any]
     return check_format(document, formats, entry.file)
 
 
-def _read_csv(path: Path, name: str) -> tuple[list[str], list[dict[str, str]]]:
+def read_csv(path: Path, name: str) -> tuple[list[str], list[dict[str, str]]]:
     """A CSV file's columns and rows; a NaN or infinite cell rejects the file (``name`` names it)."""
     with path.open(newline="") as stream:
         reader = csv.DictReader(stream)
@@ -292,7 +292,7 @@ def figure_from_file(run: Run, file: str, *, title: str, caption: str, command: 
         If it cannot be read.
     """
     path = run.path(file)
-    media_type = _IMAGE_TYPES.get(path.suffix.lower())
+    media_type = IMAGE_TYPES.get(path.suffix.lower())
     if media_type is None:
         raise ValueError(f"'file' {file!r} is not an image the report embeds (.svg or .png)")
     data = path.read_bytes()
@@ -303,30 +303,30 @@ def figure_from_file(run: Run, file: str, *, title: str, caption: str, command: 
     return Figure(title, data, media_type, caption, command)
 
 
-def _preferred_images(files: Sequence[str]) -> list[str]:
+def preferred_images(files: Sequence[str]) -> list[str]:
     """One file per stem, in the order given: the PNG where both PNG and SVG exist (a tool's SVG may
     leave its text to the browser's fonts, which need not match the ones it was laid out with)."""
     stems: dict[str, str] = {}
     for file in files:
         stem, suffix = os.path.splitext(file)
-        if suffix.lower() not in _IMAGE_TYPES:
+        if suffix.lower() not in IMAGE_TYPES:
             continue
         if stem not in stems or suffix.lower() == ".png":
             stems[stem] = file
     return list(stems.values())
 
 
-def _new_figure(width: float, height: float) -> tuple[MplFigure, Any]:
+def new_figure(width: float, height: float) -> tuple[MplFigure, Any]:
     figure = MplFigure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(figure)
     return figure, figure.subplots()
 
 
-def _report_command(run: Run) -> str:
+def report_command(run: Run) -> str:
     return f"terrain report {run.directory}"
 
 
-def _cell(value: Any) -> Any:
+def table_cell(value: Any) -> Any:
     if value is None:
         return "undefined"
     if isinstance(value, dict | list):

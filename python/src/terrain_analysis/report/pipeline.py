@@ -19,19 +19,19 @@ from terrain_analysis.report.model import (
     Section,
     Table,
     Text,
-    _new_figure,
-    _read_json,
-    _report_command,
     figure_from_matplotlib,
+    new_figure,
+    read_json,
+    report_command,
 )
-from terrain_analysis.report.topology import _topology_leaves
+from terrain_analysis.report.topology import topology_leaves
 
 _PIPELINE_LINES = 80  # lines of a step's output shown; the rest is in its file
 
 
 def render_pipeline(entry: Entry, run: Run) -> Section:
     """``pipeline``: ``terrain.pipeline/1`` — the batch job's steps, their times and their outputs."""
-    document = _read_json(run, entry, KINDS["pipeline"].formats)
+    document = read_json(run, entry, KINDS["pipeline"].formats)
     steps = document.get("steps") or []
     blocks: list[Block] = [
         Table(
@@ -66,13 +66,13 @@ def render_pipeline(entry: Entry, run: Run) -> Section:
 
 def render_slurm_topology(entry: Entry, run: Run) -> Section:
     """``slurm_topology``: ``terrain.topology/1`` of SLURM's switches (``terrain topology import slurm``)."""
-    document = _read_json(run, entry, KINDS["slurm_topology"].formats)
+    document = read_json(run, entry, KINDS["slurm_topology"].formats)
     clusters: list[list[Any]] = []
 
     def walk(node: Mapping[str, Any], depth: int) -> None:
         if "node" in node:
             return
-        leaves = _topology_leaves(node)
+        leaves = topology_leaves(node)
         clusters.append([node.get("name"), depth, len(leaves), " ".join(leaves)])
         for child in node.get("children") or []:
             walk(child, depth + 1)
@@ -130,7 +130,7 @@ def render_aco_placement(entry: Entry, run: Run) -> Section:
     blocks.append(Table(["placement", "seed", "main loop (s)", "set-up (s)", "best cost", "colonies", "nodes"], rows,
                         f"Every run; made by {run.command(entry)}."))
     if by:
-        figure, axes = _new_figure(5.5, 2.6)
+        figure, axes = new_figure(5.5, 2.6)
         names = sorted(by)
         for k, name in enumerate(names):
             values = by[name]
@@ -145,7 +145,7 @@ def render_aco_placement(entry: Entry, run: Run) -> Section:
                 figure,
                 title="ML-ACO placed by distance against random",
                 caption="Each dot one run (one seed); the bar is the mean of the placement's runs.",
-                command=f"{_report_command(run)} (runs made by {run.command(entry)})",
+                command=f"{report_command(run)} (runs made by {run.command(entry)})",
             )
         )
     return Section("ML-ACO: distance against random placement", blocks)

@@ -11,8 +11,8 @@ from typing import Any
 
 from terrain_analysis.events import read_events
 from terrain_analysis.report.model import (
-    _IMAGE_TYPES,
-    _TABLE_ROW_LIMIT,
+    IMAGE_TYPES,
+    TABLE_ROW_LIMIT,
     Block,
     Entry,
     Figure,
@@ -21,11 +21,11 @@ from terrain_analysis.report.model import (
     Section,
     Table,
     Text,
-    _cell,
-    _preferred_images,
-    _read_csv,
-    _read_json,
     figure_from_file,
+    preferred_images,
+    read_csv,
+    read_json,
+    table_cell,
 )
 from terrain_analysis.values import DataWarning
 
@@ -44,9 +44,9 @@ def _summary_tables(document: Mapping[str, Any], *, skip: Sequence[str] = ("form
             records = [{"": name, **_flatten(v)} for name, v in value.items()]
             blocks.append(_records_table(records, f"{key} ({len(value)})"))
         elif isinstance(value, dict):
-            scalars.extend([f"{key}.{k}", _cell(v)] for k, v in _flatten(value).items())
+            scalars.extend([f"{key}.{k}", table_cell(v)] for k, v in _flatten(value).items())
         else:
-            scalars.append([key, _cell(value)])
+            scalars.append([key, table_cell(value)])
     if scalars:
         blocks.insert(0, Table(["", "value"], scalars, ""))
     return blocks
@@ -67,16 +67,16 @@ def _records_table(records: Sequence[Mapping[str, Any]], caption: str) -> Table:
     columns: list[str] = []
     for record in records:
         columns.extend(k for k in record if k not in columns)
-    rows = [[_cell(r.get(c)) if c in r else None for c in columns] for r in records[:_TABLE_ROW_LIMIT]]
-    if len(records) > _TABLE_ROW_LIMIT:
-        caption += f"; the first {_TABLE_ROW_LIMIT} rows of {len(records)}"
+    rows = [[table_cell(r.get(c)) if c in r else None for c in columns] for r in records[:TABLE_ROW_LIMIT]]
+    if len(records) > TABLE_ROW_LIMIT:
+        caption += f"; the first {TABLE_ROW_LIMIT} rows of {len(records)}"
     return Table(columns, rows, caption)
 
 
 def _csv_table(run: Run, entry: Entry) -> Table:
-    columns, rows = _read_csv(run.path(entry), entry.file)
-    shown = [[row.get(c) for c in columns] for row in rows[:_TABLE_ROW_LIMIT]]
-    note = f"; the first {_TABLE_ROW_LIMIT} of {len(rows)} rows" if len(rows) > _TABLE_ROW_LIMIT else ""
+    columns, rows = read_csv(run.path(entry), entry.file)
+    shown = [[row.get(c) for c in columns] for row in rows[:TABLE_ROW_LIMIT]]
+    note = f"; the first {TABLE_ROW_LIMIT} of {len(rows)} rows" if len(rows) > TABLE_ROW_LIMIT else ""
     return Table(columns, shown, f"{entry.file}{note}, made by {run.command(entry)}.")
 
 
@@ -84,7 +84,7 @@ def _listed_figures(entry: Entry, run: Run) -> list[Figure]:
     """Figures of an entry: the entry's file itself when it is an image, and the files in its
     ``figures`` or ``plots`` parameter (relative to the run directory, or to the entry's directory)."""
     files: list[str] = []
-    if os.path.splitext(entry.file)[1].lower() in _IMAGE_TYPES:
+    if os.path.splitext(entry.file)[1].lower() in IMAGE_TYPES:
         files.append(entry.file)
     for key in ("figures", "plots"):
         listed = entry.parameters.get(key)
@@ -96,7 +96,7 @@ def _listed_figures(entry: Entry, run: Run) -> list[Figure]:
     listed_captions = entry.parameters.get("captions")
     captions: dict[str, Any] = listed_captions if isinstance(listed_captions, dict) else {}
     figures = []
-    for file in _preferred_images(files):
+    for file in preferred_images(files):
         stem = os.path.splitext(os.path.basename(file))[0]
         caption = str(captions.get(stem) or entry.parameters.get("caption") or f"{os.path.basename(file)}.")
         title = str(entry.parameters.get("title") or stem.replace("_", " "))
@@ -131,7 +131,7 @@ def summary_renderer(
         suffix = os.path.splitext(entry.file)[1].lower()
         blocks: list[Block] = []
         if suffix == ".json":
-            document = _read_json(run, entry, formats)
+            document = read_json(run, entry, formats)
             check = checks.get(str(document.get("format")))
             if check is not None:
                 check(run.path(entry))
@@ -142,7 +142,7 @@ def summary_renderer(
             if check is not None:
                 check(run.path(entry))
             blocks.append(_csv_table(run, entry))
-        elif suffix not in _IMAGE_TYPES:
+        elif suffix not in IMAGE_TYPES:
             blocks.append(Text(f"{entry.file} (not rendered: neither JSON, CSV nor an image)."))
         blocks.extend(_listed_figures(entry, run))
         return Section(title, blocks)
@@ -180,7 +180,7 @@ def render_events(entry: Entry, run: Run) -> Section:
         blocks.append(
             Table(
                 ["event name", "count"],
-                [[k, v] for k, v in sorted(names.items(), key=lambda kv: -kv[1])][:_TABLE_ROW_LIMIT],
+                [[k, v] for k, v in sorted(names.items(), key=lambda kv: -kv[1])][:TABLE_ROW_LIMIT],
                 "Events by name, most frequent first.",
             )
         )
@@ -211,7 +211,7 @@ def render_events(entry: Entry, run: Run) -> Section:
         blocks.append(
             Table(
                 ["event name", "count"],
-                [[k, v] for k, v in sorted(names.items(), key=lambda kv: -kv[1])][:_TABLE_ROW_LIMIT],
+                [[k, v] for k, v in sorted(names.items(), key=lambda kv: -kv[1])][:TABLE_ROW_LIMIT],
                 "Events by name, most frequent first.",
             )
         )

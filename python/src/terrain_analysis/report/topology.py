@@ -17,19 +17,33 @@ from terrain_analysis.report.model import (
     Section,
     Table,
     Text,
-    _read_json,
-    _report_command,
     figure_from_matplotlib,
+    read_json,
+    report_command,
 )
 from terrain_analysis.topology import Discovery, discover, read_latency, read_topology
 from terrain_analysis.topology_plots import dendrogram_figure, heatmap_figure, tree_figure
 
 
+def clustered_statistic(run: Run, entry: Entry) -> str:
+    """The per-pair statistic the run clustered the latency file ``entry`` by.
+
+    A ``topology`` output made from that file names it (``parameters``: ``source``, ``statistic``: ``terrain
+    topology --statistic``, the SLURM pipeline job); else terrain's default, ``min``.
+    """
+    for other in run.entries:
+        made_from_it = other.kind == "topology" and other.parameters.get("source") == entry.file
+        if made_from_it and other.parameters.get("statistic"):
+            return str(other.parameters["statistic"])
+    return "min"
+
+
 def _discovery(run: Run, entry: Entry) -> Discovery:
-    """The run's latency matrix clustered with terrain's defaults (once per run and file)."""
+    """The run's latency matrix clustered as the run clustered it: by :func:`clustered_statistic`, with terrain's
+    other defaults (once per run and file)."""
     key = f"discovery:{entry.file}"
     if key not in run.cache:
-        run.cache[key] = discover(read_latency(run.path(entry)))
+        run.cache[key] = discover(read_latency(run.path(entry)), statistic=clustered_statistic(run, entry))
     found: Discovery = run.cache[key]
     return found
 
@@ -50,7 +64,8 @@ def render_latency(entry: Entry, run: Run) -> Section:
         except (OSError, ValueError):
             pass  # the topology section reports it; order by the tree found here
     meta = latency.metadata
-    finite = latency.stats.get("min", np.zeros((1, 1)))
+    statistic = str(found.options.get("statistic", "min"))
+    finite = latency.stats.get(statistic, np.zeros((1, 1)))
     off_diagonal = finite[~np.eye(len(latency.nodes), dtype=bool)] if len(latency.nodes) > 1 else np.array([])
     off_diagonal = off_diagonal[np.isfinite(off_diagonal)]
     failed = meta.get("failed") or []
@@ -60,8 +75,8 @@ def render_latency(entry: Entry, run: Run) -> Section:
         ["batches × messages per pair", f"{meta.get('batches')} × {meta.get('messages')}"],
         ["payload (bytes)", meta.get("payload_bytes")],
         ["measured in (ms)", meta.get("duration_ms")],
-        ["fastest pair, min round trip (µs)", float(off_diagonal.min()) if off_diagonal.size else None],
-        ["slowest pair, min round trip (µs)", float(off_diagonal.max()) if off_diagonal.size else None],
+        [f"fastest pair, {statistic} round trip (µs)", float(off_diagonal.min()) if off_diagonal.size else None],
+        [f"slowest pair, {statistic} round trip (µs)", float(off_diagonal.max()) if off_diagonal.size else None],
         ["failed pairs", len(failed)],
         ["ordered pairs measured", f"{latency.pairs_measured} of {latency.pairs_total}"],
         ["node pairs missing (no round trip either way)", found.missing],
@@ -71,8 +86,7 @@ def render_latency(entry: Entry, run: Run) -> Section:
         for place in found.undetermined()
     ]
     command = run.command(entry)
-    made = f"{_report_command(run)} (from {entry.file}, measured by {command})"
-    statistic = str(found.options.get("statistic", "min"))
+    made = f"{report_command(run)} (from {entry.file}, measured by {command})"
     return Section(
         "Latency",
         [
@@ -121,14 +135,14 @@ def _labelled_dendrogram(found: Discovery) -> MplFigure:
 
 def render_topology(entry: Entry, run: Run) -> Section:
     """``topology``: ``topology.json`` (``terrain.topology/1``) over the run's ``latency`` matrix — the α tree."""
-    document = _read_json(run, entry, KINDS["topology"].formats)
+    document = read_json(run, entry, KINDS["topology"].formats)
     blocks: list[Block] = []
     clusters: list[list[Any]] = []
 
     def walk(node: Mapping[str, Any], depth: int) -> None:
         if "node" in node:
             return
-        leaves = _topology_leaves(node)
+        leaves = topology_leaves(node)
         clusters.append([node.get("name"), depth, len(leaves), node.get("height"), " ".join(leaves)])
         for child in node.get("children") or []:
             walk(child, depth + 1)
@@ -168,21 +182,21 @@ def render_topology(entry: Entry, run: Run) -> Section:
                     "diameter (the largest round trip inside it, µs) above its children; red dots are the lowest "
                     "clusters."
                 ),
-                command=f"{_report_command(run)} (tree made by {run.command(entry)})",
+                command=f"{report_command(run)} (tree made by {run.command(entry)})",
             )
         )
     return Section("Discovered topology", blocks)
 
 
-def _topology_leaves(node: Mapping[str, Any]) -> list[str]:
+def topology_leaves(node: Mapping[str, Any]) -> list[str]:
     if "node" in node:
         return [str(node["node"])]
-    return [leaf for child in node.get("children") or [] for leaf in _topology_leaves(child)]
+    return [leaf for child in node.get("children") or [] for leaf in topology_leaves(child)]
 
 
 def render_topology_comparison(entry: Entry, run: Run) -> Section:
     """``topology_comparison``: ``terrain.topology_comparison/1`` — per-level ARI and clade recall vs the spec."""
-    document = _read_json(run, entry, KINDS["topology_comparison"].formats)
+    document = read_json(run, entry, KINDS["topology_comparison"].formats)
     levels = document.get("levels") or []
     summary: list[list[Any]] = [
         ["true tree", document.get("truth")],
