@@ -2,38 +2,59 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 
-# chromium: the report's browser test (pytest -m browser) opens the HTML report in it.
+# What the demo needs (`make demo` installs only these):
+# erlang-nox, erlang-dev, rebar3: Erlang/OTP and the build.
+# python3, python3-venv: the Python package's virtualenv .venv (terrain-analysis: the fits, plots and the report).
+# procps: pgrep and kill (the tests call them too).
 # graphviz: the ML-ACO experiment draws its placements (dot).
+# gcc, libc6-dev: the native netem proxy (apps/terrain_lab/c_src, built by rebar3's compile hook).
+APT_DEMO := erlang-nox erlang-dev rebar3 python3 python3-venv procps graphviz gcc libc6-dev
+# The rest, for the checks and tests (`make test` and the other targets install everything):
+# erlang-common-test, erlang-dialyzer, erlang-proper, erlang-proper-dev: Common Test, dialyzer, PropEr.
+# chromium: the report's browser test (pytest -m browser) opens the HTML report in it.
 # openssh-server, openssh-client, iproute2: the test hosts of the ssh launcher (network namespaces with sshd).
 # slurmctld, slurmd, slurm-client, munge: `terrain testbed up --slurm` and the real-SLURM tests (docs/TESTBED.md).
 # elixir: the Elixir example project (examples/elixir_app) that depends on terrain.
-# gcc, libc6-dev: the native netem proxy (apps/terrain_lab/c_src, built by rebar3's compile hook).
-APT_PACKAGES := erlang-nox erlang-dev rebar3 erlang-common-test erlang-dialyzer erlang-proper erlang-proper-dev \
-                chromium graphviz openssh-server openssh-client iproute2 slurmctld slurmd slurm-client munge elixir \
-                gcc libc6-dev
+APT_PACKAGES := $(APT_DEMO) erlang-common-test erlang-dialyzer erlang-proper erlang-proper-dev \
+                chromium openssh-server openssh-client iproute2 slurmctld slurmd slurm-client munge elixir
 VENV := .venv
 PYTHON := $(VENV)/bin/python
 REBAR := rebar3
 TEST_PATHS = $(wildcard _build/test/lib/*/ebin) $(wildcard _build/test/lib/*/test)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup apt build escript check compile xref dialyzer docs eunit ct proper pytest examples test bench demo clean formats
+.PHONY: setup apt build escript check compile xref dialyzer docs eunit ct proper pytest examples test test-fast bench demo \
+        bare-check clean formats
 
 ## setup: Erlang/OTP, rebar3 and test applications from Debian; the Python package in .venv
 setup: apt $(VENV)/.installed
 
 apt:
-	@missing=$$(for p in $(APT_PACKAGES); do \
+	@command -v dpkg-query >/dev/null || { echo "make: the set-up installs Debian packages with apt, and this system" \
+	    "has no dpkg; install these (or your system's equivalents) by hand: $(APT_PACKAGES)" >&2; exit 1; }; \
+	missing=$$(for p in $(APT_PACKAGES); do \
 	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
+	    if [ -n "$(SUDO)" ] && ! command -v sudo >/dev/null; then \
+	        echo "make: installing" $$missing "needs root: run make as root, or install sudo (Debian package sudo)" >&2; \
+	        exit 1; \
+	    fi; \
 	    echo "installing from Debian:" $$missing; \
 	    $(SUDO) apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
-$(VENV)/.installed: python/pyproject.toml
-	@[ -x $(PYTHON) ] || python3 -m venv $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check -e 'python[test]'
+# The virtualenv: made once (a half-made one, without pip, is removed and made again), the package installed
+# into it whenever python/pyproject.toml changes. A failed creation leaves no .venv behind.
+$(VENV)/.installed: python/pyproject.toml | apt
+	@if [ ! -x $(VENV)/bin/pip ]; then \
+	    rm -rf $(VENV); \
+	    echo "making the virtualenv $(VENV)"; \
+	    python3 -m venv $(VENV) || { rm -rf $(VENV); \
+	        echo "make: python3 -m venv failed (Debian packages python3 and python3-venv)" >&2; exit 1; }; \
+	fi
+	@echo "installing the Python package terrain-analysis into $(VENV)"
+	@$(VENV)/bin/pip install -q --disable-pip-version-check -e 'python[test]'
 	@touch $@
 
 ## build: compile and build the escript at bin/terrain
@@ -90,6 +111,16 @@ formats:
 ## test: everything CI runs; exits non-zero on any failure
 test: setup check docs eunit ct proper examples pytest
 
+## test-fast: the part of `make test` that takes a few minutes: the build, xref and the lab's layers, every EUnit
+## test, pytest without the browser test (no Common Test, PropEr, dialyzer, API docs or example projects)
+test-fast: setup build xref eunit
+	cd python && ../$(VENV)/bin/python -m pytest -q -m 'not browser'
+
+## bare-check: make demo (twice) and make test-fast on a minimal Debian bookworm root made with debootstrap that has
+## only git, make and ca-certificates (tools/bare-check; what it needs: README, "Setup")
+bare-check:
+	tools/bare-check
+
 ## bench: every benchmark (figures go to docs/BENCHMARKS.md with this command)
 bench: setup build
 	@$(REBAR) as test compile
@@ -98,6 +129,8 @@ bench: setup build
 	@for b in python/bench/*.py; do if [ -e "$$b" ]; then $(PYTHON) "$$b" || exit 1; fi; done
 
 ## demo: the demo cluster walk-through, then the lab's tools run into the same run directory, ending in runs/<stamp>/report.html
+## (installs only the demo's Debian packages, APT_DEMO: its prerequisites take this list from it)
+demo: APT_PACKAGES = $(APT_DEMO)
 demo: setup build
 	@epmd -daemon
 	bin/terrain demo

@@ -10,14 +10,18 @@
          peers_die_when_controller_is_killed/0, peers_die_when_controller_is_killed/1,
          peers_die_when_caller_exits/0, peers_die_when_caller_exits/1,
          failed_boot_leaves_nothing_running/0, failed_boot_leaves_nothing_running/1,
-         invalid_specs_are_rejected/0, invalid_specs_are_rejected/1]).
+         invalid_specs_are_rejected/0, invalid_specs_are_rejected/1,
+         no_cpu_controller_is_a_sentence_not_a_crash/0, no_cpu_controller_is_a_sentence_not_a_crash/1]).
+%% logger handler (crash reports to the test process)
+-export([log/2]).
 
 suite() ->
     [{timetrap, {minutes, 3}}].
 
 all() ->
     [sixteen_nodes_start_in_parallel_and_stop, nodes_follow_their_spec, peers_die_when_controller_is_killed,
-     peers_die_when_caller_exits, failed_boot_leaves_nothing_running, invalid_specs_are_rejected].
+     peers_die_when_caller_exits, failed_boot_leaves_nothing_running, invalid_specs_are_rejected,
+     no_cpu_controller_is_a_sentence_not_a_crash].
 
 init_per_testcase(Case, Config) ->
     [{prefix, "t" ++ os:getpid() ++ "_" ++ integer_to_list(erlang:phash2(Case)) ++ "_"} | Config].
@@ -153,7 +157,51 @@ invalid_specs_are_rejected(Config) ->
     ?assertEqual({error, {cluster_option, boot_timeout, -1}}, terrain_lab:start_cluster(Spec, #{boot_timeout => -1})),
     ?assertEqual({error, {cluster_option, colour, red}}, terrain_lab:start_cluster(Spec, #{colour => red})).
 
+no_cpu_controller_is_a_sentence_not_a_crash() ->
+    [{doc, "Where no CPU controller is mounted (the cgroup mount pointed at an empty directory), a spec with "
+           "'cpu' fails with {cgroup, {not_writable, _}} and a sentence naming the directory, before any VM "
+           "starts, and no crash report is logged."}].
+no_cpu_controller_is_a_sentence_not_a_crash(Config) ->
+    Mount = filename:join(?config(priv_dir, Config), "no_cgroup"),
+    ok = filelib:ensure_path(Mount),
+    Prefix = ?config(prefix, Config),
+    Spec = spec([{node, a, #{cpu => 0.5}}, {node, b, #{}}]),
+    ok = application:set_env(terrain_lab, cgroup_mount, Mount),
+    ok = logger:add_handler(crash_reports, ?MODULE, #{config => #{pid => self()}}),
+    try
+        Result = terrain_lab:start_cluster(Spec, #{prefix => Prefix}),
+        ?assertMatch({error, {cgroup, {not_writable, _}}}, Result),
+        {error, Reason} = Result,
+        Message = lists:flatten(io_lib:format("~ts", [terrain_lab:format_error(Reason)])),
+        ct:pal("start_cluster -> ~ts", [Message]),
+        ?assertNotEqual(nomatch, string:find(Message, "is mounted at " ++ Mount)),
+        ?assertEqual([], peers_named(Prefix)),
+        %% a crash report is logged by the launcher's process after start_cluster has its answer
+        ok = await_launchers_gone(),
+        ?assertEqual([], crash_reports())
+    after
+        ok = logger:remove_handler(crash_reports),
+        ok = application:unset_env(terrain_lab, cgroup_mount)
+    end.
+
 %%--------------------------------------------------------------------
+
+-spec log(logger:log_event(), logger:handler_config()) -> term().
+log(#{msg := {report, #{label := {proc_lib, crash}}}} = Event, #{config := #{pid := Pid}}) ->
+    Pid ! {crash_report, Event};
+log(_Event, _Config) ->
+    ok.
+
+%% Waits until no launcher process (initial call terrain_lab_cluster:init/1) is left; its
+%% 'DOWN' comes after anything it logged on its way out.
+await_launchers_gone() ->
+    Monitors = [monitor(process, P) || P <- processes(),
+                                       proc_lib:translate_initial_call(P) =:= {terrain_lab_cluster, init, 1}],
+    lists:foreach(fun(Ref) -> receive {'DOWN', Ref, process, _, _} -> ok after 10000 -> ct:fail(launcher_alive) end
+                  end, Monitors).
+
+crash_reports() ->
+    receive {crash_report, Event} -> [Event | crash_reports()] after 0 -> [] end.
 
 spec(Terms) ->
     {ok, Spec} = terrain_lab_spec:from_terms([{cluster, t, #{latency => 5000}} | Terms], undefined),

@@ -130,7 +130,30 @@ live_step(Title, Sub, RunDir, Io) ->
             false
     end.
 
+-spec lab_step(string(), string(), [string()], file:filename(), terrain_lab_io:io()) -> boolean().
 lab_step(Title, Sub, Args, RunDir, Io) ->
+    case environment_limit(Args) of
+        ok ->
+            run_lab_step(Title, Sub, Args, RunDir, Io);
+        {limit, Why} ->
+            terrain_lab_io:progress(Io, "demo: skipped ~ts: ~ts~n", [Title, Why]),
+            true
+    end.
+
+%% What this machine lacks for a step, said in one sentence instead of the step's
+%% failure (a container or a chroot often has no CPU cgroup controller).
+-spec environment_limit([string()]) -> ok | {limit, iodata()}.
+environment_limit(["experiment" | _]) ->
+    case terrain_lab_cgroup:usable(per_scheduler) of
+        ok -> ok;
+        {error, {cgroup, {_, Why}}} ->
+            {limit, ["its nodes' cores are emulated with CPU cgroups, and none can be made here (", Why, ")"]}
+    end;
+environment_limit(_Args) ->
+    ok.
+
+-spec run_lab_step(string(), string(), [string()], file:filename(), terrain_lab_io:io()) -> boolean().
+run_lab_step(Title, Sub, Args, RunDir, Io) ->
     section(Io, Title),
     Out = filename:join(RunDir, Sub),
     Command = Args ++ ["--out", Out],

@@ -26,10 +26,16 @@
 %% speed C whatever the VM, and only K runnable processes use a K-scheduler VM's K × C.
 %% These groups use a 20 ms period (longer when C × 20 ms would be below the kernel's
 %% minimum quota of 1 ms), so that a slow core runs in short slices, not in bursts.
+%%
+%% Where no CPU controller is mounted (a container, a chroot) or this VM is not root,
+%% {@link usable/1} says so in a sentence before anything starts. The cgroup mount is
+%% `/sys/fs/cgroup' unless the application env `terrain_lab' `cgroup_mount' names
+%% another directory (tests point it at one without a controller).
 -module(terrain_lab_cgroup).
 
 %% API
 -export([check/1,
+         usable/1,
          attach/4,
          remove/2,
          format_error/1]).
@@ -48,8 +54,7 @@
 -type error_reason() :: {cgroup, {not_writable, string()} | {per_scheduler_needs_v1, string()}
                                  | {attach, string(), term()} | {no_scheduler_threads, string()}}.
 
--define(V1_ROOT, "/sys/fs/cgroup/cpu").
--define(V2_ROOT, "/sys/fs/cgroup").
+-define(MOUNT, "/sys/fs/cgroup").
 -define(TOP, "terrain").
 -define(DEFAULT_PERIOD_US, 100000).
 -define(MIN_QUOTA_US, 1000).
@@ -63,13 +68,22 @@
 -spec check(terrain_lab_spec:spec()) -> ok | {error, error_reason()}.
 check(Spec) ->
     Limited = [N || N <- terrain_lab_spec:nodes(Spec), limits(N) =/= #{}],
-    PerScheduler = [N || #{cpu_per_scheduler := _} = N <- Limited],
-    case {Limited, root()} of
+    case {Limited, [N || #{cpu_per_scheduler := _} = N <- Limited]} of
         {[], _} -> ok;
-        {_, {error, Why}} -> {error, {cgroup, {not_writable, Why}}};
-        {_, {ok, v2, _}} when PerScheduler =/= [] ->
+        {_, []} -> usable(quota);
+        {_, _} -> usable(per_scheduler)
+    end.
+
+%% @doc `ok' when CPU cgroups of the kind given can be created here: `quota' (a quota
+%% for a whole VM, `cpu') or `per_scheduler' (one group per scheduler thread,
+%% `cpu_per_scheduler', cgroup v1 only); else an error that says why.
+-spec usable(quota | per_scheduler) -> ok | {error, {cgroup, {not_writable | per_scheduler_needs_v1, string()}}}.
+usable(Kind) ->
+    case root() of
+        {error, Why} -> {error, {cgroup, {not_writable, Why}}};
+        {ok, v2, _} when Kind =:= per_scheduler ->
             {error, {cgroup, {per_scheduler_needs_v1, "only cgroup v2 is mounted here"}}};
-        {_, {ok, _, _}} -> ok
+        {ok, _, _} -> ok
     end.
 
 %% @doc Limits the VM with OS pid `OsPid' as `Limits' says, in the group of node
@@ -111,11 +125,11 @@ remove(Cluster, Shorts) ->
 -spec format_error(error_reason()) -> iolist().
 format_error({cgroup, {not_writable, Why}}) ->
     ["the spec gives nodes a 'cpu' or 'cpu_per_scheduler' quota, but no CPU cgroup can be created here (", Why,
-     "); run as root with the cgroup v1 'cpu' controller at " ?V1_ROOT " or cgroup v2 with the 'cpu' "
-     "controller at " ?V2_ROOT ", or remove the 'cpu' options"];
+     "); run as root with the cgroup v1 'cpu' controller at ", v1_root(), " or cgroup v2 with the 'cpu' "
+     "controller at ", mount(), ", or remove the 'cpu' options"];
 format_error({cgroup, {per_scheduler_needs_v1, Why}}) ->
     ["the spec gives nodes 'cpu_per_scheduler', which puts single scheduler threads into groups of their own and "
-     "needs the cgroup v1 'cpu' controller at " ?V1_ROOT " (", Why, "); use 'cpu' alone (a quota for the whole VM)"];
+     "needs the cgroup v1 'cpu' controller at ", v1_root(), " (", Why, "); use 'cpu' alone (a quota for the whole VM)"];
 format_error({cgroup, {no_scheduler_threads, OsPid}}) ->
     io_lib:format("cannot cap the schedulers of the VM with OS pid ~ts: no thread named N_scheduler in /proc/~ts/task",
                   [OsPid, OsPid]);
@@ -186,16 +200,24 @@ scheduler_threads(OsPid) ->
 
 %% The writable CPU hierarchy: v1 first (its quota file is in the mount's root), else v2.
 root() ->
-    V1 = filelib:is_regular(filename:join(?V1_ROOT, "cpu.cfs_quota_us")),
-    V2 = case file:read_file(filename:join(?V2_ROOT, "cgroup.controllers")) of
+    V1 = filelib:is_regular(filename:join(v1_root(), "cpu.cfs_quota_us")),
+    V2 = case file:read_file(filename:join(mount(), "cgroup.controllers")) of
              {ok, Controllers} -> lists:member(<<"cpu">>, string:lexemes(Controllers, " \n"));
              {error, _} -> false
          end,
     if
-        V1 -> writable(v1, ?V1_ROOT);
-        V2 -> writable(v2, ?V2_ROOT);
-        true -> {error, "neither a cgroup v1 'cpu' hierarchy nor cgroup v2 with the 'cpu' controller is mounted"}
+        V1 -> writable(v1, v1_root());
+        V2 -> writable(v2, mount());
+        true -> {error, lists:flatten(io_lib:format("neither a cgroup v1 'cpu' hierarchy nor cgroup v2 with the "
+                                                    "'cpu' controller is mounted at ~ts", [mount()]))}
     end.
+
+%% Where the cgroup hierarchies are mounted (v2's root, v1's `cpu' below it).
+mount() ->
+    application:get_env(terrain_lab, cgroup_mount, ?MOUNT).
+
+v1_root() ->
+    filename:join(mount(), "cpu").
 
 writable(Version, Root) ->
     case file:read_file_info(Root) of
@@ -205,7 +227,7 @@ writable(Version, Root) ->
                 false -> {error, "creating cgroups needs root, and this VM does not run as root"}
             end;
         {error, Why} ->
-            {error, io_lib:format("~ts: ~ts", [Root, file:format_error(Why)])}
+            {error, lists:flatten(io_lib:format("~ts: ~ts", [Root, file:format_error(Why)]))}
     end.
 
 is_root_user() ->

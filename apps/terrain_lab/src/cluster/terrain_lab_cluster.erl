@@ -71,8 +71,13 @@ start_link(Spec, Options) ->
         ok ->
             Timeout = maps:get(boot_timeout, Options, ?DEFAULT_BOOT_TIMEOUT),
             %% Linked from init/1, so that a failed start returns {error, Reason} without
-            %% an exit signal to the caller.
-            gen_server:start(?MODULE, {Spec, Options, self()}, [{timeout, Timeout + ?STOP_TIMEOUT * 2}]);
+            %% an exit signal to the caller; and ended with {shutdown, Reason}, so that it
+            %% is not logged as a crash (a missing cgroup controller is a sentence, not a
+            %% crash report: the caller says it).
+            case gen_server:start(?MODULE, {Spec, Options, self()}, [{timeout, Timeout + ?STOP_TIMEOUT * 2}]) of
+                {error, {shutdown, Why}} -> {error, Why};
+                Started -> Started
+            end;
         {error, _} = Error ->
             Error
     end.
@@ -90,7 +95,7 @@ stop(Cluster) ->
 %%--------------------------------------------------------------------
 %% gen_server callbacks
 
--spec init({terrain_lab_spec:spec(), options(), pid()}) -> {ok, #state{}} | {stop, term()}.
+-spec init({terrain_lab_spec:spec(), options(), pid()}) -> {ok, #state{}} | {stop, {shutdown, term()}}.
 init({Spec, Options, Caller}) ->
     process_flag(trap_exit, true),
     link(Caller),
@@ -107,7 +112,7 @@ init({Spec, Options, Caller}) ->
             {ok, #state{caller = Caller, spec = Spec, nodes = Nodes, peers = Peers}};
         {error, Why} ->
             unlink(Caller),
-            {stop, Why}
+            {stop, {shutdown, Why}}
     end.
 
 -spec handle_call(term(), gen_server:from(), #state{}) -> {reply, term(), #state{}}.
