@@ -110,6 +110,10 @@ command() ->
                   #{name => seed, long => "seed", type => integer, default => 1, range => {0, inf}, metavar => "N",
                     help => "simulate: seed of every random draw"},
                   #{name => json, long => "json", type => flag, help => "simulate: print one JSON object"},
+                  #{name => matrix, long => "matrix", type => string, metavar => "LATENCY.json",
+                    help => "simulate: replay the tree probe against this measured matrix (terrain.latency/1)"},
+                  #{name => truth, long => "truth", type => string, metavar => "TREE",
+                    help => "simulate --matrix: score the found tree against this topology (term, JSON or spec)"},
                   terrain_lab_cli_options:state_dir(),
                   #{name => scontrol, long => "scontrol", type => flag,
                     help => "import slurm: read the running cluster's 'scontrol show topology' instead of a file"}],
@@ -136,6 +140,8 @@ run(Options, ["show", File], Io) ->
     show(Options, File, Io);
 run(_Options, ["show" | Args], _Io) ->
     {error, {topology_cmd, {usage, "show FILE", length(Args)}}};
+run(#{matrix := File} = Options, ["simulate"], Io) ->
+    replay(Options, File, Io);
 run(Options, ["simulate"], Io) ->
     simulate(Options, Io);
 run(_Options, ["simulate" | Args], _Io) ->
@@ -319,6 +325,28 @@ simulate(Options, Io) ->
              end,
              fun(Report) -> simulate_report(Report, maps:get(json, Options, false), Io) end],
     terrain_lab_steps:run(Steps, Options).
+
+%% --matrix: the tree probe replayed against a measured matrix (terrain_lab_replay); --out
+%% writes the tree it found (format from the extension, as for discovery).
+replay(Options, File, Io) ->
+    terrain_lab_steps:with(
+      [fun() -> output_format(Options) end,
+       fun() -> terrain_lab_replay:read(File) end,
+       fun() -> case maps:get(truth, Options, undefined) of undefined -> {ok, none}; T -> read_tree(T) end end],
+      fun([Format, Matrix, Truth]) ->
+              terrain_lab_io:progress(Io, "simulate: replaying ~ts, seed ~b~n", [File, maps:get(seed, Options)]),
+              case terrain_lab_replay:run(#{matrix => Matrix, truth => Truth, seed => maps:get(seed, Options),
+                                            progress => simulate_progress(Io)}) of
+                  {ok, #{tree := Found} = Report} ->
+                      {ok, Text} = terrain:render_topology(Found, Format),
+                      case maps:get(out, Options, undefined) =/= undefined andalso emit(Text, Options, Io) of
+                          {error, _} = Error -> Error;
+                          _ -> simulate_report(maps:remove(tree, Report), maps:get(json, Options, false), Io)
+                      end;
+                  {error, _} = Error ->
+                      Error
+              end
+      end).
 
 simulate_model(Options) ->
     case {maps:get(shape, Options, undefined), maps:get(spec, Options, undefined)} of
