@@ -140,7 +140,7 @@ run(Options, ["show", File], Io) ->
     show(Options, File, Io);
 run(_Options, ["show" | Args], _Io) ->
     {error, {topology_cmd, {usage, "show FILE", length(Args)}}};
-run(#{matrix := File} = Options, ["simulate"], Io) ->
+run(#{matrix := File} = Options, ["simulate"], Io) when File =/= undefined ->
     replay(Options, File, Io);
 run(Options, ["simulate"], Io) ->
     simulate(Options, Io);
@@ -273,7 +273,11 @@ report(#{repaired := Repaired, pairs := Pairs} = Result, Io) ->
     case Result of
         #{levels := Levels, single_alpha := Single} ->
             lists:foreach(
-              fun(#{points := P, clusters := 1, alpha := none}) ->
+              fun(#{points := P, clusters := C, silhouette := Sil}) ->
+                      terrain_lab_io:progress(Io, "topology: ~b points -> ~b clusters, the average-linkage cut of "
+                                              "highest silhouette (~.2f >= 0.5; no alpha holds a partition)~n",
+                                              [P, C, Sil]);
+                 (#{points := P, clusters := 1, alpha := none}) ->
                       terrain_lab_io:progress(Io, "topology: ~b points join under the root~n", [P]);
                  (#{points := P, clusters := C, alpha := A, plateau := {Lo, Hi}}) ->
                       terrain_lab_io:progress(Io, "topology: ~b points -> ~b clusters, alpha ~.2f "
