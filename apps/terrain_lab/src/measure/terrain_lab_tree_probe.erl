@@ -120,9 +120,32 @@ seed(Nodes, Measure, State) ->
              end || B <- Seed] || A <- Seed],
     case terrain:discover(#{nodes => Seed, stats => #{min => Rows}}, #{}) of
         {ok, #{topology := Tree}} when map_size(Pairs) > 0 ->
-            {State#{tree => typical_heights(Tree, Pairs), placed => lists:reverse(Seed), pairs => Pairs}, Rest};
+            {State#{tree => typical_heights(Tree, Pairs), placed => lists:reverse(Seed), pairs => Pairs,
+                    modes => modes(maps:values(Pairs))}, Rest};
         _ ->
             {State, tl(Nodes)}
+    end.
+
+%% The modes of the seed's round trips, for a seed that full discovery leaves flat
+%% (levels only 1.5x apart: a sample of a few dozen nodes holds no partition over a
+%% range of alpha): the sorted logarithms split where two neighbours are further apart
+%% than twenty times their median spacing and 0.05 (5%); every mode must hold 1/40 of
+%% the round trips, else there is one. Returns the modes' median round trips.
+modes(Values) ->
+    Logs = lists:sort([math:log(V) || V <- Values, V > 0]),
+    case length(Logs) >= 20 of
+        false ->
+            [];
+        true ->
+            Gaps = [B - A || {A, B} <- lists:zip(lists:droplast(Logs), tl(Logs))],
+            Split = max(0.05, 20 * lists:nth((length(Gaps) + 1) div 2, lists:sort(Gaps))),
+            Modes = lists:foldl(fun({L, G}, [Cur | Done]) when G > Split -> [[L], lists:reverse(Cur) | Done];
+                                   ({L, _}, [Cur | Done]) -> [[L | Cur] | Done]
+                                end, [[hd(Logs)]], lists:zip(tl(Logs), Gaps)),
+            case lists:all(fun(M) -> 40 * length(M) >= length(Logs) end, Modes) of
+                true -> lists:sort([math:exp(lists:nth((length(M) + 1) div 2, lists:sort(M))) || M <- Modes]);
+                false -> []
+            end
     end.
 
 %% Every network's height the median of the measured round trips between two of its
@@ -176,7 +199,7 @@ past(Opts) ->
 %% The first pass places every node of the wave into the same tree (through `map');
 %% the second inserts them one by one, answering from what the first pass measured.
 wave(Wave, Measure, Opts, #{tree := Tree, pairs := Pairs0} = State) ->
-    InsertOpts = insert_options(Opts, Tree),
+    InsertOpts = insert_options(Opts, Tree, maps:get(modes, State, [])),
     Map = maps:get(map, Opts, fun lists:map/2),
     First = Map(fun(X) -> terrain:insert_node(X, Tree, Measure, InsertOpts) end, Wave),
     Pairs1 = lists:foldl(fun({ok, _, Ps}, Acc) -> add_pairs(Ps, Acc);
@@ -200,11 +223,14 @@ insert(X, Measure, InsertOpts, #{tree := Tree, pairs := Pairs, placed := Placed,
 
 %% The insertion options of a wave: the user's, with the level model of the tree as it
 %% stands (re-estimated every wave) unless the user gave `gap' or `levels'.
-insert_options(Opts, Tree) ->
+%% Modes: those of a seed; they stand in for the tree's levels while the tree has
+%% fewer levels than the seed's round trips have modes (a seed discovery left flat).
+insert_options(Opts, Tree, Modes) ->
     InsertOpts = maps:get(insert, Opts, #{}),
     case is_map_key(gap, InsertOpts) orelse is_map_key(levels, InsertOpts) of
         true -> InsertOpts;
         false -> case terrain:topology_levels(Tree) of
+                     Levels when length(Modes) > length(Levels) -> InsertOpts#{levels => Modes};
                      [] -> InsertOpts;
                      Levels -> InsertOpts#{levels => Levels}
                  end
@@ -231,7 +257,7 @@ progress(_, _) ->
 repair(_Measure, _Opts, 0, State) ->
     State;
 repair(Measure, Opts, Rounds, #{tree := Tree, pairs := Pairs, reinserted := N} = State) ->
-    InsertOpts = insert_options(Opts, Tree),
+    InsertOpts = insert_options(Opts, Tree, maps:get(modes, State, [])),
     Bounds = case InsertOpts of
                  #{gap := Gap} -> fun(H) -> {H / math:sqrt(Gap), H * math:sqrt(Gap)} end;
                  #{levels := Levels} -> fun(H) -> terrain:level_bounds(H, Levels) end;
