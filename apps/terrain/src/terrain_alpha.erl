@@ -287,7 +287,7 @@ update([Z | Rest], D, N, Method, K, X, BaseK, BaseX, Nk, Nx, Best, BestD) ->
 %% The silhouette cut: at least this many points, at most this many nodes (its cost is
 %% 19 silhouettes of n² distances), and the silhouette it needs.
 -define(SILHOUETTE_POINTS, 6).
--define(SILHOUETTE_NODES, 2000).
+-define(SILHOUETTE_NODES, 1000).
 -define(SILHOUETTE_MIN, 0.5).
 
 grid(#{range := {Lo, Hi}, steps := 1}) ->
@@ -373,7 +373,9 @@ silhouette_cut(Matrix, _Method, Points, #{original := Original}) ->
             Members = list_to_tuple([tree_points(T) || {T, _, _} <- Points]),
             Merges = terrain_linkage:linkage(Matrix, average),
             Cuts = cuts(Merges, M, min(M - 1, 20)),
-            Scored = [{silhouette(Original, N, Members, Labels), Labels} || Labels <- Cuts],
+            Rows = list_to_tuple([list_to_tuple([terrain_linkage:get(Original, I, J) || J <- lists:seq(0, N - 1)])
+                                  || I <- lists:seq(0, N - 1)]),
+            Scored = [{silhouette(Rows, N, Members, Labels), Labels} || Labels <- Cuts],
             case lists:reverse(lists:sort(Scored)) of
                 [{Score, Labels} | _] when Score >= ?SILHOUETTE_MIN ->
                     {Blocks, Loose} = blocks(Matrix, Labels),
@@ -414,30 +416,36 @@ blocks(Matrix, Labels) ->
               || G <- Groups, length(G) >= 2],
     {Blocks, lists:append([G || G <- Groups, length(G) =:= 1])}.
 
-%% The mean silhouette of the N original nodes under the labelling of their points.
-silhouette(Original, N, Members, Labels) ->
-    Label = maps:from_list([{I, element(P + 1, Labels)} || P <- lists:seq(0, tuple_size(Members) - 1),
-                                                            I <- element(P + 1, Members)]),
-    Scores = [node_silhouette(Original, N, I, Label) || I <- lists:seq(0, N - 1)],
-    lists:sum(Scores) / N.
+%% The mean silhouette of the N original nodes (Rows: their distances) under the
+%% labelling of their points.
+silhouette(Rows, N, Members, Labels) ->
+    Label = list_to_tuple([L || {_, L} <- lists:sort([{I, element(P + 1, Labels)}
+                                                      || P <- lists:seq(0, tuple_size(Members) - 1),
+                                                         I <- element(P + 1, Members)])]),
+    lists:sum([node_silhouette(element(I + 1, Rows), N, I, Label) || I <- lists:seq(0, N - 1)]) / N.
 
-node_silhouette(Original, N, I, Label) ->
-    Own = maps:get(I, Label),
-    Sums = lists:foldl(fun(J, Acc) when J =:= I -> Acc;
-                          (J, Acc) -> maps:update_with(maps:get(J, Label), fun({S, C}) -> {S + terrain_linkage:get(Original, I, J), C + 1} end,
-                                                       {terrain_linkage:get(Original, I, J), 1}, Acc)
-                       end, #{}, lists:seq(0, N - 1)),
-    case maps:take(Own, Sums) of
+node_silhouette(Row, N, I, Label) ->
+    Sums = sums(Row, Label, I, N - 1, #{}),
+    case maps:take(element(I + 1, Label), Sums) of
         {{SA, CA}, Others} when map_size(Others) > 0 ->
             A = SA / CA,
             B = lists:min([S / C || {S, C} <- maps:values(Others)]),
             case max(A, B) of
-                +0.0 -> 0.0;
-                Max -> (B - A) / Max
+                Max when Max > 0 -> (B - A) / Max;
+                _ -> 0.0
             end;
         _ ->
             0.0
     end.
+
+%% Per label: the sum of the distances from node I and their count.
+sums(_Row, _Label, _I, -1, Acc) ->
+    Acc;
+sums(Row, Label, I, I, Acc) ->
+    sums(Row, Label, I, I - 1, Acc);
+sums(Row, Label, I, J, Acc) ->
+    D = element(J + 1, Row),
+    sums(Row, Label, I, J - 1, maps:update_with(element(J + 1, Label), fun({S, C}) -> {S + D, C + 1} end, {D, 1}, Acc)).
 
 %% Runs of equal signatures over the grid: {FirstIndex, LastIndex, LoAlpha, HiAlpha, Signature}.
 runs(Signatures, Grid) ->
