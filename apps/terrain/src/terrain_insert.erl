@@ -463,8 +463,9 @@ model(Levels) ->
 %% bound a round trip lies inside a child, above the upper bound outside the network.
 %% With levels L1 < … < Lk, the bounds around the level nearest H are the geometric
 %% means with its neighbours, √(Li−1·Li) and √(Li·Li+1); beyond the first and the last
-%% level, the smallest ratio between adjacent levels is assumed (√10 with one level).
-%% With `{gap, S}': H/S and H·S.
+%% level, the smallest ratio between adjacent levels is assumed (10 with one level).
+%% A band is never wider than Li/√10 … Li·√10, and a height further than √10 from
+%% every level gets H/√10 … H·√10. With `{gap, S}': H/S and H·S.
 -spec bounds(number(), model() | [number()]) -> {float(), float()}.
 bounds(H, Levels) when is_list(Levels) ->
     bounds(H, model(Levels));
@@ -479,16 +480,16 @@ bounds(H, {levels, Ls}) ->
             _ -> lists:min([B / A || {A, B} <- lists:zip(lists:droplast(Ls), tl(Ls))])
         end,
     Padded = list_to_tuple([hd(Ls) / R | Ls] ++ [lists:last(Ls) * R]),
-    Edge = math:sqrt(R),
-    {Lowest, Highest} = {hd(Ls) / Edge, lists:last(Ls) * Edge},
-    if
-        H < Lowest; H > Highest ->
-            %% beyond the model: levels R apart continue
-            {H / Edge, H * Edge};
-        true ->
-            {_, I} = lists:min([{abs(math:log(H / element(J, Padded))), J} || J <- lists:seq(2, length(Ls) + 1)]),
-            Li = element(I, Padded),
-            {math:sqrt(element(I - 1, Padded) * Li), math:sqrt(Li * element(I + 1, Padded))}
+    {Dist, I} = lists:min([{abs(math:log(H / element(J, Padded))), J} || J <- lists:seq(2, length(Ls) + 1)]),
+    Li = element(I, Padded),
+    %% never wider than the default gap (two levels far apart may have one between
+    %% them that the tree does not show yet); a height that far from every level of
+    %% the model is a level of its own
+    Cap = math:sqrt(?DEFAULT_GAP),
+    case Dist > math:log(Cap) of
+        true -> {H / Cap, H * Cap};
+        false -> {min(H, max(Li / Cap, math:sqrt(element(I - 1, Padded) * Li))),
+                  max(H, min(Li * Cap, math:sqrt(Li * element(I + 1, Padded))))}
     end.
 
 lo(H, Model) -> element(1, bounds(H, Model)).
