@@ -103,11 +103,11 @@ canonical({network, _, #{height := H} = Opts, Children}, Name) ->
 %% The first nodes of the order, measured all pairs (one direction each) and clustered
 %% by full discovery: the tree the insertions start from, with each network's height
 %% the median round trip between its children, and so the first level model. Its
-%% size grows as √(n(n−1)/10), at least 8 and at most 200: a twentieth of the ordered
-%% pairs or fewer (5% at n = 256, 12% at n = 16, 0.02% at n = 10,000).
+%% size grows as √(n(n−1)/10), at least 8 and at most 100: a twentieth of the ordered
+%% pairs or fewer (5% at n = 256, 12% at n = 16, 0.5% at n = 941, 0.005% at n = 10,000).
 seed(Nodes, Measure, State) ->
     N = length(Nodes),
-    Size = min(N, max(8, min(200, round(math:sqrt(0.1 * N * (N - 1)))))),
+    Size = min(N, max(8, min(100, round(math:sqrt(0.1 * N * (N - 1)))))),
     {Seed, Rest} = lists:split(Size, Nodes),
     Index = maps:from_list(lists:zip(Seed, lists:seq(1, Size))),
     Pairs = maps:from_list([{{A, B}, D} || A <- Seed, B <- Seed, maps:get(A, Index) < maps:get(B, Index),
