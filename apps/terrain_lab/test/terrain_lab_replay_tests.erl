@@ -76,3 +76,22 @@ bad_matrices_test() ->
                     <<"stats">> => #{<<"mean">> => [[0, 1], [1, 0]]}}),
     ?assertMatch({error, {replay, {no_min, _}}}, terrain_lab_replay:read(NoMin)),
     lists:foreach(fun file:delete/1, [One, Neg, NoMin]).
+
+%% The command: without --truth the text line says there is nothing to score against
+%% (it crashed with exit 70 on the null recall); with it, recall and precision; --out
+%% writes the tree found.
+command_test_() ->
+    {timeout, 60,
+     fun() ->
+             M = filename:join(dir(), "cpu-amd-ryzen9-5950x.latency.json"),
+             T = filename:join(dir(), "cpu-amd-ryzen9-5950x.truth.json"),
+             Out = "/tmp/terrain_lab_replay_tests_out.json",
+             {0, Text, _} = terrain_lab_test_io:run(["topology", "simulate", "--matrix", M, "--out", Out]),
+             ?assertNotEqual(nomatch, string:find(Text, "no --truth to score against")),
+             {ok, _, _} = terrain_topology:from_json(element(2, file:read_file(Out))),
+             {0, Scored, _} = terrain_lab_test_io:run(["topology", "simulate", "--matrix", M, "--truth", T]),
+             ?assertNotEqual(nomatch, string:find(Scored, "clade recall 1.000, precision 1.000")),
+             {1, _, Err} = terrain_lab_test_io:run(["topology", "simulate", "--matrix", "/tmp/terrain_no_such.json"]),
+             ?assertNotEqual(nomatch, string:find(Err, "no such file")),
+             ok = file:delete(Out)
+     end}.

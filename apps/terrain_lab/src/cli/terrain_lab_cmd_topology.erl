@@ -345,12 +345,24 @@ replay(Options, File, Io) ->
                       {ok, Text} = terrain:render_topology(Found, Format),
                       case maps:get(out, Options, undefined) =/= undefined andalso emit(Text, Options, Io) of
                           {error, _} = Error -> Error;
-                          _ -> simulate_report(maps:remove(tree, Report), maps:get(json, Options, false), Io)
+                          _ -> replay_report(maps:remove(tree, Report), maps:get(json, Options, false), Io)
                       end;
                   {error, _} = Error ->
                       Error
               end
       end).
+
+replay_report(Report, true, Io) ->
+    simulate_report(Report, true, Io);
+replay_report(#{nodes := N, pairs_measured := M, pairs_total := T, clade_recall := R, clade_precision := P,
+                seconds := S, unplaced := U}, false, Io) ->
+    Score = case R of
+                null -> "no --truth to score against";
+                _ -> io_lib:format("clade recall ~.3f, precision ~.3f", [R, P])
+            end,
+    terrain_lab_io:out(Io, "~b nodes: ~b of ~b ordered pairs measured (~.3f%), ~ts, ~.1f s~ts~n",
+                       [N, M, T, 100 * M / max(1, T), Score, S,
+                        case U of 0 -> ""; _ -> io_lib:format(", ~b nodes not placed", [U]) end]).
 
 simulate_model(Options) ->
     case {maps:get(shape, Options, undefined), maps:get(spec, Options, undefined)} of
