@@ -396,15 +396,12 @@ cuts(Merges, M, KMax) ->
     {_, _, Cuts} = lists:foldl(
                      fun({A, B, _, _}, {Labels, Id, Acc}) ->
                              %% cluster ids: points 0..M-1, merge i makes M + i
-                             LA = label_of(A, Labels, M), LB = label_of(B, Labels, M),
-                             New = list_to_tuple([case L of LA -> Id; LB -> Id; _ -> L end
+                             New = list_to_tuple([case L of A -> Id; B -> Id; _ -> L end
                                                   || L <- tuple_to_list(Labels)]),
                              K = M - (Id - M + 1),
                              {New, Id + 1, case K >= 2 andalso K =< KMax of true -> [New | Acc]; false -> Acc end}
                      end, {Init, M, []}, Merges),
     Cuts.
-
-label_of(A, _Labels, _M) -> A.
 
 %% {Blocks, Loose} of a labelling: groups of two or more points with their height (the
 %% largest distance between two of their points), and the points alone.
