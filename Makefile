@@ -101,6 +101,7 @@ bench: setup build
 demo: setup build
 	@epmd -daemon
 	bin/terrain demo
+	@echo "to watch a live cluster in a browser: bin/terrain up examples/live.cluster --live, then bin/terrain dashboard and open http://127.0.0.1:8470/ (docs/DASHBOARD.md)" >&2
 
 clean:
 	$(REBAR) clean

@@ -170,6 +170,7 @@
 %% API: placed groups
 -export([start_placed/2,
          placed/1,
+         placed_groups/0,
          stop_placed/1]).
 
 %% API: topology discovery
@@ -195,7 +196,7 @@
               {unsubscribe, 1}, {stats, 0}, {choose_nodes, 2}, {choose_nodes, 3}, {choose_node, 3},
               {format_explanation, 1}, {load_topology, 1}, {check_topology, 1}, {topology, 0}, {live_status, 0},
               {render_topology, 2}, {distance, 2}, {level, 2}, {disc, 2}, {spawn_on, 3},
-              {place_tree, 2}, {start_placed, 2}, {placed, 1}, {stop_placed, 1}, {read_latency, 1}, {discover, 2},
+              {place_tree, 2}, {start_placed, 2}, {placed, 1}, {placed_groups, 0}, {stop_placed, 1}, {read_latency, 1}, {discover, 2},
               {compare_topologies, 2}, {insert_node, 4}, {remove_node, 2}, {topology_levels, 1}, {level_bounds, 2},
               {load_duration_model, 1}, {load_duration_model, 2}, {check_duration, 1},
               {check_duration, 2}, {duration_model, 1}, {unload_duration_model, 1}]).
@@ -216,6 +217,7 @@
               process_tree/0,
               place_options/0,
               placed_spec/0,
+              placed_group/0,
               topology_tree/0,
               topology_format/0,
               latency/0,
@@ -419,6 +421,17 @@
 %% <li>`timeout' — ms each selection may take to ask the candidates' attributes
 %%     (default 2000; a node that does not answer in time is not chosen that time).</li>
 %% </ul>
+
+-type placed_group() :: #{name := term(),
+                          count := pos_integer(),
+                          members := [#{pid := pid(), node := node(), domain := term()}],
+                          restarted := non_neg_integer(),
+                          replaced := non_neg_integer()}.
+%% A placed group as {@link placed_groups/0} describes it: its name, the members it
+%% keeps (`count'), the running members with their node and failure domain (the name
+%% of the node's network under the group's `spread' in this node's topology; `{node,
+%% Node}' without a spread or a topology), the members restarted after an exit and those placed again
+%% because their node went away, both since the group started.
 
 -type topology_tree() :: {network, term(), [topology_tree()]}
                        | {network, [topology_tree()]}
@@ -657,10 +670,13 @@ subscribe(Nodes, Names, IntervalMs) ->
 %% `{leave, Node}', `{move, Node, FromSiblings, ToSiblings}' or `{sync, Version}' (a
 %% state adopted after a partition or a new sequencer). `{error, not_live}' when the
 %% node runs without a live topology (app env key `live'; docs/DISTANCES.md).
--spec subscribe(topology, Opts :: #{}) -> {ok, reference()} | {error, term()}.
+%% Option `pid': the process the messages go to instead of the caller, also on
+%% another node (a program that watches the cluster from outside it calls this
+%% function on a member with erpc); the subscription ends when that process does.
+-spec subscribe(topology, Opts :: #{pid => pid()}) -> {ok, reference()} | {error, term()}.
 subscribe(topology, Opts) ->
-    maybe_run([fun() -> check_options(Opts, #{}) end],
-              fun() -> call_server(fun() -> terrain_live:subscribe(self()) end) end).
+    maybe_run([fun() -> check_options(Opts, #{pid => fun erlang:is_pid/1}) end],
+              fun() -> call_server(fun() -> terrain_live:subscribe(maps:get(pid, Opts, self())) end) end).
 
 %% @doc Ends a subscription made by {@link subscribe/3} or {@link subscribe/2}.
 -spec unsubscribe(Ref :: reference()) -> ok.
@@ -881,6 +897,13 @@ start_placed(Name, Spec) ->
 -spec placed(Name :: term()) -> [{pid(), node()}] | {error, {no_group, term()}}.
 placed(Name) ->
     terrain_placed:members(Name).
+
+%% @doc The placed groups started on this node, each with its members, their nodes and
+%% failure domains, and its restarts (`placed_group()'); a group that does not answer
+%% within a second (stopping) is left out. A dashboard asks every node.
+-spec placed_groups() -> [placed_group()].
+placed_groups() ->
+    terrain_placed:groups(1000).
 
 %% @doc Stops a placed group and its members.
 -spec stop_placed(Name :: term()) -> ok | {error, {no_group, term()}}.

@@ -32,6 +32,7 @@
 %% API
 -export([start/2,
          members/1,
+         groups/1,
          stop/1]).
 
 %% Internal exports
@@ -87,6 +88,17 @@ start(Name, Spec) ->
 members(Name) ->
     terrain_placed_registry:members(Name).
 
+%% @doc This node's groups as `terrain:placed_groups/1' describes them; a group that
+%% does not answer within `Timeout' ms (busy, or stopping) is left out.
+-spec groups(timeout()) -> [terrain:placed_group()].
+groups(Timeout) ->
+    Requests = [{Name, gen_server:send_request(Pid, info)} || {Name, Pid} <- terrain_placed_registry:groups()],
+    Deadline = erlang:monotonic_time(millisecond) + Timeout,
+    lists:append([case gen_server:receive_response(Request, max(0, Deadline - erlang:monotonic_time(millisecond))) of
+                      {reply, Info} -> [Info#{name => Name}];
+                      _ -> []       % timeout, or the group went away
+                  end || {Name, Request} <- Requests]).
+
 %% @doc Stops a group and its members.
 -spec stop(term()) -> ok | {error, {no_group, term()}}.
 stop(Name) ->
@@ -115,6 +127,8 @@ init({Name, Spec}) ->
                       keepers => #{},
                       failed => #{},          % Node => retry-after (monotonic ms)
                       restarts => [],         % monotonic ms of restarts after member exits
+                      restarted => 0,         % members restarted after an exit, since the start
+                      replaced => 0,          % members placed again because their node went away
                       waiting => [],          % callers of await_started
                       retry => undefined,     % retry timer
                       rebalance => undefined}, % rebalance timer
@@ -126,6 +140,12 @@ init({Name, Spec}) ->
 -spec handle_call(term(), gen_server:from(), map()) -> {reply, term(), map()} | {noreply, map()}.
 handle_call(await_started, From, #{waiting := Waiting} = State) ->
     reply_started(State#{waiting := [From | Waiting]});
+handle_call(info, _From, #{spec := Spec, keepers := Keepers, restarted := Restarted, replaced := Replaced} = State) ->
+    Domain = domain_names(Spec),
+    Members = [#{pid => Member, node => Node, domain => Domain(Node)}
+               || #{node := Node, member := Member} <- maps:values(Keepers), is_pid(Member)],
+    {reply, #{members => lists:sort(fun(#{node := A}, #{node := B}) -> A =< B end, Members),
+              count => maps:get(count, Spec), restarted => Restarted, replaced => Replaced}, State};
 handle_call(_Request, _From, State) ->
     {reply, {error, unknown_request}, State}.
 
@@ -166,7 +186,7 @@ handle_info({'DOWN', Keeper, process, _, Reason}, #{keepers := Keepers} = State)
             State1 = State#{keepers := Rest},
             case Reason of
                 normal -> {noreply, publish(State1)};          % stopped by a move
-                noconnection -> {noreply, fill(publish(State1))};
+                noconnection -> {noreply, fill(publish(State1#{replaced := maps:get(replaced, State1) + 1}))};
                 _ -> restart_after_exit(Node, Reason, publish(State1))
             end;
         error ->
@@ -233,6 +253,22 @@ matches(#{spec := Spec, failed := Failed}) ->
 domain_of(#{spread := Spread}) -> terrain_choose:domain_of(Spread);
 domain_of(#{}) -> fun(N) -> {node, N} end.
 
+%% The failure domain of each node as people read it: the name of its network under
+%% the group's spread in this node's topology, or `{node, Node}'.
+domain_names(#{spread := Spread}) ->
+    case terrain_topology_server:current() of
+        undefined -> fun(N) -> {node, N} end;
+        Topology ->
+            fun(N) ->
+                    case terrain_topology:domain(Topology, Spread, N) of
+                        Id when is_list(Id) -> terrain_topology:network_name(Topology, Id);
+                        Own -> Own
+                    end
+            end
+    end;
+domain_names(#{}) ->
+    fun(N) -> {node, N} end.
+
 %% The nodes of the members that stay (a member being replaced by a move does not).
 occupied(#{keepers := Keepers}) ->
     Replaced = [R || #{replaces := R} <- maps:values(Keepers), R =/= none],
@@ -248,7 +284,7 @@ fail_node(Node, Why, #{failed := Failed, name := Name} = State) ->
                    #{domain => [terrain, placed]}),
     State#{failed := Failed#{Node => erlang:monotonic_time(millisecond) + ?FAILED_BACKOFF}}.
 
-restart_after_exit(Node, Reason, #{restarts := Restarts, spec := Spec, name := Name} = State) ->
+restart_after_exit(Node, Reason, #{restarts := Restarts, restarted := Restarted, spec := Spec, name := Name} = State) ->
     Now = erlang:monotonic_time(millisecond),
     Recent = [T || T <- Restarts, T > Now - ?RESTART_PERIOD],
     case length(Recent) >= maps:get(max_restarts, Spec, 10) of
@@ -257,7 +293,7 @@ restart_after_exit(Node, Reason, #{restarts := Restarts, spec := Spec, name := N
                          [Name, maps:get(max_restarts, Spec, 10), Node, Reason, 12], #{domain => [terrain, placed]}),
             {stop, {shutdown, too_many_restarts}, State};
         false ->
-            {noreply, fill(State#{restarts := [Now | Recent]})}
+            {noreply, fill(State#{restarts := [Now | Recent], restarted := Restarted + 1})}
     end.
 
 schedule_retry(#{retry := undefined} = State) ->

@@ -17,6 +17,7 @@
          register/2,
          set_members/2,
          members/1,
+         groups/0,
          whereis/1]).
 
 %% gen_server callbacks
@@ -53,6 +54,14 @@ members(Name) ->
         [] -> {error, {no_group, Name}}
     catch
         error:badarg -> {error, {no_group, Name}}
+    end.
+
+%% @doc Every group of this node: `[{Name, GroupPid}]', read in the caller.
+-spec groups() -> [{term(), pid()}].
+groups() ->
+    try ets:select(?TABLE, [{{'$1', '$2', '_'}, [], [{{'$1', '$2'}}]}])
+    catch
+        error:badarg -> []
     end.
 
 %% @doc The process of a group, or `undefined'.

@@ -10,6 +10,7 @@
 -define(TERRAIN_FORMAT_CLUSTER, <<"terrain.cluster/1">>).
 -define(TERRAIN_FORMAT_COLLECTIVE, <<"terrain.collective/1">>).
 -define(TERRAIN_FORMAT_COLLECTIVE_RULES, <<"terrain.collective_rules/1">>).
+-define(TERRAIN_FORMAT_DASHBOARD, <<"terrain.dashboard/1">>).
 -define(TERRAIN_FORMAT_EMAS, <<"terrain.emas/1">>).
 -define(TERRAIN_FORMAT_EMAS_SCALING, <<"terrain.emas_scaling/1">>).
 -define(TERRAIN_FORMAT_EVENT_FINDINGS, <<"terrain.event_findings/1">>).

@@ -114,10 +114,11 @@ down_after_a_node_died(Config) ->
     end.
 
 live_up_add_down_nodes() ->
-    [{doc, "up --live, up --add of a node into rack r2: status shows it in r2 on every node at one version; "
+    [{doc, "up --live (stderr names terrain dashboard), up --add of a node into rack r2: status shows it in r2 on "
+           "every node at one version; "
            "choose --count 2 --spread depth:1 takes one node per rack; adding the same node again exits 1, adding 5000 "
            "nodes is refused by the resource guard with nothing started; down --nodes "
-           "stops it and it leaves every tree after the grace period"}].
+           "stops it and it leaves every tree after the grace period; then it can be added again"}].
 live_up_add_down_nodes(Config) ->
     Dir = ?config(priv_dir, Config),
     Spec = filename:join(Dir, "live.cluster"),
@@ -128,8 +129,10 @@ live_up_add_down_nodes(Config) ->
     ok = file:write_file(Add, "{group, r2, #{}, [{node, d, #{schedulers => 1}}]}.\n"),
     State = filename:join(Dir, "live_state"),
     Prefix = "cli" ++ os:getpid() ++ "live_",
-    {0, _, _} = terrain(Config, ["up", "--state-dir", State, "--prefix", Prefix, "--live", "--live-grace", "1000",
-                                 "--live-remeasure", "0", Spec]),
+    {0, _, UpErr} = terrain(Config, ["up", "--state-dir", State, "--prefix", Prefix, "--live", "--live-grace", "1000",
+                                     "--live-remeasure", "0", Spec]),
+    %% a user is told how to watch it (one stderr line)
+    ?assertNotEqual(nomatch, string:find(UpErr, "watch it in a browser: terrain dashboard --state-dir " ++ State)),
     try
         {0, AddOut, _} = terrain(Config, ["up", "--state-dir", State, "--add", Add]),
         ?assertNotEqual(nomatch, string:find(AddOut, Prefix ++ "d@")),
@@ -149,7 +152,7 @@ live_up_add_down_nodes(Config) ->
         ?assertEqual([Prefix ++ "a", Prefix ++ "c"], [hd(string:split(L, "@")) || L <- string:lexemes(Spread, "\n")]),
         %% the same node again: the merged spec would name it twice
         {1, _, Twice} = terrain(Config, ["up", "--state-dir", State, "--add", Add]),
-        ?assertNotEqual(nomatch, string:find(Twice, "node name d appears more than once")),
+        ?assertNotEqual(nomatch, string:find(Twice, "the spec to add names d, which the cluster has already")),
         %% more VMs than memory allows: the resource guard refuses before any starts
         Big = filename:join(Dir, "big.cluster"),
         ok = file:write_file(Big, ["{group, r3, #{}, [",
@@ -164,7 +167,11 @@ live_up_add_down_nodes(Config) ->
                           Nodes = status_nodes(Config, State),
                           length(Nodes) =:= 3 andalso
                               lists:all(fun(#{<<"live_version">> := 2}) -> true; (_) -> false end, Nodes)
-                  end, 30000)
+                  end, 30000),
+        %% a node that left can join again (it left the state's spec too)
+        {0, Again, _} = terrain(Config, ["up", "--state-dir", State, "--add", Add]),
+        ?assertNotEqual(nomatch, string:find(Again, Prefix ++ "d@")),
+        ?assertEqual(4, length(status_nodes(Config, State)))
     after
         terrain(Config, ["down", "--state-dir", State, "--force"])
     end.

@@ -66,20 +66,7 @@ escript_in(Dir, Args) ->
     shell(Dir, Line).
 
 shell(Dir, Line) ->
-    ErrFile = filename:join(Dir, "sh-" ++ integer_to_list(erlang:unique_integer([positive]))),
-    Port = open_port({spawn_executable, "/bin/bash"},
-                     [{args, ["-c", "{ " ++ Line ++ "; } 2>" ++ ErrFile]}, {env, [{"T", terrain_lab_test_escript:path()}]},
-                      exit_status, binary, stream]),
-    {Status, Out} = collect(Port, []),
-    {ok, Err} = file:read_file(ErrFile),
-    {Status, unicode:characters_to_list(Out), unicode:characters_to_list(Err)}.
-
-collect(Port, Acc) ->
-    receive
-        {Port, {data, D}} -> collect(Port, [D | Acc]);
-        {Port, {exit_status, S}} -> {S, iolist_to_binary(lists:reverse(Acc))}
-    after 120000 -> error(shell_timeout)
-    end.
+    terrain_lab_test_escript:shell(Dir, Line).
 
 quote(Arg) ->
     ["'", string:replace(Arg, "'", "'\\''", all), "'"].
@@ -335,7 +322,7 @@ concurrent_up_on_one_state_dir(Config) ->
         ?assert(lists:member(string:trim(Statuses), ["0 1", "1 0"])),
         {ok, E1} = file:read_file(filename:join(Dir, "up1.err")),
         {ok, E2} = file:read_file(filename:join(Dir, "up2.err")),
-        ?assert(found(binary_to_list(<<E1/binary, E2/binary>>), "another 'terrain up' (OS pid "))
+        ?assert(found(binary_to_list(<<E1/binary, E2/binary>>), "another terrain command (OS pid "))
     after
         {0, _, _} = escript(Config, ["down", "--state-dir", State])
     end,

@@ -297,7 +297,7 @@ cli_up_status_partition_heal_down(Config) ->
         ct:pal("show:~n~ts", [Show]),
         ShowLines = [string:lexemes(L, " ") || L <- string:lexemes(Show, "\n")],
         ?assert(lists:member([atom_to_list(B), atom_to_list(A)], [[N, Blocked] || [N, _, Blocked] <- ShowLines]), ShowLines),
-        {1, "", Usage} = escript(Escript, ["netem", "partition", "a", "--state-dir", State]),
+        {2, "", Usage} = escript(Escript, ["netem", "partition", "a", "--state-dir", State]),
         ?assertNotEqual(nomatch, string:find(Usage, "cannot do 'partition a': expected partition NODES NODES")),
         {1, "", Unknown} = escript(Escript, ["netem", "isolate", "zz", "--state-dir", State]),
         ?assertNotEqual(nomatch, string:find(Unknown, "unknown node zz; the cluster knows a, b, c, r1, r2")),

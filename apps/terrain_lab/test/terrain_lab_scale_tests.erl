@@ -30,11 +30,11 @@ spec_with_latency_has_a_link_per_level_test() ->
     ?assertMatch({network, s1r1, #{height := 400}, [{node, s1r1n1} | _]}, Rack).
 
 a_bad_latency_is_a_usage_error_with_a_sentence_test() ->
-    [?assertEqual({error, {usage, "--latency " ++ Text ++ ": expected three one-way latencies in microseconds, "
-                           "SITE,RACK,NODE (e.g. 20000,2000,200)"}},
+    [?assertEqual({error, {usage, "--latency " ++ Text ++ ": expected three one-way latencies in microseconds "
+                           "from 1 to 10000000 (10 s), SITE,RACK,NODE (e.g. 20000,2000,200)"}},
                   terrain_lab_cmd_experiment:run(#{latency => Text, max_nodes => 16, probe_budget => 1,
                                                    probe_strategy => "tree", prefix => "x_"}, ["scale"], undefined))
-     || Text <- ["20000,2000", "a,b,c", "20000,2000,0"]].
+     || Text <- ["20000,2000", "a,b,c", "20000,2000,0", "99999999999999999999999,1,1", "1,10000001,1"]].
 
 growth_exponent_is_the_slope_on_log_log_axes_test() ->
     ?assert(abs(terrain_lab_scale:growth_exponent([{N, 0.5 * N * N} || N <- [16, 32, 64]]) - 2.0) < 1.0e-9),

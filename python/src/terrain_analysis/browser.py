@@ -27,6 +27,7 @@ Examples
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import selectors
@@ -37,9 +38,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-__all__ = ["BrowserError", "Image", "PageCheck", "check_page", "find_chromium"]
+__all__ = ["BrowserError", "Image", "Page", "PageCheck", "check_page", "find_chromium", "open_page", "page_problems"]
 
 _CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
@@ -222,10 +223,108 @@ def check_page(
     path = Path(page).resolve()
     if not path.is_file():
         raise ValueError(f"'page' {str(page)!r} is not a file")
+    with open_page(path.as_uri(), width=width, timeout=timeout, chromium=chromium) as opened:
+        return _check(opened, screenshot)
+
+
+class Page:
+    """A page open in headless Chromium (from :func:`open_page`): evaluate, wait, screenshot.
+
+    Attributes
+    ----------
+    url : str
+        The URL the page was opened at.
+    """
+
+    def __init__(self, pipe: _Pipe, session: str, url: str) -> None:
+        self._pipe = pipe
+        self._session = session
+        self.url = url
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """The DevTools events received so far (console, network, log)."""
+        return self._pipe.events
+
+    def evaluate(self, expression: str) -> Any:
+        """The value of a JavaScript expression in the page (returned by value)."""
+        answer = self._pipe.send(
+            "Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=self._session
+        )
+        if "exceptionDetails" in answer:
+            raise BrowserError(f"evaluating {expression!r} failed: {answer['exceptionDetails']}")
+        return answer["result"].get("value")
+
+    def wait_until(self, expression: str, timeout: float) -> Any:
+        """Poll a JavaScript expression every 50 ms until it is truthy.
+
+        Returns its value; raises BrowserError when ``timeout`` seconds pass first.
+        """
+        until = time.monotonic() + timeout
+        while True:
+            value = self.evaluate(expression)
+            if value:
+                return value
+            if time.monotonic() > until:
+                raise BrowserError(f"{expression!r} was not true within {timeout} s")
+            time.sleep(0.05)  # polling the page under the deadline above
+
+    def key(self, key: str, code: str, key_code: int, text: str = "") -> None:
+        """Press and release one key as a keyboard user would: ``Tab`` moves the focus, ``Enter`` (text ``"\\r"``)
+        activates what has it."""
+        down: dict[str, Any] = {"type": "keyDown" if text else "rawKeyDown", "key": key, "code": code,
+                                "windowsVirtualKeyCode": key_code}
+        if text:
+            down["text"] = text
+        for event in (down, {"type": "keyUp", "key": key, "code": code, "windowsVirtualKeyCode": key_code}):
+            self._pipe.send("Input.dispatchKeyEvent", event, session=self._session)
+
+    def screenshot(self, file: str | os.PathLike[str], full: bool = True) -> Path:
+        """Save a PNG of the whole page (``full``) or of the viewport."""
+        params: dict[str, Any] = {"format": "png"}
+        if full:
+            metrics = self._pipe.send("Page.getLayoutMetrics", session=self._session)
+            size = metrics.get("cssContentSize") or metrics["contentSize"]
+            params.update(
+                captureBeyondViewport=True,
+                clip={"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1},
+            )
+        shot = self._pipe.send("Page.captureScreenshot", params, session=self._session)
+        path = Path(file)
+        path.write_bytes(base64.b64decode(shot["data"]))
+        return path
+
+
+@contextlib.contextmanager
+def open_page(
+    url: str,
+    *,
+    width: int = 1280,
+    height: int = 900,
+    timeout: float = 60.0,
+    chromium: str | None = None,
+) -> Iterator[Page]:
+    """Open ``url`` in headless Chromium and yield the :class:`Page` once it has loaded.
+
+    Parameters
+    ----------
+    url : str
+        A ``file://`` or ``http://`` URL.
+    width, height : int
+        Viewport size in CSS pixels.
+    timeout : float, default 60
+        Seconds by which every answer of the browser must have arrived, from the start.
+    chromium : str, optional
+        The executable; default :func:`find_chromium`.
+
+    Raises
+    ------
+    BrowserError
+        If no Chromium is found, it fails to start, or it does not answer in time.
+    """
     executable = chromium or find_chromium()
     if executable is None:
         raise BrowserError(f"no Chromium found on PATH (tried {', '.join(_CANDIDATES)}); 'make setup' installs it")
-    url = path.as_uri()
     deadline = time.monotonic() + timeout
     to_read, to_browser = os.pipe()  # browser reads commands on fd 3
     from_browser, to_write = os.pipe()  # and writes answers on fd 4
@@ -253,7 +352,7 @@ def check_page(
             "--metrics-recording-only",
             "--mute-audio",
             f"--user-data-dir={profile}",
-            f"--window-size={width},900",
+            f"--window-size={width},{height}",
             "about:blank",
         ]
         process = subprocess.Popen(
@@ -269,11 +368,27 @@ def check_page(
         os.close(to_write)
         pipe = _Pipe(process, to_browser, from_browser, deadline)
         try:
-            return _check(pipe, url, width, screenshot)
+            yield _navigate(pipe, url, width, height)
         finally:
             _stop(pipe, process)
             os.close(to_browser)
             os.close(from_browser)
+
+
+def _navigate(pipe: _Pipe, url: str, width: int, height: int) -> Page:
+    target = pipe.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+    session = pipe.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    for domain in ("Page", "Runtime", "Log", "Network"):
+        pipe.send(f"{domain}.enable", session=session)
+    pipe.send(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+        session=session,
+    )
+    pipe.events.clear()  # the blank page's events are not the page's
+    pipe.send("Page.navigate", {"url": url}, session=session)
+    pipe.wait_for("Page.loadEventFired")
+    return Page(pipe, session, url)
 
 
 def _stop(pipe: _Pipe, process: subprocess.Popen[bytes]) -> None:
@@ -303,61 +418,36 @@ def _stop(pipe: _Pipe, process: subprocess.Popen[bytes]) -> None:
         time.sleep(0.05)  # polling the group until it is gone, under the deadline above
 
 
-def _check(pipe: _Pipe, url: str, width: int, screenshot: str | os.PathLike[str] | None) -> PageCheck:
-    target = pipe.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-    session = pipe.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-    for domain in ("Page", "Runtime", "Log", "Network"):
-        pipe.send(f"{domain}.enable", session=session)
-    pipe.send(
-        "Emulation.setDeviceMetricsOverride",
-        {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False},
-        session=session,
-    )
-    pipe.events.clear()  # the blank page's events are not the page's
-    pipe.send("Page.navigate", {"url": url}, session=session)
-    pipe.wait_for("Page.loadEventFired")
-    result = PageCheck(url)
+def _check(page: Page, screenshot: str | os.PathLike[str] | None) -> PageCheck:
+    result = PageCheck(page.url)
     result.images = [
-        Image(i["source"], bool(i["complete"]), int(i["width"]))
-        for i in json.loads(_evaluate(pipe, session, _IMAGES_SCRIPT))
+        Image(i["source"], bool(i["complete"]), int(i["width"])) for i in json.loads(page.evaluate(_IMAGES_SCRIPT))
     ]
-    result.headings = list(json.loads(_evaluate(pipe, session, _HEADINGS_SCRIPT)))
+    result.headings = list(json.loads(page.evaluate(_HEADINGS_SCRIPT)))
     if screenshot is not None:
-        metrics = pipe.send("Page.getLayoutMetrics", session=session)
-        size = metrics.get("cssContentSize") or metrics["contentSize"]
-        shot = pipe.send(
-            "Page.captureScreenshot",
-            {
-                "format": "png",
-                "captureBeyondViewport": True,
-                "clip": {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1},
-            },
-            session=session,
-        )
-        result.screenshot = Path(screenshot)
-        result.screenshot.write_bytes(base64.b64decode(shot["data"]))
-    for event in pipe.events:
+        result.screenshot = page.screenshot(screenshot)
+    result.console_errors, result.requests = page_problems(page)
+    return result
+
+
+def page_problems(page: Page) -> tuple[list[str], list[str]]:
+    """The console errors and the requests for anything but the page itself and ``data:`` URIs, so far."""
+    errors: list[str] = []
+    requests: list[str] = []
+    for event in page.events:
         method = event.get("method")
         params = event.get("params", {})
         if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
             text = " ".join(str(a.get("value", a.get("description", ""))) for a in params.get("args", []))
-            result.console_errors.append(text)
+            errors.append(text)
         elif method == "Runtime.exceptionThrown":
             details = params.get("exceptionDetails", {})
-            result.console_errors.append(str(details.get("exception", {}).get("description") or details.get("text")))
+            errors.append(str(details.get("exception", {}).get("description") or details.get("text")))
         elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
             entry = params["entry"]
-            result.console_errors.append(f"{entry.get('text')} {entry.get('url', '')}".strip())
+            errors.append(f"{entry.get('text')} {entry.get('url', '')}".strip())
         elif method == "Network.requestWillBeSent":
             requested = str(params.get("request", {}).get("url", ""))
-            if requested != url and not requested.startswith("data:"):
-                result.requests.append(requested)
-    return result
-
-
-def _evaluate(pipe: _Pipe, session: str, expression: str) -> str:
-    answer = pipe.send("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=session)
-    if "exceptionDetails" in answer:
-        raise BrowserError(f"evaluating {expression!r} failed: {answer['exceptionDetails']}")
-    value: str = answer["result"]["value"]
-    return value
+            if requested != page.url and not requested.startswith("data:"):
+                requests.append(requested)
+    return errors, requests

@@ -34,7 +34,8 @@ subscribe_without_live_is_refused(_Config) ->
 
 join_and_leave_reach_every_node_in_one_order() ->
     [{doc, "p1, p2 hold a tree; p3 joins: every node holds p3 at version 1; a subscriber on p2 gets the join; "
-           "p3 stops: after the 1 s grace every node holds the tree without it at version 2"}].
+           "p3 stops: after the 1 s grace every node holds the tree without it at version 2; a process on p1 "
+           "subscribed on p2 with #{pid => Pid} gets the same changes"}].
 join_and_leave_reach_every_node_in_one_order(Config) ->
     Prefix = ?config(prefix, Config),
     Full = fun(S) -> list_to_atom(Prefix ++ S ++ "@" ++ ?config(host, Config)) end,
@@ -44,6 +45,10 @@ join_and_leave_reach_every_node_in_one_order(Config) ->
     true = terrain_test_peers:call(P1, net_kernel, connect_node, [terrain_test_peers:node_of(P2)]),
     Collector = terrain_test_peers:call(P2, erlang, spawn, [fun() -> collect([]) end]),
     {ok, _} = terrain_test_peers:call(P2, erlang, apply, [fun() -> subscribe_for(Collector) end, []]),
+    %% a subscriber on another node, subscribed by someone else (#{pid => Pid}: how a dashboard watches)
+    Remote = terrain_test_peers:call(P1, erlang, spawn, [fun() -> collect([]) end]),
+    {ok, _} = terrain_test_peers:call(P2, terrain, subscribe, [topology, #{pid => Remote}]),
+    {error, {bad_option, pid, not_a_pid}} = terrain_test_peers:call(P2, terrain, subscribe, [topology, #{pid => not_a_pid}]),
     [P3] = terrain_test_peers:start([list_to_atom(Prefix ++ "p3")], Env),
     Peers = Two ++ [P3],
     true = terrain_test_peers:call(P3, net_kernel, connect_node, [terrain_test_peers:node_of(P1)]),
@@ -60,6 +65,8 @@ join_and_leave_reach_every_node_in_one_order(Config) ->
     Changes = terrain_test_peers:call(P2, erlang, apply, [fun() -> Collector ! {get, self()}, receive {changes, C} -> C after 5000 -> timeout end end, []]),
     ct:pal("changes seen by the subscriber on p2: ~p", [Changes]),
     ?assertMatch([{1, {join, N3, _, _}}, {2, {leave, N3}}], Changes),
+    RemoteChanges = terrain_test_peers:call(P1, erlang, apply, [fun() -> Remote ! {get, self()}, receive {changes, C} -> C after 5000 -> timeout end end, []]),
+    ?assertEqual(Changes, RemoteChanges),
     [{peers, Two}].
 
 a_partitioned_node_catches_up_when_it_reconnects() ->

@@ -111,7 +111,8 @@ kill_9_of_a_node_with_3_of_8_restarts_them_on_matching_nodes(Config) ->
 
 spread_over_racks_survives_a_killed_node() ->
     [{doc, "4 members spread over 4 racks of 2 nodes ({depth, 1} under a root of racks): one per rack; kill -9 of "
-           "a member's node restarts it on the other node of that rack, still one per rack"}].
+           "a member's node restarts it on the other node of that rack, still one per rack; placed_groups/0 names "
+           "each member's rack and counts one member placed again"}].
 spread_over_racks_survives_a_killed_node(Config) ->
     Peers = ?config(peers, Config),
     RackOf = rack_of(Config),
@@ -126,10 +127,17 @@ spread_over_racks_survives_a_killed_node(Config) ->
     After = terrain:placed(racks),
     ct:pal("racks before ~p~nafter ~p", [[{RackOf(N), N} || {_, N} <- Before], [{RackOf(N), N} || {_, N} <- After]]),
     ?assertEqual([1, 1, 1, 1], lists:sort(maps:values(counts([RackOf(N) || {_, N} <- After])))),
-    ?assertEqual(4, length(Peers) div 2).
+    ?assertEqual(4, length(Peers) div 2),
+    %% placed_groups/0: the members with their racks by name, one node loss, no exit
+    [#{name := racks, count := 4, members := Described, restarted := 0, replaced := 1}] = terrain:placed_groups(),
+    ?assertEqual(lists:sort(After), lists:sort([{P, N} || #{pid := P, node := N} <- Described])),
+    Short = ?config(short, Config),
+    RackName = fun(N) -> hd([R || {R, Ns} <- racks(spread_over_racks_survives_a_killed_node), lists:member(Short(N), Ns)]) end,
+    ?assertEqual(lists:sort([{N, RackName(N)} || {_, N} <- After]),
+                 lists:sort([{N, D} || #{node := N, domain := D} <- Described])).
 
 a_member_that_exits_is_restarted() ->
-    [{doc, "a member that is killed is started again; placed/1 lists the new pid"}].
+    [{doc, "a member that is killed is started again; placed/1 lists the new pid; placed_groups/0 counts one restart"}].
 a_member_that_exits_is_restarted(_Config) ->
     {ok, _} = terrain:start_placed(exits, #{start => {gen_event, start, []}, count => 2, start_timeout => 60000,
                                             preds => [{role, eq, worker}], spread => {depth, 1}}),
@@ -139,7 +147,8 @@ a_member_that_exits_is_restarted(_Config) ->
                                                After = terrain:placed(exits),
                                                length(After) =:= 2 andalso not lists:keymember(Pid, 1, After)
                                        end, 10000, "the member restarted"),
-    ?assertEqual(lists:sort([N || {_, N} <- Before]), lists:sort([N || {_, N} <- terrain:placed(exits)])).
+    ?assertEqual(lists:sort([N || {_, N} <- Before]), lists:sort([N || {_, N} <- terrain:placed(exits)])),
+    [#{name := exits, restarted := 1, replaced := 0}] = terrain:placed_groups().
 
 rebalance_moves_members_onto_a_joining_rack() ->
     [{doc, "with rebalance on, 3 members on 2 racks (2 + 1) move to 1 + 1 + 1 when a node of a third rack "

@@ -126,6 +126,7 @@ command_modules() ->
      terrain_lab_cmd_write_test,
      terrain_lab_cmd_time_task,
      terrain_lab_cmd_attrs,
+     terrain_lab_cmd_dashboard,
      terrain_lab_cmd_choose,
      terrain_lab_cmd_probe,
      terrain_lab_cmd_topology,

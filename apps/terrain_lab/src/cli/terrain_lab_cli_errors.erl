@@ -15,6 +15,8 @@
 -spec format(term()) -> iolist().
 format({attrs, _} = Reason) ->
     terrain_lab_cmd_attrs:format_error(Reason);
+format({dashboard, _} = Reason) ->
+    terrain_lab_cmd_dashboard:format_error(Reason);
 format({topology_cmd, _} = Reason) ->
     terrain_lab_cmd_topology:format_error(Reason);
 format({experiment_cmd, _} = Reason) ->

@@ -5,8 +5,11 @@
 
 %% API
 -export([state_dir/0,
+         prefix/2,
          runs_dir/0,
          parse_term/1]).
+
+-define(MAX_PREFIX, 200).
 
 %% @doc `--state-dir DIR': where `terrain up' recorded the running cluster
 %% (see `terrain_lab_cluster_state:state_dir/1').
@@ -14,6 +17,21 @@
 state_dir() ->
     #{name => state_dir, long => "state-dir", type => string, default => ".terrain",
       metavar => "DIR", help => "where the running cluster is recorded (env TERRAIN_STATE_DIR)"}.
+
+%% @doc `--prefix TEXT': prepended to every node name a command starts; checked at
+%% once (a usage error): ASCII letters, digits, `_' and `-', at most ?MAX_PREFIX
+%% characters (the full node name, prefix, name, `@' and host, must fit in an atom).
+-spec prefix(string(), string()) -> terrain_lab_cli:option().
+prefix(Default, Help) ->
+    #{name => prefix, long => "prefix", type => string, default => Default,
+      check => {fun(P) -> length(P) =< ?MAX_PREFIX andalso lists:all(fun prefix_char/1, P) end,
+                lists:flatten(io_lib:format("at most ~b ASCII letters, digits, '_' and '-' (it starts node names)",
+                                            [?MAX_PREFIX]))},
+      metavar => "TEXT", help => Help}.
+
+prefix_char(C) ->
+    (C >= $a andalso C =< $z) orelse (C >= $A andalso C =< $Z) orelse (C >= $0 andalso C =< $9)
+        orelse C =:= $_ orelse C =:= $-.
 
 %% @doc `--runs-dir DIR': where a command creates its run directory (`terrain_lab_run').
 -spec runs_dir() -> terrain_lab_cli:option().

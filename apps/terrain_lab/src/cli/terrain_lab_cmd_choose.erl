@@ -27,7 +27,7 @@ commands() ->
                       "one per line. When none matches, prints which predicate removed the last candidates "
                       "and their values, on stderr, and exits with status 1. --relax drops predicates from "
                       "the end until a node matches; --pick prints one node. --count K --spread LEVEL|depth:D "
-                      "prints K nodes spread over failure domains (depth:2 is the racks of a "
+                      "prints K nodes spread over failure domains, with --at NODE (depth:2 is the racks of a "
                       "sites/racks/nodes tree; when the spread cannot be met the nodes are printed and "
                       "why on stderr). Distance predicates "
                       "({dist, le, R}, {level, le, near}, {in_subtree, Net}) need a topology: --at NODE asks a "
@@ -51,7 +51,8 @@ commands() ->
                    #{name => count, long => "count", type => integer, range => {1, inf}, metavar => "K",
                      help => "print at most K of the matches (nearest to the --at node first)"},
                    #{name => spread, long => "spread", type => string, metavar => "LEVEL|depth:D",
-                     check => {fun spread_text/1, "a level name (very_near, near, far, very_far) or depth:D"},
+                     check => {fun spread_text/1, "a level name (same_node, very_near, near, far, very_far, "
+                                                  "anywhere) or depth:D"},
                      help => "take them from as many distinct failure domains as possible, evenly: "
                              "a level name or depth:D (the subtrees D levels below the root)"},
                    #{name => timeout, long => "timeout", type => integer, default => 2000, range => {1, inf}, metavar => "MS",
@@ -61,6 +62,9 @@ commands() ->
 
 %% @doc Runs `terrain choose'.
 -spec run(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
+run(#{pick := Pick, count := Count}, _Args, _Io) when is_list(Pick), is_integer(Count) ->
+    {error, {usage, io_lib:format("--pick ~ts prints one node and --count ~b prints ~b: give one of them",
+                                  [Pick, Count, Count])}};
 run(Options, Args, Io) ->
     terrain_lab_steps:with([fun() -> predicates(Args, Io) end,
                             fun() -> choose_options(Options) end],
@@ -146,6 +150,9 @@ predicates(Args, Io) ->
 %% Distances and levels are measured from a node: without --at there is none.
 needs_at(_Preds, _ChooseOptions, At) when At =/= undefined ->
     {ok, ok};
+needs_at(_Preds, #{spread := _}, undefined) ->
+    {error, {usage, "--spread takes failure domains from the cluster's topology, which a node holds: give the node "
+                    "to choose as with --at NODE"}};
 needs_at(_Preds, #{order_by := distance}, undefined) ->
     {error, {usage, "--order-by distance sorts by the distance from a node: give the node with --at NODE"}};
 needs_at(Preds, #{}, undefined) ->
@@ -191,9 +198,10 @@ spread_term("depth:" ++ D) ->
         _ -> error
     end;
 spread_term(Level) ->
-    %% the library checks that it is a level (terrain:choose_nodes/3 answers bad_option)
-    try list_to_existing_atom(Level)
-    catch error:badarg -> error
+    %% the levels of terrain:levels/0 (docs/DISTANCES.md), no other atom
+    case [L || L <- terrain:levels(), atom_to_list(L) =:= Level] of
+        [Known] -> Known;
+        [] -> error
     end.
 
 choose_options(Options) ->

@@ -20,6 +20,7 @@
 
 -include_lib("terrain_json/include/terrain_formats.hrl").
 -define(STATUS_FORMAT, ?TERRAIN_FORMAT_STATUS).
+-define(MAX_MS, 4294967295).     % the longest timer (erlang:send_after/3): about 49.7 days
 
 %% @doc The commands of this module, as `terrain_lab_cli:commands/0' lists them.
 -spec commands() -> [terrain_lab_cli:command()].
@@ -43,10 +44,7 @@ commands() ->
                       "follow the merged spec, kept in STATE_DIR/spec.cluster).",
        args => {0, 1},
        options => [terrain_lab_cli_options:state_dir(),
-                   #{name => prefix, long => "prefix", type => string, default => "",
-                     check => {fun(P) -> lists:all(fun prefix_char/1, P) end,
-                               "ASCII letters, digits, '_' and '-' (it starts node names)"},
-                     metavar => "TEXT", help => "prepended to every node name"},
+                   terrain_lab_cli_options:prefix("", "prepended to every node name"),
                    #{name => timeout, long => "timeout", type => integer, range => {1, inf}, metavar => "MS",
                      help => "deadline for all nodes to come up (default 30 s + 1 s per node, at least 60 s)"},
                    #{name => force, long => "force", type => flag,
@@ -74,9 +72,9 @@ commands() ->
                    #{name => live, long => "live", type => flag,
                      help => "a live topology: nodes that join are placed into the tree by measurement, nodes "
                              "that leave are removed after a grace period (docs/DISTANCES.md, \"Live topology\")"},
-                   #{name => live_grace, long => "live-grace", type => integer, range => {0, inf}, metavar => "MS",
+                   #{name => live_grace, long => "live-grace", type => integer, range => {0, ?MAX_MS}, metavar => "MS",
                      help => "with --live: how long a node may be gone before it is removed (default 10000)"},
-                   #{name => live_remeasure, long => "live-remeasure", type => integer, range => {0, inf},
+                   #{name => live_remeasure, long => "live-remeasure", type => integer, range => {0, ?MAX_MS},
                      metavar => "MS", help => "with --live: re-measure one node every MS, 0 for never (default 60000)"},
                    #{name => add, long => "add", type => string, metavar => "SPEC",
                      help => "start the nodes of SPEC into the running cluster (its groups may name the "
@@ -116,9 +114,12 @@ commands() ->
 
 %% @doc `terrain up SPEC': starts the cluster and prints its nodes.
 -spec up(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
+up(#{live := false} = Options, _Args, _Io) when map_get(live_grace, Options) =/= undefined;
+                                                map_get(live_remeasure, Options) =/= undefined ->
+    {error, {usage, {hosts, {usage, "--live-grace and --live-remeasure go with --live"}}}};
 up(#{add := AddFile} = Options, [], Io) when AddFile =/= undefined ->
     Dir = terrain_lab_cluster_state:state_dir(Options),
-    case terrain_lab_launch:add(AddFile, maps:with([timeout], Options), Dir, Io) of
+    case terrain_lab_launch_change:add(AddFile, maps:with([timeout], Options), Dir, Io) of
         {ok, Nodes} -> print_nodes(Nodes, Io);
         {error, _} = Error -> Error
     end;
@@ -173,7 +174,14 @@ up(Options, [SpecFile], Io) ->
            end,
     case terrain_lab_launch:up(SpecFile, (maps:with([prefix, timeout, netem, force, ssh_options, code_path, launcher,
                                                      tls], Options))#{live => Live}, Dir, Io) of
-        {ok, Nodes} -> print_nodes(Nodes, Io);
+        {ok, Nodes} ->
+            ok = print_nodes(Nodes, Io),
+            case Live of
+                false -> ok;
+                _ -> terrain_lab_io:progress(Io, "watch it in a browser: terrain dashboard~ts, then open "
+                                             "http://127.0.0.1:8470/~n",
+                                             [case Dir of ".terrain" -> ""; _ -> " --state-dir " ++ Dir end])
+            end;
         {error, _} = Error -> Error
     end.
 
@@ -181,7 +189,7 @@ up(Options, [SpecFile], Io) ->
 -spec status(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
 status(Options, [], Io) ->
     Dir = terrain_lab_cluster_state:state_dir(Options),
-    case terrain_lab_launch:status(Dir, maps:get(timeout, Options)) of
+    case terrain_lab_launch_status:status(Dir, maps:get(timeout, Options)) of
         {ok, State} ->
             case maps:get(json, Options) of
                 true -> print_status_json(State, Io);
@@ -195,10 +203,10 @@ status(Options, [], Io) ->
 -spec down(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
 down(#{nodes := Names} = Options, [], Io) when Names =/= undefined ->
     Dir = terrain_lab_cluster_state:state_dir(Options),
-    case terrain_lab_launch:stop_some(Dir, string:lexemes(Names, ","), maps:get(timeout, Options), Io) of
+    case terrain_lab_launch_change:stop_some(Dir, string:split(Names, ",", all), maps:get(timeout, Options), Io) of
         {ok, Results} ->
             lists:foreach(fun({Node, How}) -> terrain_lab_io:out(Io, "~-28ts ~ts~n", [Node, How]) end, Results),
-            case terrain_lab_launch:still_running(Results) of
+            case terrain_lab_launch_stop:still_running(Results) of
                 [] -> ok;
                 Left -> {error, {launch, {still_running, Left}}}
             end;
@@ -208,10 +216,10 @@ down(#{nodes := Names} = Options, [], Io) when Names =/= undefined ->
 down(Options, [], Io) ->
     Dir = terrain_lab_cluster_state:state_dir(Options),
     Force = maps:get(force, Options),
-    case terrain_lab_launch:stop(Dir, maps:get(timeout, Options), #{io => Io, force => Force}) of
+    case terrain_lab_launch_stop:stop(Dir, maps:get(timeout, Options), #{io => Io, force => Force}) of
         {ok, Results} ->
             lists:foreach(fun({Node, How}) -> terrain_lab_io:out(Io, "~-28ts ~ts~n", [Node, How]) end, Results),
-            case {terrain_lab_launch:still_running(Results), Force} of
+            case {terrain_lab_launch_stop:still_running(Results), Force} of
                 {[], _} -> ok;
                 {Left, false} -> {error, {launch, {still_running, Left}}};
                 {Left, true} ->
@@ -224,10 +232,6 @@ down(Options, [], Io) ->
 
 %%--------------------------------------------------------------------
 %% Internal functions
-
-prefix_char(C) ->
-    (C >= $a andalso C =< $z) orelse (C >= $A andalso C =< $Z) orelse (C >= $0 andalso C =< $9)
-        orelse C =:= $_ orelse C =:= $-.
 
 print_nodes(Nodes, Io) ->
     terrain_lab_io:out(Io, "~-28s ~-24s ~10s ~8s~n", ["NODE", "GROUP PATH", "SCHEDULERS", "OS PID"]),

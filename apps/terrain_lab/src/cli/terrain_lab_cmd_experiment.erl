@@ -13,6 +13,9 @@
 %% exports_not_used: commands/0 and the handlers are called through the command table.
 -ignore_xref([{commands, 0}, {run, 3}]).
 
+%% The longest one-way latency of `scale --latency': 10 s, far above any network's.
+-define(MAX_LATENCY_US, 10000000).
+
 %% @doc The commands of this module, as `terrain_lab_cli:commands/0' lists them.
 -spec commands() -> [terrain_lab_cli:command()].
 commands() ->
@@ -55,8 +58,7 @@ commands() ->
                    #{name => latency, long => "latency", type => string, metavar => "SITE,RACK,NODE",
                      help => "scale: emulated links (netem), one-way microseconds between sites, racks of a "
                              "site and nodes of a rack (default: none, loopback)"},
-                   #{name => prefix, long => "prefix", type => string, default => "xs_", metavar => "TEXT",
-                     help => "scale: prepended to every node name"}],
+                   terrain_lab_cli_options:prefix("xs_", "scale: prepended to every node name")],
        run => {?MODULE, run}}].
 
 %% @doc `terrain experiment NAME --out DIR'.
@@ -149,10 +151,12 @@ latency(undefined) ->
     {ok, none};
 latency(Text) ->
     Bad = {error, {usage, lists:flatten(io_lib:format("--latency ~ts: expected three one-way latencies in "
-                                                      "microseconds, SITE,RACK,NODE (e.g. 20000,2000,200)",
-                                                      [Text]))}},
+                                                      "microseconds from 1 to ~b (10 s), SITE,RACK,NODE (e.g. 20000,2000,200)",
+                                                      [Text, ?MAX_LATENCY_US]))}},
     try [list_to_integer(string:trim(F)) || F <- string:split(Text, ",", all)] of
-        [Site, Rack, Node] when Site > 0, Rack > 0, Node > 0 -> {ok, {Site, Rack, Node}};
+        [Site, Rack, Node] when Site > 0, Rack > 0, Node > 0, Site =< ?MAX_LATENCY_US, Rack =< ?MAX_LATENCY_US,
+                                Node =< ?MAX_LATENCY_US ->
+            {ok, {Site, Rack, Node}};
         _ -> Bad
     catch
         error:badarg -> Bad

@@ -56,11 +56,11 @@ run(Options, [Action | Args], Io) ->
         {"show", 0} -> run_on_cluster(Options, Action, Args, Io);
         {"move", 2} ->
             [Node, Group] = Args,
-            case terrain_lab_launch:move(terrain_lab_cluster_state:state_dir(Options), Node, Group) of
+            case terrain_lab_launch_change:move(terrain_lab_cluster_state:state_dir(Options), Node, Group) of
                 {ok, Path} -> terrain_lab_io:out(Io, "moved ~ts to ~ts~n", [Node, lists:join("/", [atom_to_list(P) || P <- Path])]);
                 {error, _} = Error -> Error
             end;
-        _ -> {error, {netem, {usage, [Action | Args]}}}
+        _ -> {error, {usage, {netem, {usage, [Action | Args]}}}}   % exit 2
     end.
 
 %%--------------------------------------------------------------------

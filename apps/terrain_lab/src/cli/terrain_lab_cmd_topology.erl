@@ -467,18 +467,45 @@ show(Options, File, Io) ->
 %%--------------------------------------------------------------------
 %% Load
 
-%% The topology of FILE (term or JSON) on every node of the running cluster.
+%% The topology of FILE (term or JSON) on every node of the running cluster. A tree
+%% none of whose nodes is a node of the cluster is refused (it would take every node
+%% out of the tree, a live one too); the cluster's nodes it leaves out are named.
 load(Options, File, Io) ->
     terrain_lab_steps:with(
       [fun() -> read_tree(File) end,
        fun() -> terrain_lab_cluster_state:connect(Options) end],
       fun([Tree, Nodes]) ->
-              Results = [{N, catch erpc:call(N, terrain, load_topology, [Tree], 10000)} || N <- Nodes],
-              case [{N, R} || {N, R} <- Results, R =/= ok] of
-                  [] -> terrain_lab_io:out(Io, "loaded ~ts on ~b nodes~n", [File, length(Nodes)]);
-                  [{N, Why} | _] -> {error, {topology_cmd, {load, N, Why}}}
+              case [N || N <- Nodes, not lists:member(N, tree_leaves(Tree))] of
+                  Nodes -> {error, {topology_cmd, {foreign_tree, File, tree_leaves(Tree), Nodes}}};
+                  [] -> load_tree(Tree, Nodes, File, Io);
+                  Missing ->
+                      terrain_lab_io:progress(Io, "terrain topology: warning: ~b of the cluster's ~b nodes are not in "
+                                              "~ts (~ts): they are outside the tree (at distance anywhere)~n",
+                                              [length(Missing), length(Nodes), File, node_list(Missing)]),
+                      load_tree(Tree, Nodes, File, Io)
               end
       end).
+
+%% The nodes of a topology tree (a term as read_tree/1 returns it).
+tree_leaves({node, N}) -> [N];
+tree_leaves({network, _Name, _Options, Children}) when is_list(Children) -> lists:flatmap(fun tree_leaves/1, Children);
+tree_leaves({network, _Name, Children}) when is_list(Children) -> lists:flatmap(fun tree_leaves/1, Children);
+tree_leaves({network, Children}) when is_list(Children) -> lists:flatmap(fun tree_leaves/1, Children);
+tree_leaves(_) -> [].
+
+%% At most 5 node names, then how many more.
+node_list(Nodes) when length(Nodes) > 5 ->
+    [lists:join(", ", [atom_to_list(N) || N <- lists:sublist(Nodes, 5)]),
+     io_lib:format(" and ~b more", [length(Nodes) - 5])];
+node_list(Nodes) ->
+    lists:join(", ", [atom_to_list(N) || N <- Nodes]).
+
+load_tree(Tree, Nodes, File, Io) ->
+    Results = [{N, catch erpc:call(N, terrain, load_topology, [Tree], 10000)} || N <- Nodes],
+    case [{N, R} || {N, R} <- Results, R =/= ok] of
+        [] -> terrain_lab_io:out(Io, "loaded ~ts on ~b nodes~n", [File, length(Nodes)]);
+        [{N, Why} | _] -> {error, {topology_cmd, {load, N, Why}}}
+    end.
 
 %%--------------------------------------------------------------------
 %% Import
@@ -641,6 +668,10 @@ format_error({topology_cmd, {simulate, shape_and_spec}}) ->
     "simulate: give --shape or --spec, not both";
 format_error({topology_cmd, {simulate, no_model}}) ->
     "simulate needs a model: --shape AxBx... (with --latencies) or --spec FILE";
+format_error({topology_cmd, {foreign_tree, File, Leaves, Nodes}}) ->
+    io_lib:format("none of the ~b nodes of ~ts (~ts) is a node of the cluster (~ts); nothing was loaded: the tree's "
+                  "nodes must be full node names of the cluster",
+                  [length(Leaves), File, node_list(Leaves), node_list(Nodes)]);
 format_error({topology_cmd, {load, Node, Why}}) ->
     io_lib:format("loading the topology on ~ts failed: ~0tP", [Node, Why, 10]);
 format_error({topology_cmd, {bad_option, Name, Value, Allowed}}) ->

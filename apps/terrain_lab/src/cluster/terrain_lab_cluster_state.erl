@@ -218,8 +218,9 @@ create_cookie(Dir) ->
     end.
 
 %% @doc Takes the state directory's lock (`Dir/up.lock', created exclusively, holding
-%% this OS pid): two `terrain up' on one state directory never run at once. A lock
-%% whose process is gone is stale and taken over.
+%% this OS pid): two commands that start or change the cluster (`terrain up', `up
+%% --add', `down --nodes', `netem move') on one state directory never run at once. A
+%% lock whose process is gone is stale and taken over.
 -spec lock(file:filename()) -> ok | {error, term()}.
 lock(Dir) ->
     File = filename:join(Dir, "up.lock"),
@@ -258,6 +259,13 @@ unlock(Dir) ->
     _ = file:del_dir(Dir),            % only when nothing else is in it
     ok.
 
+%% A lock left by a process that is gone (an `up' stopped by SIGINT or SIGKILL).
+stale_lock(Dir) ->
+    case file:read_file(filename:join(Dir, "up.lock")) of
+        {ok, Pid} -> Pid =:= <<>> orelse not terrain_lab_os:alive(binary_to_list(Pid));
+        {error, _} -> false
+    end.
+
 %% @doc The file where the VM of the spec node `Name' writes its OS pid.
 -spec pid_file(file:filename(), atom()) -> file:filename().
 pid_file(Dir, Name) ->
@@ -268,11 +276,14 @@ pid_file(Dir, Name) ->
 pid_files(Dir) ->
     filelib:wildcard(filename:join([Dir, "nodes", "*.pid"])).
 
-%% @doc Removes the state: pid files, `cluster.json', the cookie, the TLS files, and
-%% the directory itself when it is then empty.
+%% @doc Removes the state: pid files, `cluster.json', the cookie, the spec as changed
+%% by `up --add', `down --nodes' or `netem move' (`spec.cluster'), the TLS files, a
+%% lock whose process is gone, and the directory itself when it is then empty.
 -spec remove(file:filename()) -> ok.
 remove(Dir) ->
     _ = [file:delete(F) || F <- pid_files(Dir)],
+    _ = file:delete(filename:join(Dir, "spec.cluster")),
+    _ = stale_lock(Dir) andalso file:delete(filename:join(Dir, "up.lock")),
     _ = file:del_dir(filename:join(Dir, "nodes")),
     _ = file:delete(filename:join(Dir, "cluster.json")),
     _ = file:delete(cookie_file(Dir)),
@@ -289,7 +300,8 @@ remove(Dir) ->
 format_error({cluster_state, {no_nodes_given, Text}}) ->
     io_lib:format("--nodes '~ts' names no node: give node names separated by commas", [Text]);
 format_error({cluster_state, {locked, Dir, Pid}}) ->
-    io_lib:format("another 'terrain up' (OS pid ~ts) is starting a cluster in ~ts; wait for it, or use another "
+    io_lib:format("another terrain command (OS pid ~ts: 'terrain up', 'up --add', 'down --nodes' or 'netem move') "
+                  "is starting or changing the cluster in ~ts; nothing was done; wait for it, or use another "
                   "--state-dir", [Pid, Dir]);
 format_error({cluster_state, {no_cluster, Dir}}) ->
     io_lib:format("no cluster is recorded in ~ts; start one with 'terrain up SPEC'", [Dir]);

@@ -34,7 +34,7 @@ run(SpecFile, AddFile, Out, Io) ->
             catch
                 error:{badmatch, {error, _} = Error} -> Error
             after
-                _ = terrain_lab_launch:stop(Dir, 5000, #{io => Quiet, force => true}),
+                _ = terrain_lab_launch_stop:stop(Dir, 5000, #{io => Quiet, force => true}),
                 ok = file:close(Null)
             end;
         {error, _} = Error ->
@@ -62,7 +62,7 @@ walk(Records, AddFile, Out, Dir, Quiet, Io) ->
     terrain_lab_io:out(Io, "the live tree at version ~b:~n~ts", [version(Host), text(Before)]),
     terrain_lab_io:out(Io, "placed group demo: ~ts~n", [nodes_text([N || {_, N} <- Members0])]),
     terrain_lab_io:out(Io, "$ terrain up --add ~ts~n", [AddFile]),
-    {ok, [#{node := New}]} = terrain_lab_launch:add(AddFile, #{}, Dir, Quiet),
+    {ok, [#{node := New}]} = terrain_lab_launch_change:add(AddFile, #{}, Dir, Quiet),
     ok = wait(fun() -> lists:member(New, leaves(call(Host, terrain, topology, []))) end),
     E2 = Event("node joined", io_lib:format("~ts placed next to ~ts", [New, nodes_text(siblings(call(Host, terrain, topology, []), New))])),
     terrain_lab_io:out(Io, "~ts joined: version ~b, next to ~ts~n", [New, version(Host), nodes_text(siblings(call(Host, terrain, topology, []), New))]),

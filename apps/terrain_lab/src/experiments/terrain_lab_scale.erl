@@ -62,6 +62,7 @@
 -define(SIZES, [16, 32, 64, 128, 256]).
 -define(QUERY_TIMEOUT, 30000).
 -define(STOP_TIMEOUT, 10000).
+-define(SETTLE_MS, 1000).         % SIGTERM: for a VM being started to show (its pid file, its command line)
 
 %%--------------------------------------------------------------------
 %% API
@@ -119,11 +120,15 @@ run(Dir, #{max_nodes := Max} = Options, Progress) when Max >= 16 ->
                           finished_at => terrain_lab_run:timestamp(), machine_at_start => Machine}
                 end,
     Checkpoint = fun(Rows) -> terrain_json:write_file(filename:join(Dir, "scale.json"), Summarise(Rows, true)) end,
+    Progress(io_lib:format("the clusters are recorded in ~ts; SIGTERM stops them, after Ctrl-C or SIGKILL "
+                           "'terrain down --state-dir ~ts' does~n", [state_dir(Dir), state_dir(Dir)])),
     %% A warm-up at the smallest size, not recorded: the first start copies terrain's code
     %% to the nodes' cache and the first queries load modules into this VM (in a first run
     %% they made 16 VMs slower than 32).
-    Progress("warm-up (not recorded): "),
-    case measure(hd(?SIZES), Dir, Options#{previous => []}, Progress) of
+    case terrain_lab_steps:run([fun(_) -> Checkpoint([]) end,
+                                fun(_) -> write_manifest(Dir, Options, []) end,
+                                fun(_) -> Progress(io_lib:format("warm-up at ~b nodes (not recorded)~n", [hd(?SIZES)])), ok end,
+                                fun(_) -> measure(hd(?SIZES), Dir, Options#{previous => []}, Progress) end], none) of
         {ok, _} ->
             case measure_sizes(sizes(Max), Dir, Options#{checkpoint => Checkpoint}, Progress, []) of
                 {ok, Rows} -> write(Dir, Summarise(Rows, false), Options);
@@ -139,6 +144,10 @@ run(_Dir, #{max_nodes := Max}, _Progress) ->
 -spec format_error({scale, term()}) -> iolist().
 format_error({scale, {too_small, Max}}) ->
     io_lib:format("--max-nodes must be at least 16 (the smallest size measured), got ~b", [Max]);
+format_error({scale, {failed, N, up, Why}}) ->
+    io_lib:format("at ~b nodes, up failed: ~ts", [N, terrain_lab:format_error(Why)]);
+format_error({scale, {failed, N, measure, {not_every_node, #{answered := Answered, chosen := Chosen}}}}) ->
+    io_lib:format("at ~b nodes, ~b answered attrs and ~b were chosen: every node must", [N, Answered, Chosen]);
 format_error({scale, {failed, N, Operation, Why}}) ->
     io_lib:format("at ~b nodes, ~s failed: ~0tp", [N, Operation, Why]);
 format_error({scale, {write, File, Why}}) ->
@@ -174,9 +183,46 @@ predicted_probe_s(N, Previous) ->
         [] -> none
     end.
 
-measure(N, Dir, #{prefix := Prefix, io := Io} = Options, Progress) ->
+%% The state directory of the experiment's clusters.
+state_dir(Dir) ->
+    filename:join(Dir, "state").
+
+%% Measures one size. Its cluster is stopped whatever happens, also on SIGTERM (the
+%% one exit path's cleanups: terrain_lab_cleanup), which says what was stopped.
+measure(N, Dir, #{io := Io} = Options, Progress) ->
+    State = state_dir(Dir),
+    Cleanup = {scale_cluster, State},
+    Self = self(),
+    ok = terrain_lab_cleanup:add(Cleanup, fun() -> interrupted(Self, N, Dir, Io) end),
+    try measure_size(N, Dir, Options, Progress)
+    after terrain_lab_cleanup:remove(Cleanup)
+    end.
+
+%% SIGTERM: the run stops starting VMs (its process is suspended), the VMs being started
+%% get a moment to write their pid files, and the cluster of this size is stopped (by
+%% its state: the nodes recorded, named by pid files, or started for it), and the user
+%% told what is kept.
+interrupted(Run, N, Dir, Io) ->
+    _ = erlang:suspend_process(Run),
+    timer:sleep(?SETTLE_MS),
+    Stopped = terrain_lab_launch_stop:stop(state_dir(Dir), ?STOP_TIMEOUT, #{io => Io, force => false}),
+    timer:sleep(?SETTLE_MS),
+    Late = terrain_lab_launch_stop:stop_unrecorded(state_dir(Dir), Io),
+    Left = case Stopped of
+               {ok, Results} -> terrain_lab_launch_stop:still_running(Results ++ Late);
+               {error, _} -> terrain_lab_launch_stop:still_running(Late)
+           end,
+    io:format(standard_error, "terrain experiment scale: interrupted at ~b nodes; ~ts; the sizes done are in ~ts "
+              "(\"partial\": true), which 'terrain report ~ts' shows~n",
+              [N, case Left of
+                      [] -> "its cluster was stopped";
+                      _ -> io_lib:format("could not stop ~ts: 'terrain down --state-dir ~ts' stops them",
+                                         [lists:join(", ", Left), state_dir(Dir)])
+                  end, filename:join(Dir, "scale.json"), Dir]).
+
+measure_size(N, Dir, #{prefix := Prefix, io := Io} = Options, Progress) ->
     SpecFile = filename:join([Dir, "specs", "scale" ++ integer_to_list(N) ++ ".cluster"]),
-    State = filename:join(Dir, "state"),
+    State = state_dir(Dir),
     ok = filelib:ensure_dir(SpecFile),
     Terms = spec_terms(N, maps:get(latency, Options)),
     case file:write_file(SpecFile, [io_lib:format("~tp.~n", [T]) || T <- Terms]) of
@@ -192,7 +238,7 @@ measure(N, Dir, #{prefix := Prefix, io := Io} = Options, Progress) ->
                     Result = try measure_running(N, Nodes, State, Options#{spec_terms => Terms}, Progress)
                              catch error:Crash:Stack -> {error, {crashed, Crash, Stack}}
                              end,
-                    {DownS, _} = timed(fun() -> terrain_lab_launch:stop(State, ?STOP_TIMEOUT,
+                    {DownS, _} = timed(fun() -> terrain_lab_launch_stop:stop(State, ?STOP_TIMEOUT,
                                                                         #{io => Io, force => false}) end),
                     Progress(io_lib:format("  up ~.1f s, down ~.1f s~n", [UpS, DownS])),
                     case Result of
@@ -311,27 +357,32 @@ timed(Fun) ->
     Result = Fun(),
     {(erlang:monotonic_time(microsecond) - T0) / 1.0e6, Result}.
 
-write(Dir, Summary, #{max_nodes := Max, probe_budget_s := Budget, probe_strategy := Strategy, latency := Latency}) ->
+write(Dir, Summary, Options) ->
     File = filename:join(Dir, "scale.json"),
     case terrain_json:write_file(File, Summary) of
         ok ->
-            LatencyOption = case Latency of
-                                none -> "";
-                                {S, R, Nd} -> io_lib:format(" --latency ~b,~b,~b", [S, R, Nd])
-                            end,
-            Command = iolist_to_binary(io_lib:format("terrain experiment scale --max-nodes ~b --probe-strategy ~s "
-                                                     "--probe-budget ~b~s --out ~ts",
-                                                     [Max, Strategy, Budget, LatencyOption, Dir])),
             Plots = draw(Dir, File),
-            case terrain_lab_run:write_manifest(Dir, scale, [#{kind => scale, file => <<"scale.json">>,
-                                                               parameters => #{command => Command,
-                                                                               plots => Plots}}]) of
+            case write_manifest(Dir, Options, Plots) of
                 ok -> {ok, Summary#{plots => Plots}};
                 {error, _} = Error -> Error
             end;
         {error, Why} ->
             {error, {scale, {write, File, Why}}}
     end.
+
+%% The run's manifest (kind scale), written at the start too: an interrupted run keeps
+%% a partial scale.json that `terrain report' reads.
+write_manifest(Dir, #{max_nodes := Max, probe_budget_s := Budget, probe_strategy := Strategy, latency := Latency},
+               Plots) ->
+    LatencyOption = case Latency of
+                        none -> "";
+                        {S, R, Nd} -> io_lib:format(" --latency ~b,~b,~b", [S, R, Nd])
+                    end,
+    Command = iolist_to_binary(io_lib:format("terrain experiment scale --max-nodes ~b --probe-strategy ~s "
+                                             "--probe-budget ~b~s --out ~ts",
+                                             [Max, Strategy, Budget, LatencyOption, Dir])),
+    terrain_lab_run:write_manifest(Dir, scale, [#{kind => scale, file => <<"scale.json">>,
+                                                  parameters => #{command => Command, plots => Plots}}]).
 
 %% The plot, by `terrain-analysis scale'; none when the Python side is not installed.
 draw(Dir, File) ->

@@ -186,7 +186,8 @@ format_error({netem, {failed, Failed}}) ->
     ["network emulation failed on ",
      lists:join("; ", [io_lib:format("~0tp: ~ts", [N, why(W)]) || {N, W} <- Failed])];
 format_error({netem, {usage, Args}}) ->
-    io_lib:format("cannot do '~ts': expected partition NODES NODES | isolate NODES | heal [NODES] | show",
+    io_lib:format("cannot do '~ts': expected partition NODES NODES | isolate NODES | heal [NODES] | show | "
+                  "move NODE GROUP",
                   [lists:join(" ", Args)]).
 
 %%--------------------------------------------------------------------

@@ -41,7 +41,7 @@ run() ->
         join_and_leave(Nodes, Prefix, Add, Dir, Quiet),
         heal(Nodes)
     after
-        terrain_lab_launch:stop(Dir, 5000, #{io => Quiet, force => true})
+        terrain_lab_launch_stop:stop(Dir, 5000, #{io => Quiet, force => true})
     end.
 
 %%--------------------------------------------------------------------
@@ -55,7 +55,7 @@ join_and_leave(Nodes, Prefix, Add, Dir, Io) ->
     [receive {subscribed, N} -> ok after 5000 -> error({no_subscriber, N}) end || N <- Nodes],
     New = list_to_atom(Prefix ++ "s1r2n5@" ++ host()),
     ok = net_kernel:monitor_nodes(true, [{node_type, all}]),
-    {ok, _} = terrain_lab_launch:add(Add, #{}, Dir, Io),
+    {ok, _} = terrain_lab_launch_change:add(Add, #{}, Dir, Io),
     Connected = receive {nodeup, New, _} -> now_ms() after 0 -> error(no_nodeup_seen) end,
     Taken = await_all(Nodes, fun({join, N, _, _}) -> N =:= New; (_) -> false end, 30000),
     [{_, _, {join, New, Siblings, Pairs}, _} | _] = Taken,
@@ -71,7 +71,7 @@ join_and_leave(Nodes, Prefix, Add, Dir, Io) ->
     %% VM's OS process is gone, which can be a while after its connections closed
     Watcher = spawn_link(fun() -> erlang:monitor_node(New, true),
                                   receive {nodedown, New} -> Self ! {down_at, now_ms()} end end),
-    {ok, _} = terrain_lab_launch:stop_some(Dir, ["s1r2n5"], 5000, Io),
+    {ok, _} = terrain_lab_launch_change:stop_some(Dir, ["s1r2n5"], 5000, Io),
     Down = receive {down_at, T} -> T after 10000 -> error({no_nodedown, New, Watcher}) end,
     Gone = await_all(Nodes, fun({leave, N}) -> N =:= New; (_) -> false end, ?GRACE + 30000),
     LastGone = lists:max([T || {_, _, _, T} <- Gone]),

@@ -2,7 +2,7 @@
 %% status, stdout and stderr separately; finds the repository and the escript.
 -module(terrain_lab_test_escript).
 
--export([run/2, run/3, path/0, root/0]).
+-export([run/2, run/3, shell/2, path/0, root/0]).
 
 -define(TIMEOUT, 120000).
 
@@ -20,6 +20,18 @@ run(Escript, Dir, Args) ->
     {ok, Err} = file:read_file(ErrFile),
     ok = file:delete(ErrFile),
     {Code, Out, unicode:characters_to_list(Err)}.
+
+%% @doc Runs a bash command line in which `$T' is the escript (for pipes, background
+%% jobs and signals); stderr goes through a file in Dir. Returns {ExitStatus, Stdout,
+%% Stderr}.
+shell(Dir, Line) ->
+    ErrFile = filename:join(Dir, "sh-" ++ integer_to_list(erlang:unique_integer([positive]))),
+    Port = open_port({spawn_executable, "/bin/bash"},
+                     [{args, ["-c", "{ " ++ Line ++ "; } 2>" ++ ErrFile]}, {env, [{"T", path()}]},
+                      exit_status, binary, stream]),
+    {Status, Out} = collect(Port, []),
+    {ok, Err} = file:read_file(ErrFile),
+    {Status, Out, unicode:characters_to_list(Err)}.
 
 %% @doc The escript: the newer of bin/terrain and _build/default/bin/terrain (`make
 %% build' copies the one to the other). Fails the test when neither exists.

@@ -1,0 +1,98 @@
+%% @private
+%% @doc `terrain status': the recorded state of a detached cluster (terrain_lab_launch)
+%% with every node checked at once under one deadline and, on a live cluster, each
+%% node's version of the live tree and its place in it.
+-module(terrain_lab_launch_status).
+
+%% API
+-export([status/2]).
+
+%% @doc The recorded state of the cluster in `Dir' with every node checked at once
+%% under one deadline: each entry of `<<"nodes">>' gets `<<"state">>' `up' (it
+%% answered), `unreachable' (its OS process is alive) or `down'.
+-spec status(file:filename(), pos_integer()) -> {ok, map()} | {error, term()}.
+status(Dir, Timeout) ->
+    terrain_lab_steps:run(
+      [fun(_) -> terrain_lab_cluster_state:read(Dir) end,
+       fun(State) ->
+               case terrain_lab_cluster_state:connect_cli(Dir) of
+                   ok ->
+                       Checked = check_nodes(State, Timeout, Dir),
+                       {ok, State#{<<"nodes">> := case maps:get(<<"live">>, State, false) of
+                                                      false -> Checked;
+                                                      _ -> live_places(Checked, Timeout)
+                                                  end}};
+                   {error, _} = ConnectError ->
+                       ConnectError
+               end
+       end], Dir).
+
+%%--------------------------------------------------------------------
+%% Internal functions
+
+%% Every node is checked at once under one deadline.
+check_nodes(#{<<"nodes">> := Nodes}, Timeout, Dir) ->
+    Self = self(),
+    Checks = [{Node, spawn_monitor(fun() -> Self ! {self(), check_node(Node, Timeout, Dir)} end)} || Node <- Nodes],
+    Deadline = erlang:monotonic_time(millisecond) + Timeout,
+    [begin
+         Wait = max(0, Deadline - erlang:monotonic_time(millisecond)),
+         State = receive {Pid, S} -> erlang:demonitor(Ref, [flush]), S;
+                         {'DOWN', Ref, process, Pid, _} -> unreachable
+                 after Wait -> exit(Pid, kill), unreachable
+                 end,
+         Node#{<<"state">> => State}
+     end || {Node, {Pid, Ref}} <- Checks].
+
+%% `up' (it answered), `unreachable' (its VM runs), `down', or `host_unreachable'
+%% (a VM on another host that ssh cannot ask).
+check_node(#{<<"node">> := Name} = Record, Timeout, Dir) ->
+    case net_kernel:connect_node(binary_to_atom(Name)) of
+        true -> up;
+        false ->
+            case terrain_lab_vm:alive(terrain_lab_vm:from_record(Record, Dir), Timeout) of
+                true -> unreachable;
+                false -> down;
+                {error, _} -> host_unreachable
+            end
+    end.
+
+%% On a live cluster: each reachable node's version of the live tree and its place
+%% in its own tree (the network names from the root down), asked at once.
+live_places(Records, Timeout) ->
+    Requests = [{maps:get(<<"node">>, R),
+                 [erpc:send_request(binary_to_atom(maps:get(<<"node">>, R)), terrain, F, [])
+                  || F <- [live_status, topology]]}
+                || #{<<"state">> := up} = R <- Records],
+    Deadline = erlang:monotonic_time(millisecond) + Timeout,
+    Answers = maps:from_list([{N, [answer(Req, Deadline) || Req <- Reqs]} || {N, Reqs} <- Requests]),
+    [case maps:get(N, Answers, unknown) of
+         [#{version := Version}, Tree] when Tree =/= undefined, Tree =/= unknown ->
+             R#{<<"live_version">> => Version,
+                <<"live_place">> => [atom_to_binary(P) || P <- tree_place(Tree, binary_to_atom(N), [])]};
+         _ ->
+             R
+     end || #{<<"node">> := N} = R <- Records].
+
+answer(Request, Deadline) ->
+    try erpc:receive_response(Request, max(0, Deadline - erlang:monotonic_time(millisecond)))
+    catch
+        error:_ -> unknown;
+        exit:_ -> unknown
+    end.
+
+%% The names of the networks from the root down to a node's own ([] when absent).
+tree_place({node, Node}, Node, Above) ->
+    lists:reverse(Above);
+tree_place({node, _}, _Node, _Above) ->
+    [];
+tree_place(Network, Node, Above) ->
+    {Name, Children} = case Network of
+                           {network, N, _, C} -> {N, C};
+                           {network, N, C} when is_list(C) -> {N, C};
+                           {network, C} -> {network, C}
+                       end,
+    Label = case is_atom(Name) of true -> Name; false -> list_to_atom(lists:flatten(io_lib:format("~0tp", [Name]))) end,
+    lists:foldl(fun(Child, []) -> tree_place(Child, Node, [Label | Above]);
+                   (_, Found) -> Found
+                end, [], Children).
