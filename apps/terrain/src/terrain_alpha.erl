@@ -382,9 +382,7 @@ silhouette_cut(Matrix, _Method, Points, #{original := Original}) ->
                     {Score, Blocks, Loose};
                 _ -> none
             end
-    end;
-silhouette_cut(_Matrix, _Method, _Points, _Opts) ->
-    none.
+    end.
 
 tree_points({point, I}) -> [I];
 tree_points({cluster, _, Children}) -> lists:append([tree_points(C) || C <- Children]).
