@@ -178,7 +178,9 @@
          discover/2,
          compare_topologies/2,
          insert_node/4,
-         remove_node/2]).
+         remove_node/2,
+         topology_levels/1,
+         level_bounds/2]).
 
 %% API: variability of durations
 -export([load_duration_model/1,
@@ -195,7 +197,7 @@
               {format_explanation, 1}, {load_topology, 1}, {check_topology, 1}, {topology, 0}, {live_status, 0},
               {render_topology, 2}, {distance, 2}, {level, 2}, {disc, 2}, {spawn_on, 3},
               {place_tree, 2}, {start_placed, 2}, {placed, 1}, {placed_groups, 0}, {stop_placed, 1}, {read_latency, 1}, {discover, 2},
-              {compare_topologies, 2}, {insert_node, 4}, {remove_node, 2},
+              {compare_topologies, 2}, {insert_node, 4}, {remove_node, 2}, {topology_levels, 1}, {level_bounds, 2},
               {load_duration_model, 1}, {load_duration_model, 2}, {check_duration, 1},
               {check_duration, 2}, {duration_model, 1}, {unload_duration_model, 1}]).
 
@@ -512,6 +514,7 @@
         #{representatives => pos_integer(),
           confirm => non_neg_integer(),
           gap => number(),
+          levels => [number(), ...],
           retries => non_neg_integer(),
           attempts => pos_integer(),
           name => term(),
@@ -522,9 +525,14 @@
 %%     smallest round trip counts (default 1);</li>
 %% <li>`confirm' — confirmation pairs after the placement, one per ancestor network
 %%     from the lowest up (default 2);</li>
-%% <li>`gap' — the smallest ratio between the round trips of two adjacent levels, > 1
-%%     (default 10, an order of magnitude): a round trip below height/√gap lies
-%%     inside a child, one above height·√gap outside the network;</li>
+%% <li>`levels' — the level model: the typical round trip of each level (default: the
+%%     tree's own, {@link topology_levels/1}); a round trip below the geometric mean of
+%%     a network's level and the level under it lies inside a child, one above the
+%%     geometric mean with the level over it outside the network
+%%     (docs/TOPOLOGY_DISCOVERY.md, "The level model");</li>
+%% <li>`gap' — overrides the model: every two adjacent levels this ratio apart, > 1
+%%     (e.g. 10): a round trip below height/√gap lies inside a child, one above
+%%     height·√gap outside the network;</li>
 %% <li>`retries' — new descents, each with one more representative, after a
 %%     confirmation contradicts the placement (default 2);</li>
 %% <li>`attempts' — members tried per child when measurements fail (default 3);</li>
@@ -948,6 +956,22 @@ insert_node(Node, Tree, Measure, Opts) ->
 -spec remove_node(Node :: node(), Tree :: topology_tree()) -> {ok, topology_tree()} | {error, term()}.
 remove_node(Node, Tree) ->
     terrain_insert:remove(Node, Tree).
+
+%% @doc The level model of a tree with heights: the typical round trip of each level,
+%% ascending (a network's level is one more than its highest child network's; a level's
+%% round trip is the median height of its networks; levels closer than 1.3x are one).
+%% {@link insert_node/4} uses it when given neither `gap' nor `levels'
+%% (docs/TOPOLOGY_DISCOVERY.md, "The level model").
+-spec topology_levels(Tree :: topology_tree()) -> [float()].
+topology_levels(Tree) ->
+    terrain_insert:levels(Tree).
+
+%% @doc The band of round trips that belong to the level of a network of height `H'
+%% under the level model `Levels': below `Lo' a round trip lies inside one of its
+%% children, above `Hi' outside it.
+-spec level_bounds(H :: number(), Levels :: [number()]) -> {Lo :: float(), Hi :: float()}.
+level_bounds(H, Levels) ->
+    terrain_insert:bounds(H, Levels).
 
 %%====================================================================
 %% API: variability of durations

@@ -116,7 +116,7 @@ auto(Matrix, Method, Options) ->
     Opts = maps:merge(default_auto_options(), Options),
     N = terrain_linkage:size(Matrix),
     Points = [{{point, I}, 0.0, 1} || I <- lists:seq(0, N - 1)],
-    level(Matrix, Method, Points, grid(Opts), Opts, []).
+    level(Matrix, Method, Points, grid(Opts), Opts#{original => Matrix}, []).
 
 %% @doc The bottom partition of an α tree: the point sets of its clusters whose
 %% children are all points, and every other point alone; blocks and their members in
@@ -284,6 +284,12 @@ update([Z | Rest], D, N, Method, K, X, BaseK, BaseX, Nk, Nx, Best, BestD) ->
 %%--------------------------------------------------------------------
 %% Automatic α
 
+%% The silhouette cut: at least this many points, at most this many nodes (its cost is
+%% 19 silhouettes of n² distances), and the silhouette it needs.
+-define(SILHOUETTE_POINTS, 6).
+-define(SILHOUETTE_NODES, 1000).
+-define(SILHOUETTE_MIN, 0.5).
+
 grid(#{range := {Lo, Hi}, steps := 1}) ->
     [float(Lo) | [float(Hi) || Hi =/= Lo]];
 grid(#{range := {Lo, Hi}, steps := Steps}) ->
@@ -293,6 +299,9 @@ grid(#{range := {Lo, Hi}, steps := Steps}) ->
 %% One level: choose α on the current points, or join them under the root.
 level(_Matrix, _Method, [{Tree, _, _}], _Grid, _Opts, Levels) ->
     {Tree, lists:reverse(Levels)};
+level(Matrix, _Method, Points, _Grid, #{silhouette_done := true}, Levels) ->
+    Root = {cluster, root_height(Matrix, Points), [T || {T, _, _} <- Points]},
+    {Root, lists:reverse([#{points => length(Points), clusters => 1, alpha => none, plateau => none} | Levels])};
 level(Matrix, Method, Points, Grid, Opts, Levels) ->
     PointInfo = #{heights => list_to_tuple([H || {_, H, _} <- Points]),
                   sizes => list_to_tuple([S || {_, _, S} <- Points])},
@@ -307,17 +316,28 @@ level(Matrix, Method, Points, Grid, Opts, Levels) ->
     All = [lists:seq(0, M - 1)],
     OneBlock = [Lo || {_, _, Lo, _, Sig} <- Runs, Sig =:= All],
     Candidates = [Run || {_, _, Lo, Hi, Sig} = Run <- Runs, Sig =/= All, Hi / Lo >= maps:get(min_plateau, Opts)],
-    case widest(Candidates) of
-        none ->
+    case {widest(Candidates), silhouette_cut(Matrix, Method, Points, Opts)} of
+        {none, none} ->
             Root = {cluster, root_height(Matrix, Points), [T || {T, _, _} <- Points]},
             Level = #{points => M, clusters => 1, alpha => none,
                       plateau => case OneBlock of [] -> none; [Lo | _] -> {Lo, lists:last(Grid)} end},
             {Root, lists:reverse([Level | Levels])};
-        {First, Last, Lo, Hi, _} ->
+        {none, {Score, Blocks, Loose}} ->
+            Level = #{points => M, clusters => length(Blocks) + length(Loose), alpha => none, plateau => none,
+                      silhouette => Score},
+            %% one level from the silhouette: its groups join under the root
+            next_level(Matrix, Method, Points, Blocks, Loose, Grid, Opts#{silhouette_done => true},
+                       [Level | Levels]);
+        {{First, Last, Lo, Hi, _}, _} ->
             Middle = (First + Last) div 2,
             {_, Blocks, Loose} = lists:nth(Middle + 1, Results),
             Level = #{points => M, clusters => length(Blocks) + length(Loose),
                       alpha => lists:nth(Middle + 1, Grid), plateau => {Lo, Hi}},
+            next_level(Matrix, Method, Points, Blocks, Loose, Grid, Opts, [Level | Levels])
+    end.
+
+%% The clusters of a level become the points of the next.
+next_level(Matrix, Method, Points, Blocks, Loose, Grid, Opts, Levels) ->
             PointTuple = list_to_tuple(Points),
             Groups = lists:keysort(1, Blocks ++ [{[P], none} || P <- Loose]),
             New = [case Group of
@@ -328,8 +348,99 @@ level(Matrix, Method, Points, Grid, Opts, Levels) ->
                            {{cluster, H, [T || {T, _, _} <- Trees]}, H, lists:sum([S || {_, _, S} <- Trees])}
                    end || Group <- Groups],
             Contracted = contract(Matrix, Method, Points, [Ms || {Ms, _} <- Groups]),
-            level(Contracted, Method, New, Grid, Opts, [Level | Levels])
+            level(Contracted, Method, New, Grid, Opts, Levels).
+
+%%--------------------------------------------------------------------
+%% The silhouette cut (when no α holds a partition)
+
+%% When the α rule finds no level among M >= ?SILHOUETTE_POINTS points, at least half
+%% as many as the nodes (the α rule found no structure: geographic latency grows with
+%% distance continuously, so no partition stays the same over a range of α), the cuts of the points' average-linkage dendrogram into k = 2 … 20 groups are
+%% scored by the mean silhouette (Rousseeuw 1987) of the original nodes, labelled by
+%% the group their point falls in; the best cut is a level if its silhouette is at
+%% least ?SILHOUETTE_MIN ("reasonable structure", Kaufman and Rousseeuw). Returns
+%% `none' or `{Silhouette, Blocks, Loose}' as a level of the α rule; the levels above
+%% it join under the root (one level is taken from the silhouette, the top one).
+silhouette_cut(_Matrix, _Method, _Points, #{silhouette_done := true}) ->
+    none;
+silhouette_cut(Matrix, _Method, Points, #{original := Original}) ->
+    M = length(Points),
+    N = terrain_linkage:size(Original),
+    case M >= ?SILHOUETTE_POINTS andalso 2 * M >= N andalso N =< ?SILHOUETTE_NODES of
+        false ->
+            none;
+        true ->
+            Members = list_to_tuple([tree_points(T) || {T, _, _} <- Points]),
+            Merges = terrain_linkage:linkage(Matrix, average),
+            Cuts = cuts(Merges, M, min(M - 1, 20)),
+            Rows = list_to_tuple([list_to_tuple([terrain_linkage:get(Original, I, J) || J <- lists:seq(0, N - 1)])
+                                  || I <- lists:seq(0, N - 1)]),
+            Scored = [{silhouette(Rows, N, Members, Labels), Labels} || Labels <- Cuts],
+            case lists:reverse(lists:sort(Scored)) of
+                [{Score, Labels} | _] when Score >= ?SILHOUETTE_MIN ->
+                    {Blocks, Loose} = blocks(Matrix, Labels),
+                    {Score, Blocks, Loose};
+                _ -> none
+            end
     end.
+
+tree_points({point, I}) -> [I];
+tree_points({cluster, _, Children}) -> lists:append([tree_points(C) || C <- Children]).
+
+%% The labels (a tuple, point i's group at i + 1) of the dendrogram cut into k groups,
+%% for every k from KMax down to 2.
+cuts(Merges, M, KMax) ->
+    Init = list_to_tuple(lists:seq(0, M - 1)),
+    {_, _, Cuts} = lists:foldl(
+                     fun({A, B, _, _}, {Labels, Id, Acc}) ->
+                             %% cluster ids: points 0..M-1, merge i makes M + i
+                             New = list_to_tuple([case L of A -> Id; B -> Id; _ -> L end
+                                                  || L <- tuple_to_list(Labels)]),
+                             K = M - (Id - M + 1),
+                             {New, Id + 1, case K >= 2 andalso K =< KMax of true -> [New | Acc]; false -> Acc end}
+                     end, {Init, M, []}, Merges),
+    Cuts.
+
+%% {Blocks, Loose} of a labelling: groups of two or more points with their height (the
+%% largest distance between two of their points), and the points alone.
+blocks(Matrix, Labels) ->
+    Groups = maps:values(maps:groups_from_list(fun({_, L}) -> L end, fun({P, _}) -> P end,
+                                               lists:zip(lists:seq(0, tuple_size(Labels) - 1),
+                                                         tuple_to_list(Labels)))),
+    Blocks = [{lists:sort(G), lists:max([terrain_linkage:get(Matrix, I, J) || I <- G, J <- G, I < J])}
+              || G <- Groups, length(G) >= 2],
+    {Blocks, lists:append([G || G <- Groups, length(G) =:= 1])}.
+
+%% The mean silhouette of the N original nodes (Rows: their distances) under the
+%% labelling of their points.
+silhouette(Rows, N, Members, Labels) ->
+    Label = list_to_tuple([L || {_, L} <- lists:sort([{I, element(P + 1, Labels)}
+                                                      || P <- lists:seq(0, tuple_size(Members) - 1),
+                                                         I <- element(P + 1, Members)])]),
+    lists:sum([node_silhouette(element(I + 1, Rows), N, I, Label) || I <- lists:seq(0, N - 1)]) / N.
+
+node_silhouette(Row, N, I, Label) ->
+    Sums = sums(Row, Label, I, N - 1, #{}),
+    case maps:take(element(I + 1, Label), Sums) of
+        {{SA, CA}, Others} when map_size(Others) > 0 ->
+            A = SA / CA,
+            B = lists:min([S / C || {S, C} <- maps:values(Others)]),
+            case max(A, B) of
+                Max when Max > 0 -> (B - A) / Max;
+                _ -> 0.0
+            end;
+        _ ->
+            0.0
+    end.
+
+%% Per label: the sum of the distances from node I and their count.
+sums(_Row, _Label, _I, -1, Acc) ->
+    Acc;
+sums(Row, Label, I, I, Acc) ->
+    sums(Row, Label, I, I - 1, Acc);
+sums(Row, Label, I, J, Acc) ->
+    D = element(J + 1, Row),
+    sums(Row, Label, I, J - 1, maps:update_with(element(J + 1, Label), fun({S, C}) -> {S + D, C + 1} end, {D, 1}, Acc)).
 
 %% Runs of equal signatures over the grid: {FirstIndex, LastIndex, LoAlpha, HiAlpha, Signature}.
 runs(Signatures, Grid) ->

@@ -519,8 +519,9 @@ discovery_json(#{options := Opts, repaired := Repaired, pairs := Pairs} = Result
     case Result of
         #{levels := Levels, single_alpha := Single} ->
             Base#{levels => [#{points => P, clusters => C, alpha => null_if_none(A),
-                               plateau => case Plateau of {Lo, Hi} -> [Lo, Hi]; none -> null end}
-                             || #{points := P, clusters := C, alpha := A, plateau := Plateau} <- Levels],
+                               plateau => case Plateau of {Lo, Hi} -> [Lo, Hi]; none -> null end,
+                               silhouette => maps:get(silhouette, L, null)}
+                             || #{points := P, clusters := C, alpha := A, plateau := Plateau} = L <- Levels],
                   single_alpha => case Single of none -> null; {Lo, Hi} -> [Lo, Hi] end};
         #{} ->
             Base

@@ -50,9 +50,11 @@
 %% API
 -export([insert/4,
          remove/2,
+         levels/1,
+         bounds/2,
          format_error/1]).
 
--export_type([options/0, measure/0, pair/0, error_reason/0]).
+-export_type([options/0, measure/0, pair/0, error_reason/0, model/0]).
 
 %% The options, documented with the type in the public module.
 -type options() :: terrain:insert_options().
@@ -60,7 +62,20 @@
 -type pair() :: terrain:measured_pair().
 -type error_reason() :: {insert, term()}.
 
--define(DEFAULTS, #{representatives => 1, confirm => 2, gap => 10, retries => 2, attempts => 3}).
+-define(DEFAULTS, #{representatives => 1, confirm => 2, retries => 2, attempts => 3}).
+
+%% The separation of levels: `{gap, S}' (the override: every level S² apart) or
+%% `{levels, Ls}', the typical round trip of each level, ascending.
+-type model() :: {gap, float()} | {levels, [float(), ...]}.
+
+%% Without a model (a tree without heights yet), levels are assumed this far apart.
+-define(DEFAULT_GAP, 10).
+%% Two levels of the model closer than this are one level (jitter of a few per cent
+%% spreads one level's round trips over about this much).
+-define(SAME_LEVEL, 1.3).
+%% In a network with no level of the model below it, at most this many of its node
+%% children are measured (a flat group: its members are all equally far).
+-define(FLAT_SAMPLE, 4).
 
 %% The state of one insertion: the options, the random state, and every round trip
 %% measured so far (the node against Other), newest first.
@@ -68,7 +83,7 @@
               measure :: measure(),
               reps :: pos_integer(),
               attempts :: pos_integer(),
-              s :: float(),
+              model :: model(),
               name :: term(),
               rand :: rand:state(),
               cache = #{} :: #{node() => number() | failed},
@@ -120,7 +135,7 @@ validate_options(Options) ->
 format_error({insert, {bad_option, Key, Value}}) ->
     io_lib:format("bad value for insertion option ~0tp: ~0tp (~ts)", [Key, Value, option_help(Key)]);
 format_error({insert, {unknown_option, Key}}) ->
-    io_lib:format("unknown insertion option ~0tp (known: attempts, confirm, gap, name, representatives, "
+    io_lib:format("unknown insertion option ~0tp (known: attempts, confirm, gap, levels, name, representatives, "
                   "retries, seed)", [Key]);
 format_error({insert, {bad_options, Options}}) ->
     io_lib:format("insertion options must be a map, got ~0tP", [Options, 8]);
@@ -147,14 +162,19 @@ option_checks() ->
     #{representatives => fun(V) -> is_integer(V) andalso V >= 1 end,
       confirm => fun(V) -> is_integer(V) andalso V >= 0 end,
       gap => fun(V) -> is_number(V) andalso V > 1 end,
+      levels => fun(V) -> is_list(V) andalso V =/= [] andalso lists:all(fun is_round_trip/1, V) end,
       retries => fun(V) -> is_integer(V) andalso V >= 0 end,
       attempts => fun(V) -> is_integer(V) andalso V >= 1 end,
       seed => fun erlang:is_integer/1,
       name => fun(_) -> true end}.
 
+-spec is_round_trip(term()) -> boolean().
+is_round_trip(L) -> is_number(L) andalso L > 0.
+
 option_help(representatives) -> "an integer >= 1";
 option_help(confirm) -> "an integer >= 0";
 option_help(gap) -> "a number > 1";
+option_help(levels) -> "a non-empty list of round trips > 0, one per level";
 option_help(retries) -> "an integer >= 0";
 option_help(attempts) -> "an integer >= 1";
 option_help(seed) -> "an integer";
@@ -218,10 +238,15 @@ without_children(Node, [C | Rest], Acc, false) ->
 %%--------------------------------------------------------------------
 %% Placement
 
-place(Node, Tree, Measure, #{representatives := Reps, confirm := Confirm, gap := Gap, retries := Retries,
+place(Node, Tree, Measure, #{representatives := Reps, confirm := Confirm, retries := Retries,
                              attempts := Attempts} = Opts) ->
     Seed = maps:get(seed, Opts, erlang:phash2(Node)),
-    Ctx0 = #ctx{node = Node, measure = Measure, reps = Reps, attempts = Attempts, s = math:sqrt(Gap),
+    Model = case Opts of
+                #{gap := Gap} -> {gap, math:sqrt(Gap)};
+                #{levels := Ls} -> model(Ls);
+                #{} -> model(levels(Tree))
+            end,
+    Ctx0 = #ctx{node = Node, measure = Measure, reps = Reps, attempts = Attempts, model = Model,
                 name = maps:get(name, Opts, Node), rand = rand:seed_s(exsss, Seed)},
     attempt(Tree, Confirm, Retries, [], Ctx0).
 
@@ -235,9 +260,9 @@ attempt(Tree, Confirm, Retries, Known, Ctx0) ->
         {NewTree, Path, Ctx1} ->
             case confirm(NewTree, Path, Confirm, Ctx1) of
                 {true, Ctx2} ->
-                    {ok, normalise(NewTree, Path, Ctx2#ctx.s), lists:reverse(Ctx2#ctx.pairs)};
+                    {ok, normalise(NewTree, Path, Ctx2#ctx.model), lists:reverse(Ctx2#ctx.pairs)};
                 {false, Ctx2} when Retries =:= 0 ->
-                    {ok, normalise(NewTree, Path, Ctx2#ctx.s), lists:reverse(Ctx2#ctx.pairs)};
+                    {ok, normalise(NewTree, Path, Ctx2#ctx.model), lists:reverse(Ctx2#ctx.pairs)};
                 {false, Ctx2} ->
                     Measured = [{X, D} || {X, D} <- maps:to_list(Ctx2#ctx.cache), is_number(D)],
                     Located = locate(Tree, Measured),
@@ -245,20 +270,24 @@ attempt(Tree, Confirm, Retries, Known, Ctx0) ->
             end
     end.
 
-%% Along the node's path, a child network at least height/S high is the same level
-%% as its parent (levels are S² apart): its children move up into the parent. Such
-%% pairs arise when a height made from an inflated round trip was lowered.
-normalise({network, Name, #{height := H} = Opts, Children}, [I | Rest], S) ->
+%% Along the node's path, a child network above the lower bound of its parent's level
+%% is the same level as its parent: its children move up into the parent. Such pairs
+%% arise when a height made from an inflated round trip was lowered.
+normalise({network, Name, #{height := H} = Opts, Children}, [I | Rest], Model) ->
     Kids = lists:append([case {J, C} of
-                             {I, _} -> splice(normalise(C, Rest, S), H, S);
-                             _ -> splice(C, H, S)
+                             {I, _} -> splice(normalise(C, Rest, Model), H, Model);
+                             _ -> splice(C, H, Model)
                          end || {J, C} <- lists:zip(lists:seq(1, length(Children)), Children)]),
     {network, Name, Opts, Kids};
-normalise(Leaf, [], _S) ->
+normalise(Leaf, [], _Model) ->
     Leaf.
 
-splice({network, _, #{height := Hc}, Sub}, H, S) when Hc >= H / S -> Sub;
-splice(C, _H, _S) -> [C].
+splice({network, _, #{height := Hc}, Sub} = C, H, Model) ->
+    case Hc >= lo(H, Model) of
+        true -> Sub;
+        false -> [C]
+    end;
+splice(C, _H, _Model) -> [C].
 
 %% The descent from the root. Known: measurements `{PathInTree, RoundTrip}' to reuse.
 %% Returns the new tree and the path of child positions from its root to the node.
@@ -284,12 +313,13 @@ wrap(Net, D, #ctx{node = Node, name = Name}) ->
 level({network, Name, #{height := H} = Opts, Children}, Known, Ctx0) ->
     Indexed = lists:zip(lists:seq(1, length(Children)), Children),
     Grouped = group_known(Known),
-    {PerChild, Ctx1} = measure_children(Indexed, Grouped, Ctx0#ctx.reps, Ctx0),
+    {Measured, Ctx01} = to_measure(Indexed, Grouped, H, Ctx0),
+    {PerChild, Ctx1} = measure_children(Measured, Grouped, Ctx01#ctx.reps, Ctx01),
     case decide(PerChild, H, Ctx1) of
         {structural, _} = First ->
             %% what one inflated round trip would cause: one more member of every
             %% network child, and decide again
-            {PerChild2, Ctx2} = measure_children(Indexed, PerChild, Ctx1#ctx.reps + 1, Ctx1),
+            {PerChild2, Ctx2} = measure_children(Measured, PerChild, Ctx1#ctx.reps + 1, Ctx1),
             case PerChild2 =:= PerChild of
                 true -> apply_decision(First, Name, Opts, Indexed, PerChild, Ctx2);
                 false -> apply_decision(decide(PerChild2, H, Ctx2), Name, Opts, Indexed, PerChild2, Ctx2)
@@ -299,17 +329,18 @@ level({network, Name, #{height := H} = Opts, Children}, Known, Ctx0) ->
     end.
 
 %% The decision at a network of height H from the children's measurements.
-decide(PerChild, H, #ctx{s = S} = Ctx) ->
+decide(PerChild, H, #ctx{model = Model} = Ctx) ->
     Mins = [{lists:min([D || {_, D} <- Ms]), I} || {I, [_ | _] = Ms} <- maps:to_list(PerChild)],
     case Mins of
         [] ->
             throw({no_measurement, nothing_measured});
         _ ->
             {DStar, IStar} = lists:min(Mins),
-            Near = lists:sort([{I, D} || {D, I} <- Mins, D < H / S]),
+            {Lo, Hi} = bounds(H, Model),
+            Near = lists:sort([{I, D} || {D, I} <- Mins, D < Lo]),
             Largest = lists:max([D || {D, _} <- Mins]),
             if
-                DStar > H * S ->
+                DStar > Hi ->
                     {structural, {outside, DStar}};
                 length(Near) >= 2, length(Near) =:= map_size(PerChild) ->
                     %% near every child: the height was overestimated (a network made
@@ -317,7 +348,7 @@ decide(PerChild, H, #ctx{s = S} = Ctx) ->
                     {lower, Largest, decide(PerChild, Largest, Ctx)};
                 length(Near) >= 2 ->
                     {merge, [I || {I, _} <- Near], lists:max([D || {_, D} <- Near])};
-                DStar < H / S ->
+                DStar < Lo ->
                     {into, IStar, DStar};
                 true ->
                     {structural, {direct, DStar}}
@@ -332,7 +363,7 @@ apply_decision({structural, {direct, _}}, Name, Opts, Indexed, _PerChild, #ctx{n
     Children = [C || {_, C} <- Indexed],
     {inside, {network, Name, Opts, Children ++ [{node, Node}]},
      [length(Children) + 1], Ctx};
-apply_decision({merge, Is, D}, Name, Opts, Indexed, PerChild, #ctx{name = NewName, s = S} = Ctx) ->
+apply_decision({merge, Is, D}, Name, Opts, Indexed, PerChild, #ctx{name = NewName, model = Model} = Ctx) ->
     %% two children both near the node are near each other (d(A, B) =< max(d(x, A),
     %% d(x, B)) in an ultrametric): they belong in one network, which the node then
     %% enters. A near network as high as that network (within S) is the same level:
@@ -340,12 +371,13 @@ apply_decision({merge, Is, D}, Name, Opts, Indexed, PerChild, #ctx{name = NewNam
     {Merged, Known, Names, _} =
         lists:foldl(fun(I, {Kids, Ks, Ns, Next}) ->
                             Ms = maps:get(I, PerChild),
-                            case lists:nth(I, [C || {_, C} <- Indexed]) of
-                                {network, N, #{height := H}, Sub} when H >= D / S ->
+                            Child = lists:nth(I, [C || {_, C} <- Indexed]),
+                            case same_level(Child, D, Model) of
+                                {true, N, Sub} ->
                                     {Kids ++ Sub, Ks ++ [{[Next + J - 1 | Rest], X} || {[J | Rest], X} <- Ms],
                                      [N | Ns], Next + length(Sub)};
-                                C ->
-                                    {Kids ++ [C], Ks ++ [{[Next | Rest], X} || {Rest, X} <- Ms], Ns, Next + 1}
+                                false ->
+                                    {Kids ++ [Child], Ks ++ [{[Next | Rest], X} || {Rest, X} <- Ms], Ns, Next + 1}
                             end
                     end, {[], [], [], 1}, Is),
     MName = case Names of
@@ -370,6 +402,115 @@ apply_decision({into, I, D}, Name, Opts1, Indexed, PerChild, #ctx{node = Node, n
         end,
     Children = [case J of I -> Child; _ -> C end || {J, C} <- Indexed],
     {inside, {network, Name, Opts1, Children}, [I | Path], Ctx1}.
+
+%% A network child as high as a new network of height D (within D's level) is that
+%% level: its children are taken instead of the child.
+same_level({network, N, #{height := H}, Sub}, D, Model) ->
+    case H >= lo(D, Model) of
+        true -> {true, N, Sub};
+        false -> false
+    end;
+same_level(_Leaf, _D, _Model) ->
+    false.
+
+%%--------------------------------------------------------------------
+%% The level model
+
+%% @doc The typical round trip of each level of a tree, ascending: a network's level is
+%% one more than its highest child network's (a network of nodes only is level 1), and
+%% a level's round trip is the median height of its networks. Networks of height 0 (a
+%% tree of one node) do not count; `[]' when none is left.
+-spec levels(terrain_topology:tree()) -> [float()].
+levels(Tree) ->
+    {_, ByLevel} = level_of(Tree, #{}),
+    [median(Hs) || {_, Hs} <- lists:sort(maps:to_list(ByLevel))].
+
+level_of({node, _}, Acc) ->
+    {0, Acc};
+level_of({network, _, Opts, Children}, Acc0) ->
+    {Levels, Acc1} = lists:mapfoldl(fun level_of/2, Acc0, Children),
+    Level = lists:max(Levels) + 1,
+    case maps:get(height, Opts, 0) of
+        H when is_number(H), H > 0 -> {Level, maps:update_with(Level, fun(Hs) -> [H | Hs] end, [H], Acc1)};
+        _ -> {Level, Acc1}
+    end;
+level_of(_Other, Acc) ->
+    {0, Acc}.
+
+median(Xs) ->
+    Sorted = lists:sort(Xs),
+    N = length(Sorted),
+    case N rem 2 of
+        1 -> float(lists:nth(N div 2 + 1, Sorted));
+        0 -> (lists:nth(N div 2, Sorted) + lists:nth(N div 2 + 1, Sorted)) / 2
+    end.
+
+%% The model of a list of level round trips: ascending, levels closer than ?SAME_LEVEL
+%% merged (their geometric mean); no level: the default gap.
+model([]) ->
+    {gap, math:sqrt(?DEFAULT_GAP)};
+model(Levels) ->
+    [First | Rest] = lists:sort([float(L) || L <- Levels]),
+    {levels, lists:reverse(lists:foldl(fun(L, [Prev | Acc]) when L < Prev * ?SAME_LEVEL -> [math:sqrt(L * Prev) | Acc];
+                                          (L, Acc) -> [L | Acc]
+                                       end, [First], Rest))}.
+
+%% @doc The band of round trips that belong to the level of height `H': below the lower
+%% bound a round trip lies inside a child, above the upper bound outside the network.
+%% With levels L1 < … < Lk, the bounds around the level nearest H are the geometric
+%% means with its neighbours, √(Li−1·Li) and √(Li·Li+1); beyond the first and the last
+%% level, the smallest ratio between adjacent levels is assumed (10 with one level).
+%% A band is never wider than Li/√10 … Li·√10, and a height further than √10 from
+%% every level gets H/√10 … H·√10. With `{gap, S}': H/S and H·S.
+-spec bounds(number(), model() | [number()]) -> {float(), float()}.
+bounds(H, Levels) when is_list(Levels) ->
+    bounds(H, model(Levels));
+bounds(H, _Model) when H =< 0 ->
+    {0.0, 0.0};
+bounds(H, {gap, S}) ->
+    {H / S, H * S};
+bounds(H, {levels, Ls}) ->
+    %% a virtual level one (smallest) ratio beyond each end
+    R = case Ls of
+            [_] -> float(?DEFAULT_GAP);
+            _ -> lists:min([B / A || {A, B} <- lists:zip(lists:droplast(Ls), tl(Ls))])
+        end,
+    Padded = list_to_tuple([hd(Ls) / R | Ls] ++ [lists:last(Ls) * R]),
+    {Dist, I} = lists:min([{abs(math:log(H / element(J, Padded))), J} || J <- lists:seq(2, length(Ls) + 1)]),
+    Li = element(I, Padded),
+    %% never wider than the default gap (two levels far apart may have one between
+    %% them that the tree does not show yet); a height that far from every level of
+    %% the model is a level of its own
+    Cap = math:sqrt(?DEFAULT_GAP),
+    case Dist > math:log(Cap) of
+        true -> {H / Cap, H * Cap};
+        false -> {min(H, max(Li / Cap, math:sqrt(element(I - 1, Padded) * Li))),
+                  max(H, min(Li * Cap, math:sqrt(Li * element(I + 1, Padded))))}
+    end.
+
+lo(H, Model) -> element(1, bounds(H, Model)).
+
+%% True when the model has a level below the band of height H: only then can a node
+%% child of a network of height H have a twin closer than H.
+level_below(_H, {gap, _}) -> true;
+level_below(H, {levels, [L1 | _]} = Model) -> L1 < lo(H, Model).
+
+%% The children to measure at a network of height H: all of them, unless the model has
+%% no level below H (a flat group: no child can be nearer than H); then every network
+%% child, the node children measured already and ?FLAT_SAMPLE more node children at
+%% random.
+to_measure(Indexed, Grouped, H, #ctx{model = Model, rand = R0} = Ctx) ->
+    case level_below(H, Model) of
+        true ->
+            {Indexed, Ctx};
+        false ->
+            {Fixed, Leaves} = lists:partition(fun({I, {node, _}}) -> is_map_key(I, Grouped);
+                                                 ({_, _}) -> true
+                                              end, Indexed),
+            {Keyed, R1} = lists:mapfoldl(fun(C, R) -> {U, R2} = rand:uniform_s(R), {{U, C}, R2} end, R0, Leaves),
+            Sample = [C || {_, C} <- lists:sublist(lists:sort(Keyed), ?FLAT_SAMPLE)],
+            {lists:sort(Fixed ++ Sample), Ctx#ctx{rand = R1}}
+    end.
 
 %% Known measurements grouped by the child they fall in: #{I => [{RestPath, D}]}.
 group_known(Known) ->
@@ -446,7 +587,7 @@ confirm(Tree, Path, Count, Ctx) ->
 
 confirm_each([], Agree, Ctx) ->
     {Agree, Ctx};
-confirm_each([{H, Others} | Rest], Agree, #ctx{s = S, rand = R0} = Ctx) ->
+confirm_each([{H, Others} | Rest], Agree, #ctx{model = Model, rand = R0} = Ctx) ->
     {I, R1} = rand:uniform_s(length(Others), R0),
     {X, _, R2} = random_leaf(lists:nth(I, Others), R1),
     case maps:is_key(X, Ctx#ctx.cache) of
@@ -454,7 +595,9 @@ confirm_each([{H, Others} | Rest], Agree, #ctx{s = S, rand = R0} = Ctx) ->
             confirm_each(Rest, Agree, Ctx#ctx{rand = R2});
         false ->
             case measure(X, Ctx#ctx{rand = R2}) of
-                {ok, D, Ctx1} -> confirm_each(Rest, Agree andalso D >= H / S andalso D =< H * S, Ctx1);
+                {ok, D, Ctx1} ->
+                    {Lo, Hi} = bounds(H, Model),
+                    confirm_each(Rest, Agree andalso D >= Lo andalso D =< Hi, Ctx1);
                 {error, _, Ctx1} -> confirm_each(Rest, Agree, Ctx1)
             end
     end.

@@ -145,3 +145,33 @@ same_call_same_pairs_test() ->
     {ok, Without} = terrain_insert:remove(a21, truth()),
     {Measure, _} = prop_insert:model(truth(), 0.1, 7),
     ?assertEqual(terrain:insert_node(a21, Without, Measure, #{}), terrain:insert_node(a21, Without, Measure, #{})).
+
+%% Issue 35, the live join: 2 sites x 2 racks x 3 nodes whose levels are only 2x apart
+%% (one way 4, 2 and 1 ms: round trips 8, 4 and 2 ms). A node of rack s1r0 joins from
+%% the defaults (no gap): it lands in its rack, and no site or rack is dissolved.
+two_x_levels() ->
+    Rack = fun(S, R) -> {network, list_to_atom(lists:flatten(io_lib:format("s~br~b", [S, R]))), #{height => 2000},
+                         [{node, list_to_atom(lists:flatten(io_lib:format("s~br~bn~b", [S, R, N])))}
+                          || N <- [1, 2, 3]]}
+           end,
+    {network, c, #{height => 8000},
+     [{network, s0, #{height => 4000}, [Rack(0, 0), Rack(0, 1)]},
+      {network, s1, #{height => 4000}, [Rack(1, 0), Rack(1, 1)]}]}.
+
+joining_node_lands_in_its_rack_with_levels_2x_apart_test() ->
+    Truth = two_x_levels(),
+    {ok, Without} = terrain_insert:remove(s1r0n3, Truth),
+    lists:foreach(fun(Sigma) ->
+                          {Measure, _} = prop_insert:model(Truth, Sigma, 7),
+                          {ok, Found, _} = terrain:insert_node(s1r0n3, Without, Measure, #{}),
+                          ?assert(clades_equal(Found, Truth))
+                  end, [0.0, 0.05, 0.1]).
+
+%% The same join with the old fixed gap of 10 (bounds x3.2) merges the levels: the
+%% model is what places it.
+fixed_gap_10_misplaces_with_levels_2x_apart_test() ->
+    Truth = two_x_levels(),
+    {ok, Without} = terrain_insert:remove(s1r0n3, Truth),
+    {Measure, _} = prop_insert:model(Truth, 0.0, 7),
+    {ok, Found, _} = terrain:insert_node(s1r0n3, Without, Measure, #{gap => 10}),
+    ?assertNot(clades_equal(Found, Truth)).

@@ -45,6 +45,8 @@ format({probe, _} = Reason) ->
     terrain_lab_probe:format_error(Reason);
 format({simulate, _} = Reason) ->
     terrain_lab_simulate:format_error(Reason);
+format({replay, _} = Reason) ->
+    terrain_lab_replay:format_error(Reason);
 format({emas_lab, _} = Reason) ->
     terrain_lab_emas:format_error(Reason);
 format(Reason) ->

@@ -110,6 +110,10 @@ command() ->
                   #{name => seed, long => "seed", type => integer, default => 1, range => {0, inf}, metavar => "N",
                     help => "simulate: seed of every random draw"},
                   #{name => json, long => "json", type => flag, help => "simulate: print one JSON object"},
+                  #{name => matrix, long => "matrix", type => string, metavar => "LATENCY.json",
+                    help => "simulate: replay the tree probe against this measured matrix (terrain.latency/1)"},
+                  #{name => truth, long => "truth", type => string, metavar => "TREE",
+                    help => "simulate --matrix: score the found tree against this topology (term, JSON or spec)"},
                   terrain_lab_cli_options:state_dir(),
                   #{name => scontrol, long => "scontrol", type => flag,
                     help => "import slurm: read the running cluster's 'scontrol show topology' instead of a file"}],
@@ -136,6 +140,8 @@ run(Options, ["show", File], Io) ->
     show(Options, File, Io);
 run(_Options, ["show" | Args], _Io) ->
     {error, {topology_cmd, {usage, "show FILE", length(Args)}}};
+run(#{matrix := File} = Options, ["simulate"], Io) when File =/= undefined ->
+    replay(Options, File, Io);
 run(Options, ["simulate"], Io) ->
     simulate(Options, Io);
 run(_Options, ["simulate" | Args], _Io) ->
@@ -267,7 +273,11 @@ report(#{repaired := Repaired, pairs := Pairs} = Result, Io) ->
     case Result of
         #{levels := Levels, single_alpha := Single} ->
             lists:foreach(
-              fun(#{points := P, clusters := 1, alpha := none}) ->
+              fun(#{points := P, clusters := C, silhouette := Sil}) ->
+                      terrain_lab_io:progress(Io, "topology: ~b points -> ~b clusters, the average-linkage cut of "
+                                              "highest silhouette (~.2f >= 0.5; no alpha holds a partition)~n",
+                                              [P, C, Sil]);
+                 (#{points := P, clusters := 1, alpha := none}) ->
                       terrain_lab_io:progress(Io, "topology: ~b points join under the root~n", [P]);
                  (#{points := P, clusters := C, alpha := A, plateau := {Lo, Hi}}) ->
                       terrain_lab_io:progress(Io, "topology: ~b points -> ~b clusters, alpha ~.2f "
@@ -319,6 +329,40 @@ simulate(Options, Io) ->
              end,
              fun(Report) -> simulate_report(Report, maps:get(json, Options, false), Io) end],
     terrain_lab_steps:run(Steps, Options).
+
+%% --matrix: the tree probe replayed against a measured matrix (terrain_lab_replay); --out
+%% writes the tree it found (format from the extension, as for discovery).
+replay(Options, File, Io) ->
+    terrain_lab_steps:with(
+      [fun() -> output_format(Options) end,
+       fun() -> terrain_lab_replay:read(File) end,
+       fun() -> case maps:get(truth, Options, undefined) of undefined -> {ok, none}; T -> read_tree(T) end end],
+      fun([Format, Matrix, Truth]) ->
+              terrain_lab_io:progress(Io, "simulate: replaying ~ts, seed ~b~n", [File, maps:get(seed, Options)]),
+              case terrain_lab_replay:run(#{matrix => Matrix, truth => Truth, seed => maps:get(seed, Options),
+                                            progress => simulate_progress(Io)}) of
+                  {ok, #{tree := Found} = Report} ->
+                      {ok, Text} = terrain:render_topology(Found, Format),
+                      case maps:get(out, Options, undefined) =/= undefined andalso emit(Text, Options, Io) of
+                          {error, _} = Error -> Error;
+                          _ -> replay_report(maps:remove(tree, Report), maps:get(json, Options, false), Io)
+                      end;
+                  {error, _} = Error ->
+                      Error
+              end
+      end).
+
+replay_report(Report, true, Io) ->
+    simulate_report(Report, true, Io);
+replay_report(#{nodes := N, pairs_measured := M, pairs_total := T, clade_recall := R, clade_precision := P,
+                seconds := S, unplaced := U}, false, Io) ->
+    Score = case R of
+                null -> "no --truth to score against";
+                _ -> io_lib:format("clade recall ~.3f, precision ~.3f", [R, P])
+            end,
+    terrain_lab_io:out(Io, "~b nodes: ~b of ~b ordered pairs measured (~.3f%), ~ts, ~.1f s~ts~n",
+                       [N, M, T, 100 * M / max(1, T), Score, S,
+                        case U of 0 -> ""; _ -> io_lib:format(", ~b nodes not placed", [U]) end]).
 
 simulate_model(Options) ->
     case {maps:get(shape, Options, undefined), maps:get(spec, Options, undefined)} of

@@ -1,0 +1,97 @@
+%% The tree probe replayed against the real matrices of apps/terrain/test/data/real
+%% (terrain_lab_replay, `terrain topology simulate --matrix'), at its defaults.
+-module(terrain_lab_replay_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+dir() ->
+    filename:join([filename:dirname(?FILE), "..", "..", "terrain", "test", "data", "real"]).
+
+replay(Name) ->
+    {ok, Matrix} = terrain_lab_replay:read(filename:join(dir(), Name ++ ".latency.json")),
+    {ok, Json} = file:read_file(filename:join(dir(), Name ++ ".truth.json")),
+    {ok, Truth, _} = terrain_topology:from_json(Json),
+    {ok, Report} = terrain_lab_replay:run(#{matrix => Matrix, truth => Truth}),
+    Report.
+
+cpus() ->
+    [filename:basename(F, ".latency.json") || F <- filelib:wildcard(filename:join(dir(), "cpu-*.latency.json"))].
+
+%% The goal (issue 35): recall and precision >= 0.95 on every CPU. Known misses: the
+%% 7950X, whose quantized round trips leave SMT pairs and CCD pairs one step apart, and
+%% the 3960X at seed 1 (0.906 / 0.967: two SMT pairs merged, one split; 0.969 / 1.0 at
+%% seeds 2-4) (docs/BENCHMARKS.md, "Real matrices").
+cpu_recall_and_precision_test_() ->
+    [{Name, {timeout, 60, fun() ->
+                                  #{clade_recall := R, clade_precision := P} = replay(Name),
+                                  ?assert({Name, R >= 0.95, P >= 0.95} =:= {Name, true, true})
+                          end}} || Name <- cpus(), not lists:member(Name, ["cpu-amd-ryzen9-7950x", "cpu-amd-threadripper-3960x"])].
+
+%% The pair bound of the goal (<= 30% of the ordered pairs for n < 100, <= 20% from
+%% 100), on the CPUs that meet it today; the others are listed in docs/BENCHMARKS.md.
+cpu_pairs_bound_test_() ->
+    Over = ["cpu-amd-ryzen7-2700x", "cpu-amd-ryzen9-7950x", "cpu-ibm-power7-2s", "cpu-oracle-sparc-t4-2s",
+            "cpu-intel-core-i9-12900k", "cpu-intel-xeon-phi-7210", "cpu-intel-xeon-8375c"],
+    [{Name, {timeout, 60, fun() ->
+                                  #{nodes := N, fraction_measured := F} = replay(Name),
+                                  Bound = case N < 100 of true -> 0.30; false -> 0.20 end,
+                                  ?assert({Name, F =< Bound} =:= {Name, true})
+                          end}} || Name <- cpus(), not lists:member(Name, Over)].
+
+flat_mesh_measures_few_pairs_test() ->
+    %% Graviton2: 64 CPUs, no group stands out; a flat group is sampled, not measured whole
+    #{fraction_measured := F, clade_precision := P} = replay("cpu-aws-graviton2"),
+    ?assert(F =< 0.15),
+    ?assertEqual(1.0, P).
+
+same_keys_as_simulate_test() ->
+    Report = replay("cpu-amd-ryzen9-5950x"),
+    ?assertEqual([], [K || K <- [nodes, pairs_measured, pairs_total, clade_recall, clade_precision, levels, seconds],
+                           not is_map_key(K, Report)]),
+    ?assertEqual(32 * 31, maps:get(pairs_total, Report)).
+
+write(Doc) ->
+    File = filename:join("/tmp", "terrain_lab_replay_tests_" ++ integer_to_list(erlang:unique_integer([positive]))
+                         ++ ".json"),
+    ok = file:write_file(File, terrain_json:encode(Doc)),
+    File.
+
+null_both_ways_is_not_measured_test() ->
+    %% a and c never measured either way: every node is still placed (through b)
+    File = write(#{<<"format">> => <<"terrain.latency/1">>, <<"nodes">> => [<<"a">>, <<"b">>, <<"c">>],
+                   <<"stats">> => #{<<"min">> => [[0, 10, null], [10, 0, 1000], [null, 1000, 0]]}}),
+    {ok, M} = terrain_lab_replay:read(File),
+    {ok, #{unplaced := 0, nodes := 3, clade_recall := null}} = terrain_lab_replay:run(#{matrix => M}),
+    ok = file:delete(File).
+
+bad_matrices_test() ->
+    One = write(#{<<"format">> => <<"terrain.latency/1">>, <<"nodes">> => [<<"a">>],
+                  <<"stats">> => #{<<"min">> => [[0]]}}),
+    ?assertMatch({error, {replay, {one_node, _}}}, terrain_lab_replay:read(One)),
+    Neg = write(#{<<"format">> => <<"terrain.latency/1">>, <<"nodes">> => [<<"a">>, <<"b">>],
+                  <<"stats">> => #{<<"min">> => [[0, -1], [1, 0]]}}),
+    {error, Reason} = terrain_lab_replay:read(Neg),
+    ?assert(length(lists:flatten(terrain_lab_replay:format_error(Reason))) > 0),
+    ?assertMatch({replay, {bad_value, _, a, b, -1}}, Reason),
+    NoMin = write(#{<<"format">> => <<"terrain.latency/1">>, <<"nodes">> => [<<"a">>, <<"b">>],
+                    <<"stats">> => #{<<"mean">> => [[0, 1], [1, 0]]}}),
+    ?assertMatch({error, {replay, {no_min, _}}}, terrain_lab_replay:read(NoMin)),
+    lists:foreach(fun file:delete/1, [One, Neg, NoMin]).
+
+%% The command: without --truth the text line says there is nothing to score against
+%% (it crashed with exit 70 on the null recall); with it, recall and precision; --out
+%% writes the tree found.
+command_test_() ->
+    {timeout, 60,
+     fun() ->
+             M = filename:join(dir(), "cpu-amd-ryzen9-5950x.latency.json"),
+             T = filename:join(dir(), "cpu-amd-ryzen9-5950x.truth.json"),
+             Out = "/tmp/terrain_lab_replay_tests_out.json",
+             {0, Text, _} = terrain_lab_test_io:run(["topology", "simulate", "--matrix", M, "--out", Out]),
+             ?assertNotEqual(nomatch, string:find(Text, "no --truth to score against")),
+             {ok, _, _} = terrain_topology:from_json(element(2, file:read_file(Out))),
+             {0, Scored, _} = terrain_lab_test_io:run(["topology", "simulate", "--matrix", M, "--truth", T]),
+             ?assertNotEqual(nomatch, string:find(Scored, "clade recall 1.000, precision 1.000")),
+             {1, _, Err} = terrain_lab_test_io:run(["topology", "simulate", "--matrix", "/tmp/terrain_no_such.json"]),
+             ?assertNotEqual(nomatch, string:find(Err, "no such file")),
+             ok = file:delete(Out)
+     end}.
