@@ -47,7 +47,8 @@
 
 -export_type([options/0, testbed/0, error_reason/0]).
 
--import(terrain_lab_testbed_record, [sh/1, quote/1]).
+-import(terrain_lab_testbed_record, [sh/1]).
+-import(terrain_lab_os, [shell_quote/1]).
 
 -type options() :: #{hosts := pos_integer() | undefined,   % N, or from the topology
                      prefix := string(),                   % host names P1..PN
@@ -176,12 +177,12 @@ env_lines(Dir0) ->
     case read(Dir) of
         {ok, Record} ->
             Slurm = case maps:get(<<"slurm">>, Record, false) of
-                        true -> ["export SLURM_CONF=", quote(filename:join(Dir, "slurm.conf")), "\n"];
+                        true -> ["export SLURM_CONF=", shell_quote(filename:join(Dir, "slurm.conf")), "\n"];
                         false -> []
                     end,
             {ok, [Slurm,
-                  "export ERL_INETRC=", quote(filename:join(Dir, "inetrc")), "\n",
-                  "export TERRAIN_TESTBED=", quote(Dir), "\n",
+                  "export ERL_INETRC=", shell_quote(filename:join(Dir, "inetrc")), "\n",
+                  "export TERRAIN_TESTBED=", shell_quote(Dir), "\n",
                   "# ssh: terrain up --hosts ", filename:join(Dir, "hosts"), " --ssh-option ConfigFile=",
                   filename:join(Dir, "ssh_config"), "\n"]};
         {error, _} = Error ->
@@ -455,7 +456,7 @@ make_keys(Dir) ->
     Key = filename:join(Dir, "id_testbed"),
     ok = terrain_lab_testbed_record:make(Dir, [#{kind => file, path => Key}, #{kind => file, path => Key ++ ".pub"}],
                                          fun() -> sh(["ssh-keygen -q -t ed25519 -N '' -C terrain-testbed -f ",
-                                                      quote(Key)]) end),
+                                                      shell_quote(Key)]) end),
     {ok, Pub} = file:read_file(Key ++ ".pub"),
     %% sshd's privilege separation directory: the machine's, made when missing and kept
     case filelib:ensure_dir("/run/sshd/x") of
@@ -481,7 +482,7 @@ make_host(Dir, Bridge, #{name := NameB, address := AddressB, veth := VethB}) ->
     HostDir = filename:join([Dir, "hosts.d", NS]),
     ok = terrain_lab_testbed_record:make_dir(Dir, HostDir),
     HostKey = filename:join(HostDir, "host_key"),
-    sh(["ssh-keygen -q -t ed25519 -N '' -C ", NS, " -f ", quote(HostKey)]),
+    sh(["ssh-keygen -q -t ed25519 -N '' -C ", NS, " -f ", shell_quote(HostKey)]),
     Config = filename:join(HostDir, "sshd_config"),
     PidFile = filename:join(HostDir, "sshd.pid"),
     ok = terrain_lab_testbed_record:write_file(
@@ -491,8 +492,8 @@ make_host(Dir, Bridge, #{name := NameB, address := AddressB, veth := VethB}) ->
                          "PermitRootLogin prohibit-password\nMaxStartups 100\nAcceptEnv LANG LC_*\n"]),
     Record(#{kind => process, name => "sshd " ++ NS, comm => "sshd", pid_path => PidFile},
            fun() ->
-                   sh(["ip netns exec ", NS, " /usr/sbin/sshd -f ", quote(Config), " -E ",
-                       quote(filename:join(HostDir, "sshd.log"))]),
+                   sh(["ip netns exec ", NS, " /usr/sbin/sshd -f ", shell_quote(Config), " -E ",
+                       shell_quote(filename:join(HostDir, "sshd.log"))]),
                    [running(terrain_lab_testbed_record:pid_file(PidFile), "sshd")]
            end),
     Record(#{kind => process, name => "epmd " ++ NS, comm => "epmd"},
@@ -525,7 +526,7 @@ shape(Hosts, Switches, Rates) ->
                          || {Other, Level} <- lists:sort(maps:to_list(maps:get(Name, Levels))),
                             A <- [maps:get(Other, Address)]],
               sh(["ip netns exec ", Name, " sh -c ",
-                  quote(lists:flatten(lists:join(" && ", ["tc qdisc add dev eth0 root handle 1: htb default 0"
+                  shell_quote(lists:flatten(lists:join(" && ", ["tc qdisc add dev eth0 root handle 1: htb default 0"
                                                          | Classes ++ Filters])))])
       end, Hosts).
 

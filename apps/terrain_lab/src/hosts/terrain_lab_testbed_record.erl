@@ -49,8 +49,7 @@
          check_interrupt/0,
          sh/1,
          command/2,
-         output/2,
-         quote/1]).
+         output/2]).
 
 -export_type([thing/0]).
 
@@ -336,11 +335,6 @@ output(Program, Args) ->
         {ok, _, _} -> "";
         {error, _} -> ""
     end.
-
-%% @doc An argument for `/bin/sh', in single quotes.
--spec quote(unicode:chardata()) -> iolist().
-quote(Arg) ->
-    ["'", string:replace(Arg, "'", "'\\''", all), "'"].
 
 %%--------------------------------------------------------------------
 %% Internal functions: the record

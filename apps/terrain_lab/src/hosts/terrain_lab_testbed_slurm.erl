@@ -17,7 +17,8 @@
          run_dir/1,
          sinfo/2]).
 
--import(terrain_lab_testbed_record, [sh/1, quote/1]).
+-import(terrain_lab_testbed_record, [sh/1]).
+-import(terrain_lab_os, [shell_quote/1]).
 
 -define(READY_MS, 30000).
 -define(PORTS, lists:seq(16817, 16899, 2)).   % slurmctld's port: the first free one
@@ -47,15 +48,17 @@ start(Dir, Prefix, Hosts, Switches, Net, Progress) ->
     ok = Make(Run),
     ok = change_mode(Run, 8#700),
     ok = Make(filename:join(Run, "spool")),
-    daemon(Dir, "munged", ["munged --force --socket=", quote(filename:join(Run, "munge.socket")),
-                           " --key-file=", quote(MungeKey), " --log-file=", quote(Munge("munged.log")),
-                           " --pid-file=", quote(Munge("munged.pid")), " --seed-file=", quote(Munge("munged.seed"))],
+    daemon(Dir, "munged", ["munged --force --socket=", shell_quote(filename:join(Run, "munge.socket")),
+                           " --key-file=", shell_quote(MungeKey),
+                           " --log-file=", shell_quote(Munge("munged.log")),
+                           " --pid-file=", shell_quote(Munge("munged.pid")),
+                           " --seed-file=", shell_quote(Munge("munged.seed"))],
            Munge("munged.pid")),
     Port = free_port(Prefix),
     ok = terrain_lab_testbed_record:write_file(Dir, filename:join(Dir, "slurm.conf"),
                                                slurm_conf(Dir, Prefix, Hosts, Net, Port)),
     ok = terrain_lab_testbed_record:write_file(Dir, filename:join(Dir, "topology.conf"), topology_conf(Switches)),
-    Conf = quote(filename:join(Dir, "slurm.conf")),
+    Conf = shell_quote(filename:join(Dir, "slurm.conf")),
     PidFile = filename:join(Dir, "slurmctld.pid"),
     ok = terrain_lab_testbed_record:make(Dir, #{kind => file, path => PidFile}, fun() -> ok end),
     daemon(Dir, "slurmctld", ["slurmctld -i -f ", Conf], PidFile),
@@ -69,8 +72,8 @@ start(Dir, Prefix, Hosts, Switches, Net, Progress) ->
 %% @doc `sinfo -h -N -o Format' against the testbed in `Dir'.
 -spec sinfo(file:filename(), string()) -> {ok, string()} | {error, string()}.
 sinfo(Dir, Format) ->
-    case terrain_lab_testbed_record:command(["SLURM_CONF=", quote(filename:join(Dir, "slurm.conf")),
-                                             " sinfo -h -N -o ", quote(Format)], 10000) of
+    case terrain_lab_testbed_record:command(["SLURM_CONF=", shell_quote(filename:join(Dir, "slurm.conf")),
+                                             " sinfo -h -N -o ", shell_quote(Format)], 10000) of
         {ok, Out} -> {ok, Out};
         {error, {testbed, {command, _, _, Out}}} -> {error, string:trim(Out)};
         {error, Reason} -> {error, lists:flatten(terrain_lab_testbed:format_error(Reason))}
