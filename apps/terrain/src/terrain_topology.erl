@@ -103,10 +103,16 @@
 %% Why a JSON document is not a topology: not JSON, not `terrain.topology/1', or a
 %% tree entry that is neither a node nor a network.
 -type json_error() :: {json, non_neg_integer(), string()} | {format, term()} | {bad_height, term()}
-                    | {bad_entry, term()}.
+                    | {bad_entry, term()} | {long_name, binary()} | {too_many_names, non_neg_integer()}.
 
 -include_lib("terrain_json/include/terrain_formats.hrl").
 -define(JSON_FORMAT, ?TERRAIN_FORMAT_TOPOLOGY).
+%% A tree nests at most this many networks (the deepest real ones have a handful of
+%% levels; a deeper file is refused before its distances are computed).
+-define(MAX_DEPTH, 256).
+%% The names of a JSON tree become atoms: at most this many different ones, each at
+%% most 255 characters, counted before the first atom is made.
+-define(MAX_NAMES, 200000).
 
 %%--------------------------------------------------------------------
 %% API
@@ -172,11 +178,16 @@ read(File) ->
 
 %% @doc The topology term (and metric) of a `terrain.topology/1' JSON document, as
 %% {@link render/2} writes it with `json'.
+%% Its names become atoms only after they are counted (at most 200,000 different
+%% ones, each at most 255 characters).
 -spec from_json(binary()) -> {ok, tree(), #{metric => metric()}} | {error, json_error()}.
 from_json(Bin) ->
     case terrain_json:decode(Bin) of
         {ok, #{<<"format">> := ?JSON_FORMAT, <<"tree">> := Tree} = Doc} ->
-            try {ok, tree_from_json(Tree), metric_from_json(maps:get(<<"metric">>, Doc, null))}
+            try
+                Room = erlang:system_info(atom_limit) - erlang:system_info(atom_count) - 100000,
+                _ = json_names(Tree, #{}, max(0, min(?MAX_NAMES, Room))),
+                {ok, tree_from_json(Tree), metric_from_json(maps:get(<<"metric">>, Doc, null))}
             catch throw:Why -> {error, Why}
             end;
         {ok, #{<<"format">> := Other}} ->
@@ -322,7 +333,8 @@ term(#{tree := Tree}) ->
 
 %% @doc Renders the topology: `term' (Erlang term, consultable), `text' (indented),
 %% `dot' (Graphviz, in RELEASE D3.5's style: lowest-level networks as ellipses listing
-%% their members with size and diameter, higher ones as boxes with their diameter),
+%% their members with size and height, higher ones as boxes with their height: the
+%% diameter of a discovered cluster, the typical round trip of a tree probe's level),
 %% `newick' (branch lengths from heights when measured), `json' (`terrain.topology/1').
 -spec render(topology(), format()) -> iodata().
 render(#{tree := Tree}, term) ->
@@ -351,6 +363,8 @@ walk({network, Children}, NamePath, Id, Depth, Groups) when is_list(Children) ->
     walk({network, generated_name(Id), #{}, Children}, NamePath, Id, Depth, Groups);
 walk({network, Name, Children}, NamePath, Id, Depth, Groups) when is_list(Children) ->
     walk({network, Name, #{}, Children}, NamePath, Id, Depth, Groups);
+walk({network, Name, _Options, _Children}, NamePath, _Id, Depth, _Groups) when Depth >= ?MAX_DEPTH ->
+    throw({NamePath ++ [Name], {too_deep, ?MAX_DEPTH}});
 walk({network, Name, Options, Children}, NamePath, Id, Depth, Groups) when is_map(Options), is_list(Children) ->
     Where = NamePath ++ [Name],
     _ = Children =:= [] andalso throw({Where, empty_network}),
@@ -446,17 +460,19 @@ lca_distance(#{metric := measured, groups := Groups}, Id) ->
 %% The distances the tree can produce between two different nodes: one per network
 %% that is the lowest common network of some pair (it has two or more members).
 distinct_distances(#{groups := Groups} = T) ->
-    lists:usort([lca_distance(T, Id) || {Id, #{members := [_, _ | _]}} <- maps:to_list(Groups),
-                                        is_lca(Id, Groups)]).
+    %% per network: its child networks and the members they hold, in one pass
+    Below = maps:fold(fun([_], _, Acc) -> Acc;
+                         (Id, #{members := M}, Acc) ->
+                             maps:update_with(lists:droplast(Id), fun({C, N}) -> {C + 1, N + length(M)} end,
+                                              {1, length(M)}, Acc)
+                      end, #{}, Groups),
+    lists:usort([lca_distance(T, Id) || {Id, #{members := [_, _ | _] = M}} <- maps:to_list(Groups),
+                                        is_lca(length(M), maps:get(Id, Below, {0, 0}))]).
 
 %% A network is the lowest common network of some pair when two of its members lie
 %% in different children (or directly under it).
-is_lca(Id, Groups) ->
-    #{members := Members} = maps:get(Id, Groups),
-    Children = [C || C <- maps:keys(Groups), length(C) =:= length(Id) + 1, lists:prefix(Id, C)],
-    InChildren = lists:append([maps:get(members, maps:get(C, Groups)) || C <- Children]),
-    Direct = length(Members) - length(InChildren),
-    Direct + length(Children) >= 2.
+is_lca(Members, {Children, InChildren}) ->
+    Members - InChildren + Children >= 2.
 
 rank(D, [X | _], R) when D =< X -> R;
 rank(D, [_ | Rest], R) -> rank(D, Rest, R + 1);
@@ -508,7 +524,7 @@ node_count([_]) -> "1 node";
 node_count(M) -> io_lib:format("~b nodes", [length(M)]).
 
 height_text(undefined) -> "";
-height_text(H) -> io_lib:format(", diameter ~s us", [num(H)]).
+height_text(H) -> io_lib:format(", height ~s us", [num(H)]).
 
 num(H) when is_integer(H) -> integer_to_list(H);
 num(H) when abs(H) < 1.0e15 -> float_to_list(float(H), [{decimals, 1}, compact]);
@@ -540,7 +556,7 @@ dot_id(Id) ->
     "g" ++ lists:append(["_" ++ integer_to_list(I) || I <- Id]).
 
 dot_height(undefined) -> "";
-dot_height(H) -> io_lib:format("\\ndiameter ~s us", [num(H)]).
+dot_height(H) -> io_lib:format("\\nheight ~s us", [num(H)]).
 
 escape(Term) ->
     Text = case Term of
@@ -604,6 +620,25 @@ read_json(File) ->
             {error, {file, Why}}
     end.
 
+%% The distinct names of a JSON tree (node names and network names), refused past
+%% `Max' or when one is longer than an atom may be; no atom is made.
+json_names(#{<<"node">> := Node}, Names, Max) when is_binary(Node) ->
+    json_name(Node, Names, Max);
+json_names(#{<<"children">> := Children} = Network, Names, Max) when is_list(Children) ->
+    Names1 = case maps:get(<<"name">>, Network, null) of
+                 B when is_binary(B) -> json_name(B, Names, Max);
+                 _ -> Names
+             end,
+    lists:foldl(fun(C, Acc) -> json_names(C, Acc, Max) end, Names1, Children);
+json_names(_Other, Names, _Max) ->
+    Names.                                            % tree_from_json/1 names the bad entry
+
+json_name(Name, Names, Max) ->
+    _ = byte_size(Name) > 255 andalso string:length(Name) > 255
+        andalso throw({long_name, binary:part(Name, 0, 40)}),
+    _ = map_size(Names) >= Max andalso not is_map_key(Name, Names) andalso throw({too_many_names, Max}),
+    Names#{Name => true}.
+
 tree_from_json(#{<<"node">> := Node}) when is_binary(Node) ->
     {node, binary_to_atom(Node)};
 tree_from_json(#{<<"children">> := Children} = Network) when is_list(Children) ->
@@ -631,6 +666,9 @@ metric_from_json(_) -> #{}.
 where([]) -> "";
 where(Where) -> [" at ", lists:join(" > ", [io_lib:format("~0tp", [W]) || W <- Where])].
 
+why({too_deep, Max}) -> io_lib:format("networks nest more than ~b deep", [Max]);
+why({long_name, Start}) -> io_lib:format("the name starting ~0tp is longer than 255 characters", [Start]);
+why({too_many_names, Max}) -> io_lib:format("more than ~b different names (a name becomes an atom)", [Max]);
 why({children_not_a_list, Children}) -> io_lib:format("the children ~0tP are not a proper list", [Children, 8]);
 why(empty_network) -> "the network is empty: a network needs at least one node or network";
 why({bad_height, H}) -> io_lib:format("height ~0tp must be a non-negative number of microseconds", [H]);

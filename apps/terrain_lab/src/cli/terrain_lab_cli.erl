@@ -28,7 +28,8 @@
 -export([main/1,
          run/2,
          command_modules/0,
-         commands/0]).
+         commands/0,
+         number/1]).
 
 -export_type([io/0, command/0, option/0]).
 
@@ -397,6 +398,12 @@ expected(#{type := Type, range := {Min, Max}}) ->
      end];
 expected(#{type := Type}) ->
     type_name(Type).
+
+%% @doc A number as the `float' options read it (2.5, 10, 1e300, 1.5e-3), for a
+%% command that reads numbers out of a string option (a comma-separated list).
+-spec number(string()) -> {ok, float()} | error.
+number(Text) ->
+    convert(float, Text).
 
 convert(string, Text) -> {ok, Text};
 convert(list, Text) -> {ok, [T || T <- string:split(Text, ",", all), T =/= ""]};

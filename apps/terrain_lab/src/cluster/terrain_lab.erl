@@ -132,6 +132,8 @@ format_error({guard, _} = Reason) ->
     terrain_lab_guard:format_error(Reason);
 format_error({write, _, _} = Reason) ->
     terrain_lab_files:format_error(Reason);
+format_error({read, _, _} = Reason) ->
+    terrain_lab_files:format_error(Reason);
 format_error({Output, _} = Reason) when Output =:= output_exists; Output =:= output_is_input ->
     terrain_lab_files:format_error(Reason);
 format_error({launch, _} = Reason) ->
