@@ -70,6 +70,7 @@
 -include_lib("terrain_json/include/terrain_formats.hrl").
 -define(LATENCY_FORMAT, ?TERRAIN_FORMAT_LATENCY).
 -define(SAMPLE, 50000).
+-define(MAX_NODES, 100000).      % a matrix's node names become atoms: at most this many
 
 -type options() :: terrain:discovery_options().
 
@@ -233,6 +234,9 @@ option_help(_) -> "".
 %%--------------------------------------------------------------------
 %% Reading latency.json
 
+latency_from_json(#{<<"format">> := ?LATENCY_FORMAT, <<"nodes">> := Names}, File)
+  when is_list(Names), length(Names) > ?MAX_NODES ->
+    {error, {discovery, {latency, File, {too_many_nodes, length(Names)}}}};   % counted before any atom
 latency_from_json(#{<<"format">> := ?LATENCY_FORMAT, <<"nodes">> := Names, <<"stats">> := Stats} = Doc, File)
   when is_list(Names), is_map(Stats) ->
     case Names =/= [] andalso lists:all(fun node_name/1, Names) andalso length(lists:usort(Names)) =:= length(Names) of
@@ -256,6 +260,8 @@ latency_from_json(_, File) ->
     {error, {discovery, {latency, File, {format, none}}}}.
 
 latency_why(bad_nodes) -> "'nodes' must be a non-empty list of distinct node names of at most 255 characters";
+latency_why({too_many_nodes, N}) ->
+    io_lib:format("it names ~b nodes, more than the ~b terrain reads (node names become atoms)", [N, ?MAX_NODES]);
 latency_why(missing_fields) -> "it needs 'nodes' (a list) and 'stats' (an object of matrices)";
 latency_why({format, none}) -> "no \"format\" field (expected \"terrain.latency/1\")";
 latency_why({format, F}) -> io_lib:format("unknown format ~0tp (expected \"terrain.latency/1\")", [F]).

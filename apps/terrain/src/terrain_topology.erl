@@ -335,7 +335,8 @@ term(#{tree := Tree}) ->
 %% `dot' (Graphviz, in RELEASE D3.5's style: lowest-level networks as ellipses listing
 %% their members with size and height, higher ones as boxes with their height: the
 %% diameter of a discovered cluster, the typical round trip of a tree probe's level),
-%% `newick' (branch lengths from heights when measured), `json' (`terrain.topology/1').
+%% `newick' (branch lengths from heights when measured), `json' (`terrain.topology/1';
+%% its `metric' only for a tree with heights, where the metric is a choice).
 -spec render(topology(), format()) -> iodata().
 render(#{tree := Tree}, term) ->
     io_lib:format("~tp.~n", [Tree]);
@@ -345,10 +346,14 @@ render(T, dot) ->
     dot(T);
 render(T, newick) ->
     [newick(T, [1], undefined), ";\n"];
-render(T, json) ->
-    [terrain_json:encode(#{format => ?JSON_FORMAT,
-                           metric => metric(T),
-                           tree => json_tree(T, [1])}, #{pretty => true}), $\n].
+render(#{groups := Groups} = T, json) ->
+    %% `metric' records a choice, which only a tree with heights has: a tree without
+    %% heights (SLURM's switches) carries no distances to name
+    Doc = case lists:all(fun(#{height := H}) -> H =/= undefined end, maps:values(Groups)) of
+              true -> #{metric => metric(T)};
+              false -> #{}
+          end,
+    [terrain_json:encode(Doc#{format => ?JSON_FORMAT, tree => json_tree(T, [1])}, #{pretty => true}), $\n].
 
 %% @doc A sentence for an error of this module.
 -spec format_error(error_reason()) -> iolist().

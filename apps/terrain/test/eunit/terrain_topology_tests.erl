@@ -133,13 +133,13 @@ renderings_test() ->
                                                         <<"children">> := [#{<<"node">> := <<"a">>}, #{<<"node">> := <<"b">>}]},
                                                       #{<<"node">> := <<"c">>}]}}, Json),
     Dot = lists:flatten(io_lib:format("~s", [terrain_topology:render(T, dot)])),
-    ?assertNotEqual(nomatch, string:find(Dot, "shape=ellipse, label=\"x\\n2 nodes\\ndiameter 600 us\\na\\nb\"")),
-    ?assertNotEqual(nomatch, string:find(Dot, "shape=box, label=\"root\\ndiameter 8000 us\"")),
+    ?assertNotEqual(nomatch, string:find(Dot, "shape=ellipse, label=\"x\\n2 nodes\\nheight 600 us\\na\\nb\"")),
+    ?assertNotEqual(nomatch, string:find(Dot, "shape=box, label=\"root\\nheight 8000 us\"")),
     {ok, Tokens, _} = erl_scan:string(lists:flatten(io_lib:format("~s", [terrain_topology:render(T, term)]))),
     {ok, Term} = erl_parse:parse_term(Tokens),
     ?assertEqual(terrain_topology:term(T), Term),
     Text = lists:flatten(io_lib:format("~s", [terrain_topology:render(T, text)])),
-    ?assertEqual("root (3 nodes, diameter 8000 us)\n  x (2 nodes, diameter 600 us)\n    a\n    b\n  c\n", Text).
+    ?assertEqual("root (3 nodes, height 8000 us)\n  x (2 nodes, height 600 us)\n    a\n    b\n  c\n", Text).
 
 a_network_of_one_node_says_node_test() ->
     {ok, T} = terrain_topology:new({network, root, [{network, solo, [{node, a}]}, {network, pair, [{node, b}, {node, c}]}]}),
