@@ -215,3 +215,30 @@ read_keeps_the_syntax_error_of_a_broken_term_file_test() ->
     File = filename:join(test_dir(), "broken.term"),
     ok = file:write_file(File, <<"{network, a, [{node, x}\n">>),
     ?assertMatch({error, {topology, [{file, File}, {line, _}], {syntax, _}}}, terrain_topology:read(File)).
+
+%% Bounds of the model (issue 33, row 12): a tree nests at most 256 networks, and the
+%% names of a JSON tree are counted and measured before they become atoms.
+a_tree_deeper_than_256_networks_is_refused_test() ->
+    Chain = fun(D) -> lists:foldl(fun(_, Child) -> {network, r, [Child]} end, {node, a}, lists:seq(1, D)) end,
+    ?assertMatch({ok, _}, terrain_topology:new(Chain(256))),
+    {error, Reason} = terrain_topology:new(Chain(257)),
+    ?assertMatch({topology, _, {too_deep, 256}}, Reason),
+    ?assertMatch("topology at " ++ _, lists:flatten(terrain_topology:format_error(Reason))).
+
+json_names_are_checked_before_atoms_are_made_test() ->
+    Doc = fun(Children) -> terrain_json:encode(#{format => <<"terrain.topology/1">>,
+                                                 tree => #{name => <<"r">>, children => Children}}) end,
+    Long = binary:copy(<<"q">>, 300),
+    ?assertMatch({error, {long_name, _}}, terrain_topology:from_json(Doc([#{node => Long}]))),
+    Before = erlang:system_info(atom_count),
+    Many = [#{node => <<"zq_json_", (integer_to_binary(I))/binary>>} || I <- lists:seq(1, 200001)],
+    ?assertEqual({error, {too_many_names, 200000}}, terrain_topology:from_json(Doc(Many))),
+    ?assert(erlang:system_info(atom_count) - Before < 100).
+
+json_names_a_metric_only_for_a_tree_with_heights_test() ->
+    {ok, Plain} = terrain_topology:new({network, r, [{node, a}, {node, b}]}),
+    {ok, PlainDoc} = terrain_json:decode(terrain_topology:render(Plain, json)),
+    ?assertNot(is_map_key(<<"metric">>, PlainDoc)),
+    {ok, Measured} = terrain_topology:new({network, r, #{height => 10}, [{node, a}, {node, b}]}),
+    {ok, MeasuredDoc} = terrain_json:decode(terrain_topology:render(Measured, json)),
+    ?assertEqual(<<"measured">>, maps:get(<<"metric">>, MeasuredDoc)).

@@ -410,4 +410,49 @@ new_output_refuses_inputs_and_existing_outputs_test() ->
     ?assertEqual(ok, new_output(file, filename:join(Dir, "new.json"), [Manifest])),
     ?assertEqual(ok, new_output(dir, filename:join([Dir, "sub", "run"]), [])),
     ?assertEqual({error, {write, "/nonexist_terrain", enoent}}, new_output(file, "/nonexist_terrain/x.json", [])).
+
+read_refuses_what_is_not_a_regular_file_and_what_is_too_large_test() ->
+    Dir = tmp_dir(),
+    File = filename:join(Dir, "ten"),
+    ok = file:write_file(File, "0123456789"),
+    ?assertEqual({ok, <<"0123456789">>}, read(File, 10)),
+    ?assertEqual({error, {read, File, {too_large, 9}}}, read(File, 9)),
+    [?assertEqual({error, {read, Device, not_regular}}, read(Device, 1000)) || Device <- ["/dev/zero", Dir]],
+    ?assertEqual({error, {read, "/nonexist_terrain", enoent}}, read("/nonexist_terrain", 10)),
+    ?assertEqual("/dev/zero: not a regular file", lists:flatten(format_error({read, "/dev/zero", not_regular}))).
+
+consult_text(Text, Limits) ->
+    File = filename:join(tmp_dir(), "terms"),
+    ok = file:write_file(File, Text),
+    case consult(File, Limits#{max_bytes => 1000000}) of
+        {ok, _} = Ok -> Ok;
+        {error, {read, File, Why}} -> {error, Why}
+    end.
+
+consult_reads_terms_as_file_consult_does_test() ->
+    Text = "%% a comment\n{cluster, c, #{latency => 10}}.\n{group, 'G x', #{}, [{node, n1, #{args => [\"a.b\"]}}]}.\n"
+           "{x, $', \"'\", 1.5e3, 16#ff, <<\"b\">>}.\n",
+    File = filename:join(tmp_dir(), "terms"),
+    ok = file:write_file(File, Text),
+    ?assertEqual(file:consult(File), consult(File, #{max_bytes => 1000})).
+
+consult_counts_before_it_parses_test() ->
+    ?assertEqual({error, {too_deep, 2, 3}}, consult_text("{a}.\n{[{[x]}]}.\n", #{max_depth => 3})),
+    ?assertEqual({error, {long_name, 1}}, consult_text("{'" ++ lists:duplicate(256, $x) ++ "'}.\n", #{})),
+    ?assertEqual({error, {too_many_names, 3}}, consult_text("[a, b, 'c', d].\n", #{max_atoms => 3})),
+    ?assertEqual({ok, [[a, b, a, b]]}, consult_text("[a, b, 'a', b].\n", #{max_atoms => 2})),
+    ?assertEqual({error, {not_utf8, 2}}, consult_text(<<"a.\n'", 16#e9, "'.\n">>, #{})),
+    ?assertMatch({error, {syntax, 1, _}}, consult_text("{a, }.\n", #{})),
+    ?assertMatch({error, {syntax, _, "the last term has no final '.'"}}, consult_text("{a}", #{})),
+    %% the check sees the count of each tag (the atom after a brace), also past the atom budget
+    Check = fun(#{<<"node">> := N}) when N > 2 -> {error, {nodes, N}}; (_) -> ok end,
+    ?assertEqual({error, {check, {nodes, 3}}},
+                 consult_text("[{node, a}, { node, b}, {node, c}].\n", #{check => Check, max_atoms => 2})),
+    ?assertEqual({ok, [[{node, a}, {node, b}]]}, consult_text("[{node, a}, {node, b}].\n", #{check => Check})).
+
+consult_makes_no_atom_of_a_refused_file_test() ->
+    Before = erlang:system_info(atom_count),
+    Names = ["zq_unmade_" ++ integer_to_list(I) || I <- lists:seq(1, 5000)],
+    ?assertEqual({error, {too_many_names, 100}}, consult_text(["[", lists:join(",", Names), "].\n"], #{max_atoms => 100})),
+    ?assert(erlang:system_info(atom_count) - Before < 100).
 -endif.
