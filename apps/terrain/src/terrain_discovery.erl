@@ -71,6 +71,7 @@
 -define(LATENCY_FORMAT, ?TERRAIN_FORMAT_LATENCY).
 -define(SAMPLE, 50000).
 -define(MAX_NODES, 100000).      % a matrix's node names become atoms: at most this many
+-define(MAX_ROUND_TRIP, 1.0e300). % µs; α × a distance (α up to 4, sums of heights) stays a finite float
 
 -type options() :: terrain:discovery_options().
 
@@ -196,7 +197,7 @@ format_error({discovery, {no_statistic, Statistic}}) ->
 format_error({discovery, {not_square, Statistic, N}}) ->
     io_lib:format("the '~ts' matrix is not ~b x ~b, one row and column per node", [Statistic, N, N]);
 format_error({discovery, {bad_value, A, B, Value}}) ->
-    io_lib:format("round trip ~0tp -> ~0tp is ~0tP: expected a non-negative number of microseconds or null",
+    io_lib:format("round trip ~0tp -> ~0tp is ~0tP: expected a number of microseconds from 0 to 1e300, or null",
                   [A, B, Value, 6]);
 format_error({discovery, {latency, File, Why}}) ->
     io_lib:format("~ts: not a latency matrix: ~ts", [File, latency_why(Why)]).
@@ -302,7 +303,7 @@ symmetric(Nodes, Rows, How, _Statistic) ->
 value(Rows, Names, I, J) ->
     case element(J + 1, element(I + 1, Rows)) of
         null -> null;
-        V when is_number(V), V >= 0 -> float(V);
+        V when is_number(V), V >= 0, V =< ?MAX_ROUND_TRIP -> float(V);
         V -> throw({bad_value, element(I + 1, Names), element(J + 1, Names), V})
     end.
 

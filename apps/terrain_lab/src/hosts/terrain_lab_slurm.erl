@@ -140,7 +140,12 @@ tasks_per_node(Text) when is_list(Text) ->
 parse_topology(Text) when is_list(Text) ->
     parse_topology(unicode:characters_to_binary(Text));
 parse_topology(Bin) when is_binary(Bin) ->
-    Lines = lists:enumerate(binary:split(Bin, <<"\n">>, [global])),
+    case unicode:characters_to_binary(Bin) of
+        Bin -> parse_lines(lists:enumerate(binary:split(Bin, <<"\n">>, [global])));
+        {_, Good, _} -> {error, {slurm, {topology_not_utf8, 1 + length(binary:matches(Good, <<"\n">>))}}}
+    end.
+
+parse_lines(Lines) ->
     try
         Numbered = [{N, switch(N, Line)} || {N, Line0} <- Lines, Line <- [switch_line(N, Line0)], Line =/= skip],
         Switches = [S || {_, S} <- Numbered],
@@ -151,15 +156,14 @@ parse_topology(Bin) when is_binary(Bin) ->
         Parents = check_tree(Numbered),
         {ok, with_levels(Switches, Parents)}
     catch
-        throw:{not_utf8, N} -> {error, {slurm, {topology_not_utf8, N}}};
         throw:{too_large, What, Count, Max} -> {error, {slurm, {topology_too_large, What, Count, Max}}};
         throw:{graph, Why} -> {error, {slurm, {topology_graph, Why}}};
         throw:{N, Line} -> {error, {slurm, {topology_line, N, Line}}};
         throw:{N, Line, Why} -> {error, {slurm, {topology_line, N, Line, Why}}}
     end.
 
-%% A line without its comment when it defines a switch (checked UTF-8, at most
-%% ?MAX_LINE bytes), else `skip'.
+%% A line without its comment when it defines a switch (at most ?MAX_LINE bytes),
+%% else `skip'.
 switch_line(N, Line0) ->
     Line = case binary:match(Line0, <<"#">>) of
                {At, _} -> string:trim(binary:part(Line0, 0, At));
@@ -171,10 +175,7 @@ switch_line(N, Line0) ->
                 <<"switchname=">> when byte_size(Line) > ?MAX_LINE ->
                     throw({N, shown(Line), {long_line, ?MAX_LINE}});
                 <<"switchname=">> ->
-                    case unicode:characters_to_binary(Line) of
-                        Line -> Line;
-                        _ -> throw({not_utf8, N})
-                    end;
+                    Line;
                 _ ->
                     skip
             end;
