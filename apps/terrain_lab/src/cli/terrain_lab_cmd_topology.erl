@@ -586,7 +586,7 @@ rename({network, Name, Opts, C}, Fun) -> {network, Name, Opts, [rename(X, Fun) |
 %% Reads a topology: a file of one topology term, a cluster spec (its groups as
 %% the tree), or a `terrain.topology/1' JSON file (one that starts with `{"'), through
 %% the bounded reader (a regular file of at most 16 MB; terms counted before their
-%% atoms are made), and checks that it is a valid tree (terrain_topology:new/1).
+%% atoms are made), and checks that it is a valid tree (terrain:check_topology/1).
 -spec read_tree(file:filename()) -> {ok, terrain:topology_tree()} | {error, term()}.
 read_tree(File) ->
     case terrain_lab_files:read(File, ?MAX_TOPOLOGY_BYTES) of
@@ -604,8 +604,8 @@ read_tree(File) ->
     end.
 
 valid_tree(File, Tree) ->
-    case terrain_topology:new(Tree) of
-        {ok, _} -> {ok, Tree};
+    case terrain:check_topology(Tree) of
+        ok -> {ok, Tree};
         {error, Why} -> {error, {topology_cmd, {bad_topology, File, {invalid, Why}}}}
     end.
 
