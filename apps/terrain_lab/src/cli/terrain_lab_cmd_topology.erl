@@ -419,13 +419,13 @@ simulate_outliers(Options) ->
     end.
 
 simulate_progress(Io) ->
-    Last = erlang:monotonic_time(millisecond),
-    put({?MODULE, last_progress}, Last),
+    Last = atomics:new(1, [{signed, true}]),              % when progress was last said, ms
+    ok = atomics:put(Last, 1, erlang:monotonic_time(millisecond)),
     fun(#{placed := Placed, total := Total, pairs := Pairs, elapsed_ms := Elapsed}) ->
             Now = erlang:monotonic_time(millisecond),
-            case Now - get({?MODULE, last_progress}) >= 1000 orelse Placed =:= Total of
+            case Now - atomics:get(Last, 1) >= 1000 orelse Placed =:= Total of
                 true ->
-                    put({?MODULE, last_progress}, Now),
+                    ok = atomics:put(Last, 1, Now),
                     terrain_lab_io:progress(Io, "simulate: ~b of ~b nodes placed, ~b pairs measured, ~.1f s~n",
                                             [Placed, Total, Pairs, Elapsed / 1000]);
                 false ->
@@ -657,8 +657,6 @@ format_error({topology_cmd, {bad_topology, File, {format, F}}}) ->
     io_lib:format("~ts: not a topology: format ~0tp (expected \"terrain.topology/1\")", [File, F]);
 format_error({topology_cmd, {bad_topology, File, {terms, N}}}) ->
     io_lib:format("~ts: expected one topology term or a cluster spec, found ~b terms", [File, N]);
-format_error({topology_cmd, {bad_topology, File, {syntax, Line, Message}}}) ->
-    io_lib:format("~ts:~p: ~ts", [File, Line, Message]);
 format_error({topology_cmd, {bad_topology, File, {json, Offset, Why}}}) ->
     io_lib:format("~ts: invalid JSON at byte ~b: ~ts", [File, Offset, Why]);
 format_error({topology_cmd, {bad_topology, File, {invalid, Why}}}) ->
