@@ -202,7 +202,10 @@ move_puts_a_node_into_another_group_test() ->
 
 %% A spec of more than 100,000 nodes, a device and a deep spec are refused before a
 %% name becomes an atom (issue 33, rows 9 and 13).
-a_spec_beyond_the_node_limit_is_refused_before_its_names_are_made_test() ->
+a_spec_beyond_the_node_limit_is_refused_before_its_names_are_made_test_() ->
+    {timeout, 120, fun a_spec_beyond_the_node_limit_is_refused_before_its_names_are_made/0}.
+
+a_spec_beyond_the_node_limit_is_refused_before_its_names_are_made() ->
     File = filename:join("/tmp", "terrain_lab_spec_tests_many_" ++ os:getpid() ++ ".cluster"),
     ok = file:write_file(File, ["{cluster, c, #{}}.\n{group, g, #{}, [",
                                 lists:join(",", [["{node,zqm", integer_to_list(I), ",#{}}"] || I <- lists:seq(0, 100000)]),

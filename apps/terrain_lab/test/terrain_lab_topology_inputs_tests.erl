@@ -28,10 +28,14 @@ topology(Args) ->
     ?assertEqual(nomatch, string:find(Err, "internal error")),
     {Code, Err}.
 
+%% Each case has two minutes: a busy machine is slow, and no limit here is a timing goal.
 has(Err, Text) ->
     ?assertNotEqual(nomatch, string:find(Err, Text)).
 
-an_output_that_is_an_input_is_refused_and_the_input_kept_test() ->
+an_output_that_is_an_input_is_refused_and_the_input_kept_test_() ->
+    {timeout, 120, fun an_output_that_is_an_input_is_refused_and_the_input_kept/0}.
+
+an_output_that_is_an_input_is_refused_and_the_input_kept() ->
     Dir = dir(),
     Conf = file(Dir, "g.conf", "SwitchName=s1 Nodes=h1,h2\nSwitchName=s2 Nodes=h3\nSwitchName=r Switches=s1,s2\n"),
     Term = file(Dir, "t.term", ?GOOD),
@@ -53,7 +57,10 @@ an_output_that_is_an_input_is_refused_and_the_input_kept_test() ->
     {1, Exists} = topology(["show", Term, "--out", Good]),
     has(Exists, "exists already").
 
-devices_fifos_and_directories_are_not_read_test() ->
+devices_fifos_and_directories_are_not_read_test_() ->
+    {timeout, 120, fun devices_fifos_and_directories_are_not_read/0}.
+
+devices_fifos_and_directories_are_not_read() ->
     Dir = dir(),
     Fifo = filename:join(Dir, "fifo"),
     "" = os:cmd("mkfifo " ++ Fifo),
@@ -66,7 +73,10 @@ devices_fifos_and_directories_are_not_read_test() ->
             Args <- [["import", "slurm", Input], ["show", Input], ["compare", Input, Good], ["compare", Good, Input],
                      ["simulate", "--spec", Input], [Input], ["load", Input, "--state-dir", Dir]]].
 
-deep_json_and_terms_are_refused_by_depth_test() ->
+deep_json_and_terms_are_refused_by_depth_test_() ->
+    {timeout, 120, fun deep_json_and_terms_are_refused_by_depth/0}.
+
+deep_json_and_terms_are_refused_by_depth() ->
     Dir = dir(),
     Json = file(Dir, "deep.json", ["{\"format\":\"terrain.topology/1\",\"tree\":",
                                    lists:duplicate(20000, "{\"name\":\"r\",\"children\":["), "{\"node\":\"a\"}",
@@ -82,7 +92,10 @@ deep_json_and_terms_are_refused_by_depth_test() ->
     {1, TermErr} = topology(["show", Term]),
     has(TermErr, "nested more than 1000 levels deep").
 
-names_are_counted_before_they_become_atoms_test() ->
+names_are_counted_before_they_become_atoms_test_() ->
+    {timeout, 120, fun names_are_counted_before_they_become_atoms/0}.
+
+names_are_counted_before_they_become_atoms() ->
     Dir = dir(),
     Long = lists:duplicate(300, $q),
     LongJson = file(Dir, "long.json", ["{\"format\":\"terrain.topology/1\",\"tree\":{\"name\":\"r\",\"children\":[",
@@ -99,7 +112,10 @@ names_are_counted_before_they_become_atoms_test() ->
     has(ManyErr, "100001 nodes are more than terrain starts"),
     ?assert(erlang:system_info(atom_count) - Before < 1000).
 
-a_topology_conf_is_read_as_a_tree_test() ->
+a_topology_conf_is_read_as_a_tree_test_() ->
+    {timeout, 120, fun a_topology_conf_is_read_as_a_tree/0}.
+
+a_topology_conf_is_read_as_a_tree() ->
     Dir = dir(),
     Clique = lists:append([io_lib:format("SwitchName=s~b Switches=s[1-14] Nodes=h~b~n", [I, I]) || I <- lists:seq(1, 14)]),
     Cases = [{"SwitchName=s1 Switches=s2 Nodes=h1\nSwitchName=s2 Switches=s1 Nodes=h2\n", "switch loop s1 -> s2 -> s1"},
@@ -117,14 +133,20 @@ a_topology_conf_is_read_as_a_tree_test() ->
          ?assertEqual({1, true}, {Code, string:find(Err, Expected) =/= nomatch})
      end || {Text, Expected} <- Cases].
 
-wrong_argument_counts_are_usage_errors_test() ->
+wrong_argument_counts_are_usage_errors_test_() ->
+    {timeout, 120, fun wrong_argument_counts_are_usage_errors/0}.
+
+wrong_argument_counts_are_usage_errors() ->
     [?assertMatch({2, _}, topology(Args))
      || Args <- [["show", "a", "b"], ["show"], ["compare", "a"], ["compare", "a", "b", "c"], ["simulate", "extra"],
                  ["load", "a", "b"], ["load"], ["a", "b"]]],
     {2, Err} = topology(["load", "a", "b"]),
     has(Err, "expected 'terrain topology load FILE' (2 arguments after it)").
 
-a_file_that_is_no_valid_tree_is_named_test() ->
+a_file_that_is_no_valid_tree_is_named_test_() ->
+    {timeout, 120, fun a_file_that_is_no_valid_tree_is_named/0}.
+
+a_file_that_is_no_valid_tree_is_named() ->
     Dir = dir(),
     Good = file(Dir, "good.term", ?GOOD),
     Cases = [{file(Dir, "t42.term", "42.\n"), "unknown term 42"},
@@ -139,7 +161,10 @@ a_file_that_is_no_valid_tree_is_named_test() ->
          [?assertNotEqual(nomatch, string:find(E, Why)) || E <- [E1, E2, E3]]
      end || {Bad, Why} <- Cases].
 
-simulate_refuses_what_it_cannot_hold_before_making_it_test() ->
+simulate_refuses_what_it_cannot_hold_before_making_it_test_() ->
+    {timeout, 120, fun simulate_refuses_what_it_cannot_hold_before_making_it/0}.
+
+simulate_refuses_what_it_cannot_hold_before_making_it() ->
     Before = erlang:system_info(atom_count),
     {1, Huge} = topology(["simulate", "--shape", "100000x100000"]),
     has(Huge, "mostly for --shape"),
@@ -155,7 +180,10 @@ simulate_refuses_what_it_cannot_hold_before_making_it_test() ->
     {2, Both} = topology(["simulate", "--spec", "x.cluster", "--latencies", "1,2"]),
     has(Both, "--latencies goes with --shape").
 
-simulate_reads_exponent_notation_test() ->
+simulate_reads_exponent_notation_test_() ->
+    {timeout, 120, fun simulate_reads_exponent_notation/0}.
+
+simulate_reads_exponent_notation() ->
     {Code, _Out, _Err} = terrain_lab_test_io:run(["topology", "simulate", "--shape", "2x2", "--latencies", "1e3,1e2",
                                                   "--outliers", "1e-3", "--noise", "0"]),
     ?assertEqual(0, Code).

@@ -225,7 +225,10 @@ a_tree_deeper_than_256_networks_is_refused_test() ->
     ?assertMatch({topology, _, {too_deep, 256}}, Reason),
     ?assertMatch("topology at " ++ _, lists:flatten(terrain_topology:format_error(Reason))).
 
-json_names_are_checked_before_atoms_are_made_test() ->
+json_names_are_checked_before_atoms_are_made_test_() ->
+    {timeout, 120, fun json_names_are_checked_before_atoms_are_made/0}.
+
+json_names_are_checked_before_atoms_are_made() ->
     Doc = fun(Children) -> terrain_json:encode(#{format => <<"terrain.topology/1">>,
                                                  tree => #{name => <<"r">>, children => Children}}) end,
     Long = binary:copy(<<"q">>, 300),
