@@ -105,6 +105,7 @@
 -type json_error() :: {json, non_neg_integer(), string()} | {format, term()} | {bad_height, term()}
                     | {bad_entry, term()} | {long_name, binary()} | {too_many_names, non_neg_integer()}.
 
+-include_lib("kernel/include/file.hrl").
 -include_lib("terrain_json/include/terrain_formats.hrl").
 -define(JSON_FORMAT, ?TERRAIN_FORMAT_TOPOLOGY).
 %% A tree nests at most this many networks (the deepest real ones have a handful of
@@ -113,6 +114,9 @@
 %% The names of a JSON tree become atoms: at most this many different ones, each at
 %% most 255 characters, counted before the first atom is made.
 -define(MAX_NAMES, 200000).
+%% read/1 reads regular files of at most this size (`terrain topology' reads through
+%% the lab's bounded reader, which also counts a term file's atoms before parsing it).
+-define(MAX_FILE_BYTES, 16 * 1024 * 1024).
 
 %%--------------------------------------------------------------------
 %% API
@@ -158,9 +162,18 @@ check(_Term) ->
 
 %% @doc Reads a topology from a file in any format {@link render/2} writes that
 %% holds the whole tree: one topology term (`file:consult/1' syntax) or a
-%% `terrain.topology/1' JSON document (whose `metric' is kept).
+%% `terrain.topology/1' JSON document (whose `metric' is kept). Only a regular file
+%% of at most 16 MB is read (not a device, a FIFO or a directory).
 -spec read(file:filename()) -> {ok, topology()} | {error, error_reason()}.
 read(File) ->
+    case file:read_file_info(File) of
+        {ok, #file_info{type = regular, size = Size}} when Size =< ?MAX_FILE_BYTES -> read_regular(File);
+        {ok, #file_info{type = regular}} -> {error, {topology, [{file, File}], {file, too_large}}};
+        {ok, #file_info{}} -> {error, {topology, [{file, File}], {file, not_regular}}};
+        {error, Why} -> {error, {topology, [{file, File}], {file, Why}}}
+    end.
+
+read_regular(File) ->
     case file:consult(File) of
         {ok, [Tree]} ->
             new(Tree);
@@ -691,6 +704,8 @@ why(measured_without_heights) -> "the measured metric needs a height on every ne
 why({bad_metric, M}) -> io_lib:format("unknown metric ~0tp (known: ultrametric, measured)", [M]);
 why({terms, N}) -> io_lib:format("expected one topology term, found ~b", [N]);
 why({syntax, Message}) -> ["syntax error: ", Message];
+why({file, not_regular}) -> "not a regular file";
+why({file, too_large}) -> io_lib:format("larger than ~b bytes", [?MAX_FILE_BYTES]);
 why({file, Why}) -> file:format_error(Why);
 why(not_a_topology) -> "not a topology (build one with terrain_topology:new/1,2 or read/1)";
 why(inconsistent) ->

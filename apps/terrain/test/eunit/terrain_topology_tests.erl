@@ -245,3 +245,8 @@ json_names_a_metric_only_for_a_tree_with_heights_test() ->
     {ok, Measured} = terrain_topology:new({network, r, #{height => 10}, [{node, a}, {node, b}]}),
     {ok, MeasuredDoc} = terrain_json:decode(terrain_topology:render(Measured, json)),
     ?assertEqual(<<"measured">>, maps:get(<<"metric">>, MeasuredDoc)).
+
+read_takes_only_regular_files_test() ->
+    ?assertEqual({error, {topology, [{file, "/dev/zero"}], {file, not_regular}}}, terrain_topology:read("/dev/zero")),
+    ?assertEqual("topology at {file,\"/dev/zero\"}: not a regular file",
+                 lists:flatten(terrain_topology:format_error({topology, [{file, "/dev/zero"}], {file, not_regular}}))).
