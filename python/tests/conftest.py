@@ -206,6 +206,7 @@ def make_run_directory(directory: Path) -> Path:
         "ants,run,placement,seconds\n1,1,attributes,1.0\n1,1,random,1.1\n8,1,attributes,1.2\n8,1,random,4.0\n"
     )
     (directory / "experiment" / "placement_attributes.dot").write_text("graph placement { a -- b; }\n")
+    (directory / "experiment" / "discovered.term").write_text("{network, c, #{height => 1}, [{node, a@h}, {node, b@h}]}.\n")
     rows = ["source,target,min_us"] + [f"{a},{b},{matrix[i, j]:.1f}" for i, a in enumerate(nodes)
                                       for j, b in enumerate(nodes) if i != j]
     (directory / "latency.csv").write_text("\n".join(rows) + "\n")
@@ -231,6 +232,7 @@ def make_run_directory(directory: Path) -> Path:
         {"kind": "summary", "file": "experiment/summary.json", "parameters": {}},
         {"kind": "attributes_times", "file": "experiment/attributes.csv", "parameters": {}},
         {"kind": "placement_dot", "file": "experiment/placement_attributes.dot", "parameters": {}},
+        {"kind": "topology_term", "file": "experiment/discovered.term", "parameters": {}},
         {"kind": "latency_csv", "file": "latency.csv", "parameters": {}},
         {"kind": "bench_point", "file": "bench/points/1/summary.json", "parameters": {}},
         {"kind": "bench_node_files", "file": "bench/nodes/t_a1@host", "parameters": {}},

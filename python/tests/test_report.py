@@ -55,7 +55,8 @@ def test_every_registered_kind_is_rendered_or_listed_with_why(run_directory):
     page, errors = build_report([run_directory])
     assert errors == []
     kinds = {o["kind"] for o in json.loads((run_directory / "manifest.json").read_text())["outputs"]}
-    assert {"summary", "placement_dot", "latency_csv", "bench_point", "bench_node_files", "attributes_times"} <= kinds
+    assert {"summary", "placement_dot", "latency_csv", "bench_point", "bench_node_files", "attributes_times",
+            "topology_term"} <= kinds
     other = page.split('id="kind-other"', 1)[1]
     for name in kinds & set(KINDS):
         if KINDS[name].report == "rendered":

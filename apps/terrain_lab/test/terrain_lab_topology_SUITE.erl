@@ -64,7 +64,7 @@ tree_probe_finds_the_spec_tree(Config) ->
         Measured = length([P || {P, {ok, _}} <- maps:to_list(Pairs)]),
         ?assert(Measured < 12 * 11),
         {ok, Dir} = terrain_lab_run:create(?config(priv_dir, Config)),
-        {ok, Files} = terrain_lab_probe:write(Result, Dir, #{}),
+        {ok, Files} = terrain_lab_probe_files:write(Result, Dir, #{}),
         ?assert(lists:member(filename:join(Dir, "topology.json"), Files)),
         {ok, Latency} = terrain_json:read_file(filename:join(Dir, "latency.json")),
         ?assertMatch(#{<<"pairs_measured">> := Measured, <<"pairs_total">> := 132, <<"strategy">> := <<"tree">>},
@@ -106,7 +106,7 @@ recover(Shape, Config) ->
         ProbeMs = erlang:monotonic_time(millisecond) - T0,
         ?assertEqual([], [P || {P, {error, _}} <- maps:to_list(maps:get(pairs, Result))]),
         {ok, Dir} = terrain_lab_run:create(?config(priv_dir, Config)),
-        {ok, [Json | _]} = terrain_lab_probe:write(Result, Dir, #{}),
+        {ok, [Json | _]} = terrain_lab_probe_files:write(Result, Dir, #{}),
         %% as `terrain topology latency.json --alpha auto' does
         {ok, Latency} = terrain_discovery:read_latency(Json),
         {ok, Found} = terrain_discovery:discover(Latency, #{alpha => auto}),

@@ -7,8 +7,8 @@
 %% API
 -export([create/2,
          write_row/2,
-         write_rows/2,
-         close/1]).
+         close/1,
+         encode/2]).
 
 -export_type([csv/0]).
 
@@ -35,14 +35,8 @@ create(File, Columns) ->
 
 %% @doc Appends one row (a map from column to value) and syncs it to disk.
 -spec write_row(csv(), #{atom() => term()}) -> ok | {error, {csv, file:filename(), term()}}.
-write_row(Csv, Row) ->
-    write_rows(Csv, [Row]).
-
-%% @doc Appends many rows with one write and one sync (a file written whole, such as
-%% a probe's 16,256 pairs: a sync per row took 14 s).
--spec write_rows(csv(), [#{atom() => term()}]) -> ok | {error, {csv, file:filename(), term()}}.
-write_rows({_, _, Columns} = Csv, Rows) ->
-    write_lines(Csv, [[cell(maps:get(C, Row, "")) || C <- Columns] || Row <- Rows]).
+write_row({_, _, Columns} = Csv, Row) ->
+    write_lines(Csv, [[cell(maps:get(C, Row, "")) || C <- Columns]]).
 
 %% @doc Closes the file.
 -spec close(csv()) -> ok.
@@ -50,9 +44,19 @@ close({Fd, _, _}) ->
     _ = file:close(Fd),
     ok.
 
+%% @doc A whole file's text: the header and one line per row, for a file written
+%% whole with `terrain_lab_files:write/2' (the probe's `latency.csv', 16,256 pairs at
+%% 128 nodes, rewritten at every checkpoint).
+-spec encode([atom()], [#{atom() => term()}]) -> iodata().
+encode(Columns, Rows) ->
+    lines([[atom_to_list(C) || C <- Columns] | [[cell(maps:get(C, Row, "")) || C <- Columns] || Row <- Rows]]).
+
+lines(Lines) ->
+    [[lists:join($,, Cells), $\n] || Cells <- Lines].
+
 %% Lines of cells, with one write and one sync.
 write_lines({Fd, File, _}, Lines) ->
-    case file:write(Fd, [[lists:join($,, Cells), $\n] || Cells <- Lines]) of
+    case file:write(Fd, lines(Lines)) of
         ok ->
             case file:datasync(Fd) of
                 ok -> ok;

@@ -366,7 +366,7 @@ probe_and_discover(Spec, SpecFile, Nodes, Prefix, RunDir, Io) ->
                               [length(Names) * (length(Names) - 1)])),
     case terrain_lab_probe:probe(Names, Options) of
         {ok, Result} ->
-            {ok, _Files} = terrain_lab_probe:write(Result, RunDir, #{}),
+            {ok, _Files} = terrain_lab_probe_files:write(Result, RunDir, #{}),
             {ok, Latency} = terrain:read_latency(filename:join(RunDir, "latency.json")),
             {ok, #{topology := Found}} = terrain:discover(Latency, #{}),
             {ok, Json} = terrain:render_topology(Found, json),

@@ -52,28 +52,30 @@ commands() ->
                       "end); progress and an ETA go to stderr. SIGTERM stops it, keeping what was measured. "
                       "Feed latency.json to 'terrain topology'.",
        args => {0, 0},
-       options => [#{name => batches, long => "batches", type => integer, range => {1, inf},
+       options => [#{name => batches, long => "batches", type => integer, range => {1, limit(batches)},
                      metavar => "N", help => "batches per pair (default: adaptive, at most 100)"},
-                   #{name => messages, long => "messages", type => integer, range => {1, inf},
+                   #{name => messages, long => "messages", type => integer, range => {1, limit(messages)},
                      metavar => "N", help => "exchanges per batch (default 10 adaptive, 100 with --batches)"},
-                   #{name => budget, long => "budget", type => integer, range => {1, inf}, metavar => "SECONDS",
+                   #{name => budget, long => "budget", type => integer, range => {1, limit(budget_ms) div 1000},
+                     metavar => "SECONDS",
                      help => "time for the whole probe (default 60 adaptive, none with --batches)"},
-                   #{name => payload, long => "payload", type => integer, default => 0, range => {0, inf}, metavar => "BYTES",
-                     help => "payload of each message"},
+                   #{name => payload, long => "payload", type => integer, default => 0, range => {0, limit(payload)},
+                     metavar => "BYTES", help => "payload of each message"},
                    #{name => strategy, long => "strategy", type => string, default => "sequential",
                      choices => ["sequential", "concurrent", "tree"], metavar => "sequential|concurrent|tree",
                      help => "one source at a time, all pairs at once, or tree-guided: place each node by "
                              "measuring it against a few representatives of the tree built so far"},
-                   #{name => wave, long => "wave", type => integer, range => {1, inf}, metavar => "N",
+                   #{name => wave, long => "wave", type => integer, range => {1, limit(wave)}, metavar => "N",
                      help => "tree: most nodes placed at once (default 4)"},
-                   #{name => statistic, long => "statistic", type => string, default => "min",
+                   #{name => statistic, long => "statistic", type => string,
                      choices => ["min", "median", "mean", "p95"], metavar => "min|median|mean|p95",
                      help => "tree: the per-pair statistic that places a node (median where links let a "
-                             "message through early now and then, as the testbed's rate shaping does)"},
-                   #{name => warmup, long => "warmup", type => integer, range => {0, inf}, metavar => "N",
+                             "message through early now and then, as the testbed's rate shaping does; "
+                             "default min)"},
+                   #{name => warmup, long => "warmup", type => integer, range => {0, limit(warmup)}, metavar => "N",
                      help => "unrecorded exchanges per pair first (default: MESSAGES)"},
-                   #{name => timeout, long => "timeout", type => integer, default => 5000, range => {1, inf}, metavar => "MS",
-                     help => "deadline of one exchange"},
+                   #{name => timeout, long => "timeout", type => integer, default => 5000, range => {1, limit(timeout)},
+                     metavar => "MS", help => "deadline of one exchange"},
                    terrain_lab_cli_options:runs_dir(),
                    #{name => nodes, long => "nodes", type => string, metavar => "NODE,...",
                      help => "nodes to probe instead of the running cluster"},
@@ -84,23 +86,42 @@ commands() ->
 -spec run(#{atom() => term()}, [string()], terrain_lab_io:io()) -> ok | {error, term()}.
 run(Options, [], Io) ->
     ProbeOptions = probe_options(Options, Io),
-    Steps = [fun(_) -> terrain_lab_probe:validate_options(ProbeOptions) end,
+    Steps = [fun(_) -> strategy_options(Options) end,
+             fun(_) -> terrain_lab_probe:validate_options(ProbeOptions) end,
              fun(_) -> terrain_lab_cluster_state:connect(Options) end,
-             %% the resource guard: every ordered pair's client and echo hold a payload and
-             %% the one in flight (all pairs at once with --strategy concurrent)
-             fun(Nodes) ->
-                     N = length(Nodes),
-                     Pairs = case maps:get(strategy, ProbeOptions) of concurrent -> N * (N - 1); _ -> N - 1 end,
-                     case terrain_lab_guard:memory([{"--payload", max(1, Pairs), 4 * maps:get(payload, ProbeOptions)}]) of
-                         ok -> {ok, Nodes};
-                         {error, _} = Refused -> Refused
-                     end
-             end,
+             fun(Nodes) -> guard(Nodes, ProbeOptions) end,
              fun(Nodes) -> measure(Nodes, ProbeOptions, maps:get(runs_dir, Options), Io) end],
     terrain_lab_steps:run(Steps, Options).
 
 %%--------------------------------------------------------------------
 %% Internal functions
+
+limit(Key) ->
+    terrain_lab_probe:limit(Key).
+
+%% The tree's own options with another strategy are a usage error (exit 2): they would
+%% be ignored.
+strategy_options(#{strategy := "tree"}) ->
+    ok;
+strategy_options(#{strategy := Strategy} = Options) ->
+    case [Option || Option <- [wave, statistic], maps:get(Option, Options, undefined) =/= undefined] of
+        [] -> ok;
+        [Option | _] -> {error, {usage, io_lib:format("--~s is an option of --strategy tree; --strategy ~ts does not "
+                                                      "use it", [Option, Strategy])}}
+    end.
+
+%% The resource guard: the clients running at once (every ordered pair with
+%% --strategy concurrent, a source's pairs or a wave's otherwise) each hold a payload
+%% and the one in flight, and their samples (a float in a list: about 40 bytes,
+%% twice while sorted).
+guard(Nodes, #{strategy := Strategy, payload := Payload, batches := Batches, messages := Messages}) ->
+    N = length(Nodes),
+    Clients = max(1, case Strategy of concurrent -> N * (N - 1); _ -> N - 1 end),
+    case terrain_lab_guard:memory([{"--payload", Clients, 4 * Payload},
+                                   {"--batches x --messages", Clients, 80 * Batches * Messages}]) of
+        ok -> {ok, Nodes};
+        {error, _} = Refused -> Refused
+    end.
 
 %% Measures into a new run directory (removed again when the probe cannot start):
 %% the files after every round, then the final ones; SIGTERM interrupts.
@@ -109,7 +130,7 @@ measure(Nodes, ProbeOptions, RunsDir, Io) ->
         {ok, Dir} ->
             announce(Nodes, ProbeOptions, Io),
             ok = terrain_lab_cli_signals:on_interrupt(self(), {terrain_lab_probe, interrupt}),
-            Checkpoint = fun(Partial) -> terrain_lab_probe:write(Partial, Dir, #{}) end,
+            Checkpoint = fun(Partial) -> terrain_lab_probe_files:write(Partial, Dir, #{}) end,
             Result = try terrain_lab_probe:probe(Nodes, ProbeOptions#{checkpoint => Checkpoint})
                      after terrain_lab_cli_signals:clear()
                      end,
@@ -123,9 +144,6 @@ measure(Nodes, ProbeOptions, RunsDir, Io) ->
         {error, _} = Error ->
             Error
     end.
-
-%%--------------------------------------------------------------------
-%% Internal functions
 
 probe_options(Options, Io) ->
     Strategy = case maps:get(strategy, Options) of
@@ -162,7 +180,7 @@ probe_options(Options, Io) ->
                    Wave -> ProbeOptions#{wave => Wave}
                end,
     WithWave = case Strategy of
-                   tree -> WithWave0#{statistic => statistic(maps:get(statistic, Options, "min"))};
+                   tree -> WithWave0#{statistic => statistic(maps:get(statistic, Options, undefined))};
                    _ -> WithWave0
                end,
     case {maps:get(warmup, Options, undefined), Strategy} of
@@ -171,6 +189,7 @@ probe_options(Options, Io) ->
         {W, _} -> WithWave#{warmup => W}
     end.
 
+statistic(undefined) -> min;
 statistic("min") -> min;
 statistic("median") -> median;
 statistic("mean") -> mean;
@@ -212,14 +231,14 @@ duration(Ms) -> io_lib:format("~bm~2..0bs", [Ms div 60000, (Ms rem 60000) div 10
 %% says so on stderr.
 save(#{pairs := Pairs, nodes := Nodes} = Result, Dir, Io) ->
     EndedBy = maps:get(ended_by, Result, complete),
-    Steps = [fun(_) -> terrain_lab_probe:write(Result, Dir, #{}) end,
+    Steps = [fun(_) -> terrain_lab_probe_files:write(Result, Dir, #{}) end,
              fun(Files) ->
                      [terrain_lab_io:out(Io, "wrote ~ts~n", [F]) || F <- Files],
                      Measured = length([P || {P, {ok, _}} <- maps:to_list(Pairs)]),
                      Total = length(Nodes) * (length(Nodes) - 1),
                      tree_summary(Result, Measured, Total, Io),
-                     Failed = [P || {P, {error, Why}} <- maps:to_list(Pairs), Why =/= not_measured,
-                                    Why =/= interrupted],
+                     Failed = [{P, Why} || {P, {error, Why}} <- maps:to_list(Pairs), Why =/= not_measured,
+                                          Why =/= interrupted],
                      case {EndedBy, Failed} of
                          {interrupt, _} ->
                              {error, {probe, {interrupted, Measured, map_size(Pairs)}}};
@@ -244,7 +263,8 @@ tree_summary(#{topology := _, unplaced := Unplaced} = Result, Measured, Total, I
                              maps:get(reinserted, Result, 0),
                              case Unplaced of
                                  [] -> "";
-                                 _ -> io_lib:format("; not placed: ~ts", [lists:join(", ", [atom_to_list(N) || N <- Unplaced])])
+                                 _ -> io_lib:format("; not placed: ~ts",
+                                                    [lists:join(", ", [atom_to_list(N) || N <- Unplaced])])
                              end]);
 tree_summary(_, _, _, _) ->
     ok.

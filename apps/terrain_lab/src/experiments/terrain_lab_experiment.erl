@@ -254,7 +254,7 @@ discover(Dir, Nodes, Batches) ->
     ProbeDir = filename:join(Dir, "probe"),
     must(terrain_lab_files:make_dir(ProbeDir)),
     Result = must(terrain_lab_probe:probe(Nodes, #{batches => Batches, messages => 10, strategy => concurrent})),
-    _ = must(terrain_lab_probe:write(Result, ProbeDir, #{})),
+    _ = must(terrain_lab_probe_files:write(Result, ProbeDir, #{})),
     Latency = must(terrain:read_latency(filename:join(ProbeDir, "latency.json"))),
     case terrain:discover(Latency, #{}) of
         {ok, #{topology := Tree}} ->
@@ -297,7 +297,7 @@ write_distances(Dir, Parameters, Results, Partial) ->
             || #{topology := T, placement := P} <- Results],
     Probed = [#{kind => latency, file => <<"probe/latency.json">>}
               || filelib:is_regular(filename:join([Dir, "probe", "latency.json"]))]
-        ++ [#{kind => topology, file => <<"discovered.term">>}
+        ++ [#{kind => topology_term, file => <<"discovered.term">>}
             || filelib:is_regular(filename:join(Dir, "discovered.term"))],
     Steps = [fun(_) -> terrain_lab_files:write(filename:join(Dir, "summary.json"),
                                                 [terrain_json:encode(Summary, #{pretty => true}), $\n])

@@ -45,7 +45,8 @@
           progress => fun((progress()) -> any()) | none}. % after every wave
 
 -type progress() :: #{placed := non_neg_integer(), total := non_neg_integer(), pairs := non_neg_integer(),
-                      elapsed_ms := non_neg_integer()}.
+                      elapsed_ms := non_neg_integer(),
+                      tree := terrain:topology_tree()}.   % the nodes placed so far (a checkpoint's)
 
 -type result() :: #{tree := terrain:topology_tree(),      % the nodes placed (names c, c1, c1_2 … by position)
                     placed := [node()],
@@ -149,9 +150,10 @@ add_pairs(Ps, Acc) ->
                         end
                 end, Acc, Ps).
 
-progress(#{progress := Fun}, #{placed := Placed, total := Total, pairs := Pairs, t0 := T0}) when is_function(Fun) ->
+progress(#{progress := Fun}, #{placed := Placed, total := Total, pairs := Pairs, t0 := T0, tree := Tree})
+  when is_function(Fun) ->
     _ = Fun(#{placed => length(Placed), total => Total, pairs => map_size(Pairs),
-              elapsed_ms => erlang:monotonic_time(millisecond) - T0}),
+              elapsed_ms => erlang:monotonic_time(millisecond) - T0, tree => canonical(Tree)}),
     ok;
 progress(_, _) ->
     ok.
