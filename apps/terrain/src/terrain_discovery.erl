@@ -70,6 +70,8 @@
 -include_lib("terrain_json/include/terrain_formats.hrl").
 -define(LATENCY_FORMAT, ?TERRAIN_FORMAT_LATENCY).
 -define(SAMPLE, 50000).
+-define(MAX_NODES, 100000).      % a matrix's node names become atoms: at most this many
+-define(MAX_ROUND_TRIP, 1.0e300). % µs; α × a distance (α up to 4, sums of heights) stays a finite float
 
 -type options() :: terrain:discovery_options().
 
@@ -195,7 +197,7 @@ format_error({discovery, {no_statistic, Statistic}}) ->
 format_error({discovery, {not_square, Statistic, N}}) ->
     io_lib:format("the '~ts' matrix is not ~b x ~b, one row and column per node", [Statistic, N, N]);
 format_error({discovery, {bad_value, A, B, Value}}) ->
-    io_lib:format("round trip ~0tp -> ~0tp is ~0tP: expected a non-negative number of microseconds or null",
+    io_lib:format("round trip ~0tp -> ~0tp is ~0tP: expected a number of microseconds from 0 to 1e300, or null",
                   [A, B, Value, 6]);
 format_error({discovery, {latency, File, Why}}) ->
     io_lib:format("~ts: not a latency matrix: ~ts", [File, latency_why(Why)]).
@@ -233,6 +235,9 @@ option_help(_) -> "".
 %%--------------------------------------------------------------------
 %% Reading latency.json
 
+latency_from_json(#{<<"format">> := ?LATENCY_FORMAT, <<"nodes">> := Names}, File)
+  when is_list(Names), length(Names) > ?MAX_NODES ->
+    {error, {discovery, {latency, File, {too_many_nodes, length(Names)}}}};   % counted before any atom
 latency_from_json(#{<<"format">> := ?LATENCY_FORMAT, <<"nodes">> := Names, <<"stats">> := Stats} = Doc, File)
   when is_list(Names), is_map(Stats) ->
     case Names =/= [] andalso lists:all(fun node_name/1, Names) andalso length(lists:usort(Names)) =:= length(Names) of
@@ -256,6 +261,8 @@ latency_from_json(_, File) ->
     {error, {discovery, {latency, File, {format, none}}}}.
 
 latency_why(bad_nodes) -> "'nodes' must be a non-empty list of distinct node names of at most 255 characters";
+latency_why({too_many_nodes, N}) ->
+    io_lib:format("it names ~b nodes, more than the ~b terrain reads (node names become atoms)", [N, ?MAX_NODES]);
 latency_why(missing_fields) -> "it needs 'nodes' (a list) and 'stats' (an object of matrices)";
 latency_why({format, none}) -> "no \"format\" field (expected \"terrain.latency/1\")";
 latency_why({format, F}) -> io_lib:format("unknown format ~0tp (expected \"terrain.latency/1\")", [F]).
@@ -296,7 +303,7 @@ symmetric(Nodes, Rows, How, _Statistic) ->
 value(Rows, Names, I, J) ->
     case element(J + 1, element(I + 1, Rows)) of
         null -> null;
-        V when is_number(V), V >= 0 -> float(V);
+        V when is_number(V), V >= 0, V =< ?MAX_ROUND_TRIP -> float(V);
         V -> throw({bad_value, element(I + 1, Names), element(J + 1, Names), V})
     end.
 

@@ -103,10 +103,20 @@
 %% Why a JSON document is not a topology: not JSON, not `terrain.topology/1', or a
 %% tree entry that is neither a node nor a network.
 -type json_error() :: {json, non_neg_integer(), string()} | {format, term()} | {bad_height, term()}
-                    | {bad_entry, term()}.
+                    | {bad_entry, term()} | {long_name, binary()} | {too_many_names, non_neg_integer()}.
 
+-include_lib("kernel/include/file.hrl").
 -include_lib("terrain_json/include/terrain_formats.hrl").
 -define(JSON_FORMAT, ?TERRAIN_FORMAT_TOPOLOGY).
+%% A tree nests at most this many networks (the deepest real ones have a handful of
+%% levels; a deeper file is refused before its distances are computed).
+-define(MAX_DEPTH, 256).
+%% The names of a JSON tree become atoms: at most this many different ones, each at
+%% most 255 characters, counted before the first atom is made.
+-define(MAX_NAMES, 200000).
+%% read/1 reads regular files of at most this size (`terrain topology' reads through
+%% the lab's bounded reader, which also counts a term file's atoms before parsing it).
+-define(MAX_FILE_BYTES, 16 * 1024 * 1024).
 
 %%--------------------------------------------------------------------
 %% API
@@ -152,9 +162,18 @@ check(_Term) ->
 
 %% @doc Reads a topology from a file in any format {@link render/2} writes that
 %% holds the whole tree: one topology term (`file:consult/1' syntax) or a
-%% `terrain.topology/1' JSON document (whose `metric' is kept).
+%% `terrain.topology/1' JSON document (whose `metric' is kept). Only a regular file
+%% of at most 16 MB is read (not a device, a FIFO or a directory).
 -spec read(file:filename()) -> {ok, topology()} | {error, error_reason()}.
 read(File) ->
+    case file:read_file_info(File) of
+        {ok, #file_info{type = regular, size = Size}} when Size =< ?MAX_FILE_BYTES -> read_regular(File);
+        {ok, #file_info{type = regular}} -> {error, {topology, [{file, File}], {file, too_large}}};
+        {ok, #file_info{}} -> {error, {topology, [{file, File}], {file, not_regular}}};
+        {error, Why} -> {error, {topology, [{file, File}], {file, Why}}}
+    end.
+
+read_regular(File) ->
     case file:consult(File) of
         {ok, [Tree]} ->
             new(Tree);
@@ -172,11 +191,16 @@ read(File) ->
 
 %% @doc The topology term (and metric) of a `terrain.topology/1' JSON document, as
 %% {@link render/2} writes it with `json'.
+%% Its names become atoms only after they are counted (at most 200,000 different
+%% ones, each at most 255 characters).
 -spec from_json(binary()) -> {ok, tree(), #{metric => metric()}} | {error, json_error()}.
 from_json(Bin) ->
     case terrain_json:decode(Bin) of
         {ok, #{<<"format">> := ?JSON_FORMAT, <<"tree">> := Tree} = Doc} ->
-            try {ok, tree_from_json(Tree), metric_from_json(maps:get(<<"metric">>, Doc, null))}
+            try
+                Room = erlang:system_info(atom_limit) - erlang:system_info(atom_count) - 100000,
+                _ = json_names(Tree, #{}, max(0, min(?MAX_NAMES, Room))),
+                {ok, tree_from_json(Tree), metric_from_json(maps:get(<<"metric">>, Doc, null))}
             catch throw:Why -> {error, Why}
             end;
         {ok, #{<<"format">> := Other}} ->
@@ -322,8 +346,10 @@ term(#{tree := Tree}) ->
 
 %% @doc Renders the topology: `term' (Erlang term, consultable), `text' (indented),
 %% `dot' (Graphviz, in RELEASE D3.5's style: lowest-level networks as ellipses listing
-%% their members with size and diameter, higher ones as boxes with their diameter),
-%% `newick' (branch lengths from heights when measured), `json' (`terrain.topology/1').
+%% their members with size and height, higher ones as boxes with their height: the
+%% diameter of a discovered cluster, the typical round trip of a tree probe's level),
+%% `newick' (branch lengths from heights when measured), `json' (`terrain.topology/1';
+%% its `metric' only for a tree with heights, where the metric is a choice).
 -spec render(topology(), format()) -> iodata().
 render(#{tree := Tree}, term) ->
     io_lib:format("~tp.~n", [Tree]);
@@ -333,10 +359,14 @@ render(T, dot) ->
     dot(T);
 render(T, newick) ->
     [newick(T, [1], undefined), ";\n"];
-render(T, json) ->
-    [terrain_json:encode(#{format => ?JSON_FORMAT,
-                           metric => metric(T),
-                           tree => json_tree(T, [1])}, #{pretty => true}), $\n].
+render(#{groups := Groups} = T, json) ->
+    %% `metric' records a choice, which only a tree with heights has: a tree without
+    %% heights (SLURM's switches) carries no distances to name
+    Doc = case lists:all(fun(#{height := H}) -> H =/= undefined end, maps:values(Groups)) of
+              true -> #{metric => metric(T)};
+              false -> #{}
+          end,
+    [terrain_json:encode(Doc#{format => ?JSON_FORMAT, tree => json_tree(T, [1])}, #{pretty => true}), $\n].
 
 %% @doc A sentence for an error of this module.
 -spec format_error(error_reason()) -> iolist().
@@ -351,6 +381,8 @@ walk({network, Children}, NamePath, Id, Depth, Groups) when is_list(Children) ->
     walk({network, generated_name(Id), #{}, Children}, NamePath, Id, Depth, Groups);
 walk({network, Name, Children}, NamePath, Id, Depth, Groups) when is_list(Children) ->
     walk({network, Name, #{}, Children}, NamePath, Id, Depth, Groups);
+walk({network, Name, _Options, _Children}, NamePath, _Id, Depth, _Groups) when Depth >= ?MAX_DEPTH ->
+    throw({NamePath ++ [Name], {too_deep, ?MAX_DEPTH}});
 walk({network, Name, Options, Children}, NamePath, Id, Depth, Groups) when is_map(Options), is_list(Children) ->
     Where = NamePath ++ [Name],
     _ = Children =:= [] andalso throw({Where, empty_network}),
@@ -446,17 +478,19 @@ lca_distance(#{metric := measured, groups := Groups}, Id) ->
 %% The distances the tree can produce between two different nodes: one per network
 %% that is the lowest common network of some pair (it has two or more members).
 distinct_distances(#{groups := Groups} = T) ->
-    lists:usort([lca_distance(T, Id) || {Id, #{members := [_, _ | _]}} <- maps:to_list(Groups),
-                                        is_lca(Id, Groups)]).
+    %% per network: its child networks and the members they hold, in one pass
+    Below = maps:fold(fun([_], _, Acc) -> Acc;
+                         (Id, #{members := M}, Acc) ->
+                             maps:update_with(lists:droplast(Id), fun({C, N}) -> {C + 1, N + length(M)} end,
+                                              {1, length(M)}, Acc)
+                      end, #{}, Groups),
+    lists:usort([lca_distance(T, Id) || {Id, #{members := [_, _ | _] = M}} <- maps:to_list(Groups),
+                                        is_lca(length(M), maps:get(Id, Below, {0, 0}))]).
 
 %% A network is the lowest common network of some pair when two of its members lie
 %% in different children (or directly under it).
-is_lca(Id, Groups) ->
-    #{members := Members} = maps:get(Id, Groups),
-    Children = [C || C <- maps:keys(Groups), length(C) =:= length(Id) + 1, lists:prefix(Id, C)],
-    InChildren = lists:append([maps:get(members, maps:get(C, Groups)) || C <- Children]),
-    Direct = length(Members) - length(InChildren),
-    Direct + length(Children) >= 2.
+is_lca(Members, {Children, InChildren}) ->
+    Members - InChildren + Children >= 2.
 
 rank(D, [X | _], R) when D =< X -> R;
 rank(D, [_ | Rest], R) -> rank(D, Rest, R + 1);
@@ -508,7 +542,7 @@ node_count([_]) -> "1 node";
 node_count(M) -> io_lib:format("~b nodes", [length(M)]).
 
 height_text(undefined) -> "";
-height_text(H) -> io_lib:format(", diameter ~s us", [num(H)]).
+height_text(H) -> io_lib:format(", height ~s us", [num(H)]).
 
 num(H) when is_integer(H) -> integer_to_list(H);
 num(H) when abs(H) < 1.0e15 -> float_to_list(float(H), [{decimals, 1}, compact]);
@@ -540,7 +574,7 @@ dot_id(Id) ->
     "g" ++ lists:append(["_" ++ integer_to_list(I) || I <- Id]).
 
 dot_height(undefined) -> "";
-dot_height(H) -> io_lib:format("\\ndiameter ~s us", [num(H)]).
+dot_height(H) -> io_lib:format("\\nheight ~s us", [num(H)]).
 
 escape(Term) ->
     Text = case Term of
@@ -604,6 +638,25 @@ read_json(File) ->
             {error, {file, Why}}
     end.
 
+%% The distinct names of a JSON tree (node names and network names), refused past
+%% `Max' or when one is longer than an atom may be; no atom is made.
+json_names(#{<<"node">> := Node}, Names, Max) when is_binary(Node) ->
+    json_name(Node, Names, Max);
+json_names(#{<<"children">> := Children} = Network, Names, Max) when is_list(Children) ->
+    Names1 = case maps:get(<<"name">>, Network, null) of
+                 B when is_binary(B) -> json_name(B, Names, Max);
+                 _ -> Names
+             end,
+    lists:foldl(fun(C, Acc) -> json_names(C, Acc, Max) end, Names1, Children);
+json_names(_Other, Names, _Max) ->
+    Names.                                            % tree_from_json/1 names the bad entry
+
+json_name(Name, Names, Max) ->
+    _ = byte_size(Name) > 255 andalso string:length(Name) > 255
+        andalso throw({long_name, binary:part(Name, 0, 40)}),
+    _ = map_size(Names) >= Max andalso not is_map_key(Name, Names) andalso throw({too_many_names, Max}),
+    Names#{Name => true}.
+
 tree_from_json(#{<<"node">> := Node}) when is_binary(Node) ->
     {node, binary_to_atom(Node)};
 tree_from_json(#{<<"children">> := Children} = Network) when is_list(Children) ->
@@ -631,6 +684,9 @@ metric_from_json(_) -> #{}.
 where([]) -> "";
 where(Where) -> [" at ", lists:join(" > ", [io_lib:format("~0tp", [W]) || W <- Where])].
 
+why({too_deep, Max}) -> io_lib:format("networks nest more than ~b deep", [Max]);
+why({long_name, Start}) -> io_lib:format("the name starting ~0tp is longer than 255 characters", [Start]);
+why({too_many_names, Max}) -> io_lib:format("more than ~b different names (a name becomes an atom)", [Max]);
 why({children_not_a_list, Children}) -> io_lib:format("the children ~0tP are not a proper list", [Children, 8]);
 why(empty_network) -> "the network is empty: a network needs at least one node or network";
 why({bad_height, H}) -> io_lib:format("height ~0tp must be a non-negative number of microseconds", [H]);
@@ -648,6 +704,8 @@ why(measured_without_heights) -> "the measured metric needs a height on every ne
 why({bad_metric, M}) -> io_lib:format("unknown metric ~0tp (known: ultrametric, measured)", [M]);
 why({terms, N}) -> io_lib:format("expected one topology term, found ~b", [N]);
 why({syntax, Message}) -> ["syntax error: ", Message];
+why({file, not_regular}) -> "not a regular file";
+why({file, too_large}) -> io_lib:format("larger than ~b bytes", [?MAX_FILE_BYTES]);
 why({file, Why}) -> file:format_error(Why);
 why(not_a_topology) -> "not a topology (build one with terrain_topology:new/1,2 or read/1)";
 why(inconsistent) ->

@@ -17,11 +17,18 @@
 %% {error, {json, 6, _Why}} = terrain_json:decode(<<"{\"a\": }">>).
 %% '''
 %%
+%% Input is bounded: {@link decode/1} refuses arrays and objects nested more than
+%% 512 deep (an explicit counter: the decoder recurses), and {@link read_file/1}
+%% reads only regular files of at most 256 MB (not `/dev/zero', a FIFO or a
+%% directory), so that no file exhausts the memory of the VM that reads it.
+%%
 %% Decoding gives maps with binary keys, lists, binaries, integers, floats and the
 %% atoms `true', `false' and `null'. Encoding accepts the same, plus atom keys and
 %% other atoms (written as strings). Strings must be binaries: a list is always an
 %% array.
 -module(terrain_json).
+
+-include_lib("kernel/include/file.hrl").
 
 %% API
 -export([decode/1,
@@ -37,20 +44,24 @@
 
 -export_type([json/0]).
 
+-define(MAX_DEPTH, 512).
+-define(MAX_FILE_BYTES, 256 * 1024 * 1024).
+
 -type json() :: #{binary() | atom() => json()} | [json()] | binary() | number() | boolean()
               | null | atom().
 %% A JSON value: objects are maps (binary keys when decoded), arrays lists, strings
 %% binaries; `true', `false' and `null' are atoms.
 
-%% @doc Decodes one JSON document. Errors name the byte offset of the problem.
+%% @doc Decodes one JSON document. Errors name the byte offset of the problem;
+%% arrays and objects may nest 512 deep.
 -spec decode(iodata()) -> {ok, json()} | {error, {json, non_neg_integer(), string()}}.
 decode(Data) ->
     Bin = iolist_to_binary(Data),
     try
-        {Value, Rest} = value(skip_ws(Bin), Bin),
+        {Value, Rest} = value(skip_ws(Bin), {Bin, ?MAX_DEPTH}),
         case skip_ws(Rest) of
             <<>> -> {ok, Value};
-            Trailing -> throw({error, offset(Bin, Trailing), "unexpected data after the value"})
+            Trailing -> throw({error, byte_size(Bin) - byte_size(Trailing), "unexpected data after the value"})
         end
     catch
         throw:{error, Where, Why} -> {error, {json, Where, Why}}
@@ -67,12 +78,21 @@ encode(Term, Opts) ->
     Indent = case maps:get(pretty, Opts, false) of true -> 0; false -> none end,
     iolist_to_binary(enc(Term, Indent)).
 
-%% @doc Reads and decodes a JSON file.
+%% @doc Reads and decodes a JSON file: a regular file (`not_regular' for a device,
+%% a FIFO or a directory) of at most 256 MB (`{too_large, Max}').
 -spec read_file(file:name_all()) ->
-          {ok, json()} | {error, {file, file:name_all(), file:posix() | badarg | terminated | system_limit}}
+          {ok, json()} | {error, {file, file:name_all(), file:posix() | badarg | terminated | system_limit
+                                                        | not_regular | {too_large, pos_integer()}}}
                         | {error, {json, non_neg_integer(), string()}}.
 read_file(File) ->
-    case file:read_file(File) of
+    Read = case file:read_file_info(File) of
+               {ok, #file_info{type = regular, size = Size}} when Size =< ?MAX_FILE_BYTES -> file:read_file(File);
+               {ok, #file_info{type = regular}} -> {error, {too_large, ?MAX_FILE_BYTES}};
+               {ok, #file_info{}} -> {error, not_regular};
+               {error, _} = Error -> Error
+           end,
+    case Read of
+        {ok, Bin} when byte_size(Bin) > ?MAX_FILE_BYTES -> {error, {file, File, {too_large, ?MAX_FILE_BYTES}}};
         {ok, Bin} -> decode(Bin);
         {error, Why} -> {error, {file, File, Why}}
     end.
@@ -103,7 +123,8 @@ write_atomically(File, Data) ->
 %%--------------------------------------------------------------------
 %% Decoding
 
-offset(Whole, Rest) ->
+%% W, the whole input, travels with the depth left: {Whole, Depth}.
+offset({Whole, _Depth}, Rest) ->
     byte_size(Whole) - byte_size(Rest).
 
 skip_ws(<<C, Rest/binary>>) when C =:= $\s; C =:= $\t; C =:= $\n; C =:= $\r ->
@@ -111,15 +132,20 @@ skip_ws(<<C, Rest/binary>>) when C =:= $\s; C =:= $\t; C =:= $\n; C =:= $\r ->
 skip_ws(Bin) ->
     Bin.
 
-value(<<${, Rest/binary>>, W) -> object(skip_ws(Rest), W, #{});
-value(<<$[, Rest/binary>>, W) -> array(skip_ws(Rest), W, []);
+value(<<C, _/binary>> = Bin, W) when C =:= ${; C =:= $[ -> nested(Bin, W);
 value(<<$", Rest/binary>>, W) -> string(Rest, W, []);
 value(<<"true", Rest/binary>>, _W) -> {true, Rest};
 value(<<"false", Rest/binary>>, _W) -> {false, Rest};
 value(<<"null", Rest/binary>>, _W) -> {null, Rest};
 value(<<C, _/binary>> = Bin, W) when C =:= $-; C >= $0, C =< $9 -> number(Bin, W);
-value(<<>>, W) -> throw({error, byte_size(W), "unexpected end of input"});
+value(<<>>, W) -> throw({error, offset(W, <<>>), "unexpected end of input"});
 value(Bin, W) -> throw({error, offset(W, Bin), "unexpected character"}).
+
+%% An object or array one level deeper: the depth left counts down to 0.
+nested(Bin, {_, 0} = W) ->
+    throw({error, offset(W, Bin), lists:flatten(io_lib:format("nested more than ~b deep", [?MAX_DEPTH]))});
+nested(<<${, Rest/binary>>, {Whole, Depth}) -> object(skip_ws(Rest), {Whole, Depth - 1}, #{});
+nested(<<$[, Rest/binary>>, {Whole, Depth}) -> array(skip_ws(Rest), {Whole, Depth - 1}, []).
 
 object(<<$}, Rest/binary>>, _W, Acc) when map_size(Acc) =:= 0 ->
     {Acc, Rest};
@@ -168,7 +194,7 @@ string(<<$\\, E, Rest/binary>> = Bin, W, Acc) ->
 string(<<C/utf8, Rest/binary>>, W, Acc) when C >= 16#20 ->
     string(Rest, W, [C | Acc]);
 string(<<>>, W, _Acc) ->
-    throw({error, byte_size(W), "unterminated string"});
+    throw({error, offset(W, <<>>), "unterminated string"});
 string(Bin, W, _Acc) ->
     throw({error, offset(W, Bin), "invalid character in string"}).
 

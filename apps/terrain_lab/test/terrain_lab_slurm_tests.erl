@@ -119,14 +119,72 @@ without_switches_the_hosts_form_one_group_test() ->
                   {group, allocation, #{}, [{group, n1, #{}, [{node, n1_1, #{host => "n1"}}]},
                                             {group, n2, #{}, [{node, n2_1, #{host => "n2"}}]}]}], Terms).
 
-a_cycle_in_a_broken_topology_ends_test() ->
-    {ok, Switches} = terrain_lab_slurm:parse_topology("SwitchName=a Level=1 LinkSpeed=1 Switches=b\n"
-                                                      "SwitchName=b Level=1 LinkSpeed=1 Switches=a Nodes=n1\n"
-                                                      "SwitchName=r Level=2 LinkSpeed=1 Switches=a\n"),
-    {Terms, []} = terrain_lab_slurm:spec_terms(job, [{"n1", 1}], Switches),
-    ?assertEqual([{cluster, job, #{}},
-                  {group, r, #{}, [{group, a, #{}, [{group, b, #{}, [{group, n1, #{}, [{node, n1_1, #{host => "n1"}}]}]}]}]}],
-                 Terms).
+%%--------------------------------------------------------------------
+%% A topology that is not a tree, or that terrain cannot hold (issue 33: rows 8,
+%% 24-26, 44, 52): an error naming the problem, never a crash or a search of every path.
+
+graph_error(Text) ->
+    {error, {slurm, {topology_graph, Why}} = Reason} = terrain_lab_slurm:parse_topology(Text),
+    {Why, lists:flatten(terrain_lab_slurm:format_error(Reason))}.
+
+a_switch_loop_is_an_error_naming_the_loop_test() ->
+    ?assertEqual({{switch_loop, ["s1", "s2", "s1"]}, "topology: switch loop s1 -> s2 -> s1 (the switches must form a tree)"},
+                 graph_error("SwitchName=s1 Switches=s2 Nodes=h1\nSwitchName=s2 Switches=s1 Nodes=h2\n")),
+    ?assertMatch({{switch_loop, ["a", "b", "a"]}, _},
+                 graph_error("SwitchName=r Switches=x Nodes=n0\nSwitchName=x Nodes=n9\n"
+                             "SwitchName=a Level=1 LinkSpeed=1 Switches=b\n"
+                             "SwitchName=b Level=1 LinkSpeed=1 Switches=a Nodes=n1\n")),
+    ?assertMatch({{switch_loop, ["s1", "s1"]}, _}, graph_error("SwitchName=s1 Switches=s1 Nodes=h1\n")).
+
+every_switch_listing_every_switch_is_refused_at_once_test() ->
+    %% 14 switches each listing s[1-14]: the old level computation followed every simple path (row 8)
+    Text = lists:append([io_lib:format("SwitchName=s~b Switches=s[1-14] Nodes=h~b~n", [I, I]) || I <- lists:seq(1, 14)]),
+    ?assertMatch({{switch_loop, ["s1", "s1"]}, _}, graph_error(lists:flatten(Text))).
+
+an_unknown_child_switch_is_an_error_naming_it_test() ->
+    ?assertEqual({{unknown_switch, "root", "sX"}, "topology: switch root lists switch sX, which is not defined"},
+                 graph_error("SwitchName=root Switches=s1,sX\nSwitchName=s1 Nodes=h1,h2\n")).
+
+a_switch_defined_twice_is_an_error_naming_both_lines_test() ->
+    ?assertEqual({{duplicate_switch, "s1", 1, 3}, "topology: switch s1 is defined twice (lines 1 and 3)"},
+                 graph_error("SwitchName=s1 Nodes=h1,h2\nSwitchName=s2 Nodes=h3\nSwitchName=s1 Nodes=h9\n"
+                             "SwitchName=root Switches=s1,s2\n")).
+
+a_switch_under_two_parents_is_an_error_test() ->
+    ?assertMatch({{two_parents, "s0", "a", "b"}, _},
+                 graph_error("SwitchName=s0 Nodes=h1\nSwitchName=a Switches=s0\nSwitchName=b Switches=s0\n")).
+
+a_host_under_two_unrelated_switches_is_an_error_test() ->
+    ?assertEqual({{host_twice, "h2", "s1", "s2"},
+                  "topology: host h2 is under both switch s1 and switch s2, and neither is above the other"},
+                 graph_error("SwitchName=s1 Nodes=h1,h2\nSwitchName=s2 Nodes=h2,h3\nSwitchName=root Switches=s1,s2\n")),
+    %% an upper switch listing the hosts below it (as scontrol prints) is no error
+    ?assertMatch({ok, [_, _, _, _, _]}, terrain_lab_slurm:parse_topology(?TREE)).
+
+bytes_that_are_not_utf8_are_an_error_naming_the_line_test() ->
+    Reason = {slurm, {topology_not_utf8, 2}},
+    ?assertEqual({error, Reason}, terrain_lab_slurm:parse_topology(<<"SwitchName=a Nodes=h1\nSwitchName=s", 16#e9,
+                                                                     " Nodes=h2\n">>)),
+    ?assertEqual("topology, line 2: the bytes are not UTF-8", lists:flatten(terrain_lab_slurm:format_error(Reason))).
+
+a_name_longer_than_an_atom_is_refused_before_it_is_made_test() ->
+    {error, Reason} = terrain_lab_slurm:parse_topology("SwitchName=" ++ lists:duplicate(300, $L) ++ " Nodes=h1\n"),
+    ?assertMatch({slurm, {topology_line, 1, _, {long_name, 300}}}, Reason),
+    ?assertEqual("topology, line 1: the switch name has 300 characters, more than the 255 a name may have",
+                 lists:flatten(terrain_lab_slurm:format_error(Reason))).
+
+a_huge_hostlist_is_said_to_be_too_large_test() ->
+    {error, Reason} = terrain_lab_slurm:parse_topology("SwitchName=s1 Nodes=h[1-2000000]\n"),
+    ?assertEqual("topology, line 1: the hostlist h[1-2000000] is too large (2000000 hosts; terrain reads at most "
+                 "100000)", lists:flatten(terrain_lab_slurm:format_error(Reason))),
+    ?assertMatch({error, {slurm, {topology_too_large, hosts, 150000, 100000}}},
+                 terrain_lab_slurm:parse_topology("SwitchName=s1 Nodes=h[1-75000]\nSwitchName=s2 Nodes=g[1-75000]\n")).
+
+a_topology_file_is_read_only_when_it_is_a_regular_file_test() ->
+    ?assertEqual({error, {read, "/dev/zero", not_regular}}, terrain_lab_slurm:read_topology("/dev/zero")),
+    ?assertEqual({error, {read, "/tmp", not_regular}}, terrain_lab_slurm:read_topology("/tmp")),
+    ?assertEqual("/dev/zero: not a regular file",
+                 lists:flatten(terrain_lab:format_error({read, "/dev/zero", not_regular}))).
 
 srun_runs_one_overlapping_task_on_the_named_node_test() ->
     ?assertEqual(["--nodes=1", "--ntasks=1", "--nodelist=atcn019", "--overlap", "--kill-on-bad-exit=1",

@@ -199,3 +199,26 @@ move_puts_a_node_into_another_group_test() ->
         file:delete(File),
         file:del_dir(Dir)
     end.
+
+%% A spec of more than 100,000 nodes, a device and a deep spec are refused before a
+%% name becomes an atom (issue 33, rows 9 and 13).
+a_spec_beyond_the_node_limit_is_refused_before_its_names_are_made_test_() ->
+    {timeout, 120, fun a_spec_beyond_the_node_limit_is_refused_before_its_names_are_made/0}.
+
+a_spec_beyond_the_node_limit_is_refused_before_its_names_are_made() ->
+    File = filename:join("/tmp", "terrain_lab_spec_tests_many_" ++ os:getpid() ++ ".cluster"),
+    ok = file:write_file(File, ["{cluster, c, #{}}.\n{group, g, #{}, [",
+                                lists:join(",", [["{node,zqm", integer_to_list(I), ",#{}}"] || I <- lists:seq(0, 100000)]),
+                                "]}.\n"]),
+    Before = erlang:system_info(atom_count),
+    {error, Reason} = terrain_lab_spec:read(File),
+    ?assertMatch({read, File, {check, {guard, {nodes, 100001, 100000}}}}, Reason),
+    ?assert(erlang:system_info(atom_count) - Before < 100),
+    ?assertMatch(": 100001 nodes are more than terrain starts" ++ _,
+                 lists:flatten(terrain_lab:format_error(Reason)) -- File),
+    ?assertEqual({error, {read, "/dev/zero", not_regular}}, terrain_lab_spec:read("/dev/zero")),
+    ?assertMatch({error, {read, "/dev/zero", not_regular}}, terrain_lab_spec:merge(filename:join([terrain_lab_test_escript:root(), "examples", "live.cluster"]), "/dev/zero")),
+    Deep = filename:join("/tmp", "terrain_lab_spec_tests_deep_" ++ os:getpid() ++ ".cluster"),
+    ok = file:write_file(Deep, ["{cluster, c, #{}}.\n", lists:duplicate(2000, "{group, g, #{}, ["), "{node, n, #{}}",
+                                lists:duplicate(2000, "]}"), ".\n"]),
+    ?assertMatch({error, {read, Deep, {too_deep, 2, 1000}}}, terrain_lab_spec:read(Deep)).

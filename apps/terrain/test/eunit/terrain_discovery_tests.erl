@@ -242,7 +242,7 @@ render_test() ->
     Dot = iolist_to_binary(terrain_discovery:render(R, dot)),
     ?assertMatch({_, _}, binary:match(Dot, <<"shape=ellipse">>)),
     ?assertMatch({_, _}, binary:match(Dot, <<"shape=box">>)),
-    ?assertMatch({_, _}, binary:match(Dot, <<"diameter 950">>)),
+    ?assertMatch({_, _}, binary:match(Dot, <<"height 950">>)),
     Newick = iolist_to_binary(terrain_discovery:render(R, newick)),
     %% branch lengths: parent height minus own height (terrain_topology's convention)
     ?assertMatch({match, _}, re:run(Newick, "^\\(\\(a@h:100(\\.0)?,b@h:100(\\.0)?\\)c1:850(\\.0)?,"

@@ -133,13 +133,13 @@ renderings_test() ->
                                                         <<"children">> := [#{<<"node">> := <<"a">>}, #{<<"node">> := <<"b">>}]},
                                                       #{<<"node">> := <<"c">>}]}}, Json),
     Dot = lists:flatten(io_lib:format("~s", [terrain_topology:render(T, dot)])),
-    ?assertNotEqual(nomatch, string:find(Dot, "shape=ellipse, label=\"x\\n2 nodes\\ndiameter 600 us\\na\\nb\"")),
-    ?assertNotEqual(nomatch, string:find(Dot, "shape=box, label=\"root\\ndiameter 8000 us\"")),
+    ?assertNotEqual(nomatch, string:find(Dot, "shape=ellipse, label=\"x\\n2 nodes\\nheight 600 us\\na\\nb\"")),
+    ?assertNotEqual(nomatch, string:find(Dot, "shape=box, label=\"root\\nheight 8000 us\"")),
     {ok, Tokens, _} = erl_scan:string(lists:flatten(io_lib:format("~s", [terrain_topology:render(T, term)]))),
     {ok, Term} = erl_parse:parse_term(Tokens),
     ?assertEqual(terrain_topology:term(T), Term),
     Text = lists:flatten(io_lib:format("~s", [terrain_topology:render(T, text)])),
-    ?assertEqual("root (3 nodes, diameter 8000 us)\n  x (2 nodes, diameter 600 us)\n    a\n    b\n  c\n", Text).
+    ?assertEqual("root (3 nodes, height 8000 us)\n  x (2 nodes, height 600 us)\n    a\n    b\n  c\n", Text).
 
 a_network_of_one_node_says_node_test() ->
     {ok, T} = terrain_topology:new({network, root, [{network, solo, [{node, a}]}, {network, pair, [{node, b}, {node, c}]}]}),
@@ -215,3 +215,38 @@ read_keeps_the_syntax_error_of_a_broken_term_file_test() ->
     File = filename:join(test_dir(), "broken.term"),
     ok = file:write_file(File, <<"{network, a, [{node, x}\n">>),
     ?assertMatch({error, {topology, [{file, File}, {line, _}], {syntax, _}}}, terrain_topology:read(File)).
+
+%% Bounds of the model (issue 33, row 12): a tree nests at most 256 networks, and the
+%% names of a JSON tree are counted and measured before they become atoms.
+a_tree_deeper_than_256_networks_is_refused_test() ->
+    Chain = fun(D) -> lists:foldl(fun(_, Child) -> {network, r, [Child]} end, {node, a}, lists:seq(1, D)) end,
+    ?assertMatch({ok, _}, terrain_topology:new(Chain(256))),
+    {error, Reason} = terrain_topology:new(Chain(257)),
+    ?assertMatch({topology, _, {too_deep, 256}}, Reason),
+    ?assertMatch("topology at " ++ _, lists:flatten(terrain_topology:format_error(Reason))).
+
+json_names_are_checked_before_atoms_are_made_test_() ->
+    {timeout, 120, fun json_names_are_checked_before_atoms_are_made/0}.
+
+json_names_are_checked_before_atoms_are_made() ->
+    Doc = fun(Children) -> terrain_json:encode(#{format => <<"terrain.topology/1">>,
+                                                 tree => #{name => <<"r">>, children => Children}}) end,
+    Long = binary:copy(<<"q">>, 300),
+    ?assertMatch({error, {long_name, _}}, terrain_topology:from_json(Doc([#{node => Long}]))),
+    Before = erlang:system_info(atom_count),
+    Many = [#{node => <<"zq_json_", (integer_to_binary(I))/binary>>} || I <- lists:seq(1, 200001)],
+    ?assertEqual({error, {too_many_names, 200000}}, terrain_topology:from_json(Doc(Many))),
+    ?assert(erlang:system_info(atom_count) - Before < 100).
+
+json_names_a_metric_only_for_a_tree_with_heights_test() ->
+    {ok, Plain} = terrain_topology:new({network, r, [{node, a}, {node, b}]}),
+    {ok, PlainDoc} = terrain_json:decode(terrain_topology:render(Plain, json)),
+    ?assertNot(is_map_key(<<"metric">>, PlainDoc)),
+    {ok, Measured} = terrain_topology:new({network, r, #{height => 10}, [{node, a}, {node, b}]}),
+    {ok, MeasuredDoc} = terrain_json:decode(terrain_topology:render(Measured, json)),
+    ?assertEqual(<<"measured">>, maps:get(<<"metric">>, MeasuredDoc)).
+
+read_takes_only_regular_files_test() ->
+    ?assertEqual({error, {topology, [{file, "/dev/zero"}], {file, not_regular}}}, terrain_topology:read("/dev/zero")),
+    ?assertEqual("topology at {file,\"/dev/zero\"}: not a regular file",
+                 lists:flatten(terrain_topology:format_error({topology, [{file, "/dev/zero"}], {file, not_regular}}))).

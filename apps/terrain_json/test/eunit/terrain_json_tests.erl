@@ -36,3 +36,17 @@ write_file_is_atomic_and_readable_test() ->
     after
         file:delete(File)
     end.
+
+%% Nesting is counted explicitly (the decoder recurses): 512 levels decode, 513 and a
+%% 20,000-deep document are refused at once (issue 33, row 12).
+nesting_deeper_than_512_is_refused_test() ->
+    Nested = fun(D) -> iolist_to_binary([lists:duplicate(D, "["), lists:duplicate(D, "]")]) end,
+    ?assertMatch({ok, [_]}, terrain_json:decode(Nested(512))),
+    ?assertEqual({error, {json, 512, "nested more than 512 deep"}}, terrain_json:decode(Nested(513))),
+    ?assertMatch({error, {json, _, "nested more than 512 deep"}},
+                 terrain_json:decode(iolist_to_binary([lists:duplicate(20000, "{\"a\":"), "1",
+                                                       lists:duplicate(20000, "}")]))).
+
+read_file_reads_only_regular_files_test() ->
+    ?assertEqual({error, {file, "/dev/zero", not_regular}}, terrain_json:read_file("/dev/zero")),
+    ?assertEqual({error, {file, "/tmp", not_regular}}, terrain_json:read_file("/tmp")).

@@ -69,6 +69,10 @@
 -type where() :: [{cluster | group | node, atom()} | {term, pos_integer()}].
 -type error_reason() :: {spec, file:filename() | undefined, where(), term()}.
 
+%% A spec file is at most this large (a 100,000-node spec, the most terrain starts,
+%% is about 4 MB).
+-define(MAX_BYTES, 16 * 1024 * 1024).
+
 -define(LINK_KEYS, [latency, jitter, bandwidth]).
 -define(NODE_KEYS, [schedulers, cpu, cpu_per_scheduler, attrs, args, host]).
 -define(MAX_SCHEDULERS, 1024).
@@ -76,13 +80,27 @@
 %%--------------------------------------------------------------------
 %% API
 
-%% @doc Reads and validates a cluster spec file.
--spec read(file:filename()) -> {ok, spec()} | {error, error_reason()}.
+%% @doc Reads and validates a cluster spec file (a regular file of at most 16 MB
+%% and 100,000 nodes, counted before any name is made).
+-spec read(file:filename()) -> {ok, spec()} | {error, error_reason() | terrain_lab_files:read_error()}.
 read(File) ->
-    case file:consult(File) of
+    case consult(File) of
         {ok, Terms} -> from_terms(Terms, File);
-        {error, {Line, Mod, Term}} -> {error, {spec, File, [{line, Line}], {syntax, Mod:format_error(Term)}}};
-        {error, Why} -> {error, {spec, File, [], {file, Why}}}
+        {error, _} = Error -> Error
+    end.
+
+%% The terms of a spec file, bounded (terrain_lab_files:consult/2): at most
+%% ?MAX_BYTES bytes, and no more nodes than the guard allows, counted before a name
+%% becomes an atom.
+-spec consult(file:filename()) -> {ok, [term()]} | {error, error_reason() | terrain_lab_files:read_error()}.
+consult(File) ->
+    Limits = #{max_bytes => ?MAX_BYTES,
+               check => fun(Tags) -> terrain_lab_guard:node_count(maps:get(<<"node">>, Tags, 0)) end},
+    case terrain_lab_files:consult(File, Limits) of
+        {ok, Terms} -> {ok, Terms};
+        {error, {read, _, {syntax, Line, Message}}} -> {error, {spec, File, [{line, Line}], {syntax, Message}}};
+        {error, {read, _, Why}} when is_atom(Why), Why =/= not_regular -> {error, {spec, File, [], {file, Why}}};
+        {error, _} = Error -> Error
     end.
 
 %% @doc Validates the terms of a spec (as `file:consult/1' returns them). `File' is
@@ -201,9 +219,10 @@ children(Path, Nodes) ->
 %% [{node, s1r1n4, #{}}]}]}' adds a node to rack s1r1 of site s1; other groups and
 %% nodes are added where they stand. Returns the merged spec and its terms (which
 %% `terrain up --add' writes into the state directory).
--spec merge(file:filename(), file:filename()) -> {ok, spec(), [term()]} | {error, error_reason()}.
+-spec merge(file:filename(), file:filename()) ->
+          {ok, spec(), [term()]} | {error, error_reason() | terrain_lab_files:read_error()}.
 merge(Base, Added) ->
-    case {file:consult(Base), file:consult(Added)} of
+    case {consult(Base), consult(Added)} of
         {{ok, BaseTerms}, {ok, AddedTerms}} ->
             Merged = lists:foldl(fun({cluster, _, _}, Acc) -> Acc;
                                     (Term, Acc) -> merge_entry(Term, Acc)
@@ -212,12 +231,9 @@ merge(Base, Added) ->
                 {ok, Spec} -> {ok, Spec, Merged};
                 {error, _} = Error -> Error
             end;
-        {{error, Why}, _} -> {error, {spec, Base, [], consult_why(Why)}};
-        {_, {error, Why}} -> {error, {spec, Added, [], consult_why(Why)}}
+        {{error, _} = Error, _} -> Error;
+        {_, {error, _} = Error} -> Error
     end.
-
-consult_why({Line, Mod, Term}) when is_integer(Line) -> {syntax, Mod:format_error(Term)};
-consult_why(Why) -> {file, Why}.
 
 %% A group merges into a sibling group of the same name; anything else is appended.
 merge_entry({group, Name, _Options, Children} = Group, Siblings) ->
@@ -237,9 +253,10 @@ merge_entry(Term, Siblings) ->
 
 %% @doc The spec in `File' with node `Node' moved into group `Group' (`terrain netem
 %% move': its links become those of its new place). Returns the spec and its terms.
--spec move(file:filename(), atom(), atom()) -> {ok, spec(), [term()]} | {error, error_reason()}.
+-spec move(file:filename(), atom(), atom()) ->
+          {ok, spec(), [term()]} | {error, error_reason() | terrain_lab_files:read_error()}.
 move(File, Node, Group) ->
-    case file:consult(File) of
+    case consult(File) of
         {ok, Terms} ->
             case take_node(Terms, Node) of
                 {none, _} ->
@@ -255,8 +272,8 @@ move(File, Node, Group) ->
                             {error, {spec, File, [], {unknown_group, Group}}}
                     end
             end;
-        {error, Why} ->
-            {error, {spec, File, [], consult_why(Why)}}
+        {error, _} = Error ->
+            Error
     end.
 
 %% Removes a node's entry from the terms (a group left empty goes too).

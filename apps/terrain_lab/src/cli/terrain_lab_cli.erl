@@ -29,7 +29,8 @@
          run/2,
          command_modules/0,
          commands/0,
-         list_of/2]).
+         list_of/2,
+         number/1]).
 
 -export_type([io/0, command/0, option/0, element_type/0]).
 
@@ -422,6 +423,12 @@ list_of(Type, Text) ->
         true -> error;
         false -> {ok, [V || {ok, V} <- Converted]}
     end.
+
+%% @doc A number as the `float' options read it (2.5, 10, 1e300, 1.5e-3), for a
+%% command that reads numbers out of a string option (a comma-separated list).
+-spec number(string()) -> {ok, float()} | error.
+number(Text) ->
+    convert(float, Text).
 
 convert(string, Text) -> {ok, Text};
 convert(list, Text) -> list_of(string, Text);

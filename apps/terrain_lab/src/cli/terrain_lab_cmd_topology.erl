@@ -46,6 +46,14 @@
 
 
 -define(FORMATS, [term, json, dot, newick, text]).
+%% simulate: a shape of at most this many levels (its group names, g_1_2_..., are
+%% atoms of at most 255 characters), one-way latencies up to 1000 s, and a noise
+%% sigma up to 10 (the jitter exp(sigma Z) and the inflated round trips stay finite).
+-define(MAX_LEVELS, 32).
+-define(MAX_LATENCY, 1.0e9).
+-define(MAX_NOISE, 10).
+%% A topology file (term, JSON or spec) is at most this large.
+-define(MAX_TOPOLOGY_BYTES, 16 * 1024 * 1024).
 
 %% @doc The commands of this module, as `terrain_lab_cli:commands/0' lists them.
 -spec commands() -> [terrain_lab_cli:command()].
@@ -105,7 +113,7 @@ command() ->
                   #{name => spec, long => "spec", type => string, metavar => "FILE",
                     help => "simulate: a cluster spec as the model (its groups' latency)"},
                   #{name => noise, long => "noise", type => float, default => 0.1, metavar => "F",
-                    check => {fun(F) -> F >= 0 end, "a number >= 0"},
+                    range => {0, ?MAX_NOISE},
                     help => "simulate: sigma of the multiplicative (lognormal) jitter per measurement"},
                   #{name => seed, long => "seed", type => integer, default => 1, range => {0, inf}, metavar => "N",
                     help => "simulate: seed of every random draw"},
@@ -124,7 +132,7 @@ command() ->
 run(Options, ["compare", Found, Truth], Io) ->
     compare(Options, Found, Truth, Io);
 run(_Options, ["compare" | Args], _Io) ->
-    {error, {topology_cmd, {usage, "compare FOUND TRUTH", length(Args)}}};
+    usage("compare FOUND TRUTH", Args);
 run(Options, ["import", "slurm", File], Io) ->
     case maps:get(scontrol, Options, false) of
         true -> {error, {usage, "import slurm: give a topology.conf FILE or --scontrol, not both"}};
@@ -136,27 +144,45 @@ run(_Options, ["import" | _], _Io) ->
     {error, {usage, "expected 'terrain topology import slurm FILE' or 'terrain topology import slurm --scontrol'"}};
 run(Options, ["load", File], Io) ->
     load(Options, File, Io);
+run(_Options, ["load" | Args], _Io) ->
+    usage("load FILE", Args);
 run(Options, ["show", File], Io) ->
     show(Options, File, Io);
 run(_Options, ["show" | Args], _Io) ->
-    {error, {topology_cmd, {usage, "show FILE", length(Args)}}};
+    usage("show FILE", Args);
 run(#{matrix := File} = Options, ["simulate"], Io) when File =/= undefined ->
     replay(Options, File, Io);
 run(Options, ["simulate"], Io) ->
     simulate(Options, Io);
 run(_Options, ["simulate" | Args], _Io) ->
-    {error, {topology_cmd, {usage, "simulate", length(Args)}}};
+    usage("simulate", Args);
 run(Options, [Matrix], Io) ->
     discover(Options, Matrix, Io);
 run(_Options, Args, _Io) ->
-    {error, {topology_cmd, {usage, "MATRIX.json", length(Args)}}}.
+    usage("MATRIX.json", Args).
+
+%% Missing or extra arguments: a usage error (exit 2).
+usage(Usage, Args) ->
+    {error, {usage, {topology_cmd, {usage, Usage, length(Args)}}}}.
+
+%% `--out' must be new and none of the command's inputs (checked before any work).
+new_output(Options, Inputs) ->
+    case maps:get(out, Options, undefined) of
+        undefined -> {ok, stdout};
+        Out -> case terrain_lab_files:new_output(file, Out, Inputs) of
+                   ok -> {ok, Out};
+                   {error, _} = Error -> Error
+               end
+    end.
 
 %%--------------------------------------------------------------------
 %% Discovery
 
 discover(Options, File, Io) ->
-    case {discovery_options(Options), output_format(Options)} of
-        {{ok, Opts}, {ok, Format}} ->
+    case {discovery_options(Options), output_format(Options), new_output(Options, [File])} of
+        {_, _, {error, _} = Error} ->
+            Error;
+        {{ok, Opts}, {ok, Format}, _} ->
             case terrain:read_latency(File) of
                 {ok, Latency} ->
                     terrain_lab_io:progress(Io, "topology: clustering ~b nodes (~ts)~n",
@@ -172,9 +198,9 @@ discover(Options, File, Io) ->
                 {error, _} = Error ->
                     Error
             end;
-        {{error, _} = Error, _} ->
+        {{error, _} = Error, _, _} ->
             Error;
-        {_, {error, _} = Error} ->
+        {_, {error, _} = Error, _} ->
             Error
     end.
 
@@ -222,11 +248,9 @@ alpha_text(Text) ->
         error -> false
     end.
 
+%% 2.5, 10 or 1e3, as the number options read them.
 number(Text) ->
-    try {ok, list_to_float(Text)}
-    catch error:badarg ->
-            try {ok, list_to_integer(Text)} catch error:badarg -> error end
-    end.
+    terrain_lab_cli:number(Text).
 
 output_format(Options) ->
     case maps:get(format, Options, undefined) of
@@ -365,28 +389,45 @@ replay_report(#{nodes := N, pairs_measured := M, pairs_total := T, clade_recall 
                         case U of 0 -> ""; _ -> io_lib:format(", ~b nodes not placed", [U]) end]).
 
 simulate_model(Options) ->
-    case {maps:get(shape, Options, undefined), maps:get(spec, Options, undefined)} of
-        {undefined, undefined} -> {error, {topology_cmd, {simulate, no_model}}};
-        {Shape, undefined} -> shape_model(Shape, Options);
-        {undefined, File} -> spec_model(File);
-        {_, _} -> {error, {topology_cmd, {simulate, shape_and_spec}}}
+    case {maps:get(shape, Options, undefined), maps:get(spec, Options, undefined),
+          maps:get(latencies, Options, undefined)} of
+        {undefined, undefined, _} -> {error, {topology_cmd, {simulate, no_model}}};
+        {Shape, undefined, _} -> shape_model(Shape, Options);
+        {undefined, _, Latencies} when Latencies =/= undefined -> {error, {topology_cmd, {simulate, spec_latencies}}};
+        {undefined, File, _} -> spec_model(File);
+        {_, _, _} -> {error, {topology_cmd, {simulate, shape_and_spec}}}
     end.
 
+%% The shape's node count is checked by the guard before a name is made.
 shape_model(Shape, Options) ->
+    Bad = fun(Expected) -> {error, {topology_cmd, {bad_option, "shape", Shape, Expected}}} end,
     case parse_numbers(string:split(Shape, "x", all), fun list_to_integer/1) of
+        {ok, Ks} when length(Ks) > ?MAX_LEVELS ->
+            Bad(io_lib:format("at most ~b levels", [?MAX_LEVELS]));
         {ok, [_ | _] = Ks} ->
             case lists:all(fun(K) -> K >= 1 end, Ks) of
-                true -> shape_latencies(Ks, Options);
-                false -> {error, {topology_cmd, {bad_option, "shape", Shape, "children per level, e.g. 10x10x10x10"}}}
+                true ->
+                    Nodes = lists:foldl(fun(K, A) -> K * A end, 1, Ks),
+                    case terrain_lab_simulate:guard("--shape", Nodes) of
+                        ok -> shape_latencies(Ks, Options);
+                        {error, _} = Error -> Error
+                    end;
+                false ->
+                    Bad("children per level, e.g. 10x10x10x10")
             end;
         _ ->
-            {error, {topology_cmd, {bad_option, "shape", Shape, "children per level, e.g. 10x10x10x10"}}}
+            Bad("children per level, e.g. 10x10x10x10")
     end.
 
 spec_model(File) ->
     case terrain_lab_spec:read(File) of
-        {ok, Spec} -> terrain_lab_simulate:spec_model(Spec);
-        {error, _} = Error -> Error
+        {ok, Spec} ->
+            case terrain_lab_simulate:guard("--spec", length(terrain_lab_spec:nodes(Spec))) of
+                ok -> terrain_lab_simulate:spec_model(Spec);
+                {error, _} = Error -> Error
+            end;
+        {error, _} = Error ->
+            Error
     end.
 
 shape_latencies(Ks, Options) ->
@@ -396,9 +437,10 @@ shape_latencies(Ks, Options) ->
             terrain_lab_simulate:shape_model(Ks, Default);
         Text ->
             case parse_numbers(string:split(Text, ",", all), fun(T) -> {ok, V} = number(T), V end) of
-                {ok, Ls} -> case lists:all(fun(L) -> L >= 0 end, Ls) of
+                {ok, Ls} -> case lists:all(fun(L) -> L >= 0 andalso L =< ?MAX_LATENCY end, Ls) of
                                 true -> terrain_lab_simulate:shape_model(Ks, Ls);
-                                false -> {error, {topology_cmd, {bad_option, "latencies", Text, "one-way us >= 0, per level"}}}
+                                false -> {error, {topology_cmd, {bad_option, "latencies", Text,
+                                                                 "one-way us from 0 to 1e9 (1000 s), per level"}}}
                             end;
                 error -> {error, {topology_cmd, {bad_option, "latencies", Text, "one-way us per level, e.g. 15000,1500,150"}}}
             end
@@ -421,13 +463,13 @@ simulate_outliers(Options) ->
     end.
 
 simulate_progress(Io) ->
-    Last = erlang:monotonic_time(millisecond),
-    put({?MODULE, last_progress}, Last),
+    Last = atomics:new(1, [{signed, true}]),              % when progress was last said, ms
+    ok = atomics:put(Last, 1, erlang:monotonic_time(millisecond)),
     fun(#{placed := Placed, total := Total, pairs := Pairs, elapsed_ms := Elapsed}) ->
             Now = erlang:monotonic_time(millisecond),
-            case Now - get({?MODULE, last_progress}) >= 1000 orelse Placed =:= Total of
+            case Now - atomics:get(Last, 1) >= 1000 orelse Placed =:= Total of
                 true ->
-                    put({?MODULE, last_progress}, Now),
+                    ok = atomics:put(Last, 1, Now),
                     terrain_lab_io:progress(Io, "simulate: ~b of ~b nodes placed, ~b pairs measured, ~.1f s~n",
                                             [Placed, Total, Pairs, Elapsed / 1000]);
                 false ->
@@ -448,21 +490,16 @@ simulate_report(#{nodes := N, pairs_measured := M, pairs_total := T, clade_recal
 %% Show
 
 show(Options, File, Io) ->
-    Format = case maps:get(format, Options, undefined) of undefined -> {ok, text}; _ -> output_format(Options) end,
-    case Format of
-        {ok, F} ->
-            case read_tree(File) of
-                {ok, Tree} ->
-                    case terrain:render_topology(Tree, F) of
-                        {ok, Text} -> emit(Text, Options, Io);
-                        {error, _} = Error -> Error
-                    end;
-                {error, _} = Error ->
-                    Error
-            end;
-        {error, _} = Error ->
-            Error
-    end.
+    terrain_lab_steps:with(
+      [fun() -> case maps:get(format, Options, undefined) of undefined -> {ok, text}; _ -> output_format(Options) end end,
+       fun() -> new_output(Options, [File]) end,
+       fun() -> read_tree(File) end],
+      fun([Format, _, Tree]) ->
+              case terrain:render_topology(Tree, Format) of
+                  {ok, Text} -> emit(Text, Options, Io);
+                  {error, _} = Error -> Error
+              end
+      end).
 
 %%--------------------------------------------------------------------
 %% Load
@@ -516,13 +553,15 @@ import(Options, Source, Io) ->
                        {file, File} -> {File, fun() -> switches_of_file(File) end};
                        scontrol -> {"'scontrol show topology'", fun() -> terrain_lab_slurm:scontrol_topology(10000) end}
                    end,
+    Inputs = case Source of {file, F} -> [F]; scontrol -> [] end,
     terrain_lab_steps:with(
       [fun() -> output_format(Options) end,
+       fun() -> new_output(Options, Inputs) end,
        fun() -> case Read() of
                     {ok, []} -> {error, {slurm, {topology_empty, Name}}};
                     Other -> Other
                 end end],
-      fun([Format, Switches]) ->
+      fun([Format, _, Switches]) ->
               Tree = terrain_lab_slurm:topology_tree(Switches),
               terrain_lab_io:progress(Io, "topology: ~b switches, ~b nodes from ~ts~n",
                                       [length(Switches), length(terrain_tree_compare:nodes(Tree)), Name]),
@@ -531,17 +570,16 @@ import(Options, Source, Io) ->
       end).
 
 switches_of_file(File) ->
-    case file:read_file(File) of
-        {ok, Bin} -> terrain_lab_slurm:parse_topology(unicode:characters_to_list(Bin));
-        {error, Why} -> {error, {file, File, Why}}
-    end.
+    terrain_lab_slurm:read_topology(File).
 
 %%--------------------------------------------------------------------
 %% Compare
 
 compare(Options, FoundFile, TruthFile, Io) ->
-    case {read_tree(FoundFile), read_tree(TruthFile)} of
-        {{ok, Found}, {ok, Truth}} ->
+    case {new_output(Options, [FoundFile, TruthFile]), read_tree(FoundFile), read_tree(TruthFile)} of
+        {{error, _} = Error, _, _} ->
+            Error;
+        {_, {ok, Found}, {ok, Truth}} ->
             Found1 = match_names(Found, Truth, maps:get(prefix, Options, "")),
             case terrain:compare_topologies(Found1, Truth) of
                 {ok, Report} ->
@@ -561,9 +599,9 @@ compare(Options, FoundFile, TruthFile, Io) ->
                 {error, _} = Error ->
                     Error
             end;
-        {{error, _} = Error, _} ->
+        {_, {error, _} = Error, _} ->
             Error;
-        {_, {error, _} = Error} ->
+        {_, _, {error, _} = Error} ->
             Error
     end.
 
@@ -616,22 +654,29 @@ rename({network, Name, C}, Fun) -> {network, Name, [rename(X, Fun) || X <- C]};
 rename({network, Name, Opts, C}, Fun) -> {network, Name, Opts, [rename(X, Fun) || X <- C]}.
 
 %% Reads a topology: a file of one topology term, a cluster spec (its groups as
-%% the tree), or a `terrain.topology/1' JSON file (what does not parse as Erlang terms).
+%% the tree), or a `terrain.topology/1' JSON file (one that starts with `{"'), through
+%% the bounded reader (a regular file of at most 16 MB; terms counted before their
+%% atoms are made), and checks that it is a valid tree (terrain:check_topology/1).
 -spec read_tree(file:filename()) -> {ok, terrain:topology_tree()} | {error, term()}.
 read_tree(File) ->
-    case file:read_file(File) of
+    case terrain_lab_files:read(File, ?MAX_TOPOLOGY_BYTES) of
         {ok, Bin} ->
-            case term_tree(File) of
-                {error, {topology_cmd, {bad_topology, _, {syntax, _, _}}}} = Error ->
-                    case string:trim(Bin, leading) of
-                        <<"{", _/binary>> = Json -> json_tree(File, Json);
-                        _ -> Error
-                    end;
-                Result ->
-                    Result
+            Read = case re:run(Bin, "^\\s*{\\s*\"", [{capture, none}]) of
+                       match -> json_tree(File, Bin);
+                       nomatch -> term_tree(File)
+                   end,
+            case Read of
+                {ok, Tree} -> valid_tree(File, Tree);
+                {error, _} = Error -> Error
             end;
-        {error, Why} ->
-            {error, {file, File, Why}}
+        {error, _} = Error ->
+            Error
+    end.
+
+valid_tree(File, Tree) ->
+    case terrain:check_topology(Tree) of
+        ok -> {ok, Tree};
+        {error, Why} -> {error, {topology_cmd, {bad_topology, File, {invalid, Why}}}}
     end.
 
 json_tree(File, Bin) ->
@@ -641,7 +686,9 @@ json_tree(File, Bin) ->
     end.
 
 term_tree(File) ->
-    case file:consult(File) of
+    Limits = #{max_bytes => ?MAX_TOPOLOGY_BYTES,
+               check => fun(Tags) -> terrain_lab_guard:node_count(maps:get(<<"node">>, Tags, 0)) end},
+    case terrain_lab_files:consult(File, Limits) of
         {ok, [{cluster, _, _} | _] = Terms} ->
             case terrain_lab_spec:from_terms(Terms, File) of
                 {ok, Spec} -> {ok, terrain_lab_spec:topology(Spec, fun(Name) -> Name end, #{heights => false})};
@@ -651,10 +698,8 @@ term_tree(File) ->
             {ok, Tree};
         {ok, Terms} ->
             {error, {topology_cmd, {bad_topology, File, {terms, length(Terms)}}}};
-        {error, {Line, Mod, Term}} ->
-            {error, {topology_cmd, {bad_topology, File, {syntax, Line, Mod:format_error(Term)}}}};
-        {error, Why} ->
-            {error, {file, File, Why}}
+        {error, _} = Error ->
+            Error
     end.
 
 %%--------------------------------------------------------------------
@@ -666,12 +711,16 @@ format_error({topology_cmd, {usage, Usage, Count}}) ->
     io_lib:format("expected 'terrain topology ~ts' (~b argument~s after it)", [Usage, Count, case Count of 1 -> ""; _ -> "s" end]);
 format_error({topology_cmd, {simulate, shape_and_spec}}) ->
     "simulate: give --shape or --spec, not both";
+format_error({topology_cmd, {simulate, spec_latencies}}) ->
+    "simulate: --latencies goes with --shape; a --spec's groups carry their own latency";
 format_error({topology_cmd, {simulate, no_model}}) ->
     "simulate needs a model: --shape AxBx... (with --latencies) or --spec FILE";
 format_error({topology_cmd, {foreign_tree, File, Leaves, Nodes}}) ->
     io_lib:format("none of the ~b nodes of ~ts (~ts) is a node of the cluster (~ts); nothing was loaded: the tree's "
                   "nodes must be full node names of the cluster",
                   [length(Leaves), File, node_list(Leaves), node_list(Nodes)]);
+format_error({topology_cmd, {load, Node, {topology, _, _} = Why}}) ->
+    io_lib:format("loading the topology on ~ts failed: ~ts", [Node, terrain:format_error(Why)]);
 format_error({topology_cmd, {load, Node, Why}}) ->
     io_lib:format("loading the topology on ~ts failed: ~0tP", [Node, Why, 10]);
 format_error({topology_cmd, {bad_option, Name, Value, Allowed}}) ->
@@ -682,9 +731,12 @@ format_error({topology_cmd, {bad_topology, File, {format, F}}}) ->
     io_lib:format("~ts: not a topology: format ~0tp (expected \"terrain.topology/1\")", [File, F]);
 format_error({topology_cmd, {bad_topology, File, {terms, N}}}) ->
     io_lib:format("~ts: expected one topology term or a cluster spec, found ~b terms", [File, N]);
-format_error({topology_cmd, {bad_topology, File, {syntax, Line, Message}}}) ->
-    io_lib:format("~ts:~p: ~ts", [File, Line, Message]);
 format_error({topology_cmd, {bad_topology, File, {json, Offset, Why}}}) ->
     io_lib:format("~ts: invalid JSON at byte ~b: ~ts", [File, Offset, Why]);
+format_error({topology_cmd, {bad_topology, File, {invalid, Why}}}) ->
+    io_lib:format("~ts is not a valid topology: ~ts", [File, terrain:format_error(Why)]);
+format_error({topology_cmd, {bad_topology, File, {Tag, _} = Why}}) when Tag =:= long_name; Tag =:= too_many_names;
+                                                                       Tag =:= bad_entry; Tag =:= bad_height ->
+    io_lib:format("~ts is not a valid topology: ~ts", [File, terrain:format_error({topology, [], Why})]);
 format_error({topology_cmd, {bad_topology, File, Why}}) ->
     io_lib:format("~ts: not a topology: ~0tP", [File, Why, 8]).

@@ -132,6 +132,8 @@ format_error({guard, _} = Reason) ->
     terrain_lab_guard:format_error(Reason);
 format_error({write, _, _} = Reason) ->
     terrain_lab_files:format_error(Reason);
+format_error({read, _, _} = Reason) ->
+    terrain_lab_files:format_error(Reason);
 format_error({Output, _} = Reason) when Output =:= output_exists; Output =:= output_is_input ->
     terrain_lab_files:format_error(Reason);
 format_error({launch, _} = Reason) ->
@@ -171,6 +173,6 @@ format_error({report, _} = Reason) ->
 format_error({run, _, _} = Reason) ->
     terrain_lab_os:format_error(Reason);
 format_error({file, File, Why}) ->
-    io_lib:format("~ts: ~ts", [File, file:format_error(Why)]);
+    terrain_lab_files:format_error({read, File, Why});   % a POSIX reason, or a refusal of the bounded reader
 format_error(Reason) ->
     terrain:format_error(Reason).

@@ -35,6 +35,7 @@
 -export([allocation/1,
          tasks_per_node/1,
          parse_topology/1,
+         read_topology/1,
          topology_tree/1,
          scontrol_topology/1,
          spec_terms/3,
@@ -59,10 +60,21 @@
       | {slurm, {count, Nodes :: pos_integer(), Tasks :: pos_integer()}}
       | {slurm, {usage, string()}}
       | {slurm, {topology_line, pos_integer(), string()}}
+      | {slurm, {topology_line, pos_integer(), string(), term()}}
+      | {slurm, {topology_not_utf8, pos_integer()}}
+      | {slurm, {topology_too_large, switches | hosts, pos_integer(), pos_integer()}}
+      | {slurm, {topology_graph, graph_error()}}
       | {slurm, {topology_empty, string()}}
       | {slurm, {scontrol, string()}}
       | {slurm, {write, file:filename(), file:posix()}}
       | {slurm, {srun, string(), timeout | {exited, string()}}}.
+
+%% Why the switches of a topology do not form a tree (found in linear time).
+-type graph_error() :: {duplicate_switch, string(), pos_integer(), pos_integer()}   % name, both lines
+                     | {unknown_switch, string(), string()}                          % the parent, the child
+                     | {two_parents, string(), string(), string()}                   % the child, both parents
+                     | {switch_loop, [string()]}                                     % the loop, first again last
+                     | {host_twice, string(), string(), string()}.                   % host, two unrelated switches
 
 -type prepare_options() ::
         #{per_host := pos_integer(),                 % VMs on each node (default 1)
@@ -72,6 +84,13 @@
           progress := fun((iodata()) -> ok)}.
 
 -define(SCONTROL_TIMEOUT, 10000).
+%% Bounds of a topology: its file's size, and the switches and hosts it may name
+%% (their names become atoms: terrain starts at most 100,000 nodes).
+-define(MAX_CONF_BYTES, 16 * 1024 * 1024).
+-define(MAX_SWITCHES, 100000).
+-define(MAX_HOSTS, 100000).
+-define(MAX_NAME, 255).
+-define(MAX_LINE, 256 * 1024).
 
 %%--------------------------------------------------------------------
 %% API
@@ -111,37 +130,87 @@ tasks_per_node(Text) when is_list(Text) ->
 %% SLURM reads topology.conf; a switch line that cannot be read is an error naming
 %% its line number. topology.conf gives no `Level': each switch's level is computed
 %% as SLURM does (0 for a switch of nodes only, else one above its highest child).
--spec parse_topology(string()) -> {ok, [switch()]} | {error, error_reason()}.
+%%
+%% The switches must form a tree, checked in linear time: a name given twice, a child
+%% switch that is not defined, a switch under two parents, a loop of switches, and a
+%% host under two switches of which neither is above the other are errors naming
+%% them. Text that is not UTF-8, a switch name longer than 255 characters, and more
+%% than 100,000 switches or hosts are refused before any name becomes an atom.
+-spec parse_topology(string() | binary()) -> {ok, [switch()]} | {error, error_reason()}.
 parse_topology(Text) when is_list(Text) ->
-    Lines = lists:enumerate(string:split(Text, "\n", all)),
+    parse_topology(unicode:characters_to_binary(Text));
+parse_topology(Bin) when is_binary(Bin) ->
+    case unicode:characters_to_binary(Bin) of
+        Bin -> parse_lines(lists:enumerate(binary:split(Bin, <<"\n">>, [global])));
+        {_, Good, _} -> {error, {slurm, {topology_not_utf8, 1 + length(binary:matches(Good, <<"\n">>))}}}
+    end.
+
+parse_lines(Lines) ->
     try
-        Switches = [switch(N, Line) || {N, Line0} <- Lines,
-                                       Line <- [string:trim(hd(string:split(Line0, "#")))],
-                                       string:prefix(string:lowercase(Line), "switchname=") =/= nomatch],
-        {ok, with_levels(Switches)}
+        Numbered = [{N, switch(N, Line)} || {N, Line0} <- Lines, Line <- [switch_line(N, Line0)], Line =/= skip],
+        Switches = [S || {_, S} <- Numbered],
+        _ = length(Switches) > ?MAX_SWITCHES
+            andalso throw({too_large, switches, length(Switches), ?MAX_SWITCHES}),
+        Hosts = lists:sum([length(Ns) || #{nodes := Ns} <- Switches]),
+        _ = Hosts > ?MAX_HOSTS andalso throw({too_large, hosts, Hosts, ?MAX_HOSTS}),
+        Parents = check_tree(Numbered),
+        {ok, with_levels(Switches, Parents)}
     catch
-        throw:{N, Line} -> {error, {slurm, {topology_line, N, Line}}}
+        throw:{too_large, What, Count, Max} -> {error, {slurm, {topology_too_large, What, Count, Max}}};
+        throw:{graph, Why} -> {error, {slurm, {topology_graph, Why}}};
+        throw:{N, Line} -> {error, {slurm, {topology_line, N, Line}}};
+        throw:{N, Line, Why} -> {error, {slurm, {topology_line, N, Line, Why}}}
+    end.
+
+%% A line without its comment when it defines a switch (at most ?MAX_LINE bytes),
+%% else `skip'.
+switch_line(N, Line0) ->
+    Line = case binary:match(Line0, <<"#">>) of
+               {At, _} -> string:trim(binary:part(Line0, 0, At));
+               nomatch -> string:trim(Line0)
+           end,
+    case Line of
+        <<Key:11/binary, _/binary>> ->
+            case string:lowercase(Key) of
+                <<"switchname=">> when byte_size(Line) > ?MAX_LINE ->
+                    throw({N, shown(Line), {long_line, ?MAX_LINE}});
+                <<"switchname=">> ->
+                    Line;
+                _ ->
+                    skip
+            end;
+        _ ->
+            skip
+    end.
+
+%% @doc The switches of a topology.conf file (see {@link parse_topology/1}), read
+%% through the bounded reader: a regular file of at most 16 MB. The reader beside
+%% the writer of topology.conf, `terrain_lab_testbed'.
+-spec read_topology(file:filename()) -> {ok, [switch()]} | {error, error_reason() | terrain_lab_files:read_error()}.
+read_topology(File) ->
+    case terrain_lab_files:read(File, ?MAX_CONF_BYTES) of
+        {ok, Bin} -> parse_topology(Bin);
+        {error, _} = Error -> Error
     end.
 
 %% @doc The topology term (`terrain:load_topology/1', `terrain topology compare') of
 %% SLURM switches: one `network' per switch, named after it, holding its child
 %% switches and the nodes whose lowest switch it is (`{node, HostAtom}'). Several top
-%% switches (a forest) are joined under one network `slurm'.
+%% switches (a forest) are joined under one network `slurm'. The switches are those
+%% of {@link parse_topology/1}: a tree.
 -spec topology_tree([switch(), ...]) -> terrain:topology_tree().
 topology_tree(Switches) ->
     ByName = maps:from_list([{Name, S} || #{name := Name} = S <- Switches]),
-    Hosts = lists:usort([H || #{nodes := Ns} <- Switches, H <- Ns]),
-    Home = maps:from_list([{H, home(H, Switches)} || H <- Hosts]),
-    Tree = fun Tree(#{name := Name, switches := Cs}, Seen) ->
+    Homes = homes(Switches),
+    Own = maps:groups_from_list(fun({_, Home}) -> Home end, fun({H, _}) -> list_to_atom(H) end,
+                                lists:sort(maps:to_list(Homes))),
+    Tree = fun Tree(#{name := Name, switches := Cs}) ->
                    {network, list_to_atom(Name),
-                    [Tree(maps:get(C, ByName), [Name | Seen]) || C <- Cs, is_map_key(C, ByName),
-                                                                 not lists:member(C, [Name | Seen])]
-                    ++ [{node, list_to_atom(H)} || H <- Hosts, maps:get(H, Home) =:= Name]}
+                    [Tree(maps:get(C, ByName)) || C <- Cs] ++ [{node, H} || H <- maps:get(Name, Own, [])]}
            end,
     case roots(Switches) of
-        [Root] -> Tree(Root, []);
-        [] -> {network, slurm, [Tree(S, []) || S <- Switches, maps:get(level, S) =:= lists:max([L || #{level := L} <- Switches])]};
-        Roots -> {network, slurm, [Tree(R, []) || R <- Roots]}
+        [Root] -> Tree(Root);
+        Roots -> {network, slurm, [Tree(R) || R <- Roots]}
     end.
 
 %% @doc The terms of the cluster spec for the allocation: `Hosts' with their VM
@@ -153,9 +222,9 @@ spec_terms(Cluster, Hosts, []) ->
       {group, allocation, #{}, [terrain_lab_hosts:host_group(H, C) || {H, C} <- Hosts]}], []};
 spec_terms(Cluster, Hosts, Switches) ->
     ByName = maps:from_list([{Name, S} || #{name := Name} = S <- Switches]),
-    Home = maps:from_list([{H, home(H, Switches)} || {H, _} <- Hosts]),
-    Children = lists:usort([C || #{switches := Cs} <- Switches, C <- Cs]),
-    Roots = [S || #{name := Name} = S <- Switches, not lists:member(Name, Children)],
+    Homes = homes(Switches),
+    Home = maps:from_list([{H, maps:get(H, Homes, none)} || {H, _} <- Hosts]),
+    Roots = roots(Switches),
     Groups = lists:append([switch_group(S, ByName, Hosts, Home, []) || S <- Roots]),
     Orphans = [H || {H, _} <- Hosts, maps:get(H, Home) =:= none],
     {[{cluster, Cluster, #{}} | Groups] ++ [terrain_lab_hosts:host_group(H, C) || {H, C} <- Hosts,
@@ -270,6 +339,30 @@ format_error({slurm, {usage, Text}}) ->
 format_error({slurm, {topology_line, N, Line}}) ->
     io_lib:format("topology, line ~b: cannot read '~ts' (expected SwitchName=NAME with Nodes=HOSTLIST "
                   "and/or Switches=HOSTLIST)", [N, Line]);
+format_error({slurm, {topology_line, N, _Line, {long_line, Max}}}) ->
+    io_lib:format("topology, line ~b: the line is longer than ~b bytes", [N, Max]);
+format_error({slurm, {topology_line, N, _Line, {long_name, Length}}}) ->
+    io_lib:format("topology, line ~b: the switch name has ~b characters, more than the ~b a name may have",
+                  [N, Length, ?MAX_NAME]);
+format_error({slurm, {topology_line, N, _Line, {hostlist, {Expression, _, {too_many, Count}}}}}) ->
+    io_lib:format("topology, line ~b: the hostlist ~ts is too large (~b hosts; terrain reads at most ~b)",
+                  [N, shown(Expression), Count, ?MAX_HOSTS]);
+format_error({slurm, {topology_not_utf8, Line}}) ->
+    io_lib:format("topology, line ~b: the bytes are not UTF-8", [Line]);
+format_error({slurm, {topology_too_large, What, Count, Max}}) ->
+    io_lib:format("the topology names ~b ~s, more than the ~b terrain reads", [Count, What, Max]);
+format_error({slurm, {topology_graph, {duplicate_switch, Name, First, Again}}}) ->
+    io_lib:format("topology: switch ~ts is defined twice (lines ~b and ~b)", [Name, First, Again]);
+format_error({slurm, {topology_graph, {unknown_switch, Parent, Child}}}) ->
+    io_lib:format("topology: switch ~ts lists switch ~ts, which is not defined", [Parent, Child]);
+format_error({slurm, {topology_graph, {two_parents, Child, One, Other}}}) ->
+    io_lib:format("topology: switch ~ts is listed under both ~ts and ~ts (the switches must form a tree)",
+                  [Child, One, Other]);
+format_error({slurm, {topology_graph, {switch_loop, Loop}}}) ->
+    io_lib:format("topology: switch loop ~ts (the switches must form a tree)", [lists:join(" -> ", Loop)]);
+format_error({slurm, {topology_graph, {host_twice, Host, One, Other}}}) ->
+    io_lib:format("topology: host ~ts is under both switch ~ts and switch ~ts, and neither is above the other",
+                  [Host, One, Other]);
 format_error({slurm, {scontrol, Why}}) ->
     Why;
 format_error({slurm, {topology_empty, Source}}) ->
@@ -346,27 +439,38 @@ why(Other) -> io_lib:format("~0tp", [Other]).
 %% Internal functions: the topology
 
 switch(N, Line) ->
-    Fields = [case string:split(F, "=") of
-                  [K, V] when V =/= "" -> {canonical_key(K), V};
-                  _ -> throw({N, Line})
-              end || F <- string:lexemes(string:trim(Line), " \t")],
+    Fields = [case binary:split(F, <<"=">>) of
+                  [K, V] when V =/= <<>> -> {canonical_key(unicode:characters_to_list(K)), V};
+                  _ -> throw({N, shown(Line)})
+              end || F <- binary:split(Line, [<<" ">>, <<"\t">>], [global, trim_all])],
     Expand = fun(Key) ->
                      case proplists:get_value(Key, Fields) of
                          undefined -> [];
-                         Value -> case terrain_lab_hostlist:expand(Value) of
+                         Value -> case terrain_lab_hostlist:expand(unicode:characters_to_list(Value)) of
                                       {ok, Names} -> Names;
-                                      {error, _} -> throw({N, Line})
+                                      {error, {hostlist, {_, _, {too_many, _}}} = Why} -> throw({N, shown(Line), Why});
+                                      {error, _} -> throw({N, shown(Line)})
                                   end
                      end
              end,
-    Level = case string:to_integer(proplists:get_value("Level", Fields, "0")) of
-                {L, ""} when L >= 0 -> L;
-                _ -> throw({N, Line})
+    Level = case string:to_integer(proplists:get_value("Level", Fields, <<"0">>)) of
+                {L, <<>>} when L >= 0 -> L;
+                _ -> throw({N, shown(Line)})
             end,
+    Name = proplists:get_value("SwitchName", Fields),
+    Length = string:length(Name),
+    _ = Length > ?MAX_NAME andalso throw({N, shown(Line), {long_name, Length}}),
     case {Expand("Nodes"), Expand("Switches")} of
-        {[], []} -> throw({N, Line});
-        {Nodes, Switches} ->
-            #{name => proplists:get_value("SwitchName", Fields), level => Level, nodes => Nodes, switches => Switches}
+        {[], []} -> throw({N, shown(Line)});
+        {Nodes, Switches} -> #{name => unicode:characters_to_list(Name), level => Level, nodes => Nodes,
+                               switches => Switches}
+    end.
+
+%% A line as an error shows it: at most 80 characters.
+shown(Line) ->
+    case string:length(Line) > 80 of
+        true -> unicode:characters_to_list([string:slice(Line, 0, 77), "..."]);
+        false -> unicode:characters_to_list(Line)
     end.
 
 canonical_key(Key) ->
@@ -376,28 +480,107 @@ canonical_key(Key) ->
         [] -> Key
     end.
 
+%% The parent of each switch that has one, after checking in one pass over the
+%% switches and their lists that they form a tree (a forest): every name once, every
+%% child defined and under one parent, no loop, and every host's switches on one path
+%% from a root. Throws `{graph, Why}'.
+check_tree(Numbered) ->
+    Lines = lists:foldl(fun({N, #{name := Name}}, Acc) ->
+                                case Acc of
+                                    #{Name := First} -> throw({graph, {duplicate_switch, Name, First, N}});
+                                    #{} -> Acc#{Name => N}
+                                end
+                        end, #{}, Numbered),
+    Parents = lists:foldl(
+                fun({_, #{name := Parent, switches := Cs}}, Acc0) ->
+                        lists:foldl(fun(C, _) when C =:= Parent ->
+                                            throw({graph, {switch_loop, [C, C]}});
+                                       (C, _) when not is_map_key(C, Lines) ->
+                                            throw({graph, {unknown_switch, Parent, C}});
+                                       (C, Acc) when is_map_key(C, Acc) ->
+                                            throw({graph, {two_parents, C, maps:get(C, Acc), Parent}});
+                                       (C, Acc) ->
+                                            Acc#{C => Parent}
+                                    end, Acc0, Cs)
+                end, #{}, Numbered),
+    Depths = depths([S || {_, S} <- Numbered], Parents),
+    check_hosts([S || {_, S} <- Numbered], Parents, Depths),
+    Parents.
+
+%% The depth of each switch below its root; a switch that no root reaches is on a
+%% loop (each switch has one parent at most), which is named.
+depths(Switches, Parents) ->
+    Children = maps:groups_from_list(fun({_, P}) -> P end, fun({C, _}) -> C end, maps:to_list(Parents)),
+    Roots = [Name || #{name := Name} <- Switches, not is_map_key(Name, Parents)],
+    Depths = walk_down([{R, 0} || R <- Roots], Children, #{}),
+    case [Name || #{name := Name} <- Switches, not is_map_key(Name, Depths)] of
+        [] -> Depths;
+        [Stuck | _] -> throw({graph, {switch_loop, loop(Stuck, Parents, [])}})
+    end.
+
+walk_down([], _Children, Depths) ->
+    Depths;
+walk_down([{Name, D} | Rest], Children, Depths) ->
+    walk_down([{C, D + 1} || C <- maps:get(Name, Children, [])] ++ Rest, Children, Depths#{Name => D}).
+
+%% Up the parents from a switch of a loop until a switch comes again: the loop,
+%% from that switch round to it.
+loop(Name, Parents, Seen) ->
+    case lists:member(Name, Seen) of
+        true ->
+            Cycle = lists:reverse(lists:dropwhile(fun(N) -> N =/= Name end, lists:reverse(Seen))),
+            lists:reverse([Name | Cycle]);
+        false ->
+            loop(maps:get(Name, Parents), Parents, [Name | Seen])
+    end.
+
+%% Every switch that lists a host must be its lowest switch or above it (SLURM's
+%% upper switches may list the hosts below them).
+check_hosts(Switches, Parents, Depths) ->
+    Listed = maps:groups_from_list(fun({H, _}) -> H end, fun({_, S}) -> S end,
+                                   [{H, Name} || #{name := Name, nodes := Ns} <- Switches, H <- Ns]),
+    maps:foreach(fun(_Host, [_]) -> ok;
+                    (Host, Names) ->
+                         [Low | Higher] = lists:sort([{-maps:get(N, Depths), N} || N <- Names]),
+                         Path = ancestors(element(2, Low), Parents, #{}),
+                         [throw({graph, {host_twice, Host, element(2, Low), N}})
+                          || {_, N} <- Higher, not is_map_key(N, Path)]
+                 end, Listed).
+
+ancestors(Name, Parents, Acc) ->
+    case Parents of
+        #{Name := Parent} -> ancestors(Parent, Parents, Acc#{Parent => true});
+        #{} -> Acc
+    end.
+
 %% Levels as SLURM computes them when topology.conf gives none (scontrol prints
 %% them): 0 for a switch without child switches, else one more than its highest
-%% child. A broken topology (a child that is no switch, a cycle) is read as far as
-%% it goes: the unknown child and the switch met again count nothing.
-with_levels(Switches) ->
+%% child; the switches form a tree (check_tree/1), so one pass from the leaves up.
+with_levels(Switches, Parents) ->
     ByName = maps:from_list([{Name, S} || #{name := Name} = S <- Switches]),
-    Level = fun Level(#{name := Name, switches := Cs}, Seen) ->
-                    lists:max([0 | [1 + Level(maps:get(C, ByName), [Name | Seen])
-                                    || C <- Cs, is_map_key(C, ByName), not lists:member(C, [Name | Seen])]])
+    Level = fun Level(#{switches := Cs}, Acc0) ->
+                    lists:foldl(fun(C, {Max, Acc}) ->
+                                        {L, Acc1} = Level(maps:get(C, ByName), Acc),
+                                        {max(Max, L + 1), Acc1#{C => L}}
+                                end, {0, Acc0}, Cs)
             end,
-    [S#{level := Level(S, [])} || S <- Switches].
+    Levels = lists:foldl(fun(#{name := Name} = S, Acc) when not is_map_key(Name, Parents) ->
+                                 {L, Acc1} = Level(S, Acc),
+                                 Acc1#{Name => L};
+                            (_, Acc) ->
+                                 Acc
+                         end, #{}, Switches),
+    [S#{level := maps:get(Name, Levels)} || #{name := Name} = S <- Switches].
 
 roots(Switches) ->
-    Children = lists:usort([C || #{switches := Cs} <- Switches, C <- Cs]),
-    [S || #{name := Name} = S <- Switches, not lists:member(Name, Children)].
+    Children = maps:from_list([{C, true} || #{switches := Cs} <- Switches, C <- Cs]),
+    [S || #{name := Name} = S <- Switches, not is_map_key(Name, Children)].
 
-%% The switch a host belongs to: the lowest-level switch that lists it.
-home(Host, Switches) ->
-    case lists:sort([{L, Name} || #{name := Name, level := L, nodes := Ns} <- Switches, lists:member(Host, Ns)]) of
-        [{_, Name} | _] -> Name;
-        [] -> none
-    end.
+%% The switch each host belongs to: the lowest-level switch that lists it.
+homes(Switches) ->
+    lists:foldl(fun({_, Name, Host}, Acc) -> Acc#{Host => Name} end, #{},
+                lists:reverse(lists:sort([{L, Name, H} || #{name := Name, level := L, nodes := Ns} <- Switches,
+                                                          H <- Ns]))).
 
 %% A switch as a group: its child switches (those above allocated hosts) and its own
 %% hosts; [] when no allocated host is below it. `Seen' guards against a cycle in a

@@ -17,6 +17,7 @@
 
 %% API
 -export([run/1,
+         guard/2,
          shape_model/2,
          spec_model/1,
          format_error/1]).
@@ -54,8 +55,22 @@
                     outliers := number(),
                     seed := integer()}.
 
+%% The memory of a model's node in the probe and its scoring (10,000 nodes peaked
+%% at 269 MB of the VM's VmHWM, docs/BENCHMARKS.md "Simulated: 10,000 nodes").
+-define(BYTES_PER_NODE, 25000).
+
 %%--------------------------------------------------------------------
 %% API
+
+%% @doc Refuses a model of `Nodes' nodes before anything is made (the node names
+%% are atoms): more memory than the guard allows (`Option' named in the message), or
+%% more nodes than terrain makes names for (100,000).
+-spec guard(string(), non_neg_integer()) -> ok | {error, {guard, term()}}.
+guard(Option, Nodes) ->
+    case terrain_lab_guard:memory([{Option, Nodes, ?BYTES_PER_NODE}]) of
+        ok -> terrain_lab_guard:node_count(Nodes);
+        {error, _} = Error -> Error
+    end.
 
 %% @doc A model of `prod(Shape)' nodes: `Shape' children per level from the top,
 %% `OneWay' µs per level (as long as `Shape').
