@@ -157,8 +157,10 @@ resource_guard_refuses_before_anything_starts(Config) ->
              %% a lab node's process limit (+P 65536), not this VM's (262,144): 70000 or more workers on one node
              {["events", "record", "--workload", "windtunnel", "--spec", Two, "--workers-per-scheduler", "70000",
                "--out", filename:join(Dir, "g11")], "--workers-per-scheduler asks for"},
-             {["probe", "--nodes", "x1@nohost,x2@nohost", "--payload", "100000000000", "--strategy", "concurrent",
-               "--state-dir", filename:join(Dir, "g8"), "--runs-dir", filename:join(Dir, "g9")], "mostly for --payload"},
+             %% (--payload itself has a range now, so the guard is shown with the samples' memory)
+             {["probe", "--nodes", "x1@nohost,x2@nohost", "--messages", "1000000", "--batches", "100000",
+               "--strategy", "concurrent", "--state-dir", filename:join(Dir, "g8"), "--runs-dir", filename:join(Dir, "g9")],
+              "mostly for --batches x --messages"},
              {["write-test", "--targets", Dir, "--stripe", "100000000", "--out", filename:join(Dir, "g10.csv")],
               "mostly for --stripe"},
              {["up", "--hosts", Hosts, "--per-host", "100000000", "--state-dir", filename:join(Dir, "g6")],
