@@ -38,10 +38,6 @@
 
 -export_type([run_options/0, start_options/0, signal_name/0, error_reason/0, mark/0]).
 
-%% exports_not_used: terminate_all/3 is the one TERM-wait-KILL of several processes, for
-%% terrain_lab_testbed's daemons (its own copy is switched to it after the testbed split).
--ignore_xref([{terminate_all, 3}]).
-
 %% How {@link run/3} runs a program. Only `timeout' is required.
 -type run_options() ::
         #{timeout := pos_integer(),                % ms from the start until the program is stopped

@@ -447,11 +447,9 @@ stop_processes(Things) ->
                   || Comm <- Comms]).
 
 stop_group(Ours) ->
-    _ = [terrain_lab_os:signal(Pid, "TERM") || {_, Pid} <- Ours],
-    Left = terrain_lab_os:await_exit([Pid || {_, Pid} <- Ours], ?STOP_MS),
-    _ = [terrain_lab_os:signal(Pid, "KILL") || {T, Pid} <- Ours, lists:member(Pid, Left), own_pid(T) =:= Pid],
-    _ = terrain_lab_os:await_exit(Left, 1000),
-    [Name ++ case lists:member(Pid, Left) of
+    StillOurs = fun(Pid) -> lists:any(fun({T, P}) -> P =:= Pid andalso own_pid(T) =:= Pid end, Ours) end,
+    {Killed, _} = terrain_lab_os:terminate_all([Pid || {_, Pid} <- Ours], ?STOP_MS, StillOurs),
+    [Name ++ case lists:member(Pid, Killed) of
                  true -> " killed (pid " ++ Pid ++ ")";
                  false -> " stopped (pid " ++ Pid ++ ")"
              end || {#{daemon := true, name := Name}, Pid} <- Ours].
