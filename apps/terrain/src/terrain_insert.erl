@@ -457,7 +457,7 @@ model(Levels) ->
 
 %% @doc The band of round trips that belong to the level of height `H': below the lower
 %% bound a round trip lies inside a child, above the upper bound outside the network.
-%% With levels L1 < … < Lk, the bounds around the level nearest H are the geometric
+%% With levels L1 &lt; … &lt; Lk, the bounds around the level nearest H are the geometric
 %% means with its neighbours, √(Li−1·Li) and √(Li·Li+1); beyond the first and the last
 %% level, the smallest ratio between adjacent levels is assumed (10 with one level).
 %% A band is never wider than Li/√10 … Li·√10, and a height further than √10 from
