@@ -185,7 +185,8 @@ boot(Spec, Options) ->
                                    maps:merge(Netem, maps:with([schedulers], NodeSpec))))
                || #{name := Name} = NodeSpec <- Specs],
     Vms = [Vm || {ok, Vm} <- Started],
-    Booted = maps:from_list([{Name, Result} || {#{name := Name}, Result} <- lists:zip(Vms, terrain_lab_vm:await_boot(Vms, Deadline))]),
+    Results = terrain_lab_vm:await_boot(Vms, Deadline),
+    Booted = maps:from_list([{Name, Result} || {#{name := Name}, Result} <- lists:zip(Vms, Results)]),
     Peers = maps:from_list([{Node, Vm} || {ok, #{node := Node} = Vm} <- maps:values(Booted)]),
     Failures = [Why || {error, Why} <- Started]
         ++ [{boot_failed, Name, Why} || {Name, {error, Why}} <- maps:to_list(Booted)],
@@ -193,7 +194,8 @@ boot(Spec, Options) ->
         [] ->
             Names = maps:from_list([{Name, Node} || {Name, {ok, #{node := Node}}} <- maps:to_list(Booted)]),
             Topology = terrain_lab_spec:topology(Spec, fun(Name) -> maps:get(Name, Names) end),
-            case setup_all([S#{topology => Topology, cluster => maps:get(name, Spec)} || S <- Specs], Names, Deadline) of
+            Placed = [S#{topology => Topology, cluster => maps:get(name, Spec)} || S <- Specs],
+            case setup_all(Placed, Names, Deadline) of
                 {ok, Nodes} ->
                     {ok, {Nodes, Peers}};
                 {error, Why, OsPids} ->
