@@ -154,20 +154,22 @@ terminate(_Reason, #state{peers = Peers, nodes = Nodes, spec = Spec}) ->
 %%--------------------------------------------------------------------
 %% Internal functions
 
-validate_options(Options) when is_map(Options) ->
-    Bad = maps:filter(fun(prefix, V) -> not io_lib:printable_list(V);
-                         (boot_timeout, V) -> not (is_integer(V) andalso V > 0);
-                         (code_path, V) -> not (is_list(V) andalso lists:all(fun io_lib:printable_list/1, V));
-                         (env, V) -> not is_list(V);
-                         (netem, V) -> not is_boolean(V);
-                         (_, _) -> true
-                      end, Options),
-    case maps:to_list(Bad) of
-        [] -> ok;
-        [{Key, Value} | _] -> {error, {cluster_option, Key, Value}}
-    end;
+%% The cluster's options through the one checker (terrain_options); `env' and
+%% `code_path' are handed to every node's VM, so they are checked as the VM checks them.
+%% A refusal keeps this module's shape, `{cluster_option, Key, Value}'.
 validate_options(Options) ->
-    {error, {cluster_option, options, Options}}.
+    Vm = terrain_lab_vm:option_checks(),
+    Checks = #{prefix => fun io_lib:printable_list/1,
+               boot_timeout => fun(V) -> is_integer(V) andalso V > 0 end,
+               code_path => maps:get(code_path, Vm),
+               env => maps:get(env, Vm),
+               netem => fun erlang:is_boolean/1},
+    case terrain_options:check(Options, Checks) of
+        ok -> ok;
+        {error, {bad_option, Key, Value}} -> {error, {cluster_option, Key, Value}};
+        {error, {unknown_option, Key}} -> {error, {cluster_option, Key, maps:get(Key, Options)}};
+        {error, {bad_options, Term}} -> {error, {cluster_option, options, Term}}
+    end.
 
 boot(Spec, Options) ->
     Prefix = maps:get(prefix, Options, ""),
