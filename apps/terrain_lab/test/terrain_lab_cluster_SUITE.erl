@@ -155,7 +155,11 @@ invalid_specs_are_rejected(Config) ->
     [?assertNotEqual(nomatch, string:find(M, E)) || {M, E} <- lists:zip(Messages, Expected)],
     {ok, Spec} = terrain_lab_spec:from_terms([{cluster, c, #{}}, {node, a, #{}}], undefined),
     ?assertEqual({error, {cluster_option, boot_timeout, -1}}, terrain_lab:start_cluster(Spec, #{boot_timeout => -1})),
-    ?assertEqual({error, {cluster_option, colour, red}}, terrain_lab:start_cluster(Spec, #{colour => red})).
+    ?assertEqual({error, {cluster_option, colour, red}}, terrain_lab:start_cluster(Spec, #{colour => red})),
+    %% env and code_path are refused as the VM refuses them (terrain_lab_vm:option_checks/0),
+    %% before any VM starts
+    ?assertEqual({error, {cluster_option, env, [bad]}}, terrain_lab:start_cluster(Spec, #{env => [bad]})),
+    ?assertEqual({error, {cluster_option, code_path, [dir]}}, terrain_lab:start_cluster(Spec, #{code_path => [dir]})).
 
 no_cpu_controller_is_a_sentence_not_a_crash() ->
     [{doc, "Where no CPU controller is mounted (the cgroup mount pointed at an empty directory), a spec with "

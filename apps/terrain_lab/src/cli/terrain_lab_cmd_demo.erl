@@ -99,8 +99,8 @@ lab_steps(SpecFile, RunDir, Io) ->
               ["experiment", "attributes", "--quick"]}],
     FailedTools = [Title || {Title, Sub, Args} <- Steps, not lab_step(Title, Sub, Args, RunDir, Io)],
     %% after the tools (explicitly: the operands of ++ have no evaluation order)
-    FailedLive = [Title || {Title, Sub} <- [{"a live cluster: a node joins, one is killed under a placed group", "live"}],
-                           not live_step(Title, Sub, RunDir, Io)],
+    Live = [{"a live cluster: a node joins, one is killed under a placed group", "live"}],
+    FailedLive = [Title || {Title, Sub} <- Live, not live_step(Title, Sub, RunDir, Io)],
     Failed = FailedTools ++ FailedLive,
     case Failed of
         [] -> ok;
@@ -115,15 +115,19 @@ live_step(Title, Sub, RunDir, Io) ->
     Out = filename:join(RunDir, Sub),
     Spec = "examples/live.cluster",
     Add = "examples/live_add.cluster",
-    terrain_lab_io:out(Io, "$ terrain up ~ts --live   (then terrain up --add ~ts, kill -9 of a member's VM)~n", [Spec, Add]),
+    terrain_lab_io:out(Io, "$ terrain up ~ts --live   (then terrain up --add ~ts, kill -9 of a member's VM)~n",
+                       [Spec, Add]),
     case terrain_lab_live:run(Spec, Add, Out, Io) of
         {ok, File} ->
-            case terrain_lab_run:add_outputs(RunDir, [#{kind => live, file => list_to_binary(filename:join(Sub, File)),
-                                                        parameters => #{spec => list_to_binary(Spec),
-                                                                        added => list_to_binary(Add),
-                                                                        command => command(["terrain demo (live step)"])}}]) of
-                ok -> true;
-                {error, Reason} -> terrain_lab_io:progress(Io, "demo: live: ~ts~n", [terrain_lab_cli_errors:format(Reason)]), false
+            Output = #{kind => live, file => list_to_binary(filename:join(Sub, File)),
+                       parameters => #{spec => list_to_binary(Spec), added => list_to_binary(Add),
+                                       command => command(["terrain demo (live step)"])}},
+            case terrain_lab_run:add_outputs(RunDir, [Output]) of
+                ok ->
+                    true;
+                {error, Reason} ->
+                    terrain_lab_io:progress(Io, "demo: live: ~ts~n", [terrain_lab_cli_errors:format(Reason)]),
+                    false
             end;
         {error, Reason} ->
             terrain_lab_io:progress(Io, "demo: live: ~0tp~n", [Reason]),
@@ -179,16 +183,18 @@ figures("experiment", RunDir, Sub, Io) ->
     Dir = filename:join(RunDir, Sub),
     case terrain_lab_analysis:command() of
         false ->
-            terrain_lab_io:progress(Io, "demo: the experiment's figures skipped: terrain-analysis is not installed~n", []),
+            terrain_lab_io:progress(Io, "demo: the experiment's figures skipped: "
+                                        "terrain-analysis is not installed~n", []),
             ok;
         Command ->
             case terrain_lab_analysis:run(Command, 120000, ["experiment", Dir]) of
                 {0, _} ->
                     Made = iolist_to_binary(["terrain-analysis experiment ", Dir]),
-                    terrain_lab_run:add_outputs(RunDir, [#{kind => experiment, file => list_to_binary(filename:join(Sub, F)),
+                    Pngs = [F || F <- lists:sort(element(2, file:list_dir(Dir))), filename:extension(F) =:= ".png"],
+                    terrain_lab_run:add_outputs(RunDir, [#{kind => experiment,
+                                                           file => list_to_binary(filename:join(Sub, F)),
                                                            parameters => #{command => Made}}
-                                                         || F <- lists:sort(element(2, file:list_dir(Dir))),
-                                                            filename:extension(F) =:= ".png"]);
+                                                         || F <- Pngs]);
                 {Status, Output} ->
                     terrain_lab_io:progress(Io, "demo: terrain-analysis experiment ~ts failed (exit ~b):~n~ts~n",
                                             [Dir, Status, Output]),
@@ -261,12 +267,13 @@ record(Spec, SpecFile, RunDir, Nodes, Elapsed, Outputs, Io) ->
                 levels => terrain_lab_netem:level_records(Spec),
                 nodes => [#{name => Name, node => Node, group_path => Path, schedulers => S}
                           || #{name := Name, node := Node, path := Path, schedulers := S} <- Nodes]},
+    Command = command(["terrain demo --spec ", SpecFile]),
     Written = [terrain_json:write_file(filename:join(RunDir, "cluster.json"), Cluster),
                terrain_lab_run:write_manifest(RunDir, demo,
                                               [#{kind => cluster, file => <<"cluster.json">>,
                                                  parameters => #{spec => list_to_binary(SpecFile),
                                                                  nodes => length(Nodes),
-                                                                 command => command(["terrain demo --spec ", SpecFile])}}
+                                                                 command => Command}}
                                                | Outputs])],
     case [E || {error, _} = E <- Written] of
         [] ->
@@ -340,8 +347,10 @@ show_choices([At | _] = Nodes, Prefix, Io) ->
     section(Io, io_lib:format("choose_nodes at ~ts (distances from there)", [short(At, Prefix)])),
     Queries = [{"near, with 2+ schedulers", [{level, le, near}, {vm_schedulers_online, ge, 2}], #{}},
                {"GPUs, nearest first", [{gpu, true}], #{order_by => distance}},
-               {"rack us_r2 or a GPU, outside eu", [{'or', [{in_subtree, us_r2}, {gpu, true}]}, {'not', {in_subtree, eu}}], #{}},
-               {"very near, 4+ schedulers", [{level, eq, very_near}, {vm_schedulers_online, ge, 4}], #{explain => true}}],
+               {"rack us_r2 or a GPU, outside eu",
+                [{'or', [{in_subtree, us_r2}, {gpu, true}]}, {'not', {in_subtree, eu}}], #{}},
+               {"very near, 4+ schedulers",
+                [{level, eq, very_near}, {vm_schedulers_online, ge, 4}], #{explain => true}}],
     lists:foreach(
       fun({Label, Preds, Opts}) ->
               Result = erpc:call(At, terrain, choose_nodes, [Nodes, Preds, Opts#{timeout => 3000}], 5000),
@@ -365,9 +374,9 @@ show_placement([At | _] = Nodes, Prefix, Io) ->
     {ok, #{assignment := A, cost := Cost, random := Random}} =
         erpc:call(At, terrain, place_tree, [Tree, #{candidates => Nodes}], 10000),
     lists:foreach(fun(S) ->
+                          Colonies = [short(maps:get({colony, S, C}, A), Prefix) || C <- lists:seq(1, 3)],
                           terrain_lab_io:out(Io, "  sub ~b on ~-6ts colonies on ~ts~n",
-                                             [S, short(maps:get({sub, S}, A), Prefix),
-                                              lists:join(" ", [short(maps:get({colony, S, C}, A), Prefix) || C <- lists:seq(1, 3)])])
+                                             [S, short(maps:get({sub, S}, A), Prefix), lists:join(" ", Colonies)])
                   end, lists:seq(1, 4)),
     terrain_lab_io:out(Io, "  master on ~ts~n", [short(maps:get(master, A), Prefix)]),
     terrain_lab_io:out(Io, "  cost over root-to-leaf paths (us of round trip): sum ~s, max ~s, slow links per path ~b~n"
@@ -383,8 +392,8 @@ num(X) -> float_to_list(float(X), [short]).
 probe_and_discover(Spec, SpecFile, Nodes, Prefix, RunDir, Io) ->
     Names = [N || #{node := N} <- Nodes],
     Options = #{batches => 5, messages => 10, strategy => concurrent},
-    section(Io, io_lib:format("probe: round trips between all ~b ordered pairs (concurrent, 5 x 10), then topology discovery",
-                              [length(Names) * (length(Names) - 1)])),
+    section(Io, io_lib:format("probe: round trips between all ~b ordered pairs (concurrent, 5 x 10), "
+                              "then topology discovery", [length(Names) * (length(Names) - 1)])),
     case terrain_lab_probe:probe(Names, Options) of
         {ok, Result} ->
             {ok, _Files} = terrain_lab_probe_files:write(Result, RunDir, #{}),
@@ -452,7 +461,8 @@ time_and_fit([At | _] = Nodes, Prefix, RunDir, Io) ->
                                                                        [?TASK_RUNS]))}},
     case terrain_lab_analysis:command() of
         false ->
-            terrain_lab_io:out(Io, "  GEV fit skipped: terrain-analysis is not installed here (make demo installs it)~n", []),
+            terrain_lab_io:out(Io, "  GEV fit skipped: terrain-analysis is not installed here "
+                                   "(make demo installs it)~n", []),
             [Task];
         Command ->
             GevDir = filename:join(RunDir, "gev"),

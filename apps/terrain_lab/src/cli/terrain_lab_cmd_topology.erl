@@ -41,16 +41,16 @@
 %% exports_not_used: commands/0 and the handlers are called through the command table.
 -ignore_xref([{commands, 0}, {run, 3}]).
 
-%% Internal exports
--export([format_error/1]).
+%% Internal exports (terrain_lab_cmd_topology_simulate, the simulate part)
+-export([format_error/1,
+         output_format/1,
+         read_tree/1,
+         emit/3]).
 
 
 -define(FORMATS, [term, json, dot, newick, text]).
-%% simulate: a shape of at most this many levels (its group names, g_1_2_..., are
-%% atoms of at most 255 characters), one-way latencies up to 1000 s, and a noise
-%% sigma up to 10 (the jitter exp(sigma Z) and the inflated round trips stay finite).
--define(MAX_LEVELS, 32).
--define(MAX_LATENCY, 1.0e9).
+%% simulate: a noise sigma up to 10 (the jitter exp(sigma Z) and the inflated round
+%% trips stay finite); its other bounds are in terrain_lab_cmd_topology_simulate.
 -define(MAX_NOISE, 10).
 %% A topology file (term, JSON or spec) is at most this large.
 -define(MAX_TOPOLOGY_BYTES, 16 * 1024 * 1024).
@@ -73,7 +73,8 @@ command() ->
                      "compare FOUND TRUTH: per-level adjusted Rand index and clade recall of FOUND against "
                      "TRUTH (topology term or JSON files; TRUTH may be a cluster spec, matched by node name "
                      "without host and --prefix); with --format json or --out FILE.json the comparison as "
-                     "terrain.topology_comparison/1 JSON (what terrain report renders). show FILE: renders a topology file. import slurm FILE|--scontrol: the "
+                     "terrain.topology_comparison/1 JSON (what terrain report renders). show FILE: renders a "
+                     "topology file. import slurm FILE|--scontrol: the "
                      "switches of a SLURM topology.conf (or of the running cluster's 'scontrol show topology') as a "
                      "topology (one network per switch, its hosts as nodes), for compare and load_topology. load FILE: "
                      "terrain:load_topology/1 of a topology file on every node of the running cluster (what "
@@ -85,19 +86,23 @@ command() ->
                      "model's; --json prints one object.",
       args => {1, 3},
       options => [#{name => linkage, long => "linkage", type => string, default => "average",
-                    choices => ["average", "complete", "single"], metavar => "average|complete|single", help => "cluster distance"},
+                    choices => ["average", "complete", "single"], metavar => "average|complete|single",
+                    help => "cluster distance"},
                   #{name => alpha, long => "alpha", type => string, default => "auto", metavar => "auto|X",
                     check => {fun alpha_text/1, "auto or a number >= 1"},
                     help => "threshold alpha >= 1, or auto (per level)"},
                   #{name => statistic, long => "statistic", type => string, default => "min",
-                    choices => ["min", "median", "mean", "p95"], metavar => "min|median|mean|p95", help => "per-pair statistic to cluster"},
+                    choices => ["min", "median", "mean", "p95"], metavar => "min|median|mean|p95",
+                    help => "per-pair statistic to cluster"},
                   #{name => symmetrise, long => "symmetrise", type => string, default => "min",
-                    choices => ["min", "mean", "max"], metavar => "min|mean|max", help => "how to combine a->b with b->a"},
+                    choices => ["min", "mean", "max"], metavar => "min|mean|max",
+                    help => "how to combine a->b with b->a"},
                   #{name => outliers, long => "outliers", type => string, metavar => "repair|keep|F",
                     help => "repair (default) or keep round trips far from their level's median; "
                             "simulate: the fraction of pairs inflated 3-20x (default 0)"},
                   #{name => outlier_factor, long => "outlier-factor", type => float, default => 3.0,
-                    check => {fun(F) -> F > 1 end, "a number > 1"}, metavar => "F", help => "an outlier is more than F times its level's median away"},
+                    check => {fun(F) -> F > 1 end, "a number > 1"}, metavar => "F",
+                    help => "an outlier is more than F times its level's median away"},
                   #{name => format, long => "format", type => string,
                     choices => [atom_to_list(F) || F <- ?FORMATS], metavar => "term|json|dot|newick|text",
                     help => "output format (default: from --out's extension, else term; text for show)"},
@@ -151,9 +156,9 @@ run(Options, ["show", File], Io) ->
 run(_Options, ["show" | Args], _Io) ->
     usage("show FILE", Args);
 run(#{matrix := File} = Options, ["simulate"], Io) when File =/= undefined ->
-    replay(Options, File, Io);
+    terrain_lab_cmd_topology_simulate:replay(Options, File, Io);
 run(Options, ["simulate"], Io) ->
-    simulate(Options, Io);
+    terrain_lab_cmd_topology_simulate:simulate(Options, Io);
 run(_Options, ["simulate" | Args], _Io) ->
     usage("simulate", Args);
 run(Options, [Matrix], Io) ->
@@ -252,6 +257,8 @@ alpha_text(Text) ->
 number(Text) ->
     terrain_lab_cli:number(Text).
 
+%% @doc The output format of `--format', else of `--out''s extension, else `term'.
+-spec output_format(#{atom() => term()}) -> {ok, terrain:topology_format()} | {error, term()}.
 output_format(Options) ->
     case maps:get(format, Options, undefined) of
         undefined ->
@@ -316,6 +323,8 @@ report(#{repaired := Repaired, pairs := Pairs} = Result, Io) ->
             ok
     end.
 
+%% @doc `Text' to `--out' (written atomically), else to stdout.
+-spec emit(iodata(), #{atom() => term()}, terrain_lab_io:io()) -> ok | {error, term()}.
 emit(Text, Options, Io) ->
     case maps:get(out, Options, undefined) of
         undefined ->
@@ -328,170 +337,14 @@ emit(Text, Options, Io) ->
     end.
 
 %%--------------------------------------------------------------------
-%% Simulate
-
-%% A bad model or --outliers is a usage error (exit 2); a spec that cannot be read fails.
-simulate(Options, Io) ->
-    Usage = fun({error, {topology_cmd, _} = Reason}) -> {error, {usage, Reason}};
-               ({error, {simulate, {latencies, _, _}} = Reason}) -> {error, {usage, Reason}};
-               (Other) -> Other
-            end,
-    Steps = [fun(_) -> Usage(simulate_model(Options)) end,
-             fun(Model) ->
-                     case simulate_outliers(Options) of
-                         {ok, Outliers} -> {ok, {Model, Outliers}};
-                         {error, _} = Error -> Usage(Error)
-                     end
-             end,
-             fun({Model, Outliers}) ->
-                     terrain_lab_io:progress(Io, "simulate: ~ts, noise ~p, outliers ~p, seed ~b~n",
-                                             [maps:get(description, Model), maps:get(noise, Options), Outliers,
-                                              maps:get(seed, Options)]),
-                     terrain_lab_simulate:run(#{model => Model, noise => maps:get(noise, Options),
-                                                outliers => Outliers, seed => maps:get(seed, Options),
-                                                progress => simulate_progress(Io)})
-             end,
-             fun(Report) -> simulate_report(Report, maps:get(json, Options, false), Io) end],
-    terrain_lab_steps:run(Steps, Options).
-
-%% --matrix: the tree probe replayed against a measured matrix (terrain_lab_replay); --out
-%% writes the tree it found (format from the extension, as for discovery).
-replay(Options, File, Io) ->
-    terrain_lab_steps:with(
-      [fun() -> output_format(Options) end,
-       fun() -> terrain_lab_replay:read(File) end,
-       fun() -> case maps:get(truth, Options, undefined) of undefined -> {ok, none}; T -> read_tree(T) end end],
-      fun([Format, Matrix, Truth]) ->
-              terrain_lab_io:progress(Io, "simulate: replaying ~ts, seed ~b~n", [File, maps:get(seed, Options)]),
-              case terrain_lab_replay:run(#{matrix => Matrix, truth => Truth, seed => maps:get(seed, Options),
-                                            progress => simulate_progress(Io)}) of
-                  {ok, #{tree := Found} = Report} ->
-                      {ok, Text} = terrain:render_topology(Found, Format),
-                      case maps:get(out, Options, undefined) =/= undefined andalso emit(Text, Options, Io) of
-                          {error, _} = Error -> Error;
-                          _ -> replay_report(maps:remove(tree, Report), maps:get(json, Options, false), Io)
-                      end;
-                  {error, _} = Error ->
-                      Error
-              end
-      end).
-
-replay_report(Report, true, Io) ->
-    simulate_report(Report, true, Io);
-replay_report(#{nodes := N, pairs_measured := M, pairs_total := T, clade_recall := R, clade_precision := P,
-                seconds := S, unplaced := U}, false, Io) ->
-    Score = case R of
-                null -> "no --truth to score against";
-                _ -> io_lib:format("clade recall ~.3f, precision ~.3f", [R, P])
-            end,
-    terrain_lab_io:out(Io, "~b nodes: ~b of ~b ordered pairs measured (~.3f%), ~ts, ~.1f s~ts~n",
-                       [N, M, T, 100 * M / max(1, T), Score, S,
-                        case U of 0 -> ""; _ -> io_lib:format(", ~b nodes not placed", [U]) end]).
-
-simulate_model(Options) ->
-    case {maps:get(shape, Options, undefined), maps:get(spec, Options, undefined),
-          maps:get(latencies, Options, undefined)} of
-        {undefined, undefined, _} -> {error, {topology_cmd, {simulate, no_model}}};
-        {Shape, undefined, _} -> shape_model(Shape, Options);
-        {undefined, _, Latencies} when Latencies =/= undefined -> {error, {topology_cmd, {simulate, spec_latencies}}};
-        {undefined, File, _} -> spec_model(File);
-        {_, _, _} -> {error, {topology_cmd, {simulate, shape_and_spec}}}
-    end.
-
-%% The shape's node count is checked by the guard before a name is made.
-shape_model(Shape, Options) ->
-    Bad = fun(Expected) -> {error, {topology_cmd, {bad_option, "shape", Shape, Expected}}} end,
-    case parse_numbers(string:split(Shape, "x", all), fun list_to_integer/1) of
-        {ok, Ks} when length(Ks) > ?MAX_LEVELS ->
-            Bad(io_lib:format("at most ~b levels", [?MAX_LEVELS]));
-        {ok, [_ | _] = Ks} ->
-            case lists:all(fun(K) -> K >= 1 end, Ks) of
-                true ->
-                    Nodes = lists:foldl(fun(K, A) -> K * A end, 1, Ks),
-                    case terrain_lab_simulate:guard("--shape", Nodes) of
-                        ok -> shape_latencies(Ks, Options);
-                        {error, _} = Error -> Error
-                    end;
-                false ->
-                    Bad("children per level, e.g. 10x10x10x10")
-            end;
-        _ ->
-            Bad("children per level, e.g. 10x10x10x10")
-    end.
-
-spec_model(File) ->
-    case terrain_lab_spec:read(File) of
-        {ok, Spec} ->
-            case terrain_lab_simulate:guard("--spec", length(terrain_lab_spec:nodes(Spec))) of
-                ok -> terrain_lab_simulate:spec_model(Spec);
-                {error, _} = Error -> Error
-            end;
-        {error, _} = Error ->
-            Error
-    end.
-
-shape_latencies(Ks, Options) ->
-    Default = [15000 / math:pow(10, I) || I <- lists:seq(0, length(Ks) - 1)],
-    case maps:get(latencies, Options, undefined) of
-        undefined ->
-            terrain_lab_simulate:shape_model(Ks, Default);
-        Text ->
-            case parse_numbers(string:split(Text, ",", all), fun(T) -> {ok, V} = number(T), V end) of
-                {ok, Ls} -> case lists:all(fun(L) -> L >= 0 andalso L =< ?MAX_LATENCY end, Ls) of
-                                true -> terrain_lab_simulate:shape_model(Ks, Ls);
-                                false -> {error, {topology_cmd, {bad_option, "latencies", Text,
-                                                                 "one-way us from 0 to 1e9 (1000 s), per level"}}}
-                            end;
-                error -> {error, {topology_cmd, {bad_option, "latencies", Text, "one-way us per level, e.g. 15000,1500,150"}}}
-            end
-    end.
-
-parse_numbers(Texts, Parse) ->
-    try {ok, [Parse(string:trim(T)) || T <- Texts]}
-    catch error:_ -> error
-    end.
-
-simulate_outliers(Options) ->
-    case maps:get(outliers, Options, undefined) of
-        undefined ->
-            {ok, 0.0};
-        Text ->
-            case number(Text) of
-                {ok, F} when F >= 0, F =< 1 -> {ok, F};
-                _ -> {error, {topology_cmd, {bad_option, "outliers", Text, "a fraction of pairs between 0 and 1"}}}
-            end
-    end.
-
-simulate_progress(Io) ->
-    Last = atomics:new(1, [{signed, true}]),              % when progress was last said, ms
-    ok = atomics:put(Last, 1, erlang:monotonic_time(millisecond)),
-    fun(#{placed := Placed, total := Total, pairs := Pairs, elapsed_ms := Elapsed}) ->
-            Now = erlang:monotonic_time(millisecond),
-            case Now - atomics:get(Last, 1) >= 1000 orelse Placed =:= Total of
-                true ->
-                    ok = atomics:put(Last, 1, Now),
-                    terrain_lab_io:progress(Io, "simulate: ~b of ~b nodes placed, ~b pairs measured, ~.1f s~n",
-                                            [Placed, Total, Pairs, Elapsed / 1000]);
-                false ->
-                    ok
-            end
-    end.
-
-simulate_report(Report, true, Io) ->
-    terrain_lab_io:out(Io, "~ts~n", [terrain_json:encode(Report)]);
-simulate_report(#{nodes := N, pairs_measured := M, pairs_total := T, clade_recall := R, clade_precision := P,
-                  seconds := S, peak_memory_mb := Mem, unplaced := U}, false, Io) ->
-    terrain_lab_io:out(Io, "~b nodes: ~b of ~b ordered pairs measured (~.3f%), clade recall ~.3f, precision ~.3f, "
-                       "~.1f s, peak memory ~p MB~ts~n",
-                       [N, M, T, 100 * M / max(1, T), R, P, S, Mem,
-                        case U of 0 -> ""; _ -> io_lib:format(", ~b nodes not placed", [U]) end]).
-
-%%--------------------------------------------------------------------
 %% Show
 
 show(Options, File, Io) ->
     terrain_lab_steps:with(
-      [fun() -> case maps:get(format, Options, undefined) of undefined -> {ok, text}; _ -> output_format(Options) end end,
+      [fun() -> case maps:get(format, Options, undefined) of
+                    undefined -> {ok, text};
+                    _ -> output_format(Options)
+                end end,
        fun() -> new_output(Options, [File]) end,
        fun() -> read_tree(File) end],
       fun([Format, _, Tree]) ->
@@ -619,7 +472,8 @@ comparison_text(#{levels := Levels, clade_recall := R, clade_precision := P, tru
 %% matches its host.
 match_names(Found, Truth, Prefix) ->
     TruthNodes = terrain_tree_compare:nodes(Truth),
-    case lists:any(fun has_host/1, TruthNodes) orelse not lists:any(fun has_host/1, terrain_tree_compare:nodes(Found)) of
+    FoundHosts = lists:any(fun has_host/1, terrain_tree_compare:nodes(Found)),
+    case lists:any(fun has_host/1, TruthNodes) orelse not FoundHosts of
         true -> Found;
         false ->
             Short = rename(Found, fun(N) -> short(N, Prefix) end),
@@ -708,7 +562,8 @@ term_tree(File) ->
 %% @doc A sentence for the errors of this command.
 -spec format_error({topology_cmd, term()}) -> iolist().
 format_error({topology_cmd, {usage, Usage, Count}}) ->
-    io_lib:format("expected 'terrain topology ~ts' (~b argument~s after it)", [Usage, Count, case Count of 1 -> ""; _ -> "s" end]);
+    Plural = case Count of 1 -> ""; _ -> "s" end,
+    io_lib:format("expected 'terrain topology ~ts' (~b argument~s after it)", [Usage, Count, Plural]);
 format_error({topology_cmd, {simulate, shape_and_spec}}) ->
     "simulate: give --shape or --spec, not both";
 format_error({topology_cmd, {simulate, spec_latencies}}) ->

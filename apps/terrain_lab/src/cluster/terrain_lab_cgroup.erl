@@ -97,8 +97,11 @@ attach(Cluster, Short, OsPid, Limits) when map_size(Limits) > 0 ->
         {ok, Version, Root} ->
             Dir = filename:join([Root, ?TOP, atom_to_list(Cluster), Short]),
             case maps:find(cpu_per_scheduler, Limits) of
-                error -> attach_vm(Version, Root, Dir, OsPid, fun(D) -> set_quota(Version, D, maps:get(cpu, Limits)) end);
-                {ok, PerScheduler} -> attach_schedulers(Root, Dir, OsPid, maps:get(cpu, Limits, undefined), PerScheduler)
+                error ->
+                    SetQuota = fun(D) -> set_quota(Version, D, maps:get(cpu, Limits)) end,
+                    attach_vm(Version, Root, Dir, OsPid, SetQuota);
+                {ok, PerScheduler} ->
+                    attach_schedulers(Root, Dir, OsPid, maps:get(cpu, Limits, undefined), PerScheduler)
             end;
         {error, Why} ->
             {error, {cgroup, {not_writable, Why}}}
@@ -193,7 +196,8 @@ scheduler_threads(OsPid) ->
             lists:sort([{binary_to_integer(N), Tid}
                         || Tid <- Tids,
                            {ok, Comm} <- [file:read_file(filename:join([Tasks, Tid, "comm"]))],
-                           {match, [N]} <- [re:run(Comm, "^([0-9]+)_scheduler\n?$", [{capture, all_but_first, binary}])]]);
+                           {match, [N]} <- [re:run(Comm, "^([0-9]+)_scheduler\n?$",
+                                                   [{capture, all_but_first, binary}])]]);
         {error, _} ->
             []
     end.
@@ -281,7 +285,8 @@ period(File) ->
     end.
 
 read_quota(v1, Dir) ->
-    case {file:read_file(filename:join(Dir, "cpu.cfs_quota_us")), file:read_file(filename:join(Dir, "cpu.cfs_period_us"))} of
+    Read = fun(Name) -> file:read_file(filename:join(Dir, Name)) end,
+    case {Read("cpu.cfs_quota_us"), Read("cpu.cfs_period_us")} of
         {{ok, Q}, {ok, P}} -> cores(string:trim(Q), string:trim(P));
         _ -> undefined
     end;

@@ -154,20 +154,22 @@ terminate(_Reason, #state{peers = Peers, nodes = Nodes, spec = Spec}) ->
 %%--------------------------------------------------------------------
 %% Internal functions
 
-validate_options(Options) when is_map(Options) ->
-    Bad = maps:filter(fun(prefix, V) -> not io_lib:printable_list(V);
-                         (boot_timeout, V) -> not (is_integer(V) andalso V > 0);
-                         (code_path, V) -> not (is_list(V) andalso lists:all(fun io_lib:printable_list/1, V));
-                         (env, V) -> not is_list(V);
-                         (netem, V) -> not is_boolean(V);
-                         (_, _) -> true
-                      end, Options),
-    case maps:to_list(Bad) of
-        [] -> ok;
-        [{Key, Value} | _] -> {error, {cluster_option, Key, Value}}
-    end;
+%% The cluster's options through the one checker (terrain_options); `env' and
+%% `code_path' are handed to every node's VM, so they are checked as the VM checks them.
+%% A refusal keeps this module's shape, `{cluster_option, Key, Value}'.
 validate_options(Options) ->
-    {error, {cluster_option, options, Options}}.
+    Vm = terrain_lab_vm:option_checks(),
+    Checks = #{prefix => fun io_lib:printable_list/1,
+               boot_timeout => fun(V) -> is_integer(V) andalso V > 0 end,
+               code_path => maps:get(code_path, Vm),
+               env => maps:get(env, Vm),
+               netem => fun erlang:is_boolean/1},
+    case terrain_options:check(Options, Checks) of
+        ok -> ok;
+        {error, {bad_option, Key, Value}} -> {error, {cluster_option, Key, Value}};
+        {error, {unknown_option, Key}} -> {error, {cluster_option, Key, maps:get(Key, Options)}};
+        {error, {bad_options, Term}} -> {error, {cluster_option, options, Term}}
+    end.
 
 boot(Spec, Options) ->
     Prefix = maps:get(prefix, Options, ""),
@@ -185,7 +187,8 @@ boot(Spec, Options) ->
                                    maps:merge(Netem, maps:with([schedulers], NodeSpec))))
                || #{name := Name} = NodeSpec <- Specs],
     Vms = [Vm || {ok, Vm} <- Started],
-    Booted = maps:from_list([{Name, Result} || {#{name := Name}, Result} <- lists:zip(Vms, terrain_lab_vm:await_boot(Vms, Deadline))]),
+    Results = terrain_lab_vm:await_boot(Vms, Deadline),
+    Booted = maps:from_list([{Name, Result} || {#{name := Name}, Result} <- lists:zip(Vms, Results)]),
     Peers = maps:from_list([{Node, Vm} || {ok, #{node := Node} = Vm} <- maps:values(Booted)]),
     Failures = [Why || {error, Why} <- Started]
         ++ [{boot_failed, Name, Why} || {Name, {error, Why}} <- maps:to_list(Booted)],
@@ -193,7 +196,8 @@ boot(Spec, Options) ->
         [] ->
             Names = maps:from_list([{Name, Node} || {Name, {ok, #{node := Node}}} <- maps:to_list(Booted)]),
             Topology = terrain_lab_spec:topology(Spec, fun(Name) -> maps:get(Name, Names) end),
-            case setup_all([S#{topology => Topology, cluster => maps:get(name, Spec)} || S <- Specs], Names, Deadline) of
+            Placed = [S#{topology => Topology, cluster => maps:get(name, Spec)} || S <- Specs],
+            case setup_all(Placed, Names, Deadline) of
                 {ok, Nodes} ->
                     {ok, {Nodes, Peers}};
                 {error, Why, OsPids} ->

@@ -50,9 +50,6 @@
 %% exports_not_used: command_line/1 is start/1's first step, tested on its own
 %% (terrain_lab_vm_tests).
 -ignore_xref([{command_line, 1}]).
-%% exports_not_used: option_checks/0 is for terrain_lab_cluster, whose `env' and
-%% `code_path' options are the VMs' and are to be checked the same way.
--ignore_xref([{option_checks, 0}]).
 
 -export_type([options/0, transport/0, vm/0, stop_result/0, error_reason/0]).
 

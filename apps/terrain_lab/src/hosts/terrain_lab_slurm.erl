@@ -26,9 +26,9 @@
 %% each allocation and cluster the timings).
 %%
 %% The VMs are started with `srun' when it is on the PATH (the `srun' transport of
-%% `terrain_lab_vm', through {@link start_step/5}; one job step per VM, the VM in the step's foreground so that SLURM accounts for it and
-%% stops it with the job), else over ssh exactly as `--hosts' does. Every external
-%% command runs under a deadline.
+%% `terrain_lab_vm', through {@link start_step/5}; one job step per VM, the VM in the
+%% step's foreground so that SLURM accounts for it and stops it with the job), else
+%% over ssh exactly as `--hosts' does. Every external command runs under a deadline.
 -module(terrain_lab_slurm).
 
 %% API
@@ -296,8 +296,8 @@ start_step(#{name := Name, host := Host}, Line, StdinData, Dir, Deadline) ->
     %% srun has started: a pipe from this VM would race with the shell, which exits at once.
     Stdin = srun_file(Dir, Name) ++ ".stdin",
     ok = write_private(Stdin, StdinData),
-    Shell = ["setsid ", lists:join(" ", [quote(A) || A <- Args]), " <", quote(Stdin), " >", quote(Log),
-             " 2>&1 & echo $!"],
+    Q = fun terrain_lab_os:shell_quote/1,
+    Shell = ["setsid ", lists:join(" ", [Q(A) || A <- Args]), " <", Q(Stdin), " >", Q(Log), " 2>&1 & echo $!"],
     %% the shell prints srun's pid and exits at once; srun, in a session of its own,
     %% is not in the shell's process group that the deadline would stop
     Launched = terrain_lab_os:run("/bin/sh", ["-c", lists:flatten(Shell)],
@@ -653,7 +653,8 @@ run(Program, Args, Timeout) ->
         {ok, 0, Output} ->
             {ok, unicode:characters_to_list(Output)};
         {ok, Code, Output} ->
-            {error, lists:flatten(io_lib:format("exit status ~b: ~ts", [Code, string:trim(unicode:characters_to_list(Output))]))};
+            Said = string:trim(unicode:characters_to_list(Output)),
+            {error, lists:flatten(io_lib:format("exit status ~b: ~ts", [Code, Said]))};
         {error, {run, _, {timeout, _, _}}} ->
             {error, "no answer in time; stopped"};
         {error, Reason} ->
@@ -672,6 +673,3 @@ write_private(File, Content) ->
 
 srun_file(Dir, Name) ->
     filename:join([Dir, "nodes", atom_to_list(Name) ++ ".srun"]).
-
-quote(Arg) ->
-    ["'", string:replace(Arg, "'", "'\\''", all), "'"].

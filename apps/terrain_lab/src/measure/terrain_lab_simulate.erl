@@ -83,8 +83,10 @@ shape_model(Shape, OneWay) ->
     Nodes = [list_to_atom(lists:flatten(io_lib:format("n~*..0b", [Width, I]))) || I <- lists:seq(0, N - 1)],
     %% the digits of a node's index in the mixed radix of the shape are its groups
     Sizes = tl(lists:foldr(fun(K, [S | _] = Acc) -> [K * S | Acc] end, [1], Shape)),
-    Paths = maps:from_list([{X, list_to_tuple(group_ids(I, Sizes, Shape))} || {I, X} <- lists:zip(lists:seq(0, N - 1), Nodes)]),
-    Latency = maps:from_list([{list_to_tuple(lists:duplicate(D, x)), L} || {D, L} <- lists:zip(lists:seq(0, length(OneWay) - 1), OneWay)]),
+    Paths = maps:from_list([{X, list_to_tuple(group_ids(I, Sizes, Shape))}
+                            || {I, X} <- lists:zip(lists:seq(0, N - 1), Nodes)]),
+    Latency = maps:from_list([{list_to_tuple(lists:duplicate(D, x)), L}
+                              || {D, L} <- lists:zip(lists:seq(0, length(OneWay) - 1), OneWay)]),
     Model = #{paths => Paths, latency => {by_depth, Latency}, nodes => Nodes,
               truth => shape_truth(Shape, OneWay, Nodes),
               description => iolist_to_binary(["shape ", lists:join("x", [integer_to_list(K) || K <- Shape]),
@@ -136,7 +138,8 @@ run(#{model := #{nodes := Nodes, truth := Truth, description := Description} = M
            fraction_measured => map_size(Pairs) / max(1, N * (N - 1)),
            clade_recall => Recall, clade_precision => Precision, levels => Levels,
            unplaced => length(Unplaced), reinserted => Reinserted, waves => Waves,
-           seconds => Seconds, cpu_seconds => (Cpu1 - Cpu0) / 1000, peak_memory_mb => peak_memory_mb(), model => Description, noise => Noise,
+           seconds => Seconds, cpu_seconds => (Cpu1 - Cpu0) / 1000, peak_memory_mb => peak_memory_mb(),
+           model => Description, noise => Noise,
            outliers => Outliers, seed => Seed}}.
 
 %% @doc A sentence for an error of this module.
@@ -163,8 +166,8 @@ shape_truth(Shape, OneWay, Nodes) ->
 shape_truth([], [], [X | Rest], _Name) ->
     {{node, X}, Rest};
 shape_truth([K | Shape], [L | OneWay], Nodes, Name) ->
-    {Children, Rest} = lists:mapfoldl(fun(I, Acc) -> shape_truth(Shape, OneWay, Acc, Name ++ "_" ++ integer_to_list(I)) end,
-                                      Nodes, lists:seq(1, K)),
+    Child = fun(I, Acc) -> shape_truth(Shape, OneWay, Acc, Name ++ "_" ++ integer_to_list(I)) end,
+    {Children, Rest} = lists:mapfoldl(Child, Nodes, lists:seq(1, K)),
     {{network, list_to_atom(Name), #{height => 2 * L}, Children}, Rest}.
 
 %% The measuring callback of a model: noise σ, fraction of outlier pairs, seed.
@@ -215,4 +218,5 @@ peak_memory_mb() ->
     end.
 
 us(L) when L >= 1000 -> io_lib:format("~s ms", [float_to_list(L / 1000, [{decimals, 3}, compact])]);
-us(L) -> io_lib:format("~s us", [if is_integer(L) -> integer_to_list(L); true -> float_to_list(L, [{decimals, 3}, compact]) end]).
+us(L) when is_integer(L) -> io_lib:format("~s us", [integer_to_list(L)]);
+us(L) -> io_lib:format("~s us", [float_to_list(L, [{decimals, 3}, compact])]).
