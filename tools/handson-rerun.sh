@@ -48,9 +48,9 @@ sig() {
     MYPIDS+=("$pid")
     sleep "$delay"
     kill -"$s" "$pid" 2>/dev/null
-    ( sleep 60; kill -KILL "$pid" 2>/dev/null ) & local wd=$!
-    wait "$pid"; rc=$?
-    kill "$wd" 2>/dev/null; wait "$wd" 2>/dev/null
+    local i; for ((i = 0; i < 600; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null     # not gone 60 s after the signal
+    wait "$pid" 2>/dev/null; rc=$?
     LAST_RC=$rc
     say "#$id rc=$rc t=$(printf %.1f "$(echo "$(date +%s.%N) - $t0" | bc)")s rss=-MB (SIG$s after ${delay}s) | $(head -c 300 \
         "$W/log/$id.err" | tr '\n' ' ')"
@@ -66,6 +66,7 @@ tbdown() {
 }
 
 cleanup() {
+    [[ $BASHPID == "$MAIN" ]] || return 0     # never in a subshell that inherited the trap
     set +e
     for e in "${TESTBEDS[@]}"; do tbdown "$e"; done
     for s in "${CLUSTERS[@]}"; do [[ -d $s ]] && "$T" down --state-dir "$s" >/dev/null 2>&1; done
@@ -80,6 +81,7 @@ cleanup() {
     [[ -n $left ]] && say "cleanup: namespaces still there: $left"
     echo "scratch dir kept: $W"
 }
+MAIN=$BASHPID
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
