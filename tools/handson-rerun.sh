@@ -42,7 +42,8 @@ sig() {
     local t0 rc pid
     t0=$(date +%s.%N)
     set -m
-    "$@" >"$W/log/$id.out" 2>"$W/log/$id.err" &
+    # env --default-signal: SIGINT reaches the command even when this script was started with SIGINT ignored
+    env --default-signal=INT "$@" >"$W/log/$id.out" 2>"$W/log/$id.err" &
     pid=$!
     set +m
     MYPIDS+=("$pid")
@@ -56,7 +57,7 @@ sig() {
         "$W/log/$id.err" | tr '\n' ' ')"
 }
 check() { local id=$1; shift; say "#$id check: $*"; }
-vms() { pgrep -f -- "-sname $1|-name $1" | tr '\n' ' '; }         # BEAM VMs whose node name starts with $1
+vms() { pgrep -f -- "net_kernel:start\\($1" | tr '\n' ' '; }   # BEAM VMs whose node name starts with $1
 nsof() { ip netns list | awk '{print $1}' | grep -E "^$1[0-9]+$" | tr '\n' ' '; }
 tb() { TESTBEDS+=("$1|${2:-}"); }
 tbdown() {
@@ -75,7 +76,7 @@ cleanup() {
     for n in rqz1 rqh1; do ip netns del "$n" 2>/dev/null; done
     mountpoint -q "$W/full" && umount "$W/full"
     local left
-    left=$(pgrep -f -- "name r[rstx]_|name rq" | tr '\n' ' ')
+    left=$(pgrep -f -- "net_kernel:start\\((r[rstx]_|rq)" | tr '\n' ' ')
     [[ -n $left ]] && say "cleanup: VMs still running (pids $left): killing them" && kill -KILL $left 2>/dev/null
     left=$(ip netns list | awk '{print $1}' | grep -E '^rq' | tr '\n' ' ')
     [[ -n $left ]] && say "cleanup: namespaces still there: $left"
@@ -249,7 +250,10 @@ if want 44; then
     run 44d 30 "$T" topology import slurm dup.conf
 fi
 if want 45; then run 45 60 "$T" testbed up --hosts 1 --prefix rqs --dir "$W/a b"; tb rqs "$W/a b"; fi
-if want 46; then run 46 60 "$T" testbed up --hosts 1 --prefix rqr --dir $W/full/tb; tb rqr $W/full/tb; fi
+if want 46; then
+    run 46 60 "$T" testbed up --hosts 1 --prefix rqr --dir $W/full/tb; tb rqr $W/full/tb
+    check 46 "left on the tmpfs: $(ls -A $W/full | tr '\n' ' '); ns: [$(nsof rqr)]"
+fi
 want 47 && run 47 30 "$T" testbed up --hosts 2 --topology 300000 --prefix rqz && :
 want 47 && check 47 "stderr bytes: $(stat -c %s $W/log/47.err)"
 if want 48; then
@@ -301,9 +305,16 @@ if want 16 || want 64; then
             --out $W/exp/k$s --prefix rqk${s,,}_
         sleep 2
         check 16 "$s: VMs left: $(vms rqk${s,,}_ | wc -w); state: $(ls $W/exp/k$s/state 2>/dev/null | tr '\n' ' ')"
-        if [[ $s == TERM ]] && want 64; then run 64 60 "$T" report $W/exp/k$s; fi
+        if [[ $s != TERM && -n $(vms rqk${s,,}_) ]]; then     # do they halt by themselves (connection dropped)?
+            sleep 70; check 16 "$s: VMs left 72 s after the signal: $(vms rqk${s,,}_ | wc -w)"
+        fi
+        if [[ $s == TERM ]] && want 64; then
+            check 64 "OUT: $(ls $W/exp/k$s | tr '\n' ' '); scale.json partial: $(grep -o '"partial": *[a-z]*' $W/exp/k$s/scale.json)"
+            # terrain report runs terrain-analysis: this worktree's .venv, else REPORT_VENV (another checkout's .venv/bin)
+            PATH=${REPORT_VENV:-$REPO/.venv/bin}:$PATH run 64 60 "$T" report $W/exp/k$s
+        fi
         run "16-$s-down" 60 "$T" down --state-dir $W/exp/k$s/state
-        check 16 "$s: VMs left after down: $(vms rqk${s,,}_ | wc -w)"
+        check 16 "$s: VMs left after down: $(vms rqk${s,,}_ | wc -w); state: $(ls $W/exp/k$s/state 2>/dev/null | tr '\n' ' ')"
     done
 fi
 
