@@ -69,7 +69,7 @@ build([First | Rest0] = Nodes, Measure, Opts) ->
                 pairs => #{}, waves => 0, t0 => T0, total => length(Nodes)},
     {State0, Rest} = case is_map_key(gap, maps:get(insert, Opts, #{})) of
                          true -> {State00, Rest0};
-                         false -> seed(Nodes, Measure, State00)
+                         false -> seed(Nodes, Measure, Opts, State00)
                      end,
     {State1, EndedBy} = waves(Rest, Measure, Opts, State0),
     State2 = case EndedBy of
@@ -106,13 +106,13 @@ canonical({network, _, #{height := H} = Opts, Children}, Name) ->
 %% the median round trip between its children, and so the first level model. Its
 %% size grows as √(n(n−1)/10), at least 8 and at most 100: a twentieth of the ordered
 %% pairs or fewer (5% at n = 256, 12% at n = 16, 0.5% at n = 941, 0.005% at n = 10,000).
-seed(Nodes, Measure, State) ->
+%% The seed is measured a node at a time (its pairs with the seed nodes after it), with
+%% progress after each, so that a checkpoint keeps what an interrupted seed measured.
+seed(Nodes, Measure, Opts, State) ->
     N = length(Nodes),
     Size = min(N, max(8, min(100, round(math:sqrt(0.1 * N * (N - 1)))))),
     {Seed, Rest} = lists:split(Size, Nodes),
-    Index = maps:from_list(lists:zip(Seed, lists:seq(1, Size))),
-    Pairs = maps:from_list([{{A, B}, D} || A <- Seed, B <- Seed, maps:get(A, Index) < maps:get(B, Index),
-                                           {ok, D} <- [Measure(A, B)], is_number(D)]),
+    Pairs = seed_pairs(Seed, [], Measure, Opts, State, #{}),
     Rows = [[case Pairs of
                  #{{A, B} := D} -> D;
                  #{{B, A} := D} -> D;
@@ -126,6 +126,23 @@ seed(Nodes, Measure, State) ->
         _ ->
             {State, tl(Nodes)}
     end.
+
+%% Each seed node against the seed nodes after it, a pair at a time, with progress (a
+%% flat tree of the nodes measured so far) after each pair.
+seed_pairs([], _Done, _Measure, _Opts, _State, Pairs) ->
+    Pairs;
+seed_pairs([A | Later], Done, Measure, Opts, State, Pairs0) ->
+    Placed = [A | Done],
+    Tree = {network, c, #{height => 0}, [{node, X} || X <- lists:reverse(Placed)]},
+    Pairs = lists:foldl(fun(B, Acc0) ->
+                                Acc = case Measure(A, B) of
+                                          {ok, D} when is_number(D) -> Acc0#{{A, B} => D};
+                                          _ -> Acc0
+                                      end,
+                                progress(Opts, State#{placed => Placed, pairs => Acc, tree => Tree}),
+                                Acc
+                        end, Pairs0, Later),
+    seed_pairs(Later, Placed, Measure, Opts, State, Pairs).
 
 %% The modes of the seed's round trips, for a seed that full discovery leaves flat
 %% (levels only 1.5x apart: a sample of a few dozen nodes holds no partition over a
