@@ -19,7 +19,7 @@
          sigterm_of_up_add_records_its_nodes/0, sigterm_of_up_add_records_its_nodes/1,
          down_removes_the_whole_state/0, down_removes_the_whole_state/1,
          sigterm_of_experiment_scale_stops_its_vms/0, sigterm_of_experiment_scale_stops_its_vms/1,
-         sigkill_of_experiment_scale_left_to_down/0, sigkill_of_experiment_scale_left_to_down/1]).
+         sigkill_of_experiment_scale_stops_its_vms/0, sigkill_of_experiment_scale_stops_its_vms/1]).
 
 suite() ->
     [{timetrap, {minutes, 5}}].
@@ -29,7 +29,7 @@ all() ->
      concurrent_changes_are_refused_and_the_state_kept, down_nodes_names_and_rejoin,
      netem_move_bad_names_are_sentences, topology_load_of_a_foreign_tree_is_refused,
      sigterm_of_up_add_records_its_nodes, down_removes_the_whole_state,
-     sigterm_of_experiment_scale_stops_its_vms, sigkill_of_experiment_scale_left_to_down].
+     sigterm_of_experiment_scale_stops_its_vms, sigkill_of_experiment_scale_stops_its_vms].
 
 init_per_suite(Config) ->
     Dir = ?config(priv_dir, Config),
@@ -312,16 +312,24 @@ sigterm_of_experiment_scale_stops_its_vms(Config) ->
     {ok, #{<<"kind">> := <<"scale">>}} = terrain_json:read_file(filename:join(Out, "manifest.json")),
     {ok, #{<<"partial">> := true}} = terrain_json:read_file(filename:join(Out, "scale.json")).
 
-sigkill_of_experiment_scale_left_to_down() ->
-    [{doc, "Row 16 (SIGKILL): experiment scale says at the start how its clusters are stopped after SIGKILL; "
-           "terrain down --state-dir OUT/state then stops every VM it had started, also those no record names."}].
-sigkill_of_experiment_scale_left_to_down(Config) ->
+sigkill_of_experiment_scale_stops_its_vms() ->
+    [{doc, "Row 16 (SIGKILL): experiment scale's VMs are stopped by its reaper when the CLI is killed, with no "
+           "terrain command run; terrain down --state-dir OUT/state then removes the state left."}].
+sigkill_of_experiment_scale_stops_its_vms(Config) ->
     {_Out, State, Status, Err} = interrupted_scale(Config, "sk", "KILL"),
     ?assertEqual("137\n", Status),
-    ?assert(found(Err, "'terrain down --state-dir " ++ State ++ "' does")),
-    timer:sleep(2000),
+    ?assert(found(Err, "'terrain down --state-dir " ++ State ++ "' removes what is left")),
+    ?assertEqual([], no_vms_within(State, 15000)),
     {0, _, _} = escript(Config, ["down", "--state-dir", State]),
-    ?assertEqual([], vms_of(State)).
+    ?assertNot(filelib:is_dir(State)).
+
+%% The VMs of State still running after waiting at most Ms for them to go.
+no_vms_within(State, Ms) ->
+    case {vms_of(State), Ms =< 0} of
+        {[], _} -> [];
+        {Left, true} -> Left;
+        {_, false} -> timer:sleep(250), no_vms_within(State, Ms - 250)
+    end.
 
 %% Runs experiment scale into a new directory and sends it Signal once its first VM
 %% has written its pid file: {Out, State, exit status line, stderr}.

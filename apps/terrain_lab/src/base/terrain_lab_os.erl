@@ -34,7 +34,9 @@
          ours_command/2,
          shell_quote/1,
          otp_program/1,
-         load_average/0]).
+         load_average/0,
+         reaper/1,
+         reaper_done/1]).
 
 -export_type([run_options/0, start_options/0, signal_name/0, error_reason/0, mark/0]).
 
@@ -246,6 +248,31 @@ load_average() ->
         {error, _} ->
             null
     end.
+
+%% @doc A reaper for processes this VM leaves behind when it dies in a way no Erlang
+%% code sees (SIGINT on OTP 25, whose break handler halts; SIGKILL): a `/bin/sh' script
+%% behind a port that waits for a line on its stdin. {@link reaper_done/1} sends the
+%% line and the script exits; when this VM is gone first, stdin ends without one and
+%% the script sends TERM, then KILL after 2 s, to every process whose command line holds
+%% `Word' (a state directory's path: the VMs started for it name it).
+-spec reaper(unicode:chardata()) -> {ok, port()} | {error, error_reason()}.
+reaper(Word) ->
+    Script = "if read -r _; then exit 0; fi\n"
+             "pids() { for f in /proc/[0-9]*/cmdline; do\n"
+             "  if tr '\\0' ' ' < \"$f\" 2>/dev/null | grep -qF -- \"$TERRAIN_REAP\"; then\n"
+             "    p=${f#/proc/}; echo \"${p%/cmdline}\"; fi; done; }\n"
+             "for p in $(pids); do kill -TERM \"$p\" 2>/dev/null; done\n"
+             "sleep 2\n"
+             "for p in $(pids); do kill -KILL \"$p\" 2>/dev/null; done\n",
+    start("/bin/sh", ["-c", Script], #{env => [{"TERRAIN_REAP", unicode:characters_to_list(Word)}]}).
+
+%% @doc The reaper's work is done (the caller stopped what it started): it exits and
+%% stops nothing.
+-spec reaper_done(port()) -> ok.
+reaper_done(Port) ->
+    _ = (catch port_command(Port, <<"done\n">>)),
+    _ = (catch port_close(Port)),
+    ok.
 
 %%--------------------------------------------------------------------
 %% Internal functions: running a program

@@ -121,8 +121,9 @@ run(Dir, #{max_nodes := Max} = Options, Progress) when Max >= 16 ->
                           finished_at => terrain_lab_run:timestamp(), machine_at_start => Machine}
                 end,
     Checkpoint = fun(Rows) -> terrain_lab_files:write_json(filename:join(Dir, "scale.json"), Summarise(Rows, true)) end,
-    Progress(io_lib:format("the clusters are recorded in ~ts; SIGTERM stops them, after Ctrl-C or SIGKILL "
-                           "'terrain down --state-dir ~ts' does~n", [state_dir(Dir), state_dir(Dir)])),
+    Progress(io_lib:format("the clusters are recorded in ~ts; SIGTERM stops them, and so do Ctrl-C and SIGKILL "
+                           "(then 'terrain down --state-dir ~ts' removes what is left)~n",
+                           [state_dir(Dir), state_dir(Dir)])),
     %% A warm-up at the smallest size, not recorded: the first start copies terrain's code
     %% to the nodes' cache and the first queries load modules into this VM (in a first run
     %% they made 16 VMs slower than 32).
@@ -187,15 +188,20 @@ predicted_probe_s(N, Previous) ->
 state_dir(Dir) ->
     filename:join(Dir, "state").
 
-%% Measures one size. Its cluster is stopped whatever happens, also on SIGTERM (the
-%% one exit path's cleanups: terrain_lab_cleanup), which says what was stopped.
+%% Measures one size. Its cluster is stopped whatever happens: also on SIGTERM (the
+%% one exit path's cleanups: terrain_lab_cleanup), which says what was stopped, and
+%% when this VM dies by SIGINT or SIGKILL (a reaper, terrain_lab_os:reaper/1, stops
+%% the VMs whose command line names the state's `nodes/' directory).
 measure(N, Dir, #{io := Io} = Options, Progress) ->
     State = state_dir(Dir),
     Cleanup = {scale_cluster, State},
     Self = self(),
+    Reaper = terrain_lab_os:reaper(filename:join(filename:absname(State), "nodes") ++ "/"),
     ok = terrain_lab_cleanup:add(Cleanup, fun() -> interrupted(Self, N, Dir, Io) end),
     try measure_size(N, Dir, Options, Progress)
-    after terrain_lab_cleanup:remove(Cleanup)
+    after
+        terrain_lab_cleanup:remove(Cleanup),
+        _ = [terrain_lab_os:reaper_done(Port) || {ok, Port} <- [Reaper]]
     end.
 
 %% SIGTERM: the run stops starting VMs (its process is suspended), the VMs being started
