@@ -451,12 +451,22 @@ make_bridge(Dir, Bridge, Net) ->
                                          end),
     sh(["ip addr add ", Net, ".1/24 dev ", Bridge, " && ip link set ", Bridge, " up"]).
 
+%% A key pair from ssh-keygen; a full file system is the lab's one write error
+%% ("cannot write KEY: no space left on device"), not ssh-keygen's command line.
+keygen(Key, Comment) ->
+    try sh(["ssh-keygen -q -t ed25519 -N '' -C ", Comment, " -f ", shell_quote(Key)])
+    catch throw:{testbed, {command, _, _, Output}} = Why ->
+            case string:find(Output, "No space left on device") of
+                nomatch -> throw(Why);
+                _ -> throw({testbed, {file, Key, enospc}})
+            end
+    end.
+
 %% The client's key (ssh-keygen writes the key and KEY.pub) and authorized_keys.
 make_keys(Dir) ->
     Key = filename:join(Dir, "id_testbed"),
     ok = terrain_lab_testbed_record:make(Dir, [#{kind => file, path => Key}, #{kind => file, path => Key ++ ".pub"}],
-                                         fun() -> sh(["ssh-keygen -q -t ed25519 -N '' -C terrain-testbed -f ",
-                                                      shell_quote(Key)]) end),
+                                         fun() -> keygen(Key, "terrain-testbed") end),
     {ok, Pub} = file:read_file(Key ++ ".pub"),
     %% sshd's privilege separation directory: the machine's, made when missing and kept
     case filelib:ensure_dir("/run/sshd/x") of
@@ -482,7 +492,7 @@ make_host(Dir, Bridge, #{name := NameB, address := AddressB, veth := VethB}) ->
     HostDir = filename:join([Dir, "hosts.d", NS]),
     ok = terrain_lab_testbed_record:make_dir(Dir, HostDir),
     HostKey = filename:join(HostDir, "host_key"),
-    sh(["ssh-keygen -q -t ed25519 -N '' -C ", NS, " -f ", shell_quote(HostKey)]),
+    keygen(HostKey, NS),
     Config = filename:join(HostDir, "sshd_config"),
     PidFile = filename:join(HostDir, "sshd.pid"),
     ok = terrain_lab_testbed_record:write_file(
