@@ -128,21 +128,22 @@ seed(Nodes, Measure, Opts, State) ->
     end.
 
 %% Each seed node against the seed nodes after it, a pair at a time, with progress (a
-%% flat tree of the nodes measured so far) after each pair.
-seed_pairs([], _Done, _Measure, _Opts, _State, Pairs) ->
+%% flat tree of the nodes measured so far, Seen, most recent first) after each pair.
+seed_pairs([], _Seen, _Measure, _Opts, _State, Pairs) ->
     Pairs;
-seed_pairs([A | Later], Done, Measure, Opts, State, Pairs0) ->
-    Placed = [A | Done],
-    Tree = {network, c, #{height => 0}, [{node, X} || X <- lists:reverse(Placed)]},
-    Pairs = lists:foldl(fun(B, Acc0) ->
-                                Acc = case Measure(A, B) of
-                                          {ok, D} when is_number(D) -> Acc0#{{A, B} => D};
-                                          _ -> Acc0
-                                      end,
-                                progress(Opts, State#{placed => Placed, pairs => Acc, tree => Tree}),
-                                Acc
-                        end, Pairs0, Later),
-    seed_pairs(Later, Placed, Measure, Opts, State, Pairs).
+seed_pairs([A | Later], Seen0, Measure, Opts, State, Pairs0) ->
+    Pair = fun(B, {Acc0, Seen1}) ->
+                   Acc = case Measure(A, B) of
+                             {ok, D} when is_number(D) -> Acc0#{{A, B} => D};
+                             _ -> Acc0
+                         end,
+                   Seen = [B | Seen1 -- [B]],
+                   Tree = {network, c, #{height => 0}, [{node, X} || X <- lists:reverse(Seen)]},
+                   progress(Opts, State#{placed => Seen, pairs => Acc, tree => Tree}),
+                   {Acc, Seen}
+           end,
+    {Pairs, Seen} = lists:foldl(Pair, {Pairs0, [A | Seen0 -- [A]]}, Later),
+    seed_pairs(Later, Seen, Measure, Opts, State, Pairs).
 
 %% The modes of the seed's round trips, for a seed that full discovery leaves flat
 %% (levels only 1.5x apart: a sample of a few dozen nodes holds no partition over a
