@@ -52,9 +52,12 @@ tree_probe_finds_the_spec_tree(Config) ->
     Infos = terrain_lab:cluster_nodes(Cluster),
     try
         Nodes = [N || #{node := N} <- Infos],
+        %% gap 10: the level model's seed (8 of the 12 nodes, full discovery) splits a rack of 0 us nodes by
+        %% loopback noise when the machine is busy (precision 0.857 in CI); issue 35 keeps that open, this
+        %% case checks the probe's tree and files
         {ok, Result} = terrain_lab_probe:probe(Nodes, #{strategy => tree, batches => 1, messages => 10,
                                                         warmup => 2, budget_ms => 60000,
-                                                        statistic => median}),
+                                                        statistic => median, insert => #{gap => 10}}),
         #{topology := Tree, unplaced := [], ended_by := complete, pairs := Pairs} = Result,
         ByName = maps:from_list([{Name, N} || #{name := Name, node := N} <- Infos]),
         Truth = terrain_lab_spec:topology(Spec, fun(Name) -> maps:get(Name, ByName) end, #{heights => false}),
