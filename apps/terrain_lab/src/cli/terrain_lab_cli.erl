@@ -93,6 +93,7 @@ main(Args) ->
                {ok, OptFile} -> terrain_lab_cli_tls:relaunch(Args, OptFile);
                none -> stdout_kept(run(unicode_args(Args), terrain_lab_io:standard()))
            end,
+    ok = terrain_lab_cli_signals:settled(),   % a SIGTERM being handled ends with 143, not Code
     _ = terrain_lab_cleanup:run(),       % whatever a failed command left (the one exit path)
     terrain_lab_cli_log:finish(),
     erlang:halt(Code).
@@ -264,6 +265,7 @@ run_command(#{name := Name, run := {Module, Function}} = Command, Rest, Io) ->
                 {error, {usage, Message}} ->
                     command_usage_error(Io, Name, Message);
                 {error, Reason} ->
+                    ok = terrain_lab_cli_signals:settled(),   % a child SIGTERM stopped is not the failure
                     terrain_lab_io:progress(Io, "terrain ~ts: ~ts~n", [Name, format_error(Reason)]),
                     ?EXIT_ERROR
             catch
@@ -272,6 +274,7 @@ run_command(#{name := Name, run := {Module, Function}} = Command, Rest, Io) ->
                         true ->
                             ?EXIT_PIPE;
                         false ->
+                            ok = terrain_lab_cli_signals:settled(),
                             terrain_lab_io:progress(Io, "terrain ~ts: internal error: ~0tP:~0tP~n  ~0tP~n",
                                                     [Name, Class, 5, Reason, 20, Stack, 20]),
                             ?EXIT_INTERNAL

@@ -15,7 +15,8 @@
 %% API
 -export([install/0,
          on_interrupt/2,
-         clear/0]).
+         clear/0,
+         settled/0]).
 
 %% gen_event callbacks
 -export([init/1, handle_event/2, handle_call/2, handle_info/2, terminate/2]).
@@ -23,6 +24,7 @@
 -ignore_xref([{init, 1}, {handle_event, 2}, {handle_call, 2}, {handle_info, 2}, {terminate, 2}]).
 
 -define(EXIT_TERM, 143).    % 128 + SIGTERM
+-define(SETTLE_MS, 120000). % the longest SIGTERM's cleanups may take before a failed command reports
 
 %% @doc Takes SIGTERM over from the VM's default handler `erl_signal_handler' (which
 %% would stop the VM with `init:stop/0' whatever else handles the signal).
@@ -53,9 +55,22 @@ on_interrupt(Pid, Message) ->
 clear() ->
     call({target, none}).
 
+%% @doc Returns once no SIGTERM is being handled. A SIGTERM's cleanups stop the
+%% command's children, so the command may see a child fail and report it while the
+%% handler is still at work; a command asks this before it reports a failure or exits,
+%% and never returns if the handler is halting the CLI (exit 143, not the command's 1).
+-spec settled() -> ok.
+settled() ->
+    try call({target, keep}, ?SETTLE_MS)
+    catch exit:{timeout, _} -> ok
+    end.
+
 call(Request) ->
+    call(Request, 5000).
+
+call(Request, Timeout) ->
     case lists:member(?MODULE, gen_event:which_handlers(erl_signal_server)) of
-        true -> gen_event:call(erl_signal_server, ?MODULE, Request);
+        true -> gen_event:call(erl_signal_server, ?MODULE, Request, Timeout);
         false -> ok                 % not the escript (a test runs the CLI in-process)
     end.
 
@@ -78,6 +93,8 @@ handle_event(_Signal, Target) ->
 
 %% @private
 -spec handle_call(term(), none | {pid(), term()}) -> {ok, ok, none | {pid(), term()}}.
+handle_call({target, keep}, Target) ->
+    {ok, ok, Target};
 handle_call({target, Target}, _Old) ->
     {ok, ok, Target}.
 
