@@ -7,6 +7,8 @@
 -define(TERRAIN_FORMAT_ACO, <<"terrain.aco/1">>).
 -define(TERRAIN_FORMAT_ATTRIBUTES, <<"terrain.attributes/1">>).
 -define(TERRAIN_FORMAT_BENCH, <<"terrain.bench/1">>).
+-define(TERRAIN_FORMAT_CHAOS_HISTORY, <<"terrain.chaos_history/1">>).
+-define(TERRAIN_FORMAT_CHECKER, <<"terrain.checker/1">>).
 -define(TERRAIN_FORMAT_CLUSTER, <<"terrain.cluster/1">>).
 -define(TERRAIN_FORMAT_COLLECTIVE, <<"terrain.collective/1">>).
 -define(TERRAIN_FORMAT_COLLECTIVE_RULES, <<"terrain.collective_rules/1">>).

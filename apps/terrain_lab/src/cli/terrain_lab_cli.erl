@@ -131,6 +131,7 @@ command_modules() ->
     [terrain_lab_cmd_demo,
      terrain_lab_cmd_cluster,      % up, status, down
      terrain_lab_cmd_netem,
+     terrain_lab_cmd_chaos,
      terrain_lab_cmd_write_test,
      terrain_lab_cmd_time_task,
      terrain_lab_cmd_attrs,

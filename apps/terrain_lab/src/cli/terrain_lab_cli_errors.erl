@@ -31,6 +31,10 @@ format({collective_cmd, _} = Reason) ->
     terrain_lab_cmd_collective:format_error(Reason);
 format({Tag, _} = Reason) when Tag =:= bench_cmd; Tag =:= bench_lab; Tag =:= bench_config; Tag =:= bench ->
     terrain_lab_cmd_bench:format_error(Reason);
+format({chaos_cmd, _} = Reason) ->
+    terrain_lab_cmd_chaos:format_error(Reason);
+format({chaos, _} = Reason) ->
+    terrain_lab_chaos:format_error(Reason);
 format({experiment, _} = Reason) ->
     terrain_lab_experiment:format_error(Reason);
 format({scale, _} = Reason) ->

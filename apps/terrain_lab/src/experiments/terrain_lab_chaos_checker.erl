@@ -1,0 +1,345 @@
+%% @private
+%% @doc The checker of a chaos run (`terrain chaos'): a pure judgement of a history
+%% (terrain_lab_chaos_history: the header and the lines, maps with binary keys).
+%%
+%% Invariants (docs/RELIABILITY.md, "What the checker checks"):
+%% <ul>
+%% <li>`convergence': after each burst's end, within grace + 2 s, one observation
+%%     round in which every node alive answered, all at one version and one tree, and
+%%     that tree holds exactly the nodes alive (the members of the spec as it now
+%%     stands);</li>
+%% <li>`tree': at the end (after the final settling time) the tree also groups the
+%%     nodes as the spec does: each node's lowest network holds exactly its group's
+%%     nodes alive;</li>
+%% <li>`placed': at the end of each quiet period every group has exactly K members,
+%%     with distinct processes, on nodes alive that match its predicate (`worker'),
+%%     spread with a skew of at most 1 over the domains that still have room; and
+%%     never more than K members at any time;</li>
+%% <li>`subscription': each subscription sees increasing versions, and a message
+%%     after missed versions carries a whole tree (one that holds the subscriber's
+%%     own node);</li>
+%% <li>`deadline': no timed library call took longer than its deadline + 1 s;</li>
+%% <li>`crash': no crash report of a terrain process;</li>
+%% <li>`leftover': nothing of the run is left after it (VMs, epmd names, cgroups).</li>
+%% </ul>
+-module(terrain_lab_chaos_checker).
+
+%% API
+-export([check/2,
+         percentile/2]).
+
+-define(SLACK_MS, 1000).          % a timed call may overrun its deadline by this much
+
+-type verdict() :: #{faults := non_neg_integer(),
+                     violations := [map()],
+                     convergence_ms := #{p50 := number() | null, p99 := number() | null,
+                                         max := number() | null, samples := non_neg_integer()},
+                     bursts := [map()],
+                     fault_errors := [map()],
+                     crashes := non_neg_integer(),
+                     divergent_versions := non_neg_integer()}.
+-export_type([verdict/0]).
+
+%%--------------------------------------------------------------------
+%% API
+
+%% @doc Judges the lines of a history (header `Header': `grace_ms', `groups').
+-spec check(map(), [map()]) -> verdict().
+check(Header, Lines) ->
+    Grace = maps:get(<<"grace_ms">>, Header, 0),
+    World = world(Lines),
+    Bursts = bursts(Lines, World, Grace),
+    Samples = [C || #{convergence_ms := C} <- Bursts, C =/= null],
+    Violations = lists:sort(fun(A, B) -> maps:get(t, A) =< maps:get(t, B) end,
+                            lists:append([[V || #{violation := V} <- Bursts],
+                                           final(Lines, World),
+                                           placed(Header, Lines, World),
+                                           subscriptions(Lines, World),
+                                           deadlines(Lines),
+                                           crashes(Lines),
+                                           leftovers(Lines)])),
+    #{faults => length([L || L <- Lines, is_fault(L), get(<<"result">>, L) =:= <<"ok">>]),
+      violations => Violations,
+      convergence_ms => #{p50 => percentile(Samples, 50), p99 => percentile(Samples, 99),
+                          max => case Samples of [] -> null; _ -> lists:max(Samples) end,
+                          samples => length(Samples)},
+      bursts => [maps:remove(violation, B) || B <- Bursts],
+      fault_errors => [#{t => get(<<"t">>, L), op => get(<<"op">>, L), node => get(<<"node">>, L),
+                         result => get(<<"result">>, L)}
+                       || L <- Lines, is_fault(L), get(<<"result">>, L) =/= <<"ok">>],
+      crashes => length([L || L <- Lines, get(<<"op">>, L) =:= <<"crash">>]),
+      divergent_versions => divergent(Lines, World)}.
+
+%% @doc The P-th percentile (nearest rank) of a list of numbers; null when empty.
+-spec percentile([number()], 0..100) -> number() | null.
+percentile([], _P) ->
+    null;
+percentile(Samples, P) ->
+    Sorted = lists:sort(Samples),
+    Rank = max(1, ceil(P / 100 * length(Sorted))),
+    lists:nth(Rank, Sorted).
+
+%%--------------------------------------------------------------------
+%% Internal: the world as the nemesis made it
+
+%% The trees seen (hash => #{nodes, clades}) and, in time order, the node events.
+world(Lines) ->
+    Trees = maps:from_list([{get(<<"hash">>, L), #{nodes => lists:sort(get(<<"nodes">>, L)),
+                                                    clades => [lists:sort(C) || C <- get(<<"clades">>, L)]}}
+                            || L <- Lines, get(<<"op">>, L) =:= <<"tree">>]),
+    #{trees => Trees}.
+
+%% The nodes alive (node => #{path, worker}) just after line index I: folded in order.
+alive_after(Lines, T) ->
+    lists:foldl(fun(L, Acc) ->
+                        case get(<<"op">>, L) =:= <<"node">> andalso get(<<"t">>, L) =< T of
+                            false -> Acc;
+                            true -> node_event(L, Acc)
+                        end
+                end, #{}, Lines).
+
+node_event(L, Acc) ->
+    Node = get(<<"node">>, L),
+    case get(<<"result">>, L) of
+        <<"up">> -> Acc#{Node => #{path => get(<<"path">>, L), worker => get(<<"worker">>, L)}};
+        <<"moved">> -> case Acc of
+                           #{Node := Info} -> Acc#{Node := Info#{path := get(<<"path">>, L)}};
+                           _ -> Acc
+                       end;
+        <<"down">> -> maps:remove(Node, Acc)
+    end.
+
+is_fault(L) ->
+    lists:member(get(<<"op">>, L), [atom_to_binary(F) || F <- terrain_lab_chaos_schedule:fault_ops()]).
+
+get(Key, Map) ->
+    maps:get(Key, Map, null).
+
+%%--------------------------------------------------------------------
+%% Internal: convergence after each burst
+
+bursts(Lines, World, Grace) ->
+    Ends = [{get(<<"burst">>, L), get(<<"t">>, L), get(<<"last_op">>, L)}
+            || L <- Lines, get(<<"op">>, L) =:= <<"burst_end">>],
+    Starts = [get(<<"t">>, L) || L <- Lines, get(<<"op">>, L) =:= <<"burst_start">>]
+        ++ [get(<<"t">>, L) || L <- Lines, get(<<"op">>, L) =:= <<"final">>],
+    Observations = [L || L <- Lines, get(<<"op">>, L) =:= <<"observe">>],
+    [burst(B, End, LastOp, next_after(End, Starts), Observations, Lines, World, Grace) || {B, End, LastOp} <- Ends].
+
+next_after(T, Times) ->
+    case [X || X <- Times, X > T] of
+        [] -> infinity;
+        Later -> lists:min(Later)
+    end.
+
+burst(B, End, LastOp, Next, Observations, Lines, World, Grace) ->
+    Deadline = End + Grace + 2000,
+    Alive = alive_after(Lines, End),
+    Window = [O || O <- Observations, get(<<"t">>, O) >= End, get(<<"t">>, O) =< min(Deadline, Next)],
+    case [O || O <- Window, converged(O, Alive, World)] of
+        [First | _] ->
+            T = get(<<"t">>, First),
+            #{burst => B, 'end' => End, converged_at => T, convergence_ms => T - End,
+              grouping => grouping_ok(First, Alive, World)};
+        [] ->
+            Why = case lists:reverse(Window) of
+                      [] -> <<"no observation round in the window">>;
+                      [Last | _] -> why_not(Last, Alive, World)
+                  end,
+            #{burst => B, 'end' => End, converged_at => null, convergence_ms => null, grouping => false,
+              violation => #{t => Deadline, invariant => convergence, op => LastOp, burst => B,
+                             detail => iolist_to_binary(
+                                         io_lib:format("not converged ~b ms after the end of burst ~b "
+                                                       "(grace + 2 s): ~ts", [Grace + 2000, B, Why]))}}
+    end.
+
+%% Every node alive answered, all with one version and one tree, which holds exactly
+%% the nodes alive.
+converged(O, Alive, #{trees := Trees}) ->
+    Seen = get(<<"result">>, O),
+    Expected = lists:sort(maps:keys(Alive)),
+    case lists:usort(maps:values(Seen)) of
+        [[_Version, Hash]] when Hash =/= null ->
+            lists:sort(maps:keys(Seen)) =:= Expected
+                andalso maps:get(nodes, maps:get(Hash, Trees, #{nodes => none})) =:= Expected;
+        _ ->
+            false
+    end.
+
+why_not(O, Alive, #{trees := Trees}) ->
+    Seen = get(<<"result">>, O),
+    Expected = lists:sort(maps:keys(Alive)),
+    Pairs = lists:usort(maps:values(Seen)),
+    Missing = Expected -- maps:keys(Seen),
+    Trees1 = [{V, maps:get(nodes, maps:get(H, Trees, #{nodes => []}))} || [V, H] <- Pairs],
+    io_lib:format("the last round (t = ~b ms) saw ~b version/tree pair(s) ~0tp; nodes alive that did not answer: "
+                  "~0tp; nodes alive: ~0tp; the trees' nodes: ~0tp",
+                  [get(<<"t">>, O), length(Pairs), [[V, H] || [V, H] <- Pairs], Missing, Expected, Trees1]).
+
+%% Each node's lowest network in the tree holds exactly its group's nodes alive.
+grouping_ok(O, Alive, #{trees := Trees}) ->
+    [[_, Hash] | _] = maps:values(get(<<"result">>, O)),
+    misplaced(maps:get(clades, maps:get(Hash, Trees)), Alive) =:= [].
+
+misplaced(Clades, Alive) ->
+    [Node || {Node, #{path := Path}} <- maps:to_list(Alive),
+             lowest(Clades, Node) =/= lists:sort([N || {N, #{path := P}} <- maps:to_list(Alive), P =:= Path])].
+
+%% The smallest clade (network) holding the node.
+lowest(Clades, Node) ->
+    case lists:sort([{length(C), C} || C <- Clades, lists:member(Node, C)]) of
+        [{_, C} | _] -> C;
+        [] -> []
+    end.
+
+%%--------------------------------------------------------------------
+%% Internal: the final state (membership and grouping)
+
+final(Lines, World) ->
+    case [get(<<"t">>, L) || L <- Lines, get(<<"op">>, L) =:= <<"final">>] of
+        [] ->
+            [];
+        [T | _] ->
+            Alive = alive_after(Lines, T),
+            case lists:reverse([L || L <- Lines, get(<<"op">>, L) =:= <<"observe">>, get(<<"t">>, L) =< T]) of
+                [] ->
+                    [#{t => T, invariant => tree, op => <<"final">>, detail => <<"no observation before the end">>}];
+                [Last | _] ->
+                    final_tree(Last, Alive, World, T)
+            end
+    end.
+
+final_tree(Last, Alive, #{trees := Trees} = World, T) ->
+    case converged(Last, Alive, World) of
+        false ->
+            [#{t => T, invariant => tree, op => <<"final">>,
+               detail => iolist_to_binary(["not converged at the end: ", why_not(Last, Alive, World)])}];
+        true ->
+            [[_, Hash] | _] = maps:values(get(<<"result">>, Last)),
+            case misplaced(maps:get(clades, maps:get(Hash, Trees)), Alive) of
+                [] -> [];
+                Misplaced ->
+                    [#{t => T, invariant => tree, op => <<"final">>,
+                       detail => iolist_to_binary(
+                                   io_lib:format("the final tree groups ~0tp unlike the spec (their lowest "
+                                                 "networks do not hold exactly their groups' nodes)",
+                                                 [lists:sort(Misplaced)]))}]
+            end
+    end.
+
+%%--------------------------------------------------------------------
+%% Internal: placed groups
+
+placed(Header, Lines, _World) ->
+    Groups = maps:from_list([{get(<<"name">>, G), G} || G <- maps:get(<<"groups">>, Header, [])]),
+    Placed = [L || L <- Lines, get(<<"op">>, L) =:= <<"placed">>, is_map_key(get(<<"group">>, L), Groups)],
+    Over = [#{t => get(<<"t">>, L), invariant => placed, op => <<"placed">>,
+              detail => iolist_to_binary(io_lib:format("group ~ts has ~b members, more than its ~b",
+                                                       [get(<<"group">>, L), length(get(<<"members">>, L)),
+                                                        get(<<"count">>, maps:get(get(<<"group">>, L), Groups))]))}
+            || L <- Placed, length(get(<<"members">>, L)) > get(<<"count">>, maps:get(get(<<"group">>, L), Groups))],
+    Ends = [get(<<"t">>, L) || L <- Lines, lists:member(get(<<"op">>, L), [<<"burst_start">>, <<"final">>])],
+    Settled = [last_before(E, [P || P <- Placed, get(<<"group">>, P) =:= Name])
+               || E <- Ends, Name <- maps:keys(Groups)],
+    Over ++ lists:append([placed_ok(P, maps:get(get(<<"group">>, P), Groups), alive_after(Lines, get(<<"t">>, P)))
+                          || P <- Settled, P =/= none]).
+
+last_before(T, Lines) ->
+    case lists:reverse([L || L <- Lines, get(<<"t">>, L) < T]) of
+        [L | _] -> L;
+        [] -> none
+    end.
+
+%% A settled group: K members with distinct pids on live matching nodes, spread.
+placed_ok(P, Group, Alive) ->
+    Members = get(<<"members">>, P),
+    K = get(<<"count">>, Group),
+    Nodes = [N || [N, _Pid] <- Members],
+    Problems = [io_lib:format("~b members, not ~b", [length(Members), K]) || length(Members) =/= K]
+        ++ [io_lib:format("two members share a process", []) || length(lists:usort(Members)) =/= length(Members)]
+        ++ [io_lib:format("a member on ~ts, which is not alive", [N]) || N <- Nodes, not is_map_key(N, Alive)]
+        ++ [io_lib:format("a member on ~ts, which does not match the predicate", [N])
+            || N <- Nodes, get(<<"worker">>, Group) =:= true,
+               maps:get(worker, maps:get(N, Alive, #{worker => true})) =/= true]
+        ++ spread(Nodes, Group, Alive),
+    [#{t => get(<<"t">>, P), invariant => placed, op => <<"placed">>,
+       detail => iolist_to_binary(io_lib:format("group ~ts (members on ~0tp): ~ts",
+                                                [get(<<"group">>, Group), Nodes, lists:join("; ", Problems)]))}
+     || Problems =/= []].
+
+%% Max skew 1: no domain has two members more than a domain that still has room.
+spread(Nodes, Group, Alive) ->
+    case get(<<"spread_depth">>, Group) of
+        null ->
+            [];
+        Depth ->
+            Domain = fun(N) -> lists:sublist(maps:get(path, maps:get(N, Alive)), Depth) end,
+            Eligible = [N || {N, #{worker := W}} <- maps:to_list(Alive),
+                             W =:= true orelse get(<<"worker">>, Group) =/= true],
+            Domains = lists:usort([Domain(N) || N <- Eligible]),
+            Count = fun(D) -> length([N || N <- Nodes, is_map_key(N, Alive), Domain(N) =:= D]) end,
+            Room = fun(D) -> length([N || N <- Eligible, Domain(N) =:= D]) > Count(D) end,
+            Max = lists:max([0 | [Count(D) || D <- Domains]]),
+            [io_lib:format("domain ~0tp has ~b members while ~0tp has ~b and room for more", [DMax, Max, D, Count(D)])
+             || D <- Domains, Room(D), Count(D) < Max - 1, DMax <- [hd([X || X <- Domains, Count(X) =:= Max])]]
+    end.
+
+%%--------------------------------------------------------------------
+%% Internal: subscriptions, deadlines, crashes, leftovers
+
+subscriptions(Lines, #{trees := Trees}) ->
+    Notes = [L || L <- Lines, get(<<"op">>, L) =:= <<"notify">>],
+    {_, Violations} =
+        lists:foldl(fun(L, {Last, Acc}) ->
+                            Sub = get(<<"sub">>, L),
+                            V = get(<<"version">>, L),
+                            Tree = maps:get(get(<<"hash">>, L), Trees, #{nodes => []}),
+                            Acc1 = case maps:get(Sub, Last, none) of
+                                       Prev when is_integer(Prev), V =< Prev ->
+                                           [sub_violation(L, io_lib:format("version ~b after ~b", [V, Prev])) | Acc];
+                                       Prev when is_integer(Prev), V > Prev + 1 ->
+                                           whole_tree(L, Tree, Prev, Acc);
+                                       _ -> Acc
+                                   end,
+                            {Last#{Sub => V}, Acc1}
+                    end, {#{}, []}, Notes),
+    lists:reverse(Violations).
+
+whole_tree(L, #{nodes := Nodes}, Prev, Acc) ->
+    case lists:member(get(<<"node">>, L), Nodes) of
+        true -> Acc;
+        false -> [sub_violation(L, io_lib:format("version ~b after ~b (missed versions) without the whole tree",
+                                                 [get(<<"version">>, L), Prev])) | Acc]
+    end.
+
+sub_violation(L, Text) ->
+    #{t => get(<<"t">>, L), invariant => subscription, op => <<"notify">>,
+      detail => iolist_to_binary(io_lib:format("subscription ~0tp on ~ts: ~ts",
+                                               [get(<<"sub">>, L), get(<<"node">>, L), Text]))}.
+
+deadlines(Lines) ->
+    [#{t => get(<<"t">>, L), invariant => deadline, op => get(<<"op">>, L),
+       detail => iolist_to_binary(io_lib:format("~ts on ~ts took ~b ms, its deadline is ~b ms",
+                                                [get(<<"op">>, L), get(<<"node">>, L), get(<<"elapsed_ms">>, L),
+                                                 get(<<"deadline_ms">>, L)]))}
+     || L <- Lines, is_integer(get(<<"deadline_ms">>, L)), is_integer(get(<<"elapsed_ms">>, L)),
+        get(<<"elapsed_ms">>, L) > get(<<"deadline_ms">>, L) + ?SLACK_MS].
+
+crashes(Lines) ->
+    [#{t => get(<<"t">>, L), invariant => crash, op => <<"crash">>,
+       detail => iolist_to_binary(io_lib:format("a terrain process crashed on ~ts: ~ts",
+                                                [get(<<"node">>, L), get(<<"result">>, L)]))}
+     || L <- Lines, get(<<"op">>, L) =:= <<"crash">>].
+
+leftovers(Lines) ->
+    [#{t => get(<<"t">>, L), invariant => leftover, op => <<"leftover">>,
+       detail => iolist_to_binary(io_lib:format("left after the run: ~0tp", [get(<<"result">>, L)]))}
+     || L <- Lines, get(<<"op">>, L) =:= <<"leftover">>, get(<<"result">>, L) =/= []].
+
+%% Versions seen with more than one tree (a partition's sides at equal versions): not
+%% a violation by itself, but the sign of the divergence the convergence check judges.
+divergent(Lines, _World) ->
+    Pairs = lists:usort(lists:append([[{V, H} || [V, H] <- maps:values(get(<<"result">>, L)), H =/= null]
+                                      || L <- Lines, get(<<"op">>, L) =:= <<"observe">>])),
+    Versions = [V || {V, _} <- Pairs],
+    length(lists:usort(Versions -- lists:usort(Versions))).
