@@ -25,6 +25,7 @@
 
 %% API
 -export([read/1,
+         consult/1,
          from_terms/2,
          nodes/1,
          node_names/1,
@@ -89,7 +90,7 @@ read(File) ->
         {error, _} = Error -> Error
     end.
 
-%% The terms of a spec file, bounded (terrain_lab_files:consult/2): at most
+%% @doc The terms of a spec file, bounded (terrain_lab_files:consult/2): at most
 %% ?MAX_BYTES bytes, and no more nodes than the guard allows, counted before a name
 %% becomes an atom.
 -spec consult(file:filename()) -> {ok, [term()]} | {error, error_reason() | terrain_lab_files:read_error()}.

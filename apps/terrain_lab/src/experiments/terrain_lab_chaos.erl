@@ -133,7 +133,8 @@ with_cluster(#{spec_copy := SpecCopy, model := Model, bursts := Bursts} = Prepar
             case terrain_lab_chaos_history:start(filename:join(Out, "history.jsonl"), Header) of
                 {ok, History} ->
                     Context = context(Records, Prepared, History, Out, Dir, Options#{quiet => Quiet}),
-                    Result = try running(Context, Prepared, Header, Options#{cleanup => Cleanup})
+                    Result = try running(Context, Prepared, Header,
+                                                 Options#{cleanup => Cleanup, dir => Dir, quiet => Quiet})
                              after close(Context, Dir, Prefix, Quiet)
                              end,
                     case Result of
@@ -141,13 +142,12 @@ with_cluster(#{spec_copy := SpecCopy, model := Model, bursts := Bursts} = Prepar
                         {error, _} = Error -> Error
                     end;
                 {error, _} = Error ->
-                    _ = stop(Dir, Prefix, Quiet),
                     Error
             end;
         {error, _} = Error ->
-            _ = stop(Dir, Prefix, Quiet),
             Error
     after
+        _ = stop(Dir, Prefix, Quiet),      % nothing left when it was stopped already
         terrain_lab_cleanup:remove(Cleanup),
         _ = [terrain_lab_os:reaper_done(Port) || {ok, Port} <- [Reaper]],
         ok = file:close(Null)
@@ -229,6 +229,7 @@ start_groups(Anchor, Groups) ->
     Start = fun(#{name := Name, count := K, spread_depth := D, worker := W}) ->
                     Spec = maps:merge(#{start => {gen_event, start, []}, count => K},
                                       maps:from_list([{spread, {depth, D}} || D =/= null]
+                                                     ++ [{rebalance, 1000} || D =/= null]
                                                      ++ [{preds, [{chaos_worker, true}]} || W])),
                     case catch erpc:call(Anchor, terrain, start_placed, [Name, Spec], 30000) of
                         {ok, _} -> ok;

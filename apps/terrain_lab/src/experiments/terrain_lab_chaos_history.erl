@@ -33,22 +33,12 @@
 %% merged into the header line). The writer is linked to the caller.
 -spec start(file:filename(), map()) -> {ok, history()} | {error, {write, file:filename(), term()}}.
 start(File, Header) ->
-    case file:open(File, [write, exclusive, raw, binary, {delayed_write, 65536, 200}]) of
-        {ok, Fd} ->
-            T0 = erlang:monotonic_time(millisecond),
-            Line = maps:merge(Header, #{format => ?TERRAIN_FORMAT_CHAOS_HISTORY,
-                                        started_at => terrain_lab_run:timestamp()}),
-            case file:write(Fd, [terrain_json:encode(Line), $\n]) of
-                ok ->
-                    Pid = spawn_link(fun() -> loop(Fd, File) end),
-                    ok = file:controlling_process(Fd, Pid),
-                    {ok, #{pid => Pid, t0 => T0}};
-                {error, Why} ->
-                    _ = file:close(Fd),
-                    {error, {write, File, Why}}
-            end;
-        {error, Why} ->
-            {error, {write, File, Why}}
+    Self = self(),
+    Line = maps:merge(Header, #{format => ?TERRAIN_FORMAT_CHAOS_HISTORY, started_at => terrain_lab_run:timestamp()}),
+    Pid = spawn_link(fun() -> open(File, Line, Self) end),
+    receive
+        {Pid, ok} -> {ok, #{pid => Pid, t0 => erlang:monotonic_time(millisecond)}};
+        {Pid, {error, Why}} -> {error, {write, File, Why}}
     end.
 
 %% @equiv log(History, Node, Op, Result, #{})
@@ -90,6 +80,21 @@ read(File) ->
 
 %%--------------------------------------------------------------------
 %% Internal
+
+%% The writer: opens the file (a raw file belongs to the process that opened it),
+%% writes the header, then every line it is sent.
+-spec open(file:filename(), map(), pid()) -> ok.
+open(File, Header, Parent) ->
+    case file:open(File, [write, exclusive, raw, binary, {delayed_write, 65536, 200}]) of
+        {ok, Fd} ->
+            case file:write(Fd, [terrain_json:encode(Header), $\n]) of
+                ok -> Parent ! {self(), ok}, loop(Fd, File);
+                {error, _} = Error -> _ = file:close(Fd), Parent ! {self(), Error}, ok
+            end;
+        {error, _} = Error ->
+            Parent ! {self(), Error},
+            ok
+    end.
 
 -spec loop(file:fd(), file:filename()) -> ok.
 loop(Fd, File) ->

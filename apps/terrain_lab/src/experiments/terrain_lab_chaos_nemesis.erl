@@ -5,7 +5,7 @@
 %% <ul>
 %% <li>`kill': SIGKILL to the VM (terrain_lab_os:kill/1, a BEAM only);</li>
 %% <li>`stop' / `cont': SIGSTOP, then SIGCONT;</li>
-%% <li>`partition' / `heal': terrain_lab_netem:partition/3 and heal/2 (what `terrain
+%% <li>`partition' / `heal': terrain_lab_netem:partition/3 and heal/0 (what `terrain
 %%     netem partition|heal' runs); a node that joins during the partition is cut from
 %%     the other side as soon as it is up;</li>
 %% <li>`slow' / `restore': the links of a group get 10 times their latency and as much
@@ -111,9 +111,16 @@ sentence(Reason) ->
 %% Internal: the actions
 
 do(#{op := kill, node := Name}, Context, State) ->
+    Node = node_of(Context, Name),
+    erlang:monitor_node(Node, true),
     case signal(Context, Name, "KILL") of
-        ok -> set(Context, Name, dead), node_line(Context, Name, down, #{}), {ok, State};
-        Error -> {Error, State}
+        ok ->
+            %% the next action (a join, a heal) must not count the node as reachable
+            receive {nodedown, Node} -> ok after ?NETEM_TIMEOUT -> ok end,
+            set(Context, Name, dead), node_line(Context, Name, down, #{}), {ok, State};
+        Error ->
+            erlang:monitor_node(Node, false),
+            {Error, State}
     end;
 do(#{op := stop, node := Name}, Context, State) ->
     {with_status(signal(Context, Name, "STOP"), Context, Name, stopped), State};
@@ -126,8 +133,10 @@ do(#{op := partition, a := A, b := B}, Context, State) ->
                  State#{partition := {A, B}}};
         false -> {ok, State#{partition := {A, B}}}
     end;
-do(#{op := heal}, Context, State) ->
-    {terrain_lab_netem:heal(running(Context, all), #{timeout => ?NETEM_TIMEOUT}), State#{partition := none}};
+do(#{op := heal}, _Context, State) ->
+    %% every node this VM is connected to: the running nodes (a dead node's name is in
+    %% the others' tables, so heal/2 of the running nodes would ask it too)
+    {terrain_lab_netem:heal(), State#{partition := none}};
 do(#{op := slow, group := Group, factor := Factor}, Context, State) ->
     {links(Context, fun(Terms) -> slowed(Terms, Group, Factor) end), State};
 do(#{op := restore}, Context, State) ->

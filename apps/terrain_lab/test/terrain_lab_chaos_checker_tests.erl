@@ -1,0 +1,243 @@
+%% EUnit tests of the chaos run's checker (terrain_lab_chaos_checker) on hand-made
+%% histories, one that holds and one that breaks each invariant; and of its schedule
+%% (terrain_lab_chaos_schedule).
+-module(terrain_lab_chaos_checker_tests).
+
+-include_lib("eunit/include/eunit.hrl").
+
+-define(GRACE, 3000).
+
+%%--------------------------------------------------------------------
+%% Hand-made histories: nodes a and b in group s1/r1, c in s1/r2
+
+header() ->
+    #{<<"grace_ms">> => ?GRACE,
+      <<"groups">> => [#{<<"name">> => <<"g">>, <<"count">> => 2, <<"spread_depth">> => 2, <<"worker">> => true}]}.
+
+node_up(T, Node, Path, Worker) ->
+    #{<<"t">> => T, <<"op">> => <<"node">>, <<"node">> => Node, <<"result">> => <<"up">>,
+      <<"path">> => Path, <<"worker">> => Worker}.
+
+node_down(T, Node) ->
+    #{<<"t">> => T, <<"op">> => <<"node">>, <<"node">> => Node, <<"result">> => <<"down">>}.
+
+tree(Hash, Nodes, Clades) ->
+    #{<<"t">> => 0, <<"op">> => <<"tree">>, <<"hash">> => Hash, <<"nodes">> => Nodes, <<"clades">> => Clades}.
+
+observe(T, Seen) ->
+    #{<<"t">> => T, <<"op">> => <<"observe">>, <<"result">> => Seen}.
+
+line(T, Op, Fields) ->
+    maps:merge(#{<<"t">> => T, <<"op">> => Op, <<"result">> => <<"ok">>}, Fields).
+
+base() ->
+    [node_up(0, <<"a">>, [<<"s1">>, <<"r1">>], true),
+     node_up(0, <<"b">>, [<<"s1">>, <<"r1">>], true),
+     node_up(0, <<"c">>, [<<"s1">>, <<"r2">>], true),
+     tree(1, [<<"a">>, <<"b">>, <<"c">>], [[<<"a">>, <<"b">>, <<"c">>], [<<"a">>, <<"b">>]]),
+     tree(2, [<<"a">>, <<"b">>], [[<<"a">>, <<"b">>]]),
+     tree(3, [<<"a">>, <<"b">>, <<"c">>], [[<<"a">>, <<"b">>, <<"c">>], [<<"a">>, <<"c">>]])].
+
+%% A burst ending at 1000 ms (its last operation `Op').
+burst(Op) ->
+    [line(100, <<"burst_start">>, #{<<"burst">> => 1}),
+     line(1000, <<"burst_end">>, #{<<"burst">> => 1, <<"last_op">> => Op})].
+
+all_at(T, Version, Hash, Nodes) ->
+    observe(T, maps:from_list([{N, [Version, Hash]} || N <- Nodes])).
+
+abc() -> [<<"a">>, <<"b">>, <<"c">>].
+
+check(Lines) ->
+    terrain_lab_chaos_checker:check(header(), Lines).
+
+invariants(Lines) ->
+    [I || #{invariant := I} <- maps:get(violations, check(Lines))].
+
+%%--------------------------------------------------------------------
+%% Convergence and the tree
+
+converged_history_holds_test() ->
+    Verdict = check(base() ++ burst(<<"stop a">>) ++ [all_at(1500, 5, 1, abc()), line(9000, <<"final">>, #{})]),
+    ?assertEqual([], maps:get(violations, Verdict)),
+    ?assertMatch(#{p50 := 500, p99 := 500, samples := 1}, maps:get(convergence_ms, Verdict)).
+
+same_version_different_trees_is_a_convergence_violation_test() ->
+    Lines = base() ++ burst(<<"heal">>)
+        ++ [observe(T, #{<<"a">> => [7, 1], <<"b">> => [7, 3], <<"c">> => [7, 3]}) || T <- [1500, 3000, 5900]],
+    ?assertEqual([convergence], invariants(Lines)),
+    [#{t := T, op := Op}] = maps:get(violations, check(Lines)),
+    ?assertEqual({1000 + ?GRACE + 2000, <<"heal">>}, {T, Op}).
+
+a_killed_node_left_in_the_tree_is_a_convergence_violation_test() ->
+    Lines = base() ++ [node_down(500, <<"c">>)] ++ burst(<<"kill c">>)
+        ++ [all_at(T, 6, 1, [<<"a">>, <<"b">>]) || T <- [1500, 3000, 5900]],
+    ?assertEqual([convergence], invariants(Lines)),
+    Removed = base() ++ [node_down(500, <<"c">>)] ++ burst(<<"kill c">>)
+        ++ [all_at(1500, 6, 1, [<<"a">>, <<"b">>]), all_at(4200, 7, 2, [<<"a">>, <<"b">>])],
+    ?assertEqual([], invariants(Removed)),
+    ?assertMatch(#{p50 := 3200}, maps:get(convergence_ms, check(Removed))).
+
+converging_after_grace_plus_two_seconds_is_a_violation_test() ->
+    Late = base() ++ burst(<<"kill c">>) ++ [all_at(1000 + ?GRACE + 2500, 5, 1, abc())],
+    ?assertEqual([convergence], invariants(Late)),
+    InTime = base() ++ burst(<<"kill c">>) ++ [all_at(1000 + ?GRACE + 1900, 5, 1, abc())],
+    ?assertEqual([], invariants(InTime)).
+
+a_node_alive_that_does_not_answer_is_not_converged_test() ->
+    Lines = base() ++ burst(<<"stop c">>) ++ [all_at(1500, 5, 1, [<<"a">>, <<"b">>])],
+    ?assertEqual([convergence], invariants(Lines)).
+
+final_tree_grouped_unlike_the_spec_is_a_tree_violation_test() ->
+    Wrong = base() ++ [all_at(8000, 9, 3, abc()), line(9000, <<"final">>, #{})],
+    ?assertEqual([tree], invariants(Wrong)),
+    Right = base() ++ [all_at(8000, 9, 1, abc()), line(9000, <<"final">>, #{})],
+    ?assertEqual([], invariants(Right)).
+
+a_node_alone_in_its_group_sits_in_the_parent_network_test() ->
+    %% c alone in r2: its lowest network of two or more nodes is s1, the whole tree
+    Lines = base() ++ [all_at(8000, 9, 1, abc()), line(9000, <<"final">>, #{})],
+    ?assertEqual([], invariants(Lines)).
+
+%%--------------------------------------------------------------------
+%% Placed groups
+
+placed(T, Members) ->
+    line(T, <<"placed">>, #{<<"group">> => <<"g">>, <<"members">> => Members}).
+
+settled_placed(Members) ->
+    base() ++ [all_at(500, 5, 1, abc()), placed(800, Members), line(1000, <<"final">>, #{})].
+
+placed_group_with_k_members_spread_holds_test() ->
+    ?assertEqual([], invariants(settled_placed([[<<"a">>, <<"<1.1.0>">>], [<<"c">>, <<"<2.1.0>">>]]))).
+
+placed_group_short_of_k_is_a_violation_test() ->
+    ?assertEqual([placed], invariants(settled_placed([[<<"a">>, <<"<1.1.0>">>]]))).
+
+placed_group_over_k_at_any_time_is_a_violation_test() ->
+    Members = [[<<"a">>, <<"<1.1.0>">>], [<<"c">>, <<"<2.1.0>">>], [<<"b">>, <<"<3.1.0>">>]],
+    Lines = base() ++ [all_at(500, 5, 1, abc()), placed(300, Members), placed(800, lists:droplast(Members)),
+                       line(1000, <<"final">>, #{})],
+    ?assertEqual([placed], invariants(Lines)).
+
+placed_member_on_a_dead_or_unmatching_node_is_a_violation_test() ->
+    Dead = base() ++ [node_down(200, <<"c">>), all_at(500, 6, 2, [<<"a">>, <<"b">>]), placed(800, [[<<"a">>, <<"<1.1.0>">>], [<<"c">>, <<"<2.1.0>">>]]),
+                      line(1000, <<"final">>, #{})],
+    ?assertEqual([placed], invariants(Dead)),
+    Unmatching = [node_up(0, <<"d">>, [<<"s1">>, <<"r2">>], false) | base()]
+        ++ [all_at(500, 5, 4, [<<"a">>, <<"b">>, <<"c">>, <<"d">>]),
+            tree(4, [<<"a">>, <<"b">>, <<"c">>, <<"d">>], [[<<"a">>, <<"b">>, <<"c">>, <<"d">>], [<<"a">>, <<"b">>],
+                                                           [<<"c">>, <<"d">>]]),
+            placed(800, [[<<"a">>, <<"<1.1.0>">>], [<<"d">>, <<"<2.1.0>">>]]), line(1000, <<"final">>, #{})],
+    [#{detail := Detail}] = maps:get(violations, check(Unmatching)),
+    ?assertMatch({_, _}, binary:match(Detail, <<"does not match the predicate">>)).
+
+placed_members_in_one_rack_while_another_has_room_is_a_spread_violation_test() ->
+    ?assertEqual([placed], invariants(settled_placed([[<<"a">>, <<"<1.1.0>">>], [<<"b">>, <<"<2.1.0>">>]]))).
+
+%%--------------------------------------------------------------------
+%% Subscriptions, deadlines, crashes, leftovers
+
+notify(T, Sub, Version, Hash) ->
+    line(T, <<"notify">>, #{<<"sub">> => Sub, <<"node">> => <<"a">>, <<"version">> => Version, <<"hash">> => Hash}).
+
+subscription_versions_must_increase_test() ->
+    ?assertEqual([], invariants(base() ++ [notify(1, <<"s1">>, 3, 1), notify(2, <<"s1">>, 4, 1),
+                                           notify(3, <<"s2">>, 2, 1)])),
+    ?assertEqual([subscription], invariants(base() ++ [notify(1, <<"s1">>, 4, 1), notify(2, <<"s1">>, 4, 1)])).
+
+subscription_after_missed_versions_gets_the_whole_tree_test() ->
+    Whole = base() ++ [notify(1, <<"s1">>, 3, 1), notify(2, <<"s1">>, 8, 1)],
+    ?assertEqual([], invariants(Whole)),
+    Part = [tree(9, [], []) | base()] ++ [notify(1, <<"s1">>, 3, 1), notify(2, <<"s1">>, 8, 9)],
+    ?assertEqual([subscription], invariants(Part)).
+
+deadline_overrun_is_a_violation_test() ->
+    Call = fun(Elapsed) -> line(5, <<"choose">>, #{<<"node">> => <<"a">>, <<"deadline_ms">> => 2000,
+                                                  <<"elapsed_ms">> => Elapsed}) end,
+    ?assertEqual([], invariants(base() ++ [Call(2900)])),
+    ?assertEqual([deadline], invariants(base() ++ [Call(3500)])).
+
+crash_report_is_a_violation_test() ->
+    ?assertEqual([crash], invariants(base() ++ [line(7, <<"crash">>, #{<<"node">> => <<"a">>,
+                                                                        <<"result">> => <<"terrain_live">>})])).
+
+leftover_is_a_violation_test() ->
+    ?assertEqual([], invariants(base() ++ [line(9, <<"leftover">>, #{<<"result">> => []})])),
+    ?assertEqual([leftover], invariants(base() ++ [line(9, <<"leftover">>, #{<<"result">> => [<<"VM x">>]})])).
+
+faults_counted_and_failed_ones_listed_test() ->
+    Lines = base() ++ [line(1, <<"kill">>, #{<<"node">> => <<"c">>}),
+                       line(2, <<"join">>, #{<<"node">> => null, <<"result">> => <<"no room">>}),
+                       line(3, <<"cont">>, #{<<"node">> => <<"a">>})],
+    Verdict = check(Lines),
+    ?assertEqual(1, maps:get(faults, Verdict)),
+    ?assertMatch([#{op := <<"join">>, result := <<"no room">>}], maps:get(fault_errors, Verdict)).
+
+percentile_test() ->
+    ?assertEqual(null, terrain_lab_chaos_checker:percentile([], 50)),
+    ?assertEqual(3, terrain_lab_chaos_checker:percentile([5, 1, 3, 2, 4], 50)),
+    ?assertEqual(100, terrain_lab_chaos_checker:percentile(lists:seq(1, 100), 99) + 1).
+
+%%--------------------------------------------------------------------
+%% The schedule
+
+model() ->
+    #{nodes => [#{name => list_to_atom("n" ++ integer_to_list(I)), path => [site(I), rack(I)], worker => true}
+                || I <- lists:seq(1, 12)],
+      racks => lists:usort([[site(I), rack(I)] || I <- lists:seq(1, 12)]),
+      protected => n9}.
+
+site(I) -> list_to_atom("s" ++ integer_to_list(I rem 2)).
+rack(I) -> list_to_atom("r" ++ integer_to_list(I rem 4)).
+
+plan(Seed, Faults) ->
+    terrain_lab_chaos_schedule:plan(model(), #{seed => Seed, duration_ms => 300000, faults => Faults,
+                                               grace_ms => ?GRACE}).
+
+all_faults() ->
+    terrain_lab_chaos_schedule:fault_ops().
+
+same_seed_same_schedule_test() ->
+    ?assertEqual(plan(7, all_faults()), plan(7, all_faults())),
+    ?assertNotEqual(plan(7, all_faults()), plan(8, all_faults())).
+
+schedule_uses_only_the_faults_allowed_within_the_duration_test() ->
+    Bursts = plan(3, [kill, partition]),
+    Ops = lists:usort([Op || #{actions := As} <- Bursts, #{op := Op} <- As]),
+    ?assertEqual([heal, kill, partition], Ops),
+    ?assert(lists:all(fun(#{at := At, length := L}) -> At + L =< 300000 end, Bursts)),
+    ?assert(terrain_lab_chaos_schedule:count_faults(Bursts) > 20).
+
+schedule_never_targets_the_protected_node_test() ->
+    Targets = [N || #{actions := As} <- plan(5, all_faults()), #{op := Op, node := N} <- As,
+                    lists:member(Op, [kill, stop, leave, move])],
+    ?assertNot(lists:member(n9, Targets)),
+    ?assert(length(Targets) > 10).
+
+schedule_keeps_three_quarters_of_the_nodes_test() ->
+    Alive = lists:foldl(fun(#{op := Op, node := N}, Acc) when Op =:= kill; Op =:= leave -> Acc -- [N];
+                           (#{op := join, node := N}, Acc) -> [N | Acc];
+                           (_, Acc) -> Acc
+                        end, [N || #{name := N} <- maps:get(nodes, model())],
+                        [A || #{actions := As} <- plan(11, [kill, leave, join]), A <- As]),
+    ?assert(length(Alive) >= 9).
+
+schedule_never_stops_a_vm_during_a_partition_test() ->
+    Overlap = [B || #{burst := B, actions := As} <- plan(13, all_faults()),
+                    lists:any(fun(#{op := stop}) -> true; (_) -> false end, As),
+                    lists:any(fun(#{op := partition}) -> true; (_) -> false end, As),
+                    overlapping(As)],
+    ?assertEqual([], Overlap).
+
+%% A stop whose node is still stopped when a partition starts, or the other way round.
+overlapping(Actions) ->
+    Stopped = fun(S) -> maps:get(stopped, S, 0) > 0 end,
+    {_, Bad} = lists:foldl(fun(#{op := stop}, {S, B}) ->
+                                   {S#{stopped => maps:get(stopped, S, 0) + 1}, B orelse is_map_key(partition, S)};
+                              (#{op := cont}, {S, B}) -> {S#{stopped => maps:get(stopped, S) - 1}, B};
+                              (#{op := partition}, {S, B}) -> {S#{partition => true}, B orelse Stopped(S)};
+                              (#{op := heal}, {S, B}) -> {maps:remove(partition, S), B};
+                              (_, Acc) -> Acc
+                           end, {#{}, false}, Actions),
+    Bad.
