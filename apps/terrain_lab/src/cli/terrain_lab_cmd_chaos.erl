@@ -56,10 +56,11 @@ run(Options, [SpecFile], Io) ->
                undefined -> erlang:system_time(microsecond) rem (1 bsl 32);
                S -> S
            end,
-    Faults = [list_to_atom(F) || F <- case maps:get(faults, Options, []) of
-                                                   [] -> ?FAULTS;
-                                                   Given -> lists:usort(Given)
-                                               end],
+    %% sorted: the schedule depends on the set of faults, not on the order they are named in
+    Faults = [list_to_atom(F) || F <- lists:usort(case maps:get(faults, Options, []) of
+                                                      [] -> ?FAULTS;
+                                                      Given -> Given
+                                                  end)],
     case out_dir(Options) of
         {ok, Out} ->
             terrain_lab_io:progress(Io, "chaos: seed ~b (reproduce: terrain chaos ~ts --seed ~b --duration ~b"
