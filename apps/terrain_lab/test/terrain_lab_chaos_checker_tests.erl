@@ -121,8 +121,8 @@ placed_group_over_k_at_any_time_is_a_violation_test() ->
     ?assertEqual([placed], invariants(Lines)).
 
 placed_member_on_a_dead_or_unmatching_node_is_a_violation_test() ->
-    Dead = base() ++ [node_down(200, <<"c">>), all_at(500, 6, 2, [<<"a">>, <<"b">>]), placed(800, [[<<"a">>, <<"<1.1.0>">>], [<<"c">>, <<"<2.1.0>">>]]),
-                      line(1000, <<"final">>, #{})],
+    Dead = base() ++ [node_down(200, <<"c">>), all_at(500, 6, 2, [<<"a">>, <<"b">>]),
+                      placed(800, [[<<"a">>, <<"<1.1.0>">>], [<<"c">>, <<"<2.1.0>">>]]), line(1000, <<"final">>, #{})],
     ?assertEqual([placed], invariants(Dead)),
     Unmatching = [node_up(0, <<"d">>, [<<"s1">>, <<"r2">>], false) | base()]
         ++ [all_at(500, 5, 4, [<<"a">>, <<"b">>, <<"c">>, <<"d">>]),

@@ -192,7 +192,8 @@ running(#{roster := Roster, history := History} = Context, #{bursts := Bursts, m
                Clients = terrain_lab_chaos_clients:start(#{history => History, roster => Roster, anchor => Anchor,
                                                            groups => ?GROUPS, seed => Seed}),
                ok = terrain_lab_cleanup:remove(Cleanup),
-               ok = terrain_lab_cleanup:add(Cleanup, interrupted([self() | Clients], History, Dir, Prefix, Quiet)),
+               ok = terrain_lab_cleanup:add(Cleanup, interrupted([self() | Clients], {History, Roster}, Dir, Prefix,
+                                                                 Quiet)),
                try
                    ok = terrain_lab_chaos_nemesis:run(Bursts, Context),
                    Alive = length([x || {_, _, _, S} <- ets:tab2list(Roster), S =/= dead]),
@@ -241,16 +242,20 @@ start_groups(Anchor, Groups) ->
 %% The cluster stopped, what is left recorded as the history's last line, the history
 %% closed.
 close(#{history := History, roster := Roster}, Dir, Prefix, Quiet) ->
+    ok = resume(Roster),
     Left = stop(Dir, Prefix, Quiet),
     terrain_lab_chaos_history:log(History, null, leftover, Left),
     _ = terrain_lab_chaos_history:stop(History),
     ets:delete(Roster).
 
-%% Stops the cluster; returns what is left afterwards: VMs of the state, epmd names of
-%% the prefix, CPU cgroups of the prefix.
+%% Stops the cluster; returns what is left afterwards: VMs of the state (waited for up
+%% to 5 s: a VM killed a moment ago may not be gone yet), epmd names of the prefix, CPU
+%% cgroups of the prefix.
 stop(Dir, Prefix, Quiet) ->
     _ = terrain_lab_launch_stop:stop(Dir, ?STOP_TIMEOUT, #{io => Quiet, force => true}),
-    Late = [iolist_to_binary(["VM ", N]) || {N, _} <- terrain_lab_launch_stop:stop_unrecorded(Dir, Quiet)],
+    _ = terrain_lab_launch_stop:stop_unrecorded(Dir, Quiet),
+    Marker = unicode:characters_to_binary(filename:join(filename:absname(Dir), "nodes") ++ "/"),
+    Late = [iolist_to_binary(["VM ", P]) || P <- still_running(Marker, erlang:monotonic_time(millisecond) + 5000)],
     Names = case net_adm:names() of
                 {ok, Registered} -> [iolist_to_binary(["epmd name ", N]) || {N, _} <- Registered,
                                                                           lists:prefix(Prefix, N)];
@@ -259,13 +264,33 @@ stop(Dir, Prefix, Quiet) ->
     Cgroups = [iolist_to_binary(["cgroup ", G]) || G <- filelib:wildcard("/sys/fs/cgroup/cpu/*" ++ Prefix ++ "*")],
     Late ++ Names ++ Cgroups.
 
-%% SIGTERM: the run and its clients suspended, the cluster stopped, the history closed.
-interrupted(Pids, History, Dir, Prefix, Quiet) ->
+%% The OS pids whose command line names `Marker', once none does or at the deadline.
+still_running(Marker, Deadline) ->
+    Pids = [P || "/proc/" ++ P <- filelib:wildcard("/proc/[0-9]*"), P =/= os:getpid(),
+                 case file:read_file("/proc/" ++ P ++ "/cmdline") of
+                     {ok, Cmdline} -> binary:match(Cmdline, Marker) =/= nomatch;
+                     {error, _} -> false
+                 end],
+    case Pids =/= [] andalso erlang:monotonic_time(millisecond) < Deadline of
+        true -> receive after 100 -> still_running(Marker, Deadline) end;
+        false -> Pids
+    end.
+
+%% Stopped VMs (SIGSTOP) get SIGCONT, so that they can halt when asked.
+resume(Roster) ->
+    _ = [terrain_lab_os:signal(OsPid, "CONT") || {_, _, OsPid, stopped} <- ets:tab2list(Roster)],
+    ok.
+
+%% SIGTERM: the run and its clients suspended, the stopped VMs resumed, the cluster
+%% stopped, the history closed (`Running': `none' before it is open, else `{History,
+%% Roster}').
+interrupted(Pids, Running, Dir, Prefix, Quiet) ->
     fun() ->
             _ = [catch erlang:suspend_process(P) || P <- Pids],
+            _ = [resume(Roster) || {_, Roster} <- [Running]],
             Left = stop(Dir, Prefix, Quiet),
-            _ = History =/= none andalso terrain_lab_chaos_history:log(History, null, leftover, Left),
-            _ = History =/= none andalso terrain_lab_chaos_history:stop(History),
+            _ = [terrain_lab_chaos_history:log(History, null, leftover, Left) || {History, _} <- [Running]],
+            _ = [terrain_lab_chaos_history:stop(History) || {History, _} <- [Running]],
             io:format(standard_error, "terrain chaos: interrupted; ~ts; the history so far is in ~ts~n",
                       [case Left of
                            [] -> "its cluster was stopped";

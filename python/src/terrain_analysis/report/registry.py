@@ -7,6 +7,7 @@ from terrain_analysis.bench import read_sweep
 from terrain_analysis.collective import read_collective
 from terrain_analysis.experiment_plots import read_attribute_times
 from terrain_analysis.formats import KINDS, tag
+from terrain_analysis.report.chaos import render_checker
 from terrain_analysis.report.cluster import render_attributes, render_cluster
 from terrain_analysis.report.durations import render_durations, render_gev_fit
 from terrain_analysis.report.model import Renderer
@@ -41,6 +42,7 @@ RENDERERS: dict[str, Renderer] = {
         {"attributes.csv": read_attribute_times},
     ),
     "live": summary_renderer("Live cluster", _formats("live")),
+    "checker": render_checker,
     "scale": summary_renderer("Scaling with the cluster size", _formats("scale")),
     "bench_summary": summary_renderer("DE-Bench summary", _formats("bench_summary")),
     "bench_sweep": summary_renderer("DE-Bench sweep", _formats("bench_sweep"), {"sweep.csv": read_sweep}),
