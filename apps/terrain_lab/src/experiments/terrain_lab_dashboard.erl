@@ -23,9 +23,10 @@
 %% the sequencer: a crash, removed after the grace period unless it comes back),
 %% `leaving' (in the tree, no longer recorded: `terrain down --nodes' stopped it).
 %%
-%% Extension point: a producer of other timelines (the chaos runs of `terrain chaos')
-%% adds a snapshot key and an event name here and a panel in the page; nothing of the
-%% kind exists yet.
+%% A chaos run (`terrain chaos', whose cluster's state directory is `OUT/state'): its
+%% history is read as it grows (terrain_lab_dashboard_chaos) and its timeline is the
+%% snapshot key `chaos' and the event `chaos' (new rows); another producer of
+%% timelines would add its key and event the same way.
 -module(terrain_lab_dashboard).
 -behaviour(gen_server).
 
@@ -95,7 +96,8 @@ attributes(View, Node) ->
 
 %% @doc Subscribes the caller to the view's events: `{terrain_dashboard, Name,
 %% JsonData}' messages, Name one of `tree', `nodes', `attributes' (per node, the names
-%% whose values changed: new value or `null'), `groups', `change', `probe'. Returns the
+%% whose values changed: new value or `null'), `groups', `change', `probe', `chaos' (rows
+%% of a chaos run's timeline). Returns the
 %% snapshot the events build on, without attributes (a page asks for a node's).
 -spec subscribe(pid()) -> iodata().
 subscribe(View) ->
@@ -129,7 +131,7 @@ init(#{state_dir := Dir, runs_dir := RunsDir}) ->
               live => unknown, tree => null, version => null, sequencer => null,
               members => [], leaving => [], subscription => none,
               attributes => #{}, groups => [], changes => [], probe => null, probe_file => none,
-              node_states => #{}},
+              node_states => #{}, chaos => terrain_lab_dashboard_chaos:new(Dir)},
     %% connected and subscribed before the first page asks
     #{recorded := Recorded} = State1 = read_state(State),
     ok = connect_recorded(Recorded),
@@ -196,8 +198,15 @@ handle_info(_Msg, State) ->
 %% The state file when it changed; a subscription when there is none; the live status
 %% and connections to recorded nodes in a worker.
 tick(State) ->
-    #{recorded := Recorded, subscription := Subscription} = State1 = resubscribe(read_state(State)),
+    #{recorded := Recorded, subscription := Subscription} = State1 = resubscribe(chaos(read_state(State))),
     worker(status, fun() -> status(Recorded, Subscription) end, State1).
+
+%% The rows a chaos run's history gained since the last tick, sent to the pages.
+chaos(#{chaos := Chaos} = State) ->
+    case terrain_lab_dashboard_chaos:read(Chaos) of
+        {[], Chaos1} -> State#{chaos := Chaos1};
+        {Rows, Chaos1} -> broadcast(chaos, Rows, State#{chaos := Chaos1})
+    end.
 
 read_state(#{dir := Dir, state_mtime := Seen} = State) ->
     File = filename:join(Dir, "cluster.json"),
@@ -473,6 +482,7 @@ snapshot_of(#{replay := Snapshot}) ->
 snapshot_of(#{cluster := Cluster, levels := Levels, changes := Changes, groups := Groups, probe := Probe} = State) ->
     (tree_event(State))#{format => ?FORMAT, cluster => Cluster, levels => Levels, nodes => nodes_json(State),
                          groups => Groups, changes => Changes, probe => Probe,
+                         chaos => terrain_lab_dashboard_chaos:rows(maps:get(chaos, State)),
                          taken_at => terrain_lab_run:timestamp()}.
 
 decode_snapshot(File, Binary) ->
