@@ -13,7 +13,8 @@
 %%     exactly the nodes alive of its smallest group of the spec that has two or more;</li>
 %% <li>`placed': at the end of each quiet period every group has exactly K members,
 %%     with distinct processes, on nodes alive that match its predicate (`worker'),
-%%     spread with a skew of at most 1 over the domains that still have room; and
+%%     spread with a skew of at most 1 over the domains that still have room (when the
+%%     tree groups the nodes as the spec does: joins measured, moves re-measured); and
 %%     never more than K members at any time;</li>
 %% <li>`subscription': each subscription sees increasing versions, and a message
 %%     after missed versions carries a whole tree (a topology with nodes, not a change);</li>
@@ -52,7 +53,7 @@ check(Header, Lines) ->
     Violations = lists:sort(fun(A, B) -> maps:get(t, A) =< maps:get(t, B) end,
                             lists:append([[V || #{violation := V} <- Bursts],
                                            final(Lines, World),
-                                           placed(Header, Lines, World),
+                                           placed(Header, Lines, grouped(Bursts, Lines, World)),
                                            subscriptions(Lines, World),
                                            deadlines(Lines),
                                            crashes(Lines),
@@ -239,7 +240,7 @@ final_tree(Last, Alive, #{trees := Trees} = World, T) ->
 %%--------------------------------------------------------------------
 %% Internal: placed groups
 
-placed(Header, Lines, _World) ->
+placed(Header, Lines, Grouped) ->
     Groups = maps:from_list([{get(<<"name">>, G), G} || G <- maps:get(<<"groups">>, Header, [])]),
     Placed = [L || L <- Lines, get(<<"op">>, L) =:= <<"placed">>, is_map_key(get(<<"group">>, L), Groups)],
     Over = [#{t => get(<<"t">>, L), invariant => placed, op => <<"placed">>,
@@ -250,7 +251,8 @@ placed(Header, Lines, _World) ->
     Ends = [get(<<"t">>, L) || L <- Lines, lists:member(get(<<"op">>, L), [<<"burst_start">>, <<"final">>])],
     Settled = [last_before(E, [P || P <- Placed, get(<<"group">>, P) =:= Name])
                || E <- Ends, Name <- maps:keys(Groups)],
-    Over ++ lists:append([placed_ok(P, maps:get(get(<<"group">>, P), Groups), alive_after(Lines, get(<<"t">>, P)))
+    Over ++ lists:append([placed_ok(P, maps:get(get(<<"group">>, P), Groups), alive_after(Lines, get(<<"t">>, P)),
+                                    Grouped(get(<<"t">>, P)))
                           || P <- Settled, P =/= none]).
 
 last_before(T, Lines) ->
@@ -259,8 +261,24 @@ last_before(T, Lines) ->
         [] -> none
     end.
 
-%% A settled group: K members with distinct pids on live matching nodes, spread.
-placed_ok(P, Group, Alive) ->
+%% Whether the tree grouped the nodes as the spec did at time T: the grouping of the
+%% last burst judged before T (a group spreads over the tree's domains; the spec's
+%% become the tree's only once joins are measured and moves re-measured).
+grouped(Bursts, Lines, World) ->
+    Final = case [get(<<"t">>, L) || L <- Lines, get(<<"op">>, L) =:= <<"final">>] of
+                [T | _] -> final(Lines, World) =:= [] andalso {T, true};
+                [] -> false
+            end,
+    fun(T) ->
+            case [{E, G} || #{'end' := E, grouping := G} <- Bursts, E =< T] ++ [F || {E, _} = F <- [Final], E =< T] of
+                [] -> true;
+                Judged -> element(2, lists:max(Judged))
+            end
+    end.
+
+%% A settled group: K members with distinct pids on live matching nodes, spread (when
+%% the tree groups the nodes as the spec does).
+placed_ok(P, Group, Alive, Grouped) ->
     Members = get(<<"members">>, P),
     K = get(<<"count">>, Group),
     Nodes = [N || [N, _Pid] <- Members],
@@ -270,7 +288,7 @@ placed_ok(P, Group, Alive) ->
         ++ [io_lib:format("a member on ~ts, which does not match the predicate", [N])
             || N <- Nodes, get(<<"worker">>, Group) =:= true,
                maps:get(worker, maps:get(N, Alive, #{worker => true})) =/= true]
-        ++ spread(Nodes, Group, Alive),
+        ++ [S || Grouped, S <- spread(Nodes, Group, Alive)],
     [#{t => get(<<"t">>, P), invariant => placed, op => <<"placed">>,
        detail => iolist_to_binary(io_lib:format("group ~ts (members on ~0tp): ~ts",
                                                 [get(<<"name">>, Group), Nodes, lists:join("; ", Problems)]))}

@@ -4,8 +4,9 @@
 %% grace period. The same arguments give the same schedule, so a failing run is
 %% reproduced by its seed (docs/RELIABILITY.md).
 %%
-%% Faults come in bursts: each burst lasts 1 to 4 s and holds up to 6 faults at
-%% increasing times; a quiet period of grace + 2.5 to 4 s follows, in which the checker
+%% Faults come in bursts: each burst lasts 1 to 4 s and holds 2 to 8 faults at
+%% increasing times (fewer when some are not possible then); a quiet period of grace +
+%% 2.2 to 3.5 s follows, in which the checker
 %% expects the cluster to converge. Faults that last (a stopped VM, a partition, a
 %% slow link) end within their burst. The schedule keeps a model of the cluster (the
 %% nodes alive and their groups, the stopped ones, the partition), so that every
@@ -66,10 +67,10 @@ bursts(I, At, Model, #{duration_ms := Duration, grace_ms := Grace} = Options, St
         true ->
             lists:reverse(Acc);
         false ->
-            {K, S2} = uniform(1, 6, S1),
+            {K, S2} = uniform(2, 8, S1),
             {Times, S3} = times(K, Length, S2),
             {Actions, State1} = faults(Times, Length, Model, Options, State#{rand := S3}, #{}, []),
-            {Quiet, S4} = uniform(Grace + 2500, Grace + 4000, maps:get(rand, State1)),
+            {Quiet, S4} = uniform(Grace + 2200, Grace + 3500, maps:get(rand, State1)),
             Burst = #{burst => I, at => At, length => Length,
                       actions => lists:sort(fun(A, B) -> maps:get(at, A) =< maps:get(at, B) end, Actions)},
             bursts(I + 1, At + Length + Quiet, Model, Options, State1#{rand := S4}, [Burst | Acc])
