@@ -218,6 +218,7 @@ def test_the_tree_renders_256_nodes_and_search_narrows_it(replay_256: str, tmp_p
         assert page.evaluate("document.querySelector('button[data-node=\"syn_s1r1n4@vm\"]').dataset.state") == "suspect"
         assert page.evaluate("document.querySelectorAll('#change-rows tr').length") == 55
         assert page.evaluate("document.getElementById('probe-map').width") == 256
+        assert page.evaluate("document.getElementById('chaos-section').hidden")  # not a chaos run
         page.screenshot(tmp_path / "dashboard-256.png")
         page.evaluate("(i => { i.value = 's3r5'; i.dispatchEvent(new Event('input')); })"
                       "(document.getElementById('search'))")
@@ -266,3 +267,35 @@ def test_keyboard_reaches_search_tree_and_nodes_and_everything_is_labelled(repla
         page.evaluate("document.querySelector('#tree details details summary').focus()")
         page.key("Enter", "Enter", 13, "\r")
         assert page.evaluate("document.querySelector('#tree details details').open") is False
+
+
+# --------------------------------------------------------------------------------------------
+# A chaos run's timeline (terrain chaos; docs/DASHBOARD.md, "A chaos run")
+
+
+@pytest.mark.browser
+def test_a_chaos_run_shows_its_timeline_of_faults_and_versions(tmp_path: Path) -> None:
+    snapshot = synthetic_snapshot()
+    snapshot["chaos"] = [
+        {"t": 5000, "op": "burst_start", "burst": 1},
+        {"t": 5100, "op": "kill", "node": "syn_s1r1n1@vm", "result": "ok", "burst": 1},
+        {"t": 5200, "op": "join", "node": None, "result": "network emulation failed", "burst": 1},
+        {"t": 5300, "op": "partition", "node": None, "result": "ok", "burst": 1},
+        {"t": 6500, "op": "heal", "node": None, "result": "ok", "burst": 1},
+        {"t": 7000, "op": "burst_end", "burst": 1},
+        {"t": 7100, "op": "versions", "version": 5, "pairs": 2},
+        {"t": 9000, "op": "versions", "version": 6, "pairs": 1},
+    ]
+    file = tmp_path / "state.json"
+    file.write_text(json.dumps(snapshot))
+    with dashboard("--replay", str(file)) as url, open_page(url, width=1400, height=1000) as page:
+        page.wait_until(READY, 10)
+        assert not page.evaluate("document.getElementById('chaos-section').hidden")
+        # one burst band and a mark for each fault or end (kill, the failed join, partition, heal)
+        assert page.evaluate("document.querySelectorAll('#chaos-svg rect').length") == 5
+        assert page.evaluate("document.querySelectorAll('#chaos-svg circle').length") == 1  # two version/tree pairs
+        assert page.evaluate("document.querySelectorAll('#chaos-rows tbody tr').length") == 6
+        assert page.evaluate("document.getElementById('chaos-sum').textContent").startswith(
+            "2 faults injected in 1 bursts; version 6, one version and tree on every node")
+        page.screenshot(tmp_path / "dashboard-chaos.png")
+        assert only_same_origin(page) == []

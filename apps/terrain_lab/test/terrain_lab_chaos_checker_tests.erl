@@ -176,6 +176,19 @@ leftover_is_a_violation_test() ->
     ?assertEqual([], invariants(base() ++ [line(9, <<"leftover">>, #{<<"result">> => []})])),
     ?assertEqual([leftover], invariants(base() ++ [line(9, <<"leftover">>, #{<<"result">> => [<<"VM x">>]})])).
 
+crash_reports_of_terrain_processes_are_recognised_test() ->
+    Crash = fun(Initial) -> #{level => error, meta => #{},
+                              msg => {report, #{label => {proc_lib, crash},
+                                                report => [[{initial_call, Initial}, {registered_name, []},
+                                                            {error_info, {error, badarg, []}}], []]}}} end,
+    ?assertMatch(<<"{proc_lib,crash} of ", _/binary>>,
+                 terrain_lab_chaos_log:crash_text(Crash({terrain_placed_keeper, init, 1}))),
+    ?assertEqual(none, terrain_lab_chaos_log:crash_text(Crash({my_app_worker, init, 1}))),
+    Server = #{level => error, meta => #{},
+               msg => {report, #{label => {gen_server, terminate}, name => terrain_live, reason => boom}}},
+    ?assertNotEqual(none, terrain_lab_chaos_log:crash_text(Server)),
+    ?assertEqual(none, terrain_lab_chaos_log:crash_text(#{level => error, meta => #{}, msg => {string, "x"}})).
+
 faults_counted_and_failed_ones_listed_test() ->
     Lines = base() ++ [line(1, <<"kill">>, #{<<"node">> => <<"c">>}),
                        line(2, <<"join">>, #{<<"node">> => null, <<"result">> => <<"no room">>}),

@@ -21,8 +21,7 @@
 %% API
 -export([start/1,
          stop/1,
-         observe_here/0,
-         tree_line/1]).
+         observe_here/0]).
 
 %% exports_not_used: observe_here/0 runs on the cluster's nodes (erpc).
 -ignore_xref([{observe_here, 0}]).
@@ -67,7 +66,7 @@ observe_here() ->
         Other -> {error, Other}
     end.
 
-%% @doc The history's `tree' line of a tree: its hash, nodes and networks (each as the
+%% The history's `tree' line of a tree: its hash, nodes and networks (each as the
 %% sorted list of its nodes).
 -spec tree_line(terrain:topology_tree()) -> {integer(), map()}.
 tree_line(Tree) ->
