@@ -173,11 +173,21 @@ why_not(O, Alive, #{trees := Trees}) ->
     Seen = get(<<"result">>, O),
     Expected = lists:sort(maps:keys(Alive)),
     Pairs = lists:usort(maps:values(Seen)),
-    Missing = Expected -- maps:keys(Seen),
-    Trees1 = [{V, maps:get(nodes, maps:get(H, Trees, #{nodes => []}))} || [V, H] <- Pairs],
-    io_lib:format("the last round (t = ~b ms) saw ~b version/tree pair(s) ~0tp; nodes alive that did not answer: "
-                  "~0tp; nodes alive: ~0tp; the trees' nodes: ~0tp",
-                  [get(<<"t">>, O), length(Pairs), [[V, H] || [V, H] <- Pairs], Missing, Expected, Trees1]).
+    Tree = fun(null) -> "no tree";
+              (H) -> io_lib:format("tree ~w of ~b nodes", [H, length(maps:get(nodes, maps:get(H, Trees, #{nodes => []})))])
+           end,
+    Held = [io_lib:format("version ~w with ~ts (held by ~ts)",
+                          [V, Tree(H), names(lists:sort([N || {N, P} <- maps:to_list(Seen), P =:= [V, H]]))])
+            || [V, H] <- Pairs],
+    io_lib:format("the last round (t = ~b ms) saw ~ts; nodes alive that did not answer: ~ts; nodes alive: ~ts",
+                  [get(<<"t">>, O), lists:join("; ", Held), names(Expected -- maps:keys(Seen)), names(Expected)]).
+
+%% Node names (binaries) as text: `a, b, c', `none'.
+names([]) -> "none";
+names(Nodes) -> lists:join(", ", [text(N) || N <- Nodes]).
+
+text(B) when is_binary(B) -> B;
+text(Other) -> io_lib:format("~0tp", [Other]).
 
 %% Each node's lowest network in the tree holds exactly its group's nodes alive.
 grouping_ok(O, Alive, #{trees := Trees}) ->
@@ -234,9 +244,9 @@ final_tree(Last, Alive, #{trees := Trees} = World, T) ->
                 Misplaced ->
                     [#{t => T, invariant => tree, op => <<"final">>,
                        detail => iolist_to_binary(
-                                   io_lib:format("the final tree groups ~0tp unlike the spec (their lowest "
+                                   io_lib:format("the final tree groups ~ts unlike the spec (their lowest "
                                                  "networks do not hold exactly their groups' nodes)",
-                                                 [lists:sort(Misplaced)]))}]
+                                                 [names(lists:sort(Misplaced))]))}]
             end
     end.
 
@@ -293,8 +303,8 @@ placed_ok(P, Group, Alive, Grouped) ->
                maps:get(worker, maps:get(N, Alive, #{worker => true})) =/= true]
         ++ [S || Grouped, S <- spread(Nodes, Group, Alive)],
     [#{t => get(<<"t">>, P), invariant => placed, op => <<"placed">>,
-       detail => iolist_to_binary(io_lib:format("group ~ts (members on ~0tp): ~ts",
-                                                [get(<<"name">>, Group), Nodes, lists:join("; ", Problems)]))}
+       detail => iolist_to_binary(io_lib:format("group ~ts (members on ~ts): ~ts",
+                                                [get(<<"name">>, Group), names(Nodes), lists:join("; ", Problems)]))}
      || Problems =/= []].
 
 %% Max skew 1: no domain has two members more than a domain that still has room.
@@ -310,7 +320,8 @@ spread(Nodes, Group, Alive) ->
             Count = fun(D) -> length([N || N <- Nodes, is_map_key(N, Alive), Domain(N) =:= D]) end,
             Room = fun(D) -> length([N || N <- Eligible, Domain(N) =:= D]) > Count(D) end,
             Max = lists:max([0 | [Count(D) || D <- Domains]]),
-            [io_lib:format("domain ~0tp has ~b members while ~0tp has ~b and room for more", [DMax, Max, D, Count(D)])
+            [io_lib:format("domain ~ts has ~b members while ~ts has ~b and room for more",
+                           [lists:join("/", DMax), Max, lists:join("/", D), Count(D)])
              || D <- Domains, Room(D), Count(D) < Max - 1, DMax <- [hd([X || X <- Domains, Count(X) =:= Max])]]
     end.
 
@@ -348,7 +359,7 @@ whole_tree(L, #{nodes := Nodes}, Prev, Acc) ->
 
 sub_violation(L, Text) ->
     #{t => get(<<"t">>, L), invariant => subscription, op => <<"notify">>,
-      detail => iolist_to_binary(io_lib:format("subscription ~0tp on ~ts: ~ts",
+      detail => iolist_to_binary(io_lib:format("subscription ~ts on ~ts: ~ts",
                                                [get(<<"sub">>, L), get(<<"node">>, L), Text]))}.
 
 deadlines(Lines) ->
@@ -367,7 +378,7 @@ crashes(Lines) ->
 
 leftovers(Lines) ->
     [#{t => get(<<"t">>, L), invariant => leftover, op => <<"leftover">>,
-       detail => iolist_to_binary(io_lib:format("left after the run: ~0tp", [get(<<"result">>, L)]))}
+       detail => iolist_to_binary(io_lib:format("left after the run: ~ts", [names(get(<<"result">>, L))]))}
      || L <- Lines, get(<<"op">>, L) =:= <<"leftover">>, get(<<"result">>, L) =/= []].
 
 %% Versions seen with more than one tree (a partition's sides at equal versions): not
