@@ -174,7 +174,8 @@ why_not(O, Alive, #{trees := Trees}) ->
     Expected = lists:sort(maps:keys(Alive)),
     Pairs = lists:usort(maps:values(Seen)),
     Tree = fun(null) -> "no tree";
-              (H) -> io_lib:format("tree ~w of ~b nodes", [H, length(maps:get(nodes, maps:get(H, Trees, #{nodes => []})))])
+              (H) -> io_lib:format("tree ~w of ~b nodes",
+                                   [H, length(maps:get(nodes, maps:get(H, Trees, #{nodes => []})))])
            end,
     Held = [io_lib:format("version ~w with ~ts (held by ~ts)",
                           [V, Tree(H), names(lists:sort([N || {N, P} <- maps:to_list(Seen), P =:= [V, H]]))])
