@@ -8,12 +8,14 @@
 -export([suite/0, all/0, init_per_testcase/2, end_per_testcase/2]).
 -export([join_and_leave_reach_every_node_in_one_order/0, join_and_leave_reach_every_node_in_one_order/1,
          a_partitioned_node_catches_up_when_it_reconnects/0, a_partitioned_node_catches_up_when_it_reconnects/1,
-         subscribe_without_live_is_refused/0, subscribe_without_live_is_refused/1]).
+         subscribe_without_live_is_refused/0, subscribe_without_live_is_refused/1,
+         a_healed_partition_with_joins_on_both_sides_converges/0,
+         a_healed_partition_with_joins_on_both_sides_converges/1]).
 
 suite() -> [{timetrap, {minutes, 2}}].
 
 all() -> [subscribe_without_live_is_refused, join_and_leave_reach_every_node_in_one_order,
-          a_partitioned_node_catches_up_when_it_reconnects].
+          a_partitioned_node_catches_up_when_it_reconnects, a_healed_partition_with_joins_on_both_sides_converges].
 
 init_per_testcase(Case, Config) ->
     ok = terrain_test_peers:ensure_distributed(),
@@ -83,8 +85,9 @@ a_partitioned_node_catches_up_when_it_reconnects(Config) ->
     ok = terrain_test_peers:wait_until(fun() -> same_everywhere(Peers, 0, fun(Ns) -> length(Ns) =:= 3 end) andalso
                                                     lists:all(fun(P) -> length(maps:get(members, terrain_test_peers:call(P, terrain, live_status, []))) =:= 3 end, Peers)
                                        end, 15000, "three members, one tree of three at version 0"),
-    %% the cut: p3 drops both connections (global's partition prevention is off on the peers)
-    [true = terrain_test_peers:call(P3, erlang, disconnect_node, [N]) || N <- [N1, N2]],
+    %% the cut: p3 drops both connections and refuses new ones (global's partition
+    %% prevention is off on the peers)
+    ok = cut([P3], [N1, N2]),
     Side12 = fun() -> same_everywhere(Peers -- [P3], 1, fun(Ns) -> lists:sort(Ns) =:= [N1, N2] end) end,
     Side3 = fun() -> case {terrain_test_peers:call(P3, terrain, live_status, []), terrain_test_peers:call(P3, terrain, topology, [])} of
                          {#{version := V}, T} -> V >= 1 andalso leaves(T) =:= [N3];
@@ -94,6 +97,7 @@ a_partitioned_node_catches_up_when_it_reconnects(Config) ->
     ct:pal("during the partition: p1 ~p ~p~np3 ~p ~p",
            [terrain_test_peers:call(P1, terrain, live_status, []), terrain_test_peers:call(P1, terrain, topology, []),
             terrain_test_peers:call(P3, terrain, live_status, []), terrain_test_peers:call(P3, terrain, topology, [])]),
+    ok = heal([P3], [N1, N2]),
     true = terrain_test_peers:call(P3, net_kernel, connect_node, [N1]),
     ok = terrain_test_peers:wait_until(
            fun() ->
@@ -106,7 +110,89 @@ a_partitioned_node_catches_up_when_it_reconnects(Config) ->
                                        terrain_test_peers:call(P1, terrain, topology, [])]),
     [{peers, Peers}].
 
+a_healed_partition_with_joins_on_both_sides_converges() ->
+    [{doc, "Sites sa (a1, a2) and sb (b1, b2); a partition between them, longer than the grace period; a3 joins "
+           "side a, b3 side b; the partition heals with no call from the test: within grace + 2 s all six nodes "
+           "are connected again and hold one version, higher than either side's, and one tree (one digest) with "
+           "all six nodes, a1..a3 under sa and b1..b3 under sb"}].
+a_healed_partition_with_joins_on_both_sides_converges(Config) ->
+    Prefix = ?config(prefix, Config),
+    Grace = 1000,
+    Name = fun(S) -> list_to_atom(Prefix ++ S) end,
+    Full = fun(S) -> list_to_atom(Prefix ++ S ++ "@" ++ ?config(host, Config)) end,
+    [A1, A2, A3, B1, B2, B3] = [Full(S) || S <- ["a1", "a2", "a3", "b1", "b2", "b3"]],
+    Tree = {network, dc, #{height => 100000}, [{network, sa, #{height => 1000}, [{node, A1}, {node, A2}]},
+                                               {network, sb, #{height => 1000}, [{node, B1}, {node, B2}]}]},
+    Live = {live, #{grace => Grace, remeasure => false}},
+    Four = terrain_test_peers:start([Name(S) || S <- ["a1", "a2", "b1", "b2"]], [Live, {topology, Tree}]),
+    [PA1, PA2, PB1, PB2] = Four,
+    ok = terrain_test_peers:wait_until(fun() -> same_everywhere(Four, 0, fun(Ns) -> length(Ns) =:= 4 end) andalso
+                                                    lists:all(fun(P) -> length(members(P)) =:= 4 end, Four)
+                                       end, 15000, "four members, one tree of four at version 0"),
+    ok = cut([PA1, PA2], [B1, B2, B3]),
+    ok = cut([PB1, PB2], [A1, A2, A3]),
+    %% a joining node starts without a tree and connects to one node of its side
+    [PA3, PB3] = Joined = terrain_test_peers:start([Name("a3"), Name("b3")], [Live]),
+    ok = cut([PA3], [B1, B2, B3]),
+    ok = cut([PB3], [A1, A2, A3]),
+    true = terrain_test_peers:call(PA3, net_kernel, connect_node, [A1]),
+    true = terrain_test_peers:call(PB3, net_kernel, connect_node, [B1]),
+    SideA = [PA1, PA2, PA3],
+    SideB = [PB1, PB2, PB3],
+    Side = fun(Ps, Ns) -> fun() -> one_state(Ps) andalso lists:sort(leaves(topology(hd(Ps)))) =:= Ns end end,
+    ok = terrain_test_peers:wait_until(fun() -> (Side(SideA, [A1, A2, A3]))() andalso (Side(SideB, [B1, B2, B3]))() end,
+                                       15000, "each side alone, with its own join"),
+    [VA, VB] = [maps:get(version, status(P)) || P <- [PA1, PB1]],
+    ct:pal("during the partition: side a at version ~b~n~p~nside b at version ~b~n~p",
+           [VA, topology(PA1), VB, topology(PB1)]),
+    All = Four ++ Joined,
+    T0 = erlang:monotonic_time(millisecond),
+    [ok = heal([P], [A1, A2, A3, B1, B2, B3]) || P <- All],
+    ok = terrain_test_peers:wait_until(
+           fun() ->
+                   one_state(All) andalso maps:get(version, status(PA1)) > max(VA, VB) andalso
+                       places(topology(PA1)) =:= lists:sort([{A, sa} || A <- [A1, A2, A3]] ++
+                                                                [{B, sb} || B <- [B1, B2, B3]])
+           end, Grace + 2000, "one version and one tree of six, grace + 2 s after the heal"),
+    ct:pal("~b ms after the heal, on every node: ~p~n~p",
+           [erlang:monotonic_time(millisecond) - T0, status(PA1), topology(PA1)]),
+    [{peers, All}].
+
 %%--------------------------------------------------------------------
+
+%% A partition that distribution cannot mend by itself: the peers `Ps' drop their
+%% connections to `Nodes' and refuse new ones both ways (each peer uses a cookie of its
+%% own with them: the handshake fails in either direction). heal/2 puts the cookie back.
+cut(Ps, Nodes) ->
+    lists:foreach(fun(P) ->
+                          [begin
+                               %% a cookie no other peer uses with this one
+                               Cookie = list_to_atom("cut_" ++ atom_to_list(terrain_test_peers:node_of(P))),
+                               true = terrain_test_peers:call(P, erlang, set_cookie, [N, Cookie]),
+                               _ = terrain_test_peers:call(P, erlang, disconnect_node, [N])
+                           end || N <- Nodes, N =/= terrain_test_peers:node_of(P)]
+                  end, Ps).
+
+heal(Ps, Nodes) ->
+    lists:foreach(fun(P) ->
+                          Cookie = terrain_test_peers:call(P, erlang, get_cookie, []),
+                          [true = terrain_test_peers:call(P, erlang, set_cookie, [N, Cookie])
+                           || N <- Nodes, N =/= terrain_test_peers:node_of(P)]
+                  end, Ps).
+
+status(P) -> terrain_test_peers:call(P, terrain, live_status, []).
+topology(P) -> terrain_test_peers:call(P, terrain, topology, []).
+members(P) -> maps:get(members, status(P)).
+
+%% Every peer at the same version with the same tree (by digest and by term).
+one_state(Peers) ->
+    States = [{maps:with([version, digest], status(P)), topology(P)} || P <- Peers],
+    length(lists:usort(States)) =:= 1.
+
+%% Each node with the name of the second network from the root on its way (its site).
+places({network, _, _, Children}) ->
+    lists:sort([{N, Site} || {network, Site, _, _} = C <- Children, N <- leaves(C)] ++
+               [{N, root} || {node, N} <- Children]).
 
 subscribe_for(Collector) ->
     %% the subscription belongs to the collector: subscribe from inside it
