@@ -37,6 +37,7 @@
 %% API
 -export([start_link/0,
          status/0,
+         forget/0,
          subscribe/1,
          unsubscribe/1,
          round_trip/2]).
@@ -49,6 +50,9 @@
 -ignore_xref([{start_link, 0}, {round_trip, 2}]).
 
 -define(SCOPE, terrain_live_scope).
+%% The version this node holds and its tree's digest, kept for a restart of the server
+%% (the tree itself outlives it in terrain_topology_server).
+-define(VERSION_KEY, {?MODULE, version}).
 -define(GROUP, nodes).
 -define(DEFAULT_GRACE, 10000).
 -define(DEFAULT_REMEASURE, 60000).
@@ -107,6 +111,13 @@ start_link() ->
                                members := [node()], leaving := [node()]}.
 status() ->
     gen_server:call(?MODULE, status).
+
+%% @doc Forgets the version kept for a restart of the server; for the application's
+%% stop.
+-spec forget() -> ok.
+forget() ->
+    _ = persistent_term:erase(?VERSION_KEY),
+    ok.
 
 %% @doc Subscribes a process to the changes; `{error, not_live}' when disabled.
 -spec subscribe(pid()) -> {ok, reference()} | {error, not_live}.
@@ -183,7 +194,15 @@ init([]) ->
             %% (in the background; distribution gives each attempt its own deadline)
             _ = Tree =/= undefined andalso
                 spawn(fun() -> [net_kernel:connect_node(N) || N <- tree_nodes(Tree), N =/= node()] end),
-            State = #{live => true, config => Config, version => 0, tree => Tree,
+            %% a restarted server carries on at the version of the tree it left
+            Version = case persistent_term:get(?VERSION_KEY, {0, 0}) of
+                          {V, Digest} when Tree =/= undefined -> case terrain_live_tree:digest(Tree) of
+                                                                     Digest -> V;
+                                                                     _ -> 0
+                                                                 end;
+                          _ -> 0
+                      end,
+            State = #{live => true, config => Config, version => Version, tree => Tree,
                       pg => MonRef, members => members(Pids),
                       subscribers => #{},
                       leaving => #{},          % Node => timer (sequencer only)
@@ -479,6 +498,7 @@ take(V, Tree, Change, #{subscribers := Subs} = State) ->
     case terrain_topology:new(Tree) of
         {ok, T} ->
             ok = terrain_topology_server:put(T),
+            persistent_term:put(?VERSION_KEY, {V, terrain_live_tree:digest(Tree)}),
             _ = [Pid ! {terrain_topology, Ref, #{version => V, change => Change, topology => Tree}}
              || {Ref, Pid} <- maps:to_list(Subs)],
             State#{version := V, tree := Tree};

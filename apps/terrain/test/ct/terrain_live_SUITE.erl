@@ -10,12 +10,18 @@
          a_partitioned_node_catches_up_when_it_reconnects/0, a_partitioned_node_catches_up_when_it_reconnects/1,
          subscribe_without_live_is_refused/0, subscribe_without_live_is_refused/1,
          a_healed_partition_with_joins_on_both_sides_converges/0,
-         a_healed_partition_with_joins_on_both_sides_converges/1]).
+         a_healed_partition_with_joins_on_both_sides_converges/1,
+         the_sequencers_death_right_after_an_acknowledged_join_loses_nothing/0,
+         the_sequencers_death_right_after_an_acknowledged_join_loses_nothing/1,
+         a_successor_whose_live_server_restarted_takes_over_without_divergence/0,
+         a_successor_whose_live_server_restarted_takes_over_without_divergence/1]).
 
 suite() -> [{timetrap, {minutes, 2}}].
 
 all() -> [subscribe_without_live_is_refused, join_and_leave_reach_every_node_in_one_order,
-          a_partitioned_node_catches_up_when_it_reconnects, a_healed_partition_with_joins_on_both_sides_converges].
+          a_partitioned_node_catches_up_when_it_reconnects, a_healed_partition_with_joins_on_both_sides_converges,
+          the_sequencers_death_right_after_an_acknowledged_join_loses_nothing,
+          a_successor_whose_live_server_restarted_takes_over_without_divergence].
 
 init_per_testcase(Case, Config) ->
     ok = terrain_test_peers:ensure_distributed(),
@@ -98,7 +104,8 @@ a_partitioned_node_catches_up_when_it_reconnects(Config) ->
            [terrain_test_peers:call(P1, terrain, live_status, []), terrain_test_peers:call(P1, terrain, topology, []),
             terrain_test_peers:call(P3, terrain, live_status, []), terrain_test_peers:call(P3, terrain, topology, [])]),
     ok = heal([P3], [N1, N2]),
-    true = terrain_test_peers:call(P3, net_kernel, connect_node, [N1]),
+    %% the sequencers of both sides try again by themselves: this attempt may race theirs
+    _ = terrain_test_peers:call(P3, net_kernel, connect_node, [N1]),
     ok = terrain_test_peers:wait_until(
            fun() ->
                    Versions = [maps:get(version, terrain_test_peers:call(P, terrain, live_status, [])) || P <- Peers],
@@ -158,7 +165,89 @@ a_healed_partition_with_joins_on_both_sides_converges(Config) ->
            [erlang:monotonic_time(millisecond) - T0, status(PA1), topology(PA1)]),
     [{peers, All}].
 
+the_sequencers_death_right_after_an_acknowledged_join_loses_nothing() ->
+    [{doc, "p1 (the sequencer), p2, p3; p4 joins; the moment a subscriber on p3 sees the join acknowledged, "
+           "p1's VM is killed with kill -9: within grace + 2 s p2, p3, p4 hold one version and one tree (one "
+           "digest) without p1, with p4 at the place the acknowledgement named"}].
+the_sequencers_death_right_after_an_acknowledged_join_loses_nothing(Config) ->
+    {[P1, P2, P3], Grace} = three(Config),
+    Collector = terrain_test_peers:call(P3, erlang, spawn, [fun() -> collect([]) end]),
+    {ok, _} = terrain_test_peers:call(P3, erlang, apply, [fun() -> subscribe_for(Collector) end, []]),
+    N4 = terrain_test_peers:node_of(P4 = hd(terrain_test_peers:start([list_to_atom(?config(prefix, Config) ++ "p4")],
+                                                                     [{live, #{grace => Grace, remeasure => false}}]))),
+    OsPid = terrain_test_peers:call(P1, os, getpid, []),
+    true = terrain_test_peers:call(P4, net_kernel, connect_node, [terrain_test_peers:node_of(P1)]),
+    Acked = fun() -> [X || {_, {join, N, _, _}} = X <- changes(P3, Collector), N =:= N4] end,
+    ok = terrain_test_peers:wait_until(fun() -> Acked() =/= [] end, 15000, "the join acknowledged on p3"),
+    _ = os:cmd("kill -9 " ++ OsPid),
+    [{V, {join, N4, Siblings, _}}] = Acked(),
+    ct:pal("acknowledged on p3 at version ~b: ~p joins next to ~p; kill -9 of p1 (OS pid ~s)", [V, N4, Siblings, OsPid]),
+    Survivors = [P2, P3, P4],
+    N1 = terrain_test_peers:node_of(P1),
+    ok = terrain_test_peers:wait_until(
+           fun() ->
+                   one_state(Survivors) andalso maps:get(version, status(P2)) > V andalso
+                       lists:sort(leaves(topology(P2))) =:= lists:sort([terrain_test_peers:node_of(P) || P <- Survivors])
+           end, Grace + 2000, "one version and one tree without p1, grace + 2 s after the kill"),
+    ?assertEqual(Siblings -- [N1], place_of(N4, topology(P2)) -- [N1]),
+    ct:pal("after: ~p~n~p", [status(P2), topology(P2)]),
+    [{peers, Survivors ++ [P1]}].
+
+a_successor_whose_live_server_restarted_takes_over_without_divergence() ->
+    [{doc, "p1 (the sequencer), p2, p3 at version 0; p4 joins (version 1); p1's VM hangs (SIGSTOP), p2's live "
+           "server is killed and restarted by its supervisor (the hung sequencer cannot answer it), then p1's VM "
+           "is killed: p2 takes over, and within grace + 2 s p2, p3, p4 hold one version (above 1) and one tree "
+           "without p1"}].
+a_successor_whose_live_server_restarted_takes_over_without_divergence(Config) ->
+    {[P1, P2, P3], Grace} = three(Config),
+    [P4] = terrain_test_peers:start([list_to_atom(?config(prefix, Config) ++ "p4")],
+                                    [{live, #{grace => Grace, remeasure => false}}]),
+    true = terrain_test_peers:call(P4, net_kernel, connect_node, [terrain_test_peers:node_of(P1)]),
+    Four = [P1, P2, P3, P4],
+    ok = terrain_test_peers:wait_until(fun() -> same_everywhere(Four, 1, fun(Ns) -> length(Ns) =:= 4 end) end,
+                                       15000, "p4 in every tree at version 1"),
+    OsPid = terrain_test_peers:call(P1, os, getpid, []),
+    _ = os:cmd("kill -STOP " ++ OsPid),
+    Old = terrain_test_peers:call(P2, erlang, whereis, [terrain_live]),
+    true = terrain_test_peers:call(P2, erlang, exit, [Old, kill]),
+    ok = terrain_test_peers:wait_until(fun() -> is_pid(New = terrain_test_peers:call(P2, erlang, whereis, [terrain_live]))
+                                                    andalso New =/= Old end, 5000, "p2's live server restarted"),
+    ct:pal("p2 after its live server's restart: ~p", [status(P2)]),
+    _ = os:cmd("kill -9 " ++ OsPid),
+    Survivors = [P2, P3, P4],
+    ok = terrain_test_peers:wait_until(
+           fun() ->
+                   one_state(Survivors) andalso maps:get(version, status(P2)) > 1 andalso
+                       length(leaves(topology(P2))) =:= 3
+           end, Grace + 2000, "one version and one tree of three, grace + 2 s after the kill"),
+    ct:pal("after: ~p~n~p", [status(P2), topology(P2)]),
+    [{peers, Survivors ++ [P1]}].
+
 %%--------------------------------------------------------------------
+
+%% p1, p2, p3 in one network, live with a 1 s grace, at version 0.
+three(Config) ->
+    Prefix = ?config(prefix, Config),
+    Grace = 1000,
+    Full = fun(S) -> list_to_atom(Prefix ++ S ++ "@" ++ ?config(host, Config)) end,
+    Tree = {network, dc, #{height => 100000}, [{node, Full(S)} || S <- ["p1", "p2", "p3"]]},
+    Peers = terrain_test_peers:start([list_to_atom(Prefix ++ S) || S <- ["p1", "p2", "p3"]],
+                                     [{live, #{grace => Grace, remeasure => false}}, {topology, Tree}]),
+    ok = terrain_test_peers:wait_until(fun() -> same_everywhere(Peers, 0, fun(Ns) -> length(Ns) =:= 3 end) andalso
+                                                    lists:all(fun(P) -> length(members(P)) =:= 3 end, Peers)
+                                       end, 15000, "three members, one tree of three at version 0"),
+    {Peers, Grace}.
+
+changes(P, Collector) ->
+    terrain_test_peers:call(P, erlang, apply, [fun() -> Collector ! {get, self()},
+                                                        receive {changes, C} -> C after 5000 -> [] end end, []]).
+
+%% The other nodes of a node's lowest network, sorted.
+place_of(Node, {network, _, _, Children}) ->
+    case lists:member({node, Node}, Children) of
+        true -> lists:sort([N || {node, N} <- Children, N =/= Node]);
+        false -> lists:append([place_of(Node, C) || {network, _, _, _} = C <- Children])
+    end.
 
 %% A partition that distribution cannot mend by itself: the peers `Ps' drop their
 %% connections to `Nodes' and refuse new ones both ways (each peer uses a cookie of its
