@@ -38,6 +38,7 @@
 -export([start_link/0,
          status/0,
          forget/0,
+         delta_message/4,
          subscribe/1,
          unsubscribe/1,
          round_trip/2]).
@@ -47,7 +48,8 @@
 
 %% exports_not_used: start_link/0 is named in terrain_sup's child spec; round_trip/2
 %% is called on the joining node by erpc (the measurement of an insertion).
--ignore_xref([{start_link, 0}, {round_trip, 2}]).
+%% delta_message/4 is what bench_live_delta measures.
+-ignore_xref([{start_link, 0}, {round_trip, 2}, {delta_message, 4}]).
 
 -define(SCOPE, terrain_live_scope).
 %% The version this node holds and its tree's digest, kept for a restart of the server
@@ -66,6 +68,9 @@
 -define(RETRY_MAX, 2000).
 -define(RETRY_BATCH, 8).
 -define(DEFAULT_RECONNECT, 600000).
+%% How long a follower that asked the sequencer for the whole tree waits before it may
+%% ask again.
+-define(FETCH_TIMEOUT, 2000).
 
 -type config() :: #{grace := non_neg_integer(), remeasure := non_neg_integer() | false,
                     reconnect := non_neg_integer(), insert := terrain:insert_options()}.
@@ -90,7 +95,9 @@
                    role := sequencer | follower,
                    lost := #{node() => lost()},                    % nodes that went away
                    connecting := #{pid() => node()},               % reconnection attempts under way
-                   retry := reference() | undefined}.              % the reconnection timer
+                   retry := reference() | undefined,               % the reconnection timer
+                   change := term(),                               % the change of the version held
+                   fetching := integer() | undefined}.             % asked for the whole tree until then
 
 %% A node that went away: when (monotonic ms), the current back-off, when to try next.
 -type lost() :: {Since :: integer(), Backoff :: pos_integer(), Due :: integer()}.
@@ -209,7 +216,8 @@ init([]) ->
                       inserting => undefined,  % {Node, Pid, Version} (sequencer only)
                       remeasure => undefined, next => [],
                       remeasuring => undefined, % {Node, Pid, Version, Tree} (sequencer only)
-                      role => follower, lost => #{}, connecting => #{}, retry => undefined},
+                      role => follower, lost => #{}, connecting => #{}, retry => undefined,
+                      change => {sync, Version}, fetching => undefined},
             {ok, sequence(State)}
     end.
 
@@ -253,7 +261,13 @@ handle_info({terrain_live_state, Node, V, Tree}, State) ->
     end;
 handle_info({terrain_live_change, V, Change, Tree}, #{version := Own, tree := OwnTree} = State)
   when V > Own; OwnTree =:= undefined ->
-    {noreply, take(V, Tree, Change, State)};
+    {noreply, take(V, Tree, Change, State#{fetching := undefined})};
+handle_info({terrain_live_delta, From, V, Base, Change, Delta, Digest}, State) ->
+    {noreply, delta_in(From, {V, Base, Change, Delta, Digest}, State)};
+handle_info({terrain_live_fetch, From}, #{version := V, tree := Tree, change := Change} = State)
+  when Tree =/= undefined ->
+    From ! {terrain_live_change, V, Change, Tree},
+    {noreply, State};
 handle_info({terrain_live_change, _V, _Change, _Tree}, State) ->
     {noreply, State};
 handle_info({grace_over, Node}, #{leaving := Leaving} = State) ->
@@ -343,9 +357,9 @@ merge(Node, V, Tree, #{version := Own, tree := OwnTree, members := Members} = St
         true ->
             State;
         false when Tree =:= undefined, OwnTree =/= undefined ->
-            %% a node that starts without a tree (it joins) takes ours as it is
-            _ = [{?MODULE, N} ! {terrain_live_change, Own, {sync, Own}, OwnTree} || N <- Members, N =/= node()],
-            State;
+            %% a node that starts without a tree (it joins) takes ours as it is (only it: the
+            %% others hold it)
+            resend(Node, State);
         false ->
             {Base, Other} = case {V, size_of(Tree)} > {Own, size_of(OwnTree)} of
                                 true -> {Tree, OwnTree};
@@ -487,11 +501,51 @@ remove(Node, #{tree := Tree} = State) ->
         {error, _} -> State
     end.
 
-%% The sequencer's change: next version, taken here, sent to every member.
-publish(Change, Tree, #{version := V, members := Members} = State) ->
+%% The sequencer's change: next version, taken here, sent to every member as a delta
+%% from the tree before it (with the digests before and after).
+publish(Change, Tree, #{version := V, tree := Old, members := Members} = State) ->
     Next = V + 1,
-    _ = [{?MODULE, N} ! {terrain_live_change, Next, Change, Tree} || N <- Members, N =/= node()],
+    Message = case Old of
+                  undefined -> {terrain_live_change, Next, Change, Tree};
+                  _ -> delta_message(Next, Change, Old, Tree)
+              end,
+    _ = [{?MODULE, N} ! Message || N <- Members, N =/= node()],
     take(Next, Tree, Change, State).
+
+%% @doc The message of one change: who sends it, the version, the digest of the tree
+%% it applies to, the change, the delta, the digest of the tree it makes.
+-spec delta_message(pos_integer(), term(), terrain:topology_tree(), terrain:topology_tree()) -> tuple().
+delta_message(V, Change, Old, New) ->
+    {terrain_live_delta, self(), V, terrain_live_tree:digest(Old), Change, terrain_live_tree:delta(Old, New),
+     terrain_live_tree:digest(New)}.
+
+%% A follower takes a delta made from the version and tree it holds; one that missed
+%% a version (or holds another tree at it) asks the sender for the whole tree, once
+%% until the answer comes or FETCH_TIMEOUT has passed.
+delta_in(_From, {V, _, _, _, _}, #{version := Own, tree := OwnTree} = State) when V =< Own, OwnTree =/= undefined ->
+    State;
+delta_in(From, {V, Base, Change, Delta, Digest}, #{version := Own, tree := OwnTree} = State) ->
+    Fits = V =:= Own + 1 andalso OwnTree =/= undefined andalso terrain_live_tree:digest(OwnTree) =:= Base,
+    Patched = Fits andalso terrain_live_tree:patch(OwnTree, Delta),
+    case Patched of
+        {ok, New} when is_tuple(New) ->
+            case terrain_live_tree:digest(New) of
+                Digest -> take(V, New, Change, State#{fetching := undefined});
+                _ -> fetch(From, State)
+            end;
+        _ ->
+            fetch(From, State)
+    end.
+
+fetch(From, #{fetching := Until} = State) ->
+    Now = erlang:monotonic_time(millisecond),
+    case Until =:= undefined orelse Now > Until of
+        true ->
+            From ! {terrain_live_fetch, self()},
+            State#{fetching := Now + ?FETCH_TIMEOUT};
+        false ->
+            State
+    end.
 
 %% Takes a version: stores the tree in the topology server, tells the subscribers.
 take(V, Tree, Change, #{subscribers := Subs} = State) ->
@@ -501,7 +555,7 @@ take(V, Tree, Change, #{subscribers := Subs} = State) ->
             persistent_term:put(?VERSION_KEY, {V, terrain_live_tree:digest(Tree)}),
             _ = [Pid ! {terrain_topology, Ref, #{version => V, change => Change, topology => Tree}}
              || {Ref, Pid} <- maps:to_list(Subs)],
-            State#{version := V, tree := Tree};
+            State#{version := V, tree := Tree, change := Change};
         {error, Why} ->
             logger:error("terrain: refused live topology version ~b: ~ts", [V, terrain_topology:format_error(Why)],
                          #{domain => [terrain, live]}),
@@ -541,12 +595,12 @@ remeasure(#{tree := Tree, next := Next, version := V, members := Members, config
             end
     end.
 
-%% Out of the tree and in again; a network the removal collapsed comes back under its
-%% name (`name').
+%% Out of the tree and in again (the networks keep their names; a network the removal
+%% emptied comes back under its name, `name').
 reinsert(Node, Tree, Options) ->
-    case terrain_insert:remove(Node, Tree) of
+    case terrain_live_tree:remove(Node, Tree) of
         {ok, Without} -> insert(Node, Without, Options);
-        {error, _} = Error -> Error
+        {error, Why} -> {error, {insert, {Why, Node}}}
     end.
 
 moved(Node, Old, New, State) ->

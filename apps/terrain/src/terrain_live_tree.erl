@@ -8,14 +8,29 @@
 %% empty options). The names come from the cluster spec or from the insertion that
 %% made the network, and the live topology keeps them: a network left with one child
 %% stays (with its name), only an empty one goes.
+%%
+%% A change travels as a delta from the tree before it (`delta/2', `patch/2'): the
+%% networks on the way to what changed, each with its new options and its children as
+%% runs of unchanged old children (by index), changed old children (their own delta)
+%% and new subtrees. A join into a rack of a 256-node tree is a few hundred bytes.
 -module(terrain_live_tree).
 
 -export([digest/1,
          nodes_of/1,
          remove/2,
-         union/3]).
+         union/3,
+         delta/2,
+         patch/2]).
+
+-export_type([delta/0]).
 
 -type tree() :: terrain:topology_tree().
+
+%% A tree's change: `same', a new subtree, or a network kept by name with its new
+%% options and its children: runs of unchanged old children (`{same, From, To}', by
+%% index in the old list), changed old children, new ones.
+-opaque delta() :: same | {new, tree()} | {net, Options :: map() | none, [child_delta()]}.
+-type child_delta() :: {same, pos_integer(), pos_integer()} | {old, pos_integer(), delta()} | {new, tree()}.
 
 %% A network's name and options, on the way from the root down to a node.
 -type step() :: {Name :: term(), Options :: map()}.
@@ -62,8 +77,74 @@ union(Base, Other, Keep) ->
     Missing = [N || N <- nodes_of(Other) -- nodes_of(Base), lists:member(N, Keep)],
     lists:foldl(fun(N, Acc) -> add(N, path(Other, N), Acc) end, Base, Missing).
 
+%% @doc The change from `Old' to `New' (see the module doc).
+-spec delta(tree(), tree()) -> delta().
+delta(Tree, Tree) ->
+    same;
+delta(Old, New) ->
+    case {key(Old), key(New)} of
+        {{net, Name}, {net, Name}} ->
+            OldChildren = children(Old),
+            Index = maps:from_list(lists:zip([key(C) || C <- OldChildren], lists:seq(1, length(OldChildren)))),
+            Kids = [case Index of
+                        #{K := I} -> child_delta(I, lists:nth(I, OldChildren), C);
+                        #{} -> {new, C}
+                    end || C <- children(New), K <- [key(C)]],
+            {net, options(New), runs(Kids)};
+        _ ->
+            {new, New}
+    end.
+
+%% @doc Applies a delta to the tree it was made from: `{ok, New}', or `error' when the
+%% delta does not fit the tree (it was made from another one).
+-spec patch(tree(), delta()) -> {ok, tree()} | error.
+patch(Tree, Delta) ->
+    try {ok, apply_delta(Tree, Delta)}
+    catch throw:misfit -> error
+    end.
+
 %%--------------------------------------------------------------------
 %% Internal
+
+child_delta(I, C, C) -> {same, I, I};
+child_delta(I, Old, New) -> {old, I, delta(Old, New)}.
+
+%% Consecutive unchanged children as one run.
+runs([{same, A, B}, {same, C, D} | Rest]) when C =:= B + 1 -> runs([{same, A, D} | Rest]);
+runs([X | Rest]) -> [X | runs(Rest)];
+runs([]) -> [].
+
+apply_delta(Tree, same) ->
+    Tree;
+apply_delta(_Tree, {new, New}) ->
+    New;
+apply_delta({node, _}, {net, _, _}) ->
+    throw(misfit);
+apply_delta(Net, {net, Options, Kids}) ->
+    Old = list_to_tuple(children(Net)),
+    Children = lists:append([child(Old, K) || K <- Kids]),
+    case {Net, Options} of
+        {{network, Name, _, _}, _} when is_map(Options) -> {network, Name, Options, Children};
+        {{network, Name, _}, none} -> {network, Name, Children};
+        _ -> throw(misfit)
+    end.
+
+child(Old, {same, From, To}) when To =< tuple_size(Old) -> [element(I, Old) || I <- lists:seq(From, To)];
+child(Old, {old, I, D}) when I =< tuple_size(Old) -> [apply_delta(element(I, Old), D)];
+child(_Old, {new, T}) -> [T];
+child(_Old, _) -> throw(misfit).
+
+key({node, N}) -> {node, N};
+key({network, Name, _, _}) -> {net, Name};
+key({network, Name, C}) when is_list(C) -> {net, Name};
+key(Other) -> {other, Other}.
+
+children({network, _, _, C}) -> C;
+children({network, _, C}) -> C;
+children({network, C}) -> C.
+
+options({network, _, O, _}) -> O;
+options({network, _, _}) -> none.
 
 leaves({node, N}) -> [N];
 leaves({network, _, _, Children}) -> lists:append([leaves(C) || C <- Children]);

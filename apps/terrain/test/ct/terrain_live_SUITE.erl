@@ -14,14 +14,20 @@
          the_sequencers_death_right_after_an_acknowledged_join_loses_nothing/0,
          the_sequencers_death_right_after_an_acknowledged_join_loses_nothing/1,
          a_successor_whose_live_server_restarted_takes_over_without_divergence/0,
-         a_successor_whose_live_server_restarted_takes_over_without_divergence/1]).
+         a_successor_whose_live_server_restarted_takes_over_without_divergence/1,
+         a_leave_keeps_the_name_of_a_rack_left_with_one_node/0,
+         a_leave_keeps_the_name_of_a_rack_left_with_one_node/1,
+         changes_travel_as_deltas_and_a_node_that_missed_one_fetches_the_tree_once/0,
+         changes_travel_as_deltas_and_a_node_that_missed_one_fetches_the_tree_once/1]).
 
 suite() -> [{timetrap, {minutes, 2}}].
 
 all() -> [subscribe_without_live_is_refused, join_and_leave_reach_every_node_in_one_order,
           a_partitioned_node_catches_up_when_it_reconnects, a_healed_partition_with_joins_on_both_sides_converges,
           the_sequencers_death_right_after_an_acknowledged_join_loses_nothing,
-          a_successor_whose_live_server_restarted_takes_over_without_divergence].
+          a_successor_whose_live_server_restarted_takes_over_without_divergence,
+          a_leave_keeps_the_name_of_a_rack_left_with_one_node,
+          changes_travel_as_deltas_and_a_node_that_missed_one_fetches_the_tree_once].
 
 init_per_testcase(Case, Config) ->
     ok = terrain_test_peers:ensure_distributed(),
@@ -200,12 +206,7 @@ a_successor_whose_live_server_restarted_takes_over_without_divergence() ->
            "without p1"}].
 a_successor_whose_live_server_restarted_takes_over_without_divergence(Config) ->
     {[P1, P2, P3], Grace} = three(Config),
-    [P4] = terrain_test_peers:start([list_to_atom(?config(prefix, Config) ++ "p4")],
-                                    [{live, #{grace => Grace, remeasure => false}}]),
-    true = terrain_test_peers:call(P4, net_kernel, connect_node, [terrain_test_peers:node_of(P1)]),
-    Four = [P1, P2, P3, P4],
-    ok = terrain_test_peers:wait_until(fun() -> same_everywhere(Four, 1, fun(Ns) -> length(Ns) =:= 4 end) end,
-                                       15000, "p4 in every tree at version 1"),
+    [_, _, _, P4] = join_fourth(Config, [P1, P2, P3], Grace),
     OsPid = terrain_test_peers:call(P1, os, getpid, []),
     _ = os:cmd("kill -STOP " ++ OsPid),
     Old = terrain_test_peers:call(P2, erlang, whereis, [terrain_live]),
@@ -223,7 +224,98 @@ a_successor_whose_live_server_restarted_takes_over_without_divergence(Config) ->
     ct:pal("after: ~p~n~p", [status(P2), topology(P2)]),
     [{peers, Survivors ++ [P1]}].
 
+a_leave_keeps_the_name_of_a_rack_left_with_one_node() ->
+    [{doc, "Racks r1 (p1, p2) and r2 (p3, p4); p4 stops: after the grace period every node's tree still has "
+           "rack r2, with p3 alone in it"}].
+a_leave_keeps_the_name_of_a_rack_left_with_one_node(Config) ->
+    Prefix = ?config(prefix, Config),
+    Full = fun(S) -> list_to_atom(Prefix ++ S ++ "@" ++ ?config(host, Config)) end,
+    [N1, N2, N3, N4] = [Full(S) || S <- ["p1", "p2", "p3", "p4"]],
+    Tree = {network, dc, #{height => 100000}, [{network, r1, #{height => 1000}, [{node, N1}, {node, N2}]},
+                                               {network, r2, #{height => 1000}, [{node, N3}, {node, N4}]}]},
+    Peers = terrain_test_peers:start([list_to_atom(Prefix ++ S) || S <- ["p1", "p2", "p3", "p4"]],
+                                     [{live, #{grace => 1000, remeasure => false}}, {topology, Tree}]),
+    [P1, P2, P3, P4] = Peers,
+    ok = terrain_test_peers:wait_until(fun() -> lists:all(fun(P) -> length(members(P)) =:= 4 end, Peers) end,
+                                       15000, "four members"),
+    terrain_test_peers:stop([P4]),
+    Three = [P1, P2, P3],
+    ok = terrain_test_peers:wait_until(fun() -> same_everywhere(Three, 1, fun(Ns) -> length(Ns) =:= 3 end) end,
+                                       15000, "p4 gone from every tree at version 1"),
+    ct:pal("after the leave: ~p", [topology(P1)]),
+    ?assertEqual({network, dc, #{height => 100000}, [{network, r1, #{height => 1000}, [{node, N1}, {node, N2}]},
+                                                     {network, r2, #{height => 1000}, [{node, N3}]}]},
+                 topology(P2)),
+    [{peers, Three}].
+
+changes_travel_as_deltas_and_a_node_that_missed_one_fetches_the_tree_once() ->
+    [{doc, "p1 (the sequencer), p2, p3; p3's live server is traced. p4 joins: p3 receives the join as a delta "
+           "(no whole tree); p3 is then sent a change two versions ahead (as if it had missed one): it asks the "
+           "sequencer for the whole tree once, and holds the sequencer's version and tree"}].
+changes_travel_as_deltas_and_a_node_that_missed_one_fetches_the_tree_once(Config) ->
+    {[P1, P2, P3], Grace} = three(Config),
+    Tracer = terrain_test_peers:call(P3, erlang, apply, [fun trace_live/0, []]),
+    Four = join_fourth(Config, [P1, P2, P3], Grace),
+    Seen = traced(P3, Tracer),
+    ct:pal("p3's live server received: ~p", [Seen]),
+    ?assertMatch([{in, terrain_live_delta, 1}], [X || {in, K, _} = X <- Seen, K =/= terrain_live_state]),
+    %% a change two versions ahead, from the sequencer's server: p3 has missed version 2
+    Sequencer = terrain_test_peers:call(P1, erlang, whereis, [terrain_live]),
+    Tree = topology(P1),
+    terrain_test_peers:call(P3, erlang, send, [terrain_live, {terrain_live_delta, Sequencer, 3, 0, {sync, 2}, same, 0}]),
+    terrain_test_peers:call(P3, erlang, send, [terrain_live, {terrain_live_delta, Sequencer, 4, 0, {sync, 3}, same, 0}]),
+    ok = terrain_test_peers:wait_until(fun() -> lists:member({out, terrain_live_fetch, none}, traced(P3, Tracer)) andalso
+                                                    maps:get(version, status(P3)) =:= maps:get(version, status(P1))
+                                       end, 5000, "p3 asked for the whole tree and took it"),
+    Fetches = [X || {out, terrain_live_fetch, _} = X <- traced(P3, Tracer)],
+    ct:pal("p3 after the gap: ~p; its fetches ~p", [status(P3), Fetches]),
+    ?assertEqual(1, length(Fetches)),
+    ?assertEqual(Tree, topology(P3)),
+    ?assertEqual(maps:get(version, status(P1)), maps:get(version, status(P3))),
+    [{peers, Four}].
+
+%% On a peer: a process that traces the messages terrain_live receives and sends
+%% (their first element, and the version where there is one).
+trace_live() ->
+    Pid = spawn(fun() -> receive go -> trace_loop([]) end end),
+    1 = erlang:trace(whereis(terrain_live), true, [send, 'receive', {tracer, Pid}]),
+    Pid ! go,
+    Pid.
+
+trace_loop(Acc) ->
+    receive
+        {trace, _, 'receive', Msg} -> trace_loop(note(in, Msg, Acc));
+        {trace, _, send, Msg, _To} -> trace_loop(note(out, Msg, Acc));
+        {get, From} -> From ! {traced, lists:reverse(Acc)}, trace_loop(Acc);
+        _ -> trace_loop(Acc)
+    end.
+
+note(Dir, Msg, Acc) when is_tuple(Msg), tuple_size(Msg) > 2, is_atom(element(1, Msg)) ->
+    case atom_to_list(element(1, Msg)) of
+        "terrain_live_delta" -> [{Dir, terrain_live_delta, element(3, Msg)} | Acc];
+        "terrain_live" ++ _ -> [{Dir, element(1, Msg), element(2, Msg)} | Acc];
+        _ -> Acc
+    end;
+note(Dir, {terrain_live_fetch, _} = Msg, Acc) ->
+    [{Dir, element(1, Msg), none} | Acc];
+note(_Dir, _Msg, Acc) ->
+    Acc.
+
+traced(P, Tracer) ->
+    terrain_test_peers:call(P, erlang, apply, [fun() -> Tracer ! {get, self()},
+                                                        receive {traced, T} -> T after 5000 -> [] end end, []]).
+
 %%--------------------------------------------------------------------
+
+%% p4 joins p1, p2, p3 (connecting to p1): every node at version 1 with four nodes.
+join_fourth(Config, [P1 | _] = Three, Grace) ->
+    [P4] = terrain_test_peers:start([list_to_atom(?config(prefix, Config) ++ "p4")],
+                                    [{live, #{grace => Grace, remeasure => false}}]),
+    true = terrain_test_peers:call(P4, net_kernel, connect_node, [terrain_test_peers:node_of(P1)]),
+    Four = Three ++ [P4],
+    ok = terrain_test_peers:wait_until(fun() -> same_everywhere(Four, 1, fun(Ns) -> length(Ns) =:= 4 end) end,
+                                       15000, "p4 in every tree at version 1"),
+    Four.
 
 %% p1, p2, p3 in one network, live with a 1 s grace, at version 0.
 three(Config) ->

@@ -59,3 +59,45 @@ add_to(Rack, Node, {network, Name, Opts, Children}) ->
                                {network, _, _, _} -> add_to(Rack, Node, C);
                                _ -> C
                            end || C <- Children]}.
+
+%%--------------------------------------------------------------------
+%% Deltas
+
+a_delta_patched_onto_its_tree_gives_the_new_tree_test() ->
+    Old = tree(),
+    {ok, Removed} = terrain_live_tree:remove(c, Old),
+    Lowered = {network, dc, #{height => 40000}, [site(s0, [rack(s0r0, [a, b]), rack(s0r1, [c])]),
+                                                 site(s1, [rack(s1r0, [d, e])])]},
+    Regrouped = {network, dc, #{height => 50000}, [site(s0, [rack(s0r0, [a, b, f]), rack(s0r1, [c])]),
+                                                   {network, fresh, #{height => 700}, [{node, g}, {node, h}]},
+                                                   site(s1, [rack(s1r0, [d, e])])]},
+    Renamed = {network, other_root, #{height => 50000}, [{node, a}]},
+    [?assertEqual({ok, New}, terrain_live_tree:patch(Old, terrain_live_tree:delta(Old, New)))
+     || New <- [Old, add_to(s0r0, f, Old), Removed, Lowered, Regrouped, Renamed]],
+    %% also without options (a tree read from a spec without heights)
+    Plain = {network, dc, [{network, r1, [{node, a}, {node, b}]}, {network, r2, [{node, c}]}]},
+    Plain2 = {network, dc, [{network, r1, [{node, a}, {node, b}, {node, x}]}, {network, r2, [{node, c}]}]},
+    ?assertEqual({ok, Plain2}, terrain_live_tree:patch(Plain, terrain_live_tree:delta(Plain, Plain2))).
+
+a_delta_made_from_another_tree_does_not_fit_test() ->
+    Old = tree(),
+    Delta = terrain_live_tree:delta(Old, add_to(s0r0, f, Old)),
+    ?assertEqual(error, terrain_live_tree:patch({network, dc, #{height => 50000}, [{node, a}]}, Delta)).
+
+a_join_into_a_rack_of_256_nodes_is_a_small_delta_test() ->
+    Old = synthetic(4, 8, 8),
+    256 = length(terrain_live_tree:nodes_of(Old)),
+    New = add_to(r2_5, 'joined_s2r5n9@vm', Old),
+    Delta = terrain_live_tree:delta(Old, New),
+    ?assertEqual({ok, New}, terrain_live_tree:patch(Old, Delta)),
+    ?assert(byte_size(term_to_binary(Delta)) < byte_size(term_to_binary(New)) div 10).
+
+%% A three-level tree: Sites x Racks x PerRack nodes with realistic names.
+synthetic(Sites, Racks, PerRack) ->
+    {network, cluster, #{height => 50000},
+     [{network, list_to_atom("s" ++ integer_to_list(S)), #{height => 5000},
+       [{network, list_to_atom(lists:flatten(io_lib:format("r~b_~b", [S, R]))), #{height => 500},
+         [{node, list_to_atom(lists:flatten(io_lib:format("lv_s~br~bn~b@vm", [S, R, I])))}
+          || I <- lists:seq(1, PerRack)]}
+        || R <- lists:seq(1, Racks)]}
+      || S <- lists:seq(1, Sites)]}.
