@@ -18,7 +18,9 @@
          a_leave_keeps_the_name_of_a_rack_left_with_one_node/0,
          a_leave_keeps_the_name_of_a_rack_left_with_one_node/1,
          changes_travel_as_deltas_and_a_node_that_missed_one_fetches_the_tree_once/0,
-         changes_travel_as_deltas_and_a_node_that_missed_one_fetches_the_tree_once/1]).
+         changes_travel_as_deltas_and_a_node_that_missed_one_fetches_the_tree_once/1,
+         a_hung_sequencer_that_resumes_rejoins_at_its_place/0,
+         a_hung_sequencer_that_resumes_rejoins_at_its_place/1]).
 
 suite() -> [{timetrap, {minutes, 2}}].
 
@@ -27,7 +29,8 @@ all() -> [subscribe_without_live_is_refused, join_and_leave_reach_every_node_in_
           the_sequencers_death_right_after_an_acknowledged_join_loses_nothing,
           a_successor_whose_live_server_restarted_takes_over_without_divergence,
           a_leave_keeps_the_name_of_a_rack_left_with_one_node,
-          changes_travel_as_deltas_and_a_node_that_missed_one_fetches_the_tree_once].
+          changes_travel_as_deltas_and_a_node_that_missed_one_fetches_the_tree_once,
+          a_hung_sequencer_that_resumes_rejoins_at_its_place].
 
 init_per_testcase(Case, Config) ->
     ok = terrain_test_peers:ensure_distributed(),
@@ -273,6 +276,37 @@ changes_travel_as_deltas_and_a_node_that_missed_one_fetches_the_tree_once(Config
     ?assertEqual(Tree, topology(P3)),
     ?assertEqual(maps:get(version, status(P1)), maps:get(version, status(P3))),
     [{peers, Four}].
+
+a_hung_sequencer_that_resumes_rejoins_at_its_place() ->
+    [{doc, "Racks r1 (p1, p2) and r2 (p3), net tick time 2 s: p1, the sequencer, hangs (SIGSTOP); p2 takes over "
+           "and removes p1 after the grace period; p1 resumes (SIGCONT) and, with nobody connecting it by hand, "
+           "is back in every tree in rack r1 at one version above p2's"}].
+a_hung_sequencer_that_resumes_rejoins_at_its_place(Config) ->
+    Prefix = ?config(prefix, Config),
+    Full = fun(S) -> list_to_atom(Prefix ++ S ++ "@" ++ ?config(host, Config)) end,
+    [N1, N2, N3] = [Full(S) || S <- ["p1", "p2", "p3"]],
+    Tree = {network, dc, #{height => 100000}, [{network, r1, #{height => 1000}, [{node, N1}, {node, N2}]},
+                                               {network, r2, #{height => 1000}, [{node, N3}]}]},
+    [P1, P2, P3] = Peers = terrain_test_peers:start([list_to_atom(Prefix ++ S) || S <- ["p1", "p2", "p3"]],
+                                                    [{live, #{grace => 1000, remeasure => false}}, {topology, Tree}],
+                                                    fun(_) -> ["-kernel", "net_ticktime", "2"] end),
+    ok = terrain_test_peers:wait_until(fun() -> lists:all(fun(P) -> length(members(P)) =:= 3 end, Peers) end,
+                                       15000, "three members"),
+    OsPid = terrain_test_peers:call(P1, os, getpid, []),
+    _ = os:cmd("kill -STOP " ++ OsPid),
+    ok = terrain_test_peers:wait_until(fun() -> same_everywhere([P2, P3], 1, fun(Ns) -> length(Ns) =:= 2 end) end,
+                                       15000, "p1 gone from p2's and p3's trees"),
+    _ = os:cmd("kill -CONT " ++ OsPid),
+    ok = terrain_test_peers:wait_until(
+           fun() -> one_state(Peers) andalso maps:get(version, status(P2)) > 1 andalso
+                        sorted(topology(P2)) =:= sorted(Tree)
+           end, 15000, "p1 back in rack r1 everywhere at one version"),
+    ct:pal("after SIGCONT: ~p~n~p", [status(P2), topology(P2)]),
+    [{peers, Peers}].
+
+%% A tree with every network's children in term order.
+sorted({network, Name, Opts, Children}) -> {network, Name, Opts, lists:sort([sorted(C) || C <- Children])};
+sorted(Leaf) -> Leaf.
 
 %% On a peer: a process that traces the messages terrain_live receives and sends
 %% (their first element, and the version where there is one).
