@@ -173,6 +173,7 @@ context(Records, #{model := Model, spec := Spec}, History, Out, Dir, #{io := Io,
                                || #{name := Name, node := Node, os_pid := OsPid} <- Records]),
     Context = #{dir => Dir, out => Out, prefix => maps:get(prefix, Options), history => History, roster => Roster,
                 group_options => maps:from_list(maps:get(groups, Spec)), io => Quiet,
+                min_quiet_ms => maps:get(grace_ms, Options) + 2200,
                 progress => fun(Text) -> terrain_lab_io:progress(Io, "~ts", [Text]) end},
     _ = [terrain_lab_chaos_nemesis:node_line(Context, Name, up, #{path => Path, worker => Worker})
          || #{name := Name, path := Path, worker := Worker} <- maps:get(nodes, Model)],

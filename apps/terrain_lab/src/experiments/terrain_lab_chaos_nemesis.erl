@@ -33,6 +33,7 @@
                      roster := ets:tid(),
                      group_options := #{[atom()] => map()},   % each group's link options in the spec
                      io := terrain_lab_io:io(),       % where the lab's changes print (quiet)
+                     min_quiet_ms := non_neg_integer(),   % the least time between a burst's end and the next
                      progress := fun((iodata()) -> ok)}.
 -export_type([context/0]).
 
@@ -45,7 +46,7 @@
 -spec run([terrain_lab_chaos_schedule:burst()], context()) -> ok.
 run(Bursts, Context) ->
     lists:foldl(fun(Burst, State) -> burst(Burst, Context, State) end,
-                #{partition => none}, Bursts),
+                #{partition => none, ended => 0}, Bursts),
     ok.
 
 %% @doc The `node' line of a node of the roster (`up', `down' or `moved').
@@ -57,7 +58,12 @@ node_line(#{history := H, roster := Roster}, Name, What, Extra) ->
 %%--------------------------------------------------------------------
 %% Internal: bursts
 
-burst(#{burst := B, at := At, actions := Actions}, #{history := H, progress := Progress} = Context, State) ->
+%% A burst starts at its planned time, or later when the previous one overran: the
+%% quiet period after a burst's end is never shorter than `min_quiet_ms' (the checker's
+%% window). The actions keep their times relative to the burst's start.
+burst(#{burst := B, at := Planned, actions := Actions}, #{history := H, progress := Progress} = Context,
+      #{ended := Ended} = State) ->
+    At = max(Planned, Ended + maps:get(min_quiet_ms, Context)),
     wait_until(H, At),
     terrain_lab_chaos_history:log(H, null, burst_start, ok, #{burst => B, load => terrain_lab_os:load_average()}),
     Progress(io_lib:format("burst ~b at ~.1f s: ~ts~n",
@@ -68,7 +74,7 @@ burst(#{burst := B, at := At, actions := Actions}, #{history := H, progress := P
                          end, State, Actions),
     Last = case Actions of [] -> none; _ -> describe(lists:last(Actions)) end,
     terrain_lab_chaos_history:log(H, null, burst_end, ok, #{burst => B, last_op => iolist_to_binary(Last)}),
-    State1.
+    State1#{ended := terrain_lab_chaos_history:now_ms(H)}.
 
 wait_until(H, T) ->
     Left = T - terrain_lab_chaos_history:now_ms(H),
