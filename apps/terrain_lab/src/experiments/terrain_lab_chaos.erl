@@ -42,6 +42,7 @@
 -define(GROUPS, [chaos_spread, chaos_pair]).
 -define(START_WAIT_MS, 120000).
 -define(STOP_TIMEOUT, 5000).
+-define(SETTLE_MS, 1500).
 
 %%--------------------------------------------------------------------
 %% API
@@ -249,11 +250,16 @@ close(#{history := History, roster := Roster}, Dir, Prefix, Quiet) ->
     _ = terrain_lab_chaos_history:stop(History),
     ets:delete(Roster).
 
-%% Stops the cluster; returns what is left afterwards: VMs of the state (waited for up
-%% to 5 s: a VM killed a moment ago may not be gone yet), epmd names of the prefix, CPU
+%% Stops the cluster; returns what is left afterwards: VMs of the state (those started
+%% late stopped after a settling time, then waited for up to 5 s: a VM killed a moment
+%% ago may not be gone yet), epmd names of the prefix, CPU
 %% cgroups of the prefix.
 stop(Dir, Prefix, Quiet) ->
     _ = terrain_lab_launch_stop:stop(Dir, ?STOP_TIMEOUT, #{io => Quiet, force => true}),
+    _ = terrain_lab_launch_stop:stop_unrecorded(Dir, Quiet),
+    %% a VM an interrupted `up --add' had asked for may still be booting: once more, a
+    %% moment later
+    receive after ?SETTLE_MS -> ok end,
     _ = terrain_lab_launch_stop:stop_unrecorded(Dir, Quiet),
     Marker = unicode:characters_to_binary(filename:join(filename:absname(Dir), "nodes") ++ "/"),
     Late = [iolist_to_binary(["VM ", P]) || P <- still_running(Marker, erlang:monotonic_time(millisecond) + 5000)],
