@@ -12,8 +12,10 @@
          sigterm_stops_the_cluster_and_keeps_the_history/0, sigterm_stops_the_cluster_and_keeps_the_history/1]).
 
 %% The seed and faults of the short run in `make test': the faults the live cluster
-%% survives today. Partitions, joins and moves are left out until the library's
-%% findings of docs/RELIABILITY.md ("Findings") are fixed: with them this seed fails.
+%% survives today (docs/RELIABILITY.md, "Findings"). Partitions (finding 4: a placed
+%% group over K after a heal) and joins (finding 2: a node that joined as the sequencer
+%% died holds no tree) are left out until the library fixes them; moves are left out to
+%% keep the run short (the final check waits a re-measurement round for them).
 -define(SEED, "3").
 -define(FAULTS, "kill,stop,slow,leave").
 
