@@ -45,8 +45,8 @@
 %% @doc Runs the bursts at their times (ms since the history's start).
 -spec run([terrain_lab_chaos_schedule:burst()], context()) -> ok.
 run(Bursts, Context) ->
-    lists:foldl(fun(Burst, State) -> burst(Burst, Context, State) end,
-                #{partition => none, ended => 0}, Bursts),
+    _ = lists:foldl(fun(Burst, State) -> burst(Burst, Context, State) end,
+                    #{partition => none, ended => 0}, Bursts),
     ok.
 
 %% @doc The `node' line of a node of the roster (`up', `down' or `moved').
