@@ -368,11 +368,10 @@ merge(Node, V, Tree, #{version := Own, tree := OwnTree, members := Members} = St
                                 true -> {Tree, OwnTree};
                                 false -> {OwnTree, Tree}
                             end,
-            Union = terrain_live_tree:union(Base, Other, [node() | Members]),
-            if
-                Union =:= undefined -> State;
-                Union =:= OwnTree, Own >= V -> resend(Node, State);
-                true -> publish({sync, max(V, Own)}, Union, State#{version := max(V, Own)})
+            case Base =/= undefined andalso terrain_live_tree:union(Base, Other, [node() | Members]) of
+                false -> State;
+                OwnTree when Own >= V -> resend(Node, State);
+                Union -> publish({sync, max(V, Own)}, Union, State#{version := max(V, Own)})
             end
     end.
 
@@ -421,7 +420,8 @@ retry(#{lost := Lost, connecting := Connecting, tree := Tree, config := #{reconn
 
 -spec connect(node()) -> pid().
 connect(Node) ->
-    {Pid, _} = spawn_monitor(fun() -> exit({connected, net_kernel:connect_node(Node)}) end),
+    %% the outcome comes as nodeup (or not at all); the monitor tells when the attempt is over
+    {Pid, _} = spawn_monitor(fun() -> _ = net_kernel:connect_node(Node), ok end),
     Pid.
 
 %% The next look, on the sequencer while nodes are lost: when the earliest is due.
