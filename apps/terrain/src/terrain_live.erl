@@ -293,10 +293,13 @@ handle_info({remeasured, Pid, Node, Result}, #{remeasuring := {Node, Pid, Base, 
     end;
 handle_info({'DOWN', _, process, Pid, _}, #{remeasuring := {_, Pid, _, _}} = State) ->
     {noreply, State#{remeasuring := undefined}};
-handle_info({nodedown, Node}, #{tree := Tree, members := Members, lost := Lost} = State) ->
+handle_info({nodedown, Node}, #{tree := Tree, members := Members, lost := Lost0} = State) ->
     case lists:member(Node, Members) orelse lists:member(Node, terrain_live_tree:nodes_of(Tree)) of
         true ->
             Now = erlang:monotonic_time(millisecond),
+            %% a follower never retries: it forgets the nodes lost for longer than the bound here
+            Bound = maps:get(reconnect, maps:get(config, State)),
+            Lost = maps:filter(fun(_, {Since, _, _}) -> Now - Since =< Bound end, Lost0),
             {noreply, schedule_retry(State#{lost := Lost#{Node => {Now, ?RETRY_MIN, Now + ?RETRY_MIN}}})};
         false ->
             {noreply, State}
