@@ -6,8 +6,8 @@
 %% <li>`kill': SIGKILL to the VM (terrain_lab_os:kill/1, a BEAM only);</li>
 %% <li>`stop' / `cont': SIGSTOP, then SIGCONT;</li>
 %% <li>`partition' / `heal': terrain_lab_netem:partition/3 and heal/0 (what `terrain
-%%     netem partition|heal' runs); a node that joins during the partition is cut from
-%%     the other side as soon as it is up;</li>
+%%     netem partition|heal' runs); a node that joins during the partition takes the side
+%%     of its nearest node in the spec (`up --add' does that);</li>
 %% <li>`slow' / `restore': the links of a group get 10 times their latency and as much
 %%     jitter (the emulated links carry TCP, which never loses bytes: a lost segment is
 %%     a late one), then the spec's links again (terrain_lab_netem:set_links/3);</li>
@@ -223,8 +223,9 @@ slowed_term(Term, _Path, _Factor) ->
 
 %% `up --add' of a one-node spec into the group at `Path' (each group with its link
 %% options in the spec, so that a group the cluster no longer has comes back as it
-%% was); during a partition the new node is then cut from the side it is not on.
-join(#{node := Name, path := Path, worker := Worker, side := Side}, Context, State) ->
+%% was). During a partition `up --add' puts the new node on the side of its nearest
+%% node in the spec (terrain_lab_launch_change).
+join(#{node := Name, path := Path, worker := Worker}, Context, _State) ->
     #{dir := Dir, out := Out, io := Io, roster := Roster, group_options := Options} = Context,
     File = filename:join([Out, "specs", atom_to_list(Name) ++ ".cluster"]),
     Node = {node, Name, #{schedulers => 1, attrs => [{chaos_worker, Worker}]}},
@@ -237,18 +238,6 @@ join(#{node := Name, path := Path, worker := Worker, side := Side}, Context, Sta
              fun(_) -> terrain_lab_launch_change:add(File, #{}, Dir, Io) end,
              fun([#{node := New, os_pid := OsPid}]) ->
                      true = ets:insert(Roster, {Name, New, binary_to_list(OsPid), alive}),
-                     node_line(Context, Name, up, #{path => Path, worker => Worker}),
-                     cut(Side, maps:get(partition, State), New, Context)
+                     node_line(Context, Name, up, #{path => Path, worker => Worker})
              end],
     terrain_lab_steps:run(Steps, none).
-
-cut(none, _Partition, _New, _Context) ->
-    ok;
-cut(_Side, none, _New, _Context) ->
-    ok;
-cut(Side, {A, B}, New, Context) ->
-    Other = case Side of a -> B; b -> A end,
-    case running(Context, Other) of
-        [] -> ok;
-        Nodes -> terrain_lab_netem:partition([New], Nodes, #{timeout => ?NETEM_TIMEOUT})
-    end.

@@ -156,11 +156,7 @@ fault(join, T, _Length, #{racks := Racks}, #{live := Live, joined := J} = State,
     {Rack, S1} = pick(Racks, maps:get(rand, State)),
     {W, S2} = uniform(1, 4, S1),
     Node = list_to_atom("j" ++ integer_to_list(J + 1)),
-    Side = case Active of
-               #{partition := _} -> element(1, pick([a, b], S2));
-               _ -> none
-           end,
-    {[#{op => join, at => T, node => Node, path => Rack, worker => W > 1, side => Side}],
+    {[#{op => join, at => T, node => Node, path => Rack, worker => W > 1}],
      State#{live := Live#{Node => {Rack, W > 1}}, joined := J + 1, rand := S2}, Active};
 fault(move, T, _Length, #{racks := Racks} = Model, #{live := Live} = State, Active) ->
     {Node, S1} = pick(not_alone(free(Model, Live, Active), Live), maps:get(rand, State)),
