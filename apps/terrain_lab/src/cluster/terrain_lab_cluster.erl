@@ -22,6 +22,7 @@
 %% API
 -export([start_link/2,
          nodes/1,
+         diagnose/1,
          stop/1]).
 
 %% Internal exports
@@ -39,6 +40,8 @@
           boot_timeout => pos_integer(),  % ms for all nodes to boot and start terrain (default 60000)
           code_path => [file:filename()], % extra -pa directories for the nodes
           env => [{string(), string()}],  % extra OS environment for the nodes
+          log_dir => file:filename(),     % each node's VM logs to LOG_DIR/NAME.log (output, log
+                                          % events, exit status); absent: to this VM's stderr
           netem => boolean()}.            % emulate the spec's links and allow partitions
                                           % (default: true when the spec has link options)
 
@@ -55,7 +58,12 @@
 -record(state, {caller :: pid(),
                 spec :: terrain_lab_spec:spec(),
                 nodes :: [node_info()],
-                peers :: #{node() => terrain_lab_vm:vm()}}).   % the VMs still running
+                peers :: #{node() => terrain_lab_vm:vm()},    % the VMs still running
+                exited = #{} :: #{node() => terrain_lab_vm:vm()}}). % the VMs that exited on their own
+
+%% What diagnose/1 says of a VM that exited on its own.
+-type exited() :: #{name := atom(), node := node(), log => file:filename(),
+                    status => non_neg_integer() | undefined, tail => [binary()]}.
 
 -define(DEFAULT_BOOT_TIMEOUT, 60000).
 -define(STOP_TIMEOUT, 5000).
@@ -86,6 +94,35 @@ start_link(Spec, Options) ->
 -spec nodes(pid()) -> [node_info()].
 nodes(Cluster) ->
     gen_server:call(Cluster, nodes).
+
+%% @doc The VMs of the cluster that exited on their own (not stopped by {@link stop/1}),
+%% each with its log, its exit status and the last lines of its log when it has one.
+%% Called right after an operation failed, which may have noticed a VM's death (its
+%% connection closing) before this process has: it waits up to a second for a first
+%% exit, and then until the VMs whose OS processes are gone have all been seen.
+-spec diagnose(pid()) -> [exited()].
+diagnose(Cluster) ->
+    diagnose(Cluster, erlang:monotonic_time(millisecond) + 1000).
+
+diagnose(Cluster, Deadline) ->
+    Exited = gen_server:call(Cluster, exited),
+    Gone = [N || #{node := N, os_pid := P} <- nodes(Cluster), not terrain_lab_os:alive(P)],
+    Waiting = map_size(Exited) =:= 0 orelse Gone -- maps:keys(Exited) =/= [],
+    case Waiting andalso erlang:monotonic_time(millisecond) < Deadline of
+        true ->
+            timer:sleep(50),
+            diagnose(Cluster, Deadline);
+        false ->
+            [exited_info(Vm) || {_, Vm} <- lists:sort(maps:to_list(Exited))]
+    end.
+
+exited_info(#{name := Name, node := Node, log := Log}) ->
+    case terrain_lab_vm:log_tail(Log, 8) of
+        {ok, Tail, Status} -> #{name => Name, node => Node, log => Log, status => Status, tail => Tail};
+        {error, _} -> #{name => Name, node => Node, log => Log}
+    end;
+exited_info(#{name := Name, node := Node}) ->
+    #{name => Name, node => Node}.
 
 %% @doc Stops every node and waits until their VMs are gone.
 -spec stop(pid()) -> ok.
@@ -118,6 +155,8 @@ init({Spec, Options, Caller}) ->
 -spec handle_call(term(), gen_server:from(), #state{}) -> {reply, term(), #state{}}.
 handle_call(nodes, _From, #state{nodes = Nodes} = State) ->
     {reply, Nodes, State};
+handle_call(exited, _From, #state{exited = Exited} = State) ->
+    {reply, Exited, State};
 handle_call(Request, _From, State) ->
     {reply, {error, {unknown_request, Request}}, State}.
 
@@ -138,7 +177,8 @@ handle_info({'EXIT', Pid, Reason}, #state{peers = Peers} = State) ->
                                       normal -> "its VM exited (halted, crashed or killed)";
                                       _ -> io_lib:format("~0tP", [Reason, 12])
                                   end]),
-            {noreply, State#state{peers = maps:remove(Node, Peers)}};
+            {noreply, State#state{peers = maps:remove(Node, Peers),
+                                  exited = (State#state.exited)#{Node => maps:get(Node, Peers)}}};
         [] ->
             {noreply, State}
     end;
@@ -163,6 +203,7 @@ validate_options(Options) ->
                boot_timeout => fun(V) -> is_integer(V) andalso V > 0 end,
                code_path => maps:get(code_path, Vm),
                env => maps:get(env, Vm),
+               log_dir => fun io_lib:printable_unicode_list/1,
                netem => fun erlang:is_boolean/1},
     case terrain_options:check(Options, Checks) of
         ok -> ok;
@@ -182,9 +223,15 @@ boot(Spec, Options) ->
                 true -> #{netem => {Spec, Prefix}};
                 false -> #{}
             end,
+    Log = fun(Name) -> case Options of
+                           #{log_dir := Dir} -> #{log => filename:join(Dir, atom_to_list(Name) ++ ".log")};
+                           #{} -> #{}
+                       end
+          end,
+    _ = maps:is_key(log_dir, Options) andalso filelib:ensure_path(maps:get(log_dir, Options)),
     Started = [start_vm(maps:merge(VmOptions#{name => Name, node => list_to_atom(Prefix ++ atom_to_list(Name)),
                                               args => maps:get(args, NodeSpec, [])},
-                                   maps:merge(Netem, maps:with([schedulers], NodeSpec))))
+                                   maps:merge(maps:merge(Netem, Log(Name)), maps:with([schedulers], NodeSpec))))
                || #{name := Name} = NodeSpec <- Specs],
     Vms = [Vm || {ok, Vm} <- Started],
     Results = terrain_lab_vm:await_boot(Vms, Deadline),

@@ -527,14 +527,15 @@ warn_netem_scale(Spec, Io) ->
         false ->
             ok
     end,
-    %% each proxied connection keeps 3 local ports in use (terrain_lab_netem:port_capacity/0)
+    %% each proxied connection keeps 3 ports of its connecting node's own address in use
+    %% (terrain_lab_netem:port_capacity/0); a node opens at most N - 1
     case terrain_lab_netem:port_capacity() of
-        Capacity when is_integer(Capacity), Connections > Capacity ->
-            terrain_lab_io:progress(Io, "terrain: warning: ~b proxied connections keep about ~b local ports in use (3 "
-                                    "each) and this machine's ephemeral range (net.ipv4.ip_local_port_range) has ~b: "
-                                    "above ~b nodes in a full mesh connections fail and other programs here cannot "
-                                    "listen (docs/NETEM.md, \"At scale\"); fewer nodes or connect_all => false~n",
-                                    [Connections, 3 * Connections, 3 * Capacity, mesh_nodes(Capacity)]);
+        Capacity when is_integer(Capacity), N - 1 > Capacity ->
+            terrain_lab_io:progress(Io, "terrain: warning: a node of ~b may open ~b proxied connections, which keep "
+                                    "~b ports of its own address in use (3 each), and this machine's ephemeral range "
+                                    "(net.ipv4.ip_local_port_range) has ~b: connections fail above ~b nodes "
+                                    "(docs/NETEM.md, \"At scale\"); fewer nodes~n",
+                                    [N, N - 1, 3 * (N - 1), 3 * Capacity, Capacity + 1]);
         _ ->
             ok
     end.

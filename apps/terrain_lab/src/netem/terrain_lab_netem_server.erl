@@ -76,9 +76,10 @@ start_link() ->
         ignore -> {error, ignore}
     end.
 
-%% @doc Starts a proxy to the node with short name `Target', listening on
-%% `Address''s IP and forwarding to `Address'; returns the proxy's port, or
-%% `{error, partitioned}' while `Target' is blocked.
+%% @doc Starts a proxy to the node with short name `Target', listening on a fresh port
+%% of this node's own address (`terrain_lab_netem_epmd:own_address/0'; under IPv6
+%% distribution, of `Address''s IP) and forwarding to `Address' from that address;
+%% returns the proxy's port, or `{error, partitioned}' while `Target' is blocked.
 -spec open(Target :: string(), Address :: {inet:ip_address(), inet:port_number()}) ->
           {ok, inet:port_number()} | {error, term()}.
 open(Target, Address) ->
@@ -150,7 +151,8 @@ handle_call({open, Target, Address}, _From, #state{blocked = Blocked, proxies = 
         false when State#state.native =:= undefined ->
             Link = maps:get(Target, terrain_lab_netem_epmd:links(), #{}),
             case supervisor:start_child(terrain_lab_netem_proxy_sup,
-                                        [#{target => Target, address => Address, link => Link}]) of
+                                        [#{target => Target, address => Address, source => source(Address),
+                                           link => Link}]) of
                 {ok, Pid, Port} ->
                     Ref = monitor(process, Pid),
                     {reply, {ok, Port}, State#state{proxies = Proxies#{Pid => {Target, Ref}}}};
@@ -161,7 +163,7 @@ handle_call({open, Target, Address}, _From, #state{blocked = Blocked, proxies = 
             #state{native = Native, next_id = Id} = State,
             Link = terrain_lab_netem_link:new(maps:get(Target, terrain_lab_netem_epmd:links(), #{})),
             {Accept, Send} = terrain_lab_netem_proxy:timeouts(),
-            case terrain_lab_netem_native:open(Native, Id, Address, Link, Accept, Send) of
+            case terrain_lab_netem_native:open(Native, Id, source(Address), Address, Link, Accept, Send) of
                 {ok, Port} ->
                     {reply, {ok, Port}, State#state{next_id = Id + 1,
                                                     proxies = Proxies#{{native, Id} => {Target, native}}}};
@@ -246,6 +248,11 @@ call(Request) ->
 
 short_name(Node) ->
     hd(string:split(atom_to_list(Node), "@")).
+
+%% Where a proxy listens and connects from: this node's own address (IPv4), the
+%% target's (IPv6).
+source({{_, _, _, _}, _Port}) -> terrain_lab_netem_epmd:own_address();
+source({Ip, _Port}) -> Ip.
 
 full_name(Short) ->
     [_, Host] = string:split(atom_to_list(node()), "@"),
