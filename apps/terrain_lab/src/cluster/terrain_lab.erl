@@ -210,6 +210,8 @@ format_exits(Exited) ->
 
 status_text(#{status := Status}) when is_integer(Status), Status > 128 ->
     io_lib:format(" with status ~b (killed by signal ~b~ts)", [Status, Status - 128, signal_name(Status - 128)]);
+status_text(#{status := 0}) ->
+    " with status 0 (halted: stopped by the lab after the failure, or by its own code)";
 status_text(#{status := Status}) when is_integer(Status) ->
     io_lib:format(" with status ~b", [Status]);
 status_text(#{}) ->

@@ -37,7 +37,8 @@
 
 -type options() ::
         #{prefix => string(),          % prepended to every node's short name (default "")
-          boot_timeout => pos_integer(),  % ms for all nodes to boot and start terrain (default 60000)
+          boot_timeout => pos_integer(),  % ms for all nodes to boot and start terrain (default as
+                                          % `terrain up': terrain_lab_launch:default_timeout/1)
           code_path => [file:filename()], % extra -pa directories for the nodes
           env => [{string(), string()}],  % extra OS environment for the nodes
           log_dir => file:filename(),     % each node's VM logs to LOG_DIR/NAME.log (output, log
@@ -65,7 +66,6 @@
 -type exited() :: #{name := atom(), node := node(), log => file:filename(),
                     status => non_neg_integer() | undefined, tail => [binary()]}.
 
--define(DEFAULT_BOOT_TIMEOUT, 60000).
 -define(STOP_TIMEOUT, 5000).
 
 %%--------------------------------------------------------------------
@@ -77,7 +77,7 @@
 start_link(Spec, Options) ->
     case validate_options(Options) of
         ok ->
-            Timeout = maps:get(boot_timeout, Options, ?DEFAULT_BOOT_TIMEOUT),
+            Timeout = boot_timeout(Spec, Options),
             %% Linked from init/1, so that a failed start returns {error, Reason} without
             %% an exit signal to the caller; and ended with {shutdown, Reason}, so that it
             %% is not logged as a crash (a missing cgroup controller is a sentence, not a
@@ -214,7 +214,7 @@ validate_options(Options) ->
 
 boot(Spec, Options) ->
     Prefix = maps:get(prefix, Options, ""),
-    Deadline = erlang:monotonic_time(millisecond) + maps:get(boot_timeout, Options, ?DEFAULT_BOOT_TIMEOUT),
+    Deadline = erlang:monotonic_time(millisecond) + boot_timeout(Spec, Options),
     Specs = terrain_lab_spec:nodes(Spec),
     VmOptions = maps:merge(#{transport => local_linked, cookie => erlang:get_cookie(),
                              env => maps:get(env, Options, []), code_path => maps:get(code_path, Options, [])},
@@ -256,6 +256,11 @@ boot(Spec, Options) ->
             stop_peers(maps:values(Peers), []),
             {error, Why}
     end.
+
+%% The nodes start in parallel but share the machine's cores: by default the deadline
+%% grows with their number, as `terrain up''s (30 s plus 1 s per node, at least 60 s).
+boot_timeout(Spec, Options) ->
+    maps:get(boot_timeout, Options, terrain_lab_launch:default_timeout(length(terrain_lab_spec:nodes(Spec)))).
 
 %% A node's VM (terrain_lab_vm, transport local_linked: an OTP peer).
 start_vm(#{name := Name} = VmOptions) ->

@@ -602,7 +602,10 @@ spawn_vms(Spawns, Running, Done, Parallel, Progress) ->
 %% writes its pid file in `Dir', reads the cookie there, and only then goes distributed.
 -spec vm_options(map(), node(), file:filename()) -> map().
 vm_options(NodeSpec, Node, Dir) ->
-    maps:merge(#{transport => local_detached, name => maps:get(name, NodeSpec), node => Node, dir => Dir},
+    Name = maps:get(name, NodeSpec),
+    %% its log events next to its pid file (STATE_DIR/nodes/NAME.log)
+    Log = filename:join(filename:dirname(terrain_lab_cluster_state:pid_file(Dir, Name)), atom_to_list(Name) ++ ".log"),
+    maps:merge(#{transport => local_detached, name => Name, node => Node, dir => Dir, log => Log},
                maps:with([schedulers, args], NodeSpec)).
 
 %% The options of a node's VM on another host: over ssh, or in a job step (the ssh
