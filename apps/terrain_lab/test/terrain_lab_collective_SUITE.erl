@@ -11,14 +11,16 @@
          bad_invocations/0, bad_invocations/1,
          real_escript/0, real_escript/1,
          killed_vm_named_with_cause_and_log/0, killed_vm_named_with_cause_and_log/1,
-         failed_boot_leaves_manifest_with_error/0, failed_boot_leaves_manifest_with_error/1]).
+         failed_boot_leaves_manifest_with_error/0, failed_boot_leaves_manifest_with_error/1,
+         cut_connection_named_from_the_vms_logs/0, cut_connection_named_from_the_vms_logs/1]).
 
 suite() ->
     [{timetrap, {minutes, 3}}].
 
 all() ->
     [bench_writes_json_table_and_manifest, tune_writes_rules_that_auto_reads, bad_invocations, real_escript,
-     killed_vm_named_with_cause_and_log, failed_boot_leaves_manifest_with_error].
+     killed_vm_named_with_cause_and_log, failed_boot_leaves_manifest_with_error,
+     cut_connection_named_from_the_vms_logs].
 
 init_per_suite(Config) ->
     terrain_test_peers:ensure_distributed(),
@@ -96,6 +98,34 @@ killed_vm_named_with_cause_and_log(Config) ->
     {ok, Manifest} = terrain_json:read_file(filename:join(Out, "manifest.json")),
     ?assertMatch(#{<<"vm_logs">> := <<"vms">>, <<"error">> := _}, Manifest),
     ?assertNotEqual(nomatch, string:find(maps:get(<<"error">>, Manifest), "status 137")).
+
+cut_connection_named_from_the_vms_logs() ->
+    [{doc, "A node cut off by a partition while bench measures, no VM dead: the error quotes what the VMs logged "
+      "about the lost connections (which node, why) and names the logs' directory."}].
+cut_connection_named_from_the_vms_logs(Config) ->
+    Out = filename:join(?config(priv_dir, Config), "cut"),
+    Self = self(),
+    Runner = spawn_link(fun() ->
+                                Self ! {self(), terrain_lab_test_io:run(["collective", "bench", "--spec",
+                                                                         ?config(spec, Config),
+                                                                         "--algorithms", "binomial", "--sizes", "8",
+                                                                         "--rank-order", "block", "--seeds", "1",
+                                                                         "--rounds", "30000", "--out", Out])}
+                        end),
+    [_, Host] = string:split(atom_to_list(node()), "@"),
+    Victim = list_to_atom("coll_c@" ++ Host),
+    ok = wait_until(fun() -> net_adm:ping(Victim) =:= pong andalso
+                                 lists:keymember(terrain, 1, erpc:call(Victim, application, which_applications, []))
+                    end, 60000),
+    timer:sleep(1000),
+    ok = terrain_lab:isolate(Victim),
+    {1, _, Err} = receive {Runner, Result} -> Result after 120000 -> ct:fail(no_result) end,
+    ct:pal("~ts", [Err]),
+    ?assertNotEqual(nomatch, string:find(Err, "no VM exited; their logs (" ++ filename:join(Out, "vms") ++ ") say:")),
+    ?assertMatch({match, _}, re:run(Err, "terrain netem: the connection to coll_[abd]@\\S+ went down: ")),
+    ?assertNotEqual(nomatch, string:find(Err, "coll_c@")),
+    {ok, Manifest} = terrain_json:read_file(filename:join(Out, "manifest.json")),
+    ?assertMatch(#{<<"error">> := _, <<"vm_logs">> := <<"vms">>}, Manifest).
 
 failed_boot_leaves_manifest_with_error() ->
     [{doc, "A run that fails before its first measurement (a VM that halts while it boots) leaves its manifest "

@@ -55,5 +55,7 @@ format({paths, _} = Reason) ->
     terrain_paths:format_error(Reason);
 format({vm_exits, Reason, Exited}) ->
     [format(Reason), terrain_lab:format_exits(Exited)];
+format({net_events, Reason, Dir, Lines}) ->
+    [format(Reason), terrain_lab:format_net_events(Dir, Lines)];
 format(Reason) ->
     terrain_lab:format_error(Reason).

@@ -38,7 +38,8 @@
 
 %% API: errors
 -export([format_error/1,
-         format_exits/1]).
+         format_exits/1,
+         format_net_events/2]).
 
 %% exports_not_used: The public API of the lab: called by users (docs/NETEM.md, README), not by the CLI.
 -ignore_xref([{read_spec, 1}, {start_cluster, 2}, {cluster_nodes, 1}, {stop_cluster, 1}, {with_cluster, 3},
@@ -47,6 +48,9 @@
 -export_type([cluster_options/0]).
 
 -type cluster_options() :: terrain_lab_cluster:options().
+
+%% The most lines of lost connections an error quotes from the VMs' logs.
+-define(NET_EVENTS, 6).
 
 %% @doc Reads and validates a cluster spec file.
 -spec read_spec(file:filename()) -> {ok, terrain_lab_spec:spec()} | {error, terrain_lab_spec:error_reason()}.
@@ -82,7 +86,9 @@ stop_cluster(Cluster) ->
 %% not start is its error; `Fun' is not called. When `Fun' fails (`{error, Reason}')
 %% after VMs of the cluster exited on their own, the error says which:
 %% `{error, {vm_exits, Reason, Exited}}' (`terrain_lab_cluster:diagnose/1': each VM's
-%% exit status, log and its last lines, with the option `log_dir').
+%% exit status, log and its last lines, with the option `log_dir'); when none exited,
+%% the connections the VMs logged as lost and why (`{net_events, Reason, LogDir, Lines}':
+%% a tick timeout, a proxy that failed, `terrain_lab_netem_server').
 -spec with_cluster(terrain_lab_spec:spec() | file:filename(), cluster_options(),
                    fun(([terrain_lab_cluster:node_info()]) -> Result)) -> Result | {error, term()}.
 with_cluster(Spec, Options, Fun) ->
@@ -90,9 +96,15 @@ with_cluster(Spec, Options, Fun) ->
         {ok, Cluster} ->
             try Fun(cluster_nodes(Cluster)) of
                 {error, Reason} = Error ->
-                    case terrain_lab_cluster:diagnose(Cluster) of
-                        [] -> Error;
-                        Exited -> {error, {vm_exits, Reason, Exited}}
+                    case {terrain_lab_cluster:diagnose(Cluster), Options} of
+                        {[], #{log_dir := Dir}} ->
+                            %% no VM died: what the VMs logged about their connections
+                            case terrain_lab_cluster:net_events(Dir, ?NET_EVENTS) of
+                                [] -> Error;
+                                Events -> {error, {net_events, Reason, Dir, Events}}
+                            end;
+                        {[], _} -> Error;
+                        {Exited, _} -> {error, {vm_exits, Reason, Exited}}
                     end;
                 Result ->
                     Result
@@ -179,6 +191,8 @@ format_error({terrain_netem, bad_links, Text}) ->
     io_lib:format("bad -terrain_netem link table: ~ts", [Text]);
 format_error({vm_exits, Reason, Exited}) ->
     [format_error(Reason), format_exits(Exited)];
+format_error({net_events, Reason, Dir, Lines}) ->
+    [format_error(Reason), format_net_events(Dir, Lines)];
 format_error({boot_failed, Name, Why}) ->
     io_lib:format("node ~0tp failed to boot: ~0tp", [Name, Why]);
 format_error({setup_failed, Name, Why}) ->
@@ -207,6 +221,13 @@ format_exits(Exited) ->
     [[io_lib:format("~n  the VM of node ~ts (~ts) exited~ts~ts", [Name, Node, status_text(Vm), log_text(Vm)]),
       [io_lib:format("~n    | ~ts", [L]) || L <- maps:get(tail, Vm, [])]]
      || #{name := Name, node := Node} = Vm <- Exited].
+
+%% @doc What the VMs logged about lost connections (`terrain_lab_cluster:net_events/2'),
+%% after an error in which no VM exited.
+-spec format_net_events(file:filename(), [{atom(), binary()}]) -> iolist().
+format_net_events(Dir, Lines) ->
+    [io_lib:format("~n  no VM exited; their logs (~ts) say:", [Dir]),
+     [io_lib:format("~n    ~ts: ~ts", [Name, Line]) || {Name, Line} <- Lines]].
 
 status_text(#{status := Status}) when is_integer(Status), Status > 128 ->
     io_lib:format(" with status ~b (killed by signal ~b~ts)", [Status, Status - 128, signal_name(Status - 128)]);

@@ -23,6 +23,7 @@
 -export([start_link/2,
          nodes/1,
          diagnose/1,
+         net_events/2,
          stop/1]).
 
 %% Internal exports
@@ -115,6 +116,17 @@ diagnose(Cluster, Deadline) ->
         false ->
             [exited_info(Vm) || {_, Vm} <- lists:sort(maps:to_list(Exited))]
     end.
+
+%% @doc The last `Max' lines the VMs logged in `LogDir' about their connections
+%% (`terrain netem: ...': lost, with the cause; a proxy that failed), by VM name.
+-spec net_events(file:filename(), pos_integer()) -> [{atom(), binary()}].
+net_events(LogDir, Max) ->
+    Found = [{list_to_atom(filename:basename(File, ".log")), Line}
+             || File <- lists:sort(filelib:wildcard(filename:join(LogDir, "*.log"))),
+                {ok, Text} <- [file:read_file(File)],
+                Line <- binary:split(Text, <<"\n">>, [global, trim_all]),
+                binary:match(Line, <<"terrain netem: ">>) =/= nomatch],
+    lists:nthtail(max(0, length(Found) - Max), Found).
 
 exited_info(#{name := Name, node := Node, log := Log}) ->
     case terrain_lab_vm:log_tail(Log, 8) of

@@ -620,7 +620,7 @@ remote_vm_options(#{host := Host} = NodeSpec, Node, Ssh) ->
 bring_up({ok, Vm}, NodeSpec, Node, Deadline) ->
     case terrain_lab_vm:await_boot([Vm], Deadline) of
         [{ok, _}] -> terrain_lab_cluster:setup_node(NodeSpec, Node, Deadline);
-        [{error, Why}] -> {error, boot_error(Why)}
+        [{error, Why}] -> {error, with_log(boot_error(Why), Vm)}
     end;
 bring_up({error, Why}, _NodeSpec, _Node, _Deadline) ->
     {error, boot_error(Why)}.
@@ -633,6 +633,12 @@ boot_error({ssh, _} = Why) ->
     {text, lists:flatten(terrain_lab_ssh:format_error(Why))};
 boot_error(Why) ->
     {text, lists:flatten(terrain_lab:format_error(Why))}.
+
+%% A VM that keeps a log (a detached one here): the error names it.
+with_log(Why, #{log := Log}) ->
+    {text, lists:flatten(io_lib:format("~ts; its log: ~ts", [format_reason(Why), Log]))};
+with_log(Why, #{}) ->
+    Why.
 
 %% The OS pid a started VM wrote (on its host, for a node on another host).
 started_pid(#{name := Name} = NodeSpec, Dir, Ssh) ->
