@@ -68,6 +68,7 @@
                     status => non_neg_integer() | undefined, tail => [binary()]}.
 
 -define(STOP_TIMEOUT, 5000).
+-define(CLEANUP_MARGIN, 60000).
 
 %%--------------------------------------------------------------------
 %% API
@@ -83,7 +84,10 @@ start_link(Spec, Options) ->
             %% an exit signal to the caller; and ended with {shutdown, Reason}, so that it
             %% is not logged as a crash (a missing cgroup controller is a sentence, not a
             %% crash report: the caller says it).
-            case gen_server:start(?MODULE, {Spec, Options, self()}, [{timeout, Timeout + ?STOP_TIMEOUT * 2}]) of
+            %% the boot's own deadline comes first; this one leaves the time to stop
+            %% what did boot (hundreds of VMs at a high load: tens of seconds), so that the
+            %% error is the boot's, not a timeout of this call
+            case gen_server:start(?MODULE, {Spec, Options, self()}, [{timeout, Timeout + ?CLEANUP_MARGIN}]) of
                 {error, {shutdown, Why}} -> {error, Why};
                 Started -> Started
             end;
