@@ -69,21 +69,7 @@ killed_vm_named_with_cause_and_log() ->
       "its log in the run directory (which ends with that status); the manifest keeps the error."}].
 killed_vm_named_with_cause_and_log(Config) ->
     Out = filename:join(?config(priv_dir, Config), "killed"),
-    Self = self(),
-    Runner = spawn_link(fun() ->
-                                Self ! {self(), terrain_lab_test_io:run(["collective", "bench", "--spec",
-                                                                         ?config(spec, Config),
-                                                                         "--algorithms", "binomial", "--sizes", "8",
-                                                                         "--rank-order", "block", "--seeds", "1",
-                                                                         "--rounds", "30000", "--out", Out])}
-                        end),
-    [_, Host] = string:split(atom_to_list(node()), "@"),
-    Victim = list_to_atom("coll_b@" ++ Host),
-    %% measuring: terrain runs on the node and the members have started
-    ok = wait_until(fun() -> net_adm:ping(Victim) =:= pong andalso
-                                 lists:keymember(terrain, 1, erpc:call(Victim, application, which_applications, []))
-                    end, 60000),
-    timer:sleep(1000),
+    {Runner, Victim} = measuring(Config, Out, "coll_b@"),
     OsPid = erpc:call(Victim, os, getpid, []),
     "" = os:cmd("kill -9 " ++ OsPid),
     {1, _, Err} = receive {Runner, Result} -> Result after 120000 -> ct:fail(no_result) end,
@@ -104,20 +90,7 @@ cut_connection_named_from_the_vms_logs() ->
       "about the lost connections (which node, why) and names the logs' directory."}].
 cut_connection_named_from_the_vms_logs(Config) ->
     Out = filename:join(?config(priv_dir, Config), "cut"),
-    Self = self(),
-    Runner = spawn_link(fun() ->
-                                Self ! {self(), terrain_lab_test_io:run(["collective", "bench", "--spec",
-                                                                         ?config(spec, Config),
-                                                                         "--algorithms", "binomial", "--sizes", "8",
-                                                                         "--rank-order", "block", "--seeds", "1",
-                                                                         "--rounds", "30000", "--out", Out])}
-                        end),
-    [_, Host] = string:split(atom_to_list(node()), "@"),
-    Victim = list_to_atom("coll_c@" ++ Host),
-    ok = wait_until(fun() -> net_adm:ping(Victim) =:= pong andalso
-                                 lists:keymember(terrain, 1, erpc:call(Victim, application, which_applications, []))
-                    end, 60000),
-    timer:sleep(1000),
+    {Runner, Victim} = measuring(Config, Out, "coll_c@"),
     ok = terrain_lab:isolate(Victim),
     {1, _, Err} = receive {Runner, Result} -> Result after 120000 -> ct:fail(no_result) end,
     ct:pal("~ts", [Err]),
@@ -145,6 +118,26 @@ failed_boot_leaves_manifest_with_error(Config) ->
                  Manifest),
     ?assertNotEqual(nomatch, string:find(maps:get(<<"error">>, Manifest), "exited with status 7")),
     ?assertNot(filelib:is_file(filename:join(Out, "collective.json"))).
+
+%% A long bench (30,000 rounds) in a process of its own that sends its exit status,
+%% output and error when it ends; returns once the node `Prefix ++ Host' runs terrain and
+%% the members have started on it.
+measuring(Config, Out, Prefix) ->
+    Self = self(),
+    Runner = spawn_link(fun() ->
+                                Self ! {self(), terrain_lab_test_io:run(["collective", "bench", "--spec",
+                                                                         ?config(spec, Config),
+                                                                         "--algorithms", "binomial", "--sizes", "8",
+                                                                         "--rank-order", "block", "--seeds", "1",
+                                                                         "--rounds", "30000", "--out", Out])}
+                        end),
+    [_, Host] = string:split(atom_to_list(node()), "@"),
+    Node = list_to_atom(Prefix ++ Host),
+    ok = wait_until(fun() -> net_adm:ping(Node) =:= pong andalso
+                                 lists:keymember(terrain, 1, erpc:call(Node, application, which_applications, []))
+                    end, 60000),
+    timer:sleep(1000),
+    {Runner, Node}.
 
 wait_until(Fun, Timeout) when Timeout =< 0 ->
     {timeout, Fun};
