@@ -52,6 +52,7 @@
          remove/2,
          levels/1,
          bounds/2,
+         bounds/3,
          format_error/1]).
 
 -export_type([options/0, measure/0, pair/0, error_reason/0, model/0]).
@@ -65,14 +66,19 @@
 -define(DEFAULTS, #{representatives => 1, confirm => 2, retries => 2, attempts => 3}).
 
 %% The separation of levels: `{gap, S}' (the override: every level S² apart) or
-%% `{levels, Ls}', the typical round trip of each level, ascending.
--type model() :: {gap, float()} | {levels, [float(), ...]}.
+%% `{levels, Ls, F}', the typical round trip of each level, ascending, and the noise
+%% floor F (µs): two round trips closer than 2F are not told apart.
+-type model() :: {gap, float()} | {levels, [float(), ...], float()}.
 
 %% Without a model (a tree without heights yet), levels are assumed this far apart.
 -define(DEFAULT_GAP, 10).
 %% Two levels of the model closer than this are one level (jitter of a few per cent
 %% spreads one level's round trips over about this much).
 -define(SAME_LEVEL, 1.3).
+%% Two levels whose round trips differ by less than this many times the noise (the
+%% jitter of one measurement) are one level, and a band reaches at least this far
+%% from its network's height.
+-define(NOISE_LEVELS, 2).
 %% In a network with no level of the model below it, at most this many of its node
 %% children are measured (a flat group: its members are all equally far).
 -define(FLAT_SAMPLE, 4).
@@ -135,8 +141,8 @@ validate_options(Options) ->
 format_error({insert, {bad_option, Key, Value}}) ->
     io_lib:format("bad value for insertion option ~0tp: ~0tp (~ts)", [Key, Value, option_help(Key)]);
 format_error({insert, {unknown_option, Key}}) ->
-    io_lib:format("unknown insertion option ~0tp (known: attempts, confirm, gap, levels, name, representatives, "
-                  "retries, seed)", [Key]);
+    io_lib:format("unknown insertion option ~0tp (known: attempts, confirm, gap, levels, name, noise, "
+                  "representatives, retries, seed)", [Key]);
 format_error({insert, {bad_options, Options}}) ->
     io_lib:format("insertion options must be a map, got ~0tP", [Options, 8]);
 format_error({insert, {already_a_member, Node}}) ->
@@ -163,6 +169,7 @@ option_checks() ->
       confirm => fun(V) -> is_integer(V) andalso V >= 0 end,
       gap => fun(V) -> is_number(V) andalso V > 1 end,
       levels => fun(V) -> is_list(V) andalso V =/= [] andalso lists:all(fun is_round_trip/1, V) end,
+      noise => fun(V) -> is_number(V) andalso V >= 0 end,
       retries => fun(V) -> is_integer(V) andalso V >= 0 end,
       attempts => fun(V) -> is_integer(V) andalso V >= 1 end,
       seed => fun erlang:is_integer/1,
@@ -175,6 +182,7 @@ option_help(representatives) -> "an integer >= 1";
 option_help(confirm) -> "an integer >= 0";
 option_help(gap) -> "a number > 1";
 option_help(levels) -> "a non-empty list of round trips > 0, one per level";
+option_help(noise) -> "a round trip >= 0 (us): the jitter of one measurement";
 option_help(retries) -> "an integer >= 0";
 option_help(attempts) -> "an integer >= 1";
 option_help(seed) -> "an integer";
@@ -241,10 +249,11 @@ without_children(Node, [C | Rest], Acc, false) ->
 place(Node, Tree, Measure, #{representatives := Reps, confirm := Confirm, retries := Retries,
                              attempts := Attempts} = Opts) ->
     Seed = maps:get(seed, Opts, erlang:phash2(Node)),
+    Noise = maps:get(noise, Opts, 0),
     Model = case Opts of
                 #{gap := Gap} -> {gap, math:sqrt(Gap)};
-                #{levels := Ls} -> model(Ls);
-                #{} -> model(levels(Tree))
+                #{levels := Ls} -> model(Ls, Noise);
+                #{} -> model(levels(Tree), Noise)
             end,
     Ctx0 = #ctx{node = Node, measure = Measure, reps = Reps, attempts = Attempts, model = Model,
                 name = maps:get(name, Opts, Node), rand = rand:seed_s(exsss, Seed)},
@@ -445,15 +454,19 @@ median(Xs) ->
         0 -> (lists:nth(N div 2, Sorted) + lists:nth(N div 2 + 1, Sorted)) / 2
     end.
 
-%% The model of a list of level round trips: ascending, levels closer than ?SAME_LEVEL
+%% The model of a list of level round trips and the noise floor: ascending, levels
+%% closer than ?SAME_LEVEL (relative) or ?NOISE_LEVELS times the noise (absolute)
 %% merged (their geometric mean); no level: the default gap.
-model([]) ->
+-spec model([number()], number()) -> model().
+model([], _Noise) ->
     {gap, math:sqrt(?DEFAULT_GAP)};
-model(Levels) ->
+model(Levels, Noise) ->
     [First | Rest] = lists:sort([float(L) || L <- Levels]),
-    {levels, lists:reverse(lists:foldl(fun(L, [Prev | Acc]) when L < Prev * ?SAME_LEVEL -> [math:sqrt(L * Prev) | Acc];
-                                          (L, Acc) -> [L | Acc]
-                                       end, [First], Rest))}.
+    Floor = ?NOISE_LEVELS * Noise,
+    Merge = fun(L, [Prev | Acc]) when L < Prev * ?SAME_LEVEL; L - Prev < Floor -> [math:sqrt(L * Prev) | Acc];
+               (L, Acc) -> [L | Acc]
+            end,
+    {levels, lists:reverse(lists:foldl(Merge, [First], Rest)), float(Noise)}.
 
 %% @doc The band of round trips that belong to the level of height `H': below the lower
 %% bound a round trip lies inside a child, above the upper bound outside the network.
@@ -464,12 +477,28 @@ model(Levels) ->
 %% every level gets H/√10 … H·√10. With `{gap, S}': H/S and H·S.
 -spec bounds(number(), model() | [number()]) -> {float(), float()}.
 bounds(H, Levels) when is_list(Levels) ->
-    bounds(H, model(Levels));
+    bounds(H, Levels, 0);
 bounds(H, _Model) when H =< 0 ->
     {0.0, 0.0};
 bounds(H, {gap, S}) ->
     {H / S, H * S};
-bounds(H, {levels, Ls}) ->
+bounds(H, {levels, Ls, Noise}) ->
+    %% never narrower than the noise: round trips within ?NOISE_LEVELS jitters of the
+    %% height or of its level are not told apart from them
+    {Lo, Hi, Li} = level_band(H, Ls),
+    Floor = ?NOISE_LEVELS * Noise,
+    {max(0.0, min(Lo, min(H, Li) - Floor)), max(Hi, max(H, Li) + Floor)}.
+
+%% @doc The band of a height under the level model of `Levels' with the noise floor
+%% `Noise' (µs: the jitter of one measurement; 0: none): levels closer than twice the
+%% noise are one, and the band reaches at least twice the noise from `H'.
+-spec bounds(number(), [number()], number()) -> {float(), float()}.
+bounds(H, Levels, Noise) ->
+    bounds(H, model(Levels, Noise)).
+
+%% The band of H and the level it belongs to (H itself when it is a level of its own).
+-spec level_band(number(), [float(), ...]) -> {float(), float(), number()}.
+level_band(H, Ls) ->
     %% a virtual level one (smallest) ratio beyond each end
     R = case Ls of
             [_] -> float(?DEFAULT_GAP);
@@ -483,9 +512,9 @@ bounds(H, {levels, Ls}) ->
     %% the model is a level of its own
     Cap = math:sqrt(?DEFAULT_GAP),
     case Dist > math:log(Cap) of
-        true -> {H / Cap, H * Cap};
+        true -> {H / Cap, H * Cap, H};
         false -> {min(H, max(Li / Cap, math:sqrt(element(I - 1, Padded) * Li))),
-                  max(H, min(Li * Cap, math:sqrt(Li * element(I + 1, Padded))))}
+                  max(H, min(Li * Cap, math:sqrt(Li * element(I + 1, Padded)))), Li}
     end.
 
 lo(H, Model) -> element(1, bounds(H, Model)).
@@ -493,7 +522,7 @@ lo(H, Model) -> element(1, bounds(H, Model)).
 %% True when the model has a level below the band of height H: only then can a node
 %% child of a network of height H have a twin closer than H.
 level_below(_H, {gap, _}) -> true;
-level_below(H, {levels, [L1 | _]} = Model) -> L1 < lo(H, Model).
+level_below(H, {levels, [L1 | _], _} = Model) -> L1 < lo(H, Model).
 
 %% The children to measure at a network of height H: all of them, unless the model has
 %% no level below H (a flat group: no child can be nearer than H); then every network

@@ -150,9 +150,14 @@ leaves({network, _, _, Children}) -> lists:append([leaves(C) || C <- Children]).
 %% The pair's round trip as insertion sees it: the chosen statistic of its exchanges
 %% (min by default; median where a link lets a message through early now and then,
 %% as rate shaping does on the testbed, docs/TESTBED.md).
+%% With the standard deviation of the exchanges, the jitter the level model's noise
+%% floor comes from (none when it is not a number: a single exchange).
 record(#{table := Table}, A, B, Statistic, {ok, Stats}) ->
     true = ets:insert(Table, {{A, B}, {ok, Stats}}),
-    {ok, maps:get(Statistic, Stats)};
+    case Stats of
+        #{stddev := Jitter} when is_number(Jitter) -> {ok, maps:get(Statistic, Stats), Jitter};
+        #{} -> {ok, maps:get(Statistic, Stats)}
+    end;
 record(#{table := Table}, A, B, _Statistic, {error, Why} = Error) ->
     case Why of
         not_measured -> ok;
