@@ -32,9 +32,16 @@
 install() ->
     ok = terrain_lab_cleanup:init(),
     ok = os:set_signal(sigterm, handle),
-    case lists:member(?MODULE, gen_event:which_handlers(erl_signal_server)) of
-        true -> ok;
-        false -> gen_event:swap_handler(erl_signal_server, {erl_signal_handler, swapped}, {?MODULE, none})
+    ok = case lists:member(?MODULE, gen_event:which_handlers(erl_signal_server)) of
+             true -> ok;
+             false -> gen_event:swap_handler(erl_signal_server, {erl_signal_handler, swapped}, {?MODULE, none})
+         end,
+    %% A SIGTERM that came while the VM booted went to the default handler, whose
+    %% init:stop/0 waits for the boot (the escript's main) to end: the command ran on
+    %% and exited 0. init remembers it as `stopping'.
+    case init:get_status() of
+        {stopping, _} -> terminated();
+        _ -> ok
     end.
 
 %% Ends the CLI as SIGTERM does: the one exit path's cleanups (temporary files,
