@@ -60,6 +60,10 @@
                     ended_by := complete | stopped}.
 
 -define(DEFAULT_WAVE, 32).
+%% A wave is at most a quarter of the tree: newcomers that join one another measure
+%% each other anew in the second pass (a wave as large as the tree: 77 pairs of 240 on
+%% a 16-thread CPU; a quarter: 68).
+-define(TREE_PER_NEWCOMER, 4).
 
 %%--------------------------------------------------------------------
 %% API
@@ -135,9 +139,14 @@ seed(Nodes, Measure, Opts, State) ->
              end || B <- Seed] || A <- Seed],
     case terrain:discover(#{nodes => Seed, stats => #{min => Rows}}, #{}) of
         {ok, #{topology := Tree}} when map_size(Pairs) > 0 ->
-            Typical = typical_heights(Tree, Pairs),
-            {State#{tree => within_noise(Typical, Noise), placed => lists:reverse(Seed), pairs => Pairs,
-                    modes => modes(maps:values(Pairs)), noise => Noise}, Rest};
+            Typical = within_noise(typical_heights(Tree, Pairs), Noise),
+            %% the modes only for a seed full discovery left flat (one level)
+            Modes = case terrain:topology_levels(Typical) of
+                        [_, _ | _] -> [];
+                        _ -> modes(maps:values(Pairs))
+                    end,
+            {State#{tree => Typical, placed => lists:reverse(Seed), pairs => Pairs, modes => Modes,
+                    noise => Noise}, Rest};
         _ ->
             {State, tl(Nodes)}
     end.
@@ -212,8 +221,11 @@ median(Xs) ->
 %% The modes of the seed's round trips, for a seed that full discovery leaves flat
 %% (levels only 1.5x apart: a sample of a few dozen nodes holds no partition over a
 %% range of alpha): the sorted logarithms split where two neighbours are further apart
-%% than twenty times their median spacing and 0.05 (5%); every mode must hold 1/40 of
-%% the round trips, else there is one. Returns the modes' median round trips.
+%% than twenty times their median spacing and 0.05 (5%); a mode holding less than 1/40
+%% of the round trips (a stray value at either end, or between two modes) joins the
+%% neighbouring mode it is nearer to. Returns the modes' median round trips ([] with
+%% fewer than 20 round trips).
+-spec modes([number()]) -> [float()].
 modes(Values) ->
     Logs = lists:sort([math:log(V) || V <- Values, V > 0]),
     case length(Logs) >= 20 of
@@ -222,13 +234,31 @@ modes(Values) ->
         true ->
             Gaps = [B - A || {A, B} <- lists:zip(lists:droplast(Logs), tl(Logs))],
             Split = max(0.05, 20 * lists:nth((length(Gaps) + 1) div 2, lists:sort(Gaps))),
-            Modes = lists:foldl(fun({L, G}, [Cur | Done]) when G > Split -> [[L], lists:reverse(Cur) | Done];
-                                   ({L, _}, [Cur | Done]) -> [[L | Cur] | Done]
-                                end, [[hd(Logs)]], lists:zip(tl(Logs), Gaps)),
-            case lists:all(fun(M) -> 40 * length(M) >= length(Logs) end, Modes) of
-                true -> lists:sort([math:exp(lists:nth((length(M) + 1) div 2, lists:sort(M))) || M <- Modes]);
-                false -> []
-            end
+            Rev = lists:foldl(fun({L, G}, [Cur | Done]) when G > Split -> [[L], lists:reverse(Cur) | Done];
+                                 ({L, _}, [Cur | Done]) -> [[L | Cur] | Done]
+                              end, [[hd(Logs)]], lists:zip(tl(Logs), Gaps)),
+            [Last | Done] = Rev,
+            Modes = join_small(lists:reverse([lists:reverse(Last) | Done]), length(Logs) / 40),
+            [math:exp(lists:nth((length(M) + 1) div 2, M)) || M <- Modes]
+    end.
+
+%% Modes (ascending lists of logarithms, in order) with fewer than Min values joined
+%% to the nearer neighbour, the smallest first, until none is left or one mode remains.
+-spec join_small([[float()]], float()) -> [[float()]].
+join_small([_] = Modes, _Min) ->
+    Modes;
+join_small(Modes, Min) ->
+    case lists:sort([{length(M), I} || {I, M} <- lists:zip(lists:seq(1, length(Modes)), Modes), length(M) < Min]) of
+        [] ->
+            Modes;
+        [{_, I} | _] ->
+            T = list_to_tuple(Modes),
+            M = element(I, T),
+            Below = case I > 1 of true -> hd(M) - lists:last(element(I - 1, T)); false -> infinity end,
+            Above = case I < tuple_size(T) of true -> hd(element(I + 1, T)) - lists:last(M); false -> infinity end,
+            J = case Below =< Above of true -> I - 1; false -> I end,
+            {Front, [A, B | Back]} = lists:split(J - 1, Modes),
+            join_small(Front ++ [A ++ B | Back], Min)
     end.
 
 %% Every network's height the median of the measured round trips between two of its
@@ -266,7 +296,7 @@ waves(Left, Measure, Opts, #{placed := Placed, waves := W} = State) ->
         true ->
             {State#{unplaced => maps:get(unplaced, State) ++ Left}, stopped};
         false ->
-            Size = min(maps:get(wave, Opts, ?DEFAULT_WAVE), length(Placed)),
+            Size = max(1, min(maps:get(wave, Opts, ?DEFAULT_WAVE), length(Placed) div ?TREE_PER_NEWCOMER)),
             {Wave, Rest} = lists:split(min(Size, length(Left)), Left),
             State1 = wave(Wave, Measure, Opts, State),
             progress(Opts, State1),
