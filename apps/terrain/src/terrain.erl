@@ -536,7 +536,8 @@
 %% <li>`noise' — the jitter of one measurement, µs (default 0): levels of the model
 %%     whose round trips differ by less than twice the noise are one level, and a
 %%     band reaches at least twice the noise from its network's height (the tree
-%%     probe passes the median standard deviation of its seed's exchanges);</li>
+%%     probe passes the median over its seed pairs of their exchanges' median minus
+%%     minimum); it never widens a band beyond √10 of its level;</li>
 %% <li>`gap' — overrides the model: every two adjacent levels this ratio apart, > 1
 %%     (e.g. 10): a round trip below height/√gap lies inside a child, one above
 %%     height·√gap outside the network;</li>

@@ -464,7 +464,9 @@ model([], _Noise) ->
 model(Levels, Noise) ->
     [First | Rest] = lists:sort([float(L) || L <- Levels]),
     Floor = ?NOISE_LEVELS * Noise,
-    Merge = fun(L, [Prev | Acc]) when L < Prev * ?SAME_LEVEL; L - Prev < Floor -> [math:sqrt(L * Prev) | Acc];
+    Cap = math:sqrt(?DEFAULT_GAP),
+    Merge = fun(L, [Prev | Acc]) when L < Prev * ?SAME_LEVEL; L - Prev < Floor, L < Prev * Cap ->
+                    [math:sqrt(L * Prev) | Acc];
                (L, Acc) -> [L | Acc]
             end,
     {levels, lists:reverse(lists:foldl(Merge, [First], Rest)), float(Noise)}.
@@ -485,10 +487,14 @@ bounds(H, {gap, S}) ->
     {H / S, H * S};
 bounds(H, {levels, Ls, Noise}) ->
     %% never narrower than the noise: round trips within ?NOISE_LEVELS jitters of the
-    %% height or of its level are not told apart from them
+    %% height or of its level are not told apart from them; but the noise never widens
+    %% a band beyond √10 of them (a load whose jitter reaches the next level must not
+    %% make two levels 10x apart one)
     {Lo, Hi, Li} = level_band(H, Ls),
     Floor = ?NOISE_LEVELS * Noise,
-    {max(0.0, min(Lo, min(H, Li) - Floor)), max(Hi, max(H, Li) + Floor)}.
+    Cap = math:sqrt(?DEFAULT_GAP),
+    {Low, High} = {min(H, Li), max(H, Li)},
+    {max(0.0, max(min(Lo, Low - Floor), min(Lo, Low / Cap))), min(max(Hi, High + Floor), max(Hi, High * Cap))}.
 
 %% @doc The band of a height under the level model of `Levels' with the noise floor
 %% `Noise' (µs: the jitter of one measurement; 0: none): levels closer than twice the

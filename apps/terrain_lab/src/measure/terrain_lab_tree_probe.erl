@@ -33,7 +33,7 @@
 
 -export_type([options/0, result/0, measure/0]).
 
-%% A round trip (µs), with the jitter of its exchanges (their standard deviation, µs)
+%% A round trip (µs), with the jitter of its exchanges (median minus minimum, µs)
 %% when the measurement knows it: the seed's median jitter is the level model's noise.
 -type measure() :: fun((node(), node()) -> {ok, number()} | {ok, number(), number()} | {error, term()}).
 
