@@ -81,8 +81,12 @@
 -define(NOISE_LEVELS, 2).
 %% In a network with no level of the model below it, at most this many of its node
 %% children are measured besides those measured already (a flat group: its members
-%% are all equally far; 4 cost 39% of the pairs on a 16-thread CPU of two flat sockets).
+%% are all equally far): 2 when the model has two levels or more (4 cost 39% of the
+%% pairs on a 16-thread CPU of two flat sockets), 4 when it has one (a tree that has
+%% shown no structure yet: a twin is likelier unseen; prop_insert builds trees from
+%% one node).
 -define(FLAT_SAMPLE, 2).
+-define(FLAT_SAMPLE_ONE_LEVEL, 4).
 
 %% The state of one insertion: the options, the random state, and every round trip
 %% measured so far (the node against Other), newest first.
@@ -533,7 +537,8 @@ level_below(H, {levels, [L1 | _], _} = Model) -> L1 < lo(H, Model).
 
 %% The children to measure at a network of height H: all of them, unless the model has
 %% no level below H (a flat group: no child can be nearer than H); then every network
-%% child, the node children measured already and ?FLAT_SAMPLE more node children at
+%% child, the node children measured already and ?FLAT_SAMPLE (?FLAT_SAMPLE_ONE_LEVEL with a
+%% model of one level) more node children at
 %% random.
 to_measure(Indexed, Grouped, H, #ctx{model = Model, rand = R0} = Ctx) ->
     case level_below(H, Model) of
@@ -544,7 +549,11 @@ to_measure(Indexed, Grouped, H, #ctx{model = Model, rand = R0} = Ctx) ->
                                                  ({_, _}) -> true
                                               end, Indexed),
             {Keyed, R1} = lists:mapfoldl(fun(C, R) -> {U, R2} = rand:uniform_s(R), {{U, C}, R2} end, R0, Leaves),
-            Sample = [C || {_, C} <- lists:sublist(lists:sort(Keyed), ?FLAT_SAMPLE)],
+            Count = case Model of
+                        {levels, [_], _} -> ?FLAT_SAMPLE_ONE_LEVEL;
+                        _ -> ?FLAT_SAMPLE
+                    end,
+            Sample = [C || {_, C} <- lists:sublist(lists:sort(Keyed), Count)],
             {lists:sort(Fixed ++ Sample), Ctx#ctx{rand = R1}}
     end.
 
