@@ -792,11 +792,12 @@ topology() ->
     end.
 
 %% @doc The live topology on this node: `disabled' (the app env key `live' is not
-%% set), or the version of the tree it holds, the sequencer (the member with the
-%% smallest name, which orders every change), the members, and the nodes that left
-%% and are waiting out the grace period before they are removed.
--spec live_status() -> disabled | #{version := non_neg_integer(), sequencer := node(), members := [node()],
-                                   leaving := [node()]} | {error, not_running}.
+%% set), or the version of the tree it holds with the tree's digest (a hash: two
+%% nodes at one version with different digests hold different trees), the sequencer
+%% (the member with the smallest name, which orders every change), the members, and
+%% the nodes that left and are waiting out the grace period before they are removed.
+-spec live_status() -> disabled | #{version := non_neg_integer(), digest := non_neg_integer(), sequencer := node(),
+                                   members := [node()], leaving := [node()]} | {error, not_running}.
 live_status() ->
     call_server(fun() -> terrain_live:status() end).
 

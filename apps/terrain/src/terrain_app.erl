@@ -12,4 +12,5 @@ start(_StartType, _StartArgs) ->
 
 -spec stop(term()) -> ok.
 stop(_State) ->
+    ok = terrain_live:forget(),
     terrain_topology_server:forget().

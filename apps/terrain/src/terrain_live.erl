@@ -37,6 +37,8 @@
 %% API
 -export([start_link/0,
          status/0,
+         forget/0,
+         delta_message/4,
          subscribe/1,
          unsubscribe/1,
          round_trip/2]).
@@ -46,17 +48,32 @@
 
 %% exports_not_used: start_link/0 is named in terrain_sup's child spec; round_trip/2
 %% is called on the joining node by erpc (the measurement of an insertion).
--ignore_xref([{start_link, 0}, {round_trip, 2}]).
+%% delta_message/4 is what bench_live_delta measures.
+-ignore_xref([{start_link, 0}, {round_trip, 2}, {delta_message, 4}]).
 
 -define(SCOPE, terrain_live_scope).
+%% The version this node holds and its tree's digest, kept for a restart of the server
+%% (the tree itself outlives it in terrain_topology_server).
+-define(VERSION_KEY, {?MODULE, version}).
 -define(GROUP, nodes).
 -define(DEFAULT_GRACE, 10000).
 -define(DEFAULT_REMEASURE, 60000).
 -define(RTT_SAMPLES, 5).
 -define(RPC_TIMEOUT, 2000).
+%% Reconnection to nodes that went away: the first retry after RETRY_MIN ms, each next
+%% one twice as late up to RETRY_MAX, for `reconnect' ms after the node went away; at
+%% most RETRY_BATCH attempts at a time, the longest waiting first (one connection
+%% across a healed partition is enough: distribution's full mesh makes the others).
+-define(RETRY_MIN, 250).
+-define(RETRY_MAX, 2000).
+-define(RETRY_BATCH, 8).
+-define(DEFAULT_RECONNECT, 600000).
+%% How long a follower that asked the sequencer for the whole tree waits before it may
+%% ask again.
+-define(FETCH_TIMEOUT, 2000).
 
 -type config() :: #{grace := non_neg_integer(), remeasure := non_neg_integer() | false,
-                    insert := terrain:insert_options()}.
+                    reconnect := non_neg_integer(), insert := terrain:insert_options()}.
 
 %% The server's state: off (no `live' configuration: only subscriptions, never told of a
 %% change), or the live topology. `leaving', `inserting' and `remeasuring' are the
@@ -74,7 +91,16 @@
                    remeasure := reference() | undefined,           % the re-measurement timer
                    next := [node()],                               % whom to re-measure next
                    remeasuring := {node(), pid(), Version :: non_neg_integer(), terrain:topology_tree()}
-                                | undefined}.
+                                | undefined,
+                   role := sequencer | follower,
+                   lost := #{node() => lost()},                    % nodes that went away
+                   connecting := #{pid() => node()},               % reconnection attempts under way
+                   retry := reference() | undefined,               % the reconnection timer
+                   change := term(),                               % the change of the version held
+                   fetching := integer() | undefined}.             % asked for the whole tree until then
+
+%% A node that went away: when (monotonic ms), the current back-off, when to try next.
+-type lost() :: {Since :: integer(), Backoff :: pos_integer(), Due :: integer()}.
 
 %% Subscribers' processes, by the monitor of each.
 -type subscribers() :: #{reference() => pid()}.
@@ -88,10 +114,17 @@ start_link() ->
 
 %% @doc The live topology's state on this node: `disabled', or its version, the
 %% sequencer, the members, and the nodes waiting out their grace period.
--spec status() -> disabled | #{version := non_neg_integer(), sequencer := node(), members := [node()],
-                               leaving := [node()]}.
+-spec status() -> disabled | #{version := non_neg_integer(), digest := non_neg_integer(), sequencer := node(),
+                               members := [node()], leaving := [node()]}.
 status() ->
     gen_server:call(?MODULE, status).
+
+%% @doc Forgets the version kept for a restart of the server; for the application's
+%% stop.
+-spec forget() -> ok.
+forget() ->
+    _ = persistent_term:erase(?VERSION_KEY),
+    ok.
 
 %% @doc Subscribes a process to the changes; `{error, not_live}' when disabled.
 -spec subscribe(pid()) -> {ok, reference()} | {error, not_live}.
@@ -123,8 +156,10 @@ round_trip(Other, Samples) ->
 %% `terrain:insert_node/4').
 -spec config() -> false | config().
 config() ->
-    Defaults = #{grace => ?DEFAULT_GRACE, remeasure => ?DEFAULT_REMEASURE, insert => #{}},
+    Defaults = #{grace => ?DEFAULT_GRACE, remeasure => ?DEFAULT_REMEASURE, reconnect => ?DEFAULT_RECONNECT,
+                 insert => #{}},
     Valid = fun(grace, G) -> is_integer(G) andalso G >= 0;
+               (reconnect, R) -> is_integer(R) andalso R >= 0;
                (remeasure, R) -> R =:= false orelse (is_integer(R) andalso R >= 0);
                (insert, I) -> is_map(I);
                (_, _) -> false
@@ -135,7 +170,7 @@ config() ->
         Map when is_map(Map) ->
             {Good, Bad} = lists:partition(fun({K, V}) -> Valid(K, V) end, maps:to_list(Map)),
             [logger:error("terrain: ignoring the live option ~0tp => ~0tP (grace: ms >= 0; remeasure: ms >= 0 or "
-                          "false; insert: a map of terrain:insert_node/4 options)", [K, V, 8], #{domain => [terrain, live]})
+                          "false; reconnect: ms >= 0; insert: a map of terrain:insert_node/4 options)", [K, V, 8], #{domain => [terrain, live]})
              || {K, V} <- Bad],
             maps:merge(Defaults, maps:from_list(Good));
         false ->
@@ -155,6 +190,7 @@ init([]) ->
         false ->
             {ok, #{live => false, subscribers => #{}}};
         Config ->
+            ok = net_kernel:monitor_nodes(true),
             ok = pg:join(?SCOPE, ?GROUP, self()),
             {MonRef, Pids} = pg:monitor(?SCOPE, ?GROUP),
             Tree = case terrain_topology_server:current() of
@@ -165,22 +201,32 @@ init([]) ->
             %% (in the background; distribution gives each attempt its own deadline)
             _ = Tree =/= undefined andalso
                 spawn(fun() -> [net_kernel:connect_node(N) || N <- tree_nodes(Tree), N =/= node()] end),
-            State = #{live => true, config => Config, version => 0, tree => Tree,
+            %% a restarted server carries on at the version of the tree it left
+            Version = case persistent_term:get(?VERSION_KEY, {0, 0}) of
+                          {V, Digest} when Tree =/= undefined -> case terrain_live_tree:digest(Tree) of
+                                                                     Digest -> V;
+                                                                     _ -> 0
+                                                                 end;
+                          _ -> 0
+                      end,
+            State = #{live => true, config => Config, version => Version, tree => Tree,
                       pg => MonRef, members => members(Pids),
                       subscribers => #{},
                       leaving => #{},          % Node => timer (sequencer only)
                       inserting => undefined,  % {Node, Pid, Version} (sequencer only)
                       remeasure => undefined, next => [],
-                      remeasuring => undefined}, % {Node, Pid, Version, Tree} (sequencer only)
+                      remeasuring => undefined, % {Node, Pid, Version, Tree} (sequencer only)
+                      role => follower, lost => #{}, connecting => #{}, retry => undefined,
+                      change => {sync, Version}, fetching => undefined},
             {ok, sequence(State)}
     end.
 
 -spec handle_call(term(), gen_server:from(), state()) -> {reply, term(), state()}.
 handle_call(status, _From, #{live := false} = State) ->
     {reply, disabled, State};
-handle_call(status, _From, #{version := V, members := Members, leaving := Leaving} = State) ->
-    {reply, #{version => V, sequencer => sequencer(State), members => Members,
-              leaving => lists:sort(maps:keys(Leaving))}, State};
+handle_call(status, _From, #{version := V, tree := Tree, members := Members, leaving := Leaving} = State) ->
+    {reply, #{version => V, digest => terrain_live_tree:digest(Tree), sequencer => sequencer(State),
+              members => Members, leaving => lists:sort(maps:keys(Leaving))}, State};
 handle_call({subscribe, _Pid}, _From, #{live := false} = State) ->
     {reply, {error, not_live}, State};
 handle_call({subscribe, Pid}, _From, #{subscribers := Subs} = State) ->
@@ -208,14 +254,20 @@ handle_info({Ref, Kind, ?GROUP, Pids}, #{pg := Ref, members := Members} = State)
 handle_info({terrain_live_sync_request, From}, #{version := V, tree := Tree} = State) ->
     From ! {terrain_live_state, node(), V, Tree},
     {noreply, State};
-handle_info({terrain_live_state, _Node, V, Tree}, State) ->
+handle_info({terrain_live_state, Node, V, Tree}, State) ->
     case is_sequencer(State) of
-        true -> {noreply, reconcile(merge(V, Tree, State))};
+        true -> {noreply, reconcile(merge(Node, V, Tree, State))};
         false -> {noreply, State}
     end;
 handle_info({terrain_live_change, V, Change, Tree}, #{version := Own, tree := OwnTree} = State)
   when V > Own; OwnTree =:= undefined ->
-    {noreply, take(V, Tree, Change, State)};
+    {noreply, take(V, Tree, Change, State#{fetching := undefined})};
+handle_info({terrain_live_delta, From, V, Base, Change, Delta, Digest}, State) ->
+    {noreply, delta_in(From, {V, Base, Change, Delta, Digest}, State)};
+handle_info({terrain_live_fetch, From}, #{version := V, tree := Tree, change := Change} = State)
+  when Tree =/= undefined ->
+    From ! {terrain_live_change, V, Change, Tree},
+    {noreply, State};
 handle_info({terrain_live_change, _V, _Change, _Tree}, State) ->
     {noreply, State};
 handle_info({grace_over, Node}, #{leaving := Leaving} = State) ->
@@ -241,6 +293,23 @@ handle_info({remeasured, Pid, Node, Result}, #{remeasuring := {Node, Pid, Base, 
     end;
 handle_info({'DOWN', _, process, Pid, _}, #{remeasuring := {_, Pid, _, _}} = State) ->
     {noreply, State#{remeasuring := undefined}};
+handle_info({nodedown, Node}, #{tree := Tree, members := Members, lost := Lost0} = State) ->
+    case lists:member(Node, Members) orelse lists:member(Node, terrain_live_tree:nodes_of(Tree)) of
+        true ->
+            Now = erlang:monotonic_time(millisecond),
+            %% a follower never retries: it forgets the nodes lost for longer than the bound here
+            Bound = maps:get(reconnect, maps:get(config, State)),
+            Lost = maps:filter(fun(_, {Since, _, _}) -> Now - Since =< Bound end, Lost0),
+            {noreply, schedule_retry(State#{lost := Lost#{Node => {Now, ?RETRY_MIN, Now + ?RETRY_MIN}}})};
+        false ->
+            {noreply, State}
+    end;
+handle_info({nodeup, Node}, #{lost := Lost} = State) ->
+    {noreply, State#{lost := maps:remove(Node, Lost)}};
+handle_info(retry, State) ->
+    {noreply, schedule_retry(retry(State#{retry := undefined}))};
+handle_info({'DOWN', _, process, Pid, _}, #{connecting := Connecting} = State) when is_map_key(Pid, Connecting) ->
+    {noreply, State#{connecting := maps:remove(Pid, Connecting)}};
 handle_info(remeasure, State) ->
     {noreply, schedule_remeasure(remeasure(State#{remeasure := undefined}))};
 handle_info(_Msg, State) ->
@@ -259,45 +328,124 @@ is_sequencer(State) ->
     sequencer(State) =:= node().
 
 %% After a membership change: the sequencer asks the new members for their state
-%% and reconciles; everybody else waits for the sequencer.
+%% and reconciles; everybody else waits for the sequencer. A node that has just become
+%% the sequencer (the old one went, or a partition healed) asks every member: a member
+%% may hold a version the old sequencer sent it and this node missed.
+-spec sequence(state()) -> state().
 sequence(State) ->
     sequence(State, maps:get(members, State), join).
 
-sequence(State, Changed, Kind) ->
+-spec sequence(state(), [node()], join | leave) -> state().
+sequence(#{role := Role, members := Members} = State, Changed, Kind) ->
     case is_sequencer(State) of
         false ->
-            cancel_leaving(State);
+            cancel_leaving(State#{role := follower});
         true ->
-            _ = Kind =:= join andalso
-                [{?MODULE, N} ! {terrain_live_sync_request, self()} || N <- Changed, N =/= node()],
-            schedule_remeasure(reconcile(State))
+            Ask = case Role of
+                      follower -> Members;
+                      sequencer when Kind =:= join -> Changed;
+                      sequencer -> []
+                  end,
+            _ = [{?MODULE, N} ! {terrain_live_sync_request, self()} || N <- Ask, N =/= node()],
+            schedule_retry(schedule_remeasure(reconcile(State#{role := sequencer})))
     end.
 
-%% A member's state at the sequencer. The same version and tree: nothing to do. Else
-%% the higher version wins (at equal versions the tree with more nodes, then the
-%% sequencer's), and is published as version max + 1, so that both sides of a healed
-%% partition take it.
-merge(_V, undefined, #{version := Own, tree := OwnTree} = State) when OwnTree =/= undefined ->
-    %% a node that starts without a tree (it joins) takes ours as it is, without a version
-    _ = [{?MODULE, N} ! {terrain_live_change, Own, {sync, Own}, OwnTree} || N <- maps:get(members, State), N =/= node()],
-    State;
-merge(V, Tree, #{version := Own, tree := OwnTree} = State) ->
-    case {V, Tree} =:= {Own, OwnTree} of
+%% A member's state at the sequencer. The same version and tree (by digest): nothing to
+%% do. Else the union of both trees by network names, the higher version's (at equal
+%% versions the larger tree's) as the base, is published as version max + 1, so that
+%% the nodes of both sides of a healed partition take it and no node holds another tree
+%% at the same version. When the union is the sequencer's own tree at a version not
+%% lower, only the member is behind: it gets the sequencer's tree as it is.
+-spec merge(node(), non_neg_integer(), terrain:topology_tree() | undefined, state()) -> state().
+merge(Node, V, Tree, #{version := Own, tree := OwnTree, members := Members} = State) ->
+    Digest = terrain_live_tree:digest(Tree),
+    case {V, Digest} =:= {Own, terrain_live_tree:digest(OwnTree)} of
         true ->
             State;
+        false when Tree =:= undefined, OwnTree =/= undefined ->
+            %% a node that starts without a tree (it joins) takes ours as it is (only it: the
+            %% others hold it)
+            resend(Node, State);
         false ->
-            Winner = case {V, size_of(Tree)} > {Own, size_of(OwnTree)} of
-                         true -> Tree;
-                         false -> OwnTree
-                     end,
-            case Winner of
-                undefined -> State;
-                _ -> publish({sync, max(V, Own)}, Winner, State#{version := max(V, Own)})
+            {Base, Other} = case {V, size_of(Tree)} > {Own, size_of(OwnTree)} of
+                                true -> {Tree, OwnTree};
+                                false -> {OwnTree, Tree}
+                            end,
+            case Base =/= undefined andalso terrain_live_tree:union(Base, Other, [node() | Members]) of
+                false -> State;
+                OwnTree when Own >= V -> resend(Node, State);
+                Union -> publish({sync, max(V, Own)}, Union, State#{version := max(V, Own)})
             end
     end.
 
-size_of(undefined) -> 0;
-size_of(Tree) -> length(tree_nodes(Tree)).
+%% Our version and tree to a member that is behind, as they are.
+-spec resend(node(), state()) -> state().
+resend(Node, #{version := Own, tree := OwnTree} = State) ->
+    {?MODULE, Node} ! {terrain_live_change, Own, {sync, Own}, OwnTree},
+    State.
+
+-spec size_of(terrain:topology_tree() | undefined) -> non_neg_integer().
+size_of(Tree) -> length(terrain_live_tree:nodes_of(Tree)).
+
+%%--------------------------------------------------------------------
+%% Internal: reconnection
+
+%% Nodes that went away are tried again by the sequencer (each side of a partition has
+%% one), with a back-off, for `reconnect' ms after they went. Every node keeps the list,
+%% so that a new sequencer carries on. Tree nodes that are not connected are added when
+%% the sequencer looks (it may never have seen them go). One attempt per node at a time,
+%% each in a process of its own under distribution's set-up deadline (net_setuptime).
+-spec retry(state()) -> state().
+retry(#{lost := Lost, connecting := Connecting, tree := Tree, config := #{reconnect := Bound}} = State) ->
+    case is_sequencer(State) of
+        false ->
+            State;
+        true ->
+            Now = erlang:monotonic_time(millisecond),
+            Connected = [node() | nodes()],
+            Unseen = [N || N <- terrain_live_tree:nodes_of(Tree), not lists:member(N, Connected),
+                           not is_map_key(N, Lost)],
+            Lost1 = maps:merge(maps:from_list([{N, {Now, ?RETRY_MIN, Now}} || N <- Unseen]), Lost),
+            Lost2 = maps:filter(fun(N, {Since, _, _}) -> Now - Since =< Bound andalso not lists:member(N, Connected)
+                                end, Lost1),
+            Busy = maps:values(Connecting),
+            Due = lists:sublist([N || {At, N} <- lists:sort([{At, N} || {N, {_, _, At}} <- maps:to_list(Lost2)]),
+                                      At =< Now, not lists:member(N, Busy)],
+                                max(0, ?RETRY_BATCH - length(Busy))),
+            Started = maps:from_list([{connect(N), N} || N <- Due]),
+            Lost3 = lists:foldl(fun(N, Acc) ->
+                                        {Since, Backoff, _} = maps:get(N, Acc),
+                                        Next = min(2 * Backoff, ?RETRY_MAX),
+                                        Acc#{N := {Since, Next, Now + Backoff}}
+                                end, Lost2, Due),
+            State#{lost := Lost3, connecting := maps:merge(Connecting, Started)}
+    end.
+
+-spec connect(node()) -> pid().
+connect(Node) ->
+    %% the outcome comes as nodeup (or not at all); the monitor tells when the attempt is over
+    {Pid, _} = spawn_monitor(fun() -> _ = net_kernel:connect_node(Node), ok end),
+    Pid.
+
+%% The next look, on the sequencer while nodes are lost: when the earliest is due.
+-spec schedule_retry(state()) -> state().
+schedule_retry(#{retry := undefined, lost := Lost} = State) when map_size(Lost) > 0 ->
+    case is_sequencer(State) of
+        true ->
+            Now = erlang:monotonic_time(millisecond),
+            Wait = max(0, lists:min([At || {_, _, At} <- maps:values(Lost)]) - Now),
+            State#{retry := erlang:send_after(max(Wait, ?RETRY_MIN div 5), self(), retry)};
+        false ->
+            State
+    end;
+schedule_retry(#{retry := undefined, tree := Tree} = State) when Tree =/= undefined ->
+    %% nodes of the tree that are not connected (a sequencer that never saw them go)
+    case is_sequencer(State) andalso terrain_live_tree:nodes_of(Tree) -- [node() | nodes()] =/= [] of
+        true -> State#{retry := erlang:send_after(?RETRY_MIN, self(), retry)};
+        false -> State
+    end;
+schedule_retry(State) ->
+    State.
 
 %% Joins for members not in the tree (one insertion at a time), grace timers for
 %% nodes of the tree that are not members, timers cancelled for those back.
@@ -359,25 +507,70 @@ inserted(_Node, _Result, _Base, State) ->
     State.
 
 remove(Node, #{tree := Tree} = State) ->
-    case terrain_insert:remove(Node, Tree) of
+    case terrain_live_tree:remove(Node, Tree) of
         {ok, NewTree} -> publish({leave, Node}, NewTree, State);
         {error, _} -> State
     end.
 
-%% The sequencer's change: next version, taken here, sent to every member.
-publish(Change, Tree, #{version := V, members := Members} = State) ->
+%% The sequencer's change: next version, taken here, sent to every member as a delta
+%% from the tree before it (with the digests before and after).
+-spec publish(term(), terrain:topology_tree(), state()) -> state().
+publish(Change, Tree, #{version := V, tree := Old, members := Members} = State) ->
     Next = V + 1,
-    _ = [{?MODULE, N} ! {terrain_live_change, Next, Change, Tree} || N <- Members, N =/= node()],
+    Message = case Old of
+                  undefined -> {terrain_live_change, Next, Change, Tree};
+                  _ -> delta_message(Next, Change, Old, Tree)
+              end,
+    _ = [{?MODULE, N} ! Message || N <- Members, N =/= node()],
     take(Next, Tree, Change, State).
+
+%% @doc The message of one change: who sends it, the version, the digest of the tree
+%% it applies to, the change, the delta, the digest of the tree it makes.
+-spec delta_message(pos_integer(), term(), terrain:topology_tree(), terrain:topology_tree()) -> tuple().
+delta_message(V, Change, Old, New) ->
+    {terrain_live_delta, self(), V, terrain_live_tree:digest(Old), Change, terrain_live_tree:delta(Old, New),
+     terrain_live_tree:digest(New)}.
+
+%% A follower takes a delta made from the version and tree it holds; one that missed
+%% a version (or holds another tree at it) asks the sender for the whole tree, once
+%% until the answer comes or FETCH_TIMEOUT has passed.
+-spec delta_in(pid(), {pos_integer(), non_neg_integer(), term(), terrain_live_tree:delta(), non_neg_integer()},
+               state()) -> state().
+delta_in(_From, {V, _, _, _, _}, #{version := Own, tree := OwnTree} = State) when V =< Own, OwnTree =/= undefined ->
+    State;
+delta_in(From, {V, Base, Change, Delta, Digest}, #{version := Own, tree := OwnTree} = State) ->
+    Fits = V =:= Own + 1 andalso OwnTree =/= undefined andalso terrain_live_tree:digest(OwnTree) =:= Base,
+    Patched = Fits andalso terrain_live_tree:patch(OwnTree, Delta),
+    case Patched of
+        {ok, New} when is_tuple(New) ->
+            case terrain_live_tree:digest(New) of
+                Digest -> take(V, New, Change, State#{fetching := undefined});
+                _ -> fetch(From, State)
+            end;
+        _ ->
+            fetch(From, State)
+    end.
+
+-spec fetch(pid(), state()) -> state().
+fetch(From, #{fetching := Until} = State) ->
+    Now = erlang:monotonic_time(millisecond),
+    case Until =:= undefined orelse Now > Until of
+        true ->
+            From ! {terrain_live_fetch, self()},
+            State#{fetching := Now + ?FETCH_TIMEOUT};
+        false ->
+            State
+    end.
 
 %% Takes a version: stores the tree in the topology server, tells the subscribers.
 take(V, Tree, Change, #{subscribers := Subs} = State) ->
     case terrain_topology:new(Tree) of
         {ok, T} ->
             ok = terrain_topology_server:put(T),
+            persistent_term:put(?VERSION_KEY, {V, terrain_live_tree:digest(Tree)}),
             _ = [Pid ! {terrain_topology, Ref, #{version => V, change => Change, topology => Tree}}
              || {Ref, Pid} <- maps:to_list(Subs)],
-            State#{version := V, tree := Tree};
+            State#{version := V, tree := Tree, change := Change};
         {error, Why} ->
             logger:error("terrain: refused live topology version ~b: ~ts", [V, terrain_topology:format_error(Why)],
                          #{domain => [terrain, live]}),
@@ -417,12 +610,14 @@ remeasure(#{tree := Tree, next := Next, version := V, members := Members, config
             end
     end.
 
-%% Out of the tree and in again; a network the removal collapsed comes back under its
-%% name (`name').
+%% Out of the tree and in again (the networks keep their names; a network the removal
+%% emptied comes back under its name, `name').
+-spec reinsert(node(), terrain:topology_tree(), terrain:insert_options()) ->
+          {ok, terrain:topology_tree(), list()} | {error, term()}.
 reinsert(Node, Tree, Options) ->
-    case terrain_insert:remove(Node, Tree) of
+    case terrain_live_tree:remove(Node, Tree) of
         {ok, Without} -> insert(Node, Without, Options);
-        {error, _} = Error -> Error
+        {error, Why} -> {error, {insert, {Why, Node}}}
     end.
 
 moved(Node, Old, New, State) ->

@@ -8,12 +8,29 @@
 -export([suite/0, all/0, init_per_testcase/2, end_per_testcase/2]).
 -export([join_and_leave_reach_every_node_in_one_order/0, join_and_leave_reach_every_node_in_one_order/1,
          a_partitioned_node_catches_up_when_it_reconnects/0, a_partitioned_node_catches_up_when_it_reconnects/1,
-         subscribe_without_live_is_refused/0, subscribe_without_live_is_refused/1]).
+         subscribe_without_live_is_refused/0, subscribe_without_live_is_refused/1,
+         a_healed_partition_with_joins_on_both_sides_converges/0,
+         a_healed_partition_with_joins_on_both_sides_converges/1,
+         the_sequencers_death_right_after_an_acknowledged_join_loses_nothing/0,
+         the_sequencers_death_right_after_an_acknowledged_join_loses_nothing/1,
+         a_successor_whose_live_server_restarted_takes_over_without_divergence/0,
+         a_successor_whose_live_server_restarted_takes_over_without_divergence/1,
+         a_leave_keeps_the_name_of_a_rack_left_with_one_node/0,
+         a_leave_keeps_the_name_of_a_rack_left_with_one_node/1,
+         changes_travel_as_deltas_and_a_node_that_missed_one_fetches_the_tree_once/0,
+         changes_travel_as_deltas_and_a_node_that_missed_one_fetches_the_tree_once/1,
+         a_hung_sequencer_that_resumes_rejoins_at_its_place/0,
+         a_hung_sequencer_that_resumes_rejoins_at_its_place/1]).
 
 suite() -> [{timetrap, {minutes, 2}}].
 
 all() -> [subscribe_without_live_is_refused, join_and_leave_reach_every_node_in_one_order,
-          a_partitioned_node_catches_up_when_it_reconnects].
+          a_partitioned_node_catches_up_when_it_reconnects, a_healed_partition_with_joins_on_both_sides_converges,
+          the_sequencers_death_right_after_an_acknowledged_join_loses_nothing,
+          a_successor_whose_live_server_restarted_takes_over_without_divergence,
+          a_leave_keeps_the_name_of_a_rack_left_with_one_node,
+          changes_travel_as_deltas_and_a_node_that_missed_one_fetches_the_tree_once,
+          a_hung_sequencer_that_resumes_rejoins_at_its_place].
 
 init_per_testcase(Case, Config) ->
     ok = terrain_test_peers:ensure_distributed(),
@@ -83,8 +100,9 @@ a_partitioned_node_catches_up_when_it_reconnects(Config) ->
     ok = terrain_test_peers:wait_until(fun() -> same_everywhere(Peers, 0, fun(Ns) -> length(Ns) =:= 3 end) andalso
                                                     lists:all(fun(P) -> length(maps:get(members, terrain_test_peers:call(P, terrain, live_status, []))) =:= 3 end, Peers)
                                        end, 15000, "three members, one tree of three at version 0"),
-    %% the cut: p3 drops both connections (global's partition prevention is off on the peers)
-    [true = terrain_test_peers:call(P3, erlang, disconnect_node, [N]) || N <- [N1, N2]],
+    %% the cut: p3 drops both connections and refuses new ones (global's partition
+    %% prevention is off on the peers)
+    ok = cut([P3], [N1, N2]),
     Side12 = fun() -> same_everywhere(Peers -- [P3], 1, fun(Ns) -> lists:sort(Ns) =:= [N1, N2] end) end,
     Side3 = fun() -> case {terrain_test_peers:call(P3, terrain, live_status, []), terrain_test_peers:call(P3, terrain, topology, [])} of
                          {#{version := V}, T} -> V >= 1 andalso leaves(T) =:= [N3];
@@ -94,7 +112,9 @@ a_partitioned_node_catches_up_when_it_reconnects(Config) ->
     ct:pal("during the partition: p1 ~p ~p~np3 ~p ~p",
            [terrain_test_peers:call(P1, terrain, live_status, []), terrain_test_peers:call(P1, terrain, topology, []),
             terrain_test_peers:call(P3, terrain, live_status, []), terrain_test_peers:call(P3, terrain, topology, [])]),
-    true = terrain_test_peers:call(P3, net_kernel, connect_node, [N1]),
+    ok = heal([P3], [N1, N2]),
+    %% the sequencers of both sides try again by themselves: this attempt may race theirs
+    _ = terrain_test_peers:call(P3, net_kernel, connect_node, [N1]),
     ok = terrain_test_peers:wait_until(
            fun() ->
                    Versions = [maps:get(version, terrain_test_peers:call(P, terrain, live_status, [])) || P <- Peers],
@@ -106,7 +126,288 @@ a_partitioned_node_catches_up_when_it_reconnects(Config) ->
                                        terrain_test_peers:call(P1, terrain, topology, [])]),
     [{peers, Peers}].
 
+a_healed_partition_with_joins_on_both_sides_converges() ->
+    [{doc, "Sites sa (a1, a2) and sb (b1, b2); a partition between them, longer than the grace period; a3 joins "
+           "side a, b3 side b; the partition heals with no call from the test: within grace + 2 s all six nodes "
+           "are connected again and hold one version, higher than either side's, and one tree (one digest) with "
+           "all six nodes, a1..a3 under sa and b1..b3 under sb"}].
+a_healed_partition_with_joins_on_both_sides_converges(Config) ->
+    Prefix = ?config(prefix, Config),
+    Grace = 1000,
+    Name = fun(S) -> list_to_atom(Prefix ++ S) end,
+    Full = fun(S) -> list_to_atom(Prefix ++ S ++ "@" ++ ?config(host, Config)) end,
+    [A1, A2, A3, B1, B2, B3] = [Full(S) || S <- ["a1", "a2", "a3", "b1", "b2", "b3"]],
+    Tree = {network, dc, #{height => 100000}, [{network, sa, #{height => 1000}, [{node, A1}, {node, A2}]},
+                                               {network, sb, #{height => 1000}, [{node, B1}, {node, B2}]}]},
+    Live = {live, #{grace => Grace, remeasure => false}},
+    Four = terrain_test_peers:start([Name(S) || S <- ["a1", "a2", "b1", "b2"]], [Live, {topology, Tree}]),
+    [PA1, PA2, PB1, PB2] = Four,
+    ok = terrain_test_peers:wait_until(fun() -> same_everywhere(Four, 0, fun(Ns) -> length(Ns) =:= 4 end) andalso
+                                                    lists:all(fun(P) -> length(members(P)) =:= 4 end, Four)
+                                       end, 15000, "four members, one tree of four at version 0"),
+    ok = cut([PA1, PA2], [B1, B2, B3]),
+    ok = cut([PB1, PB2], [A1, A2, A3]),
+    %% a joining node starts without a tree and connects to one node of its side
+    [PA3, PB3] = Joined = terrain_test_peers:start([Name("a3"), Name("b3")], [Live]),
+    ok = cut([PA3], [B1, B2, B3]),
+    ok = cut([PB3], [A1, A2, A3]),
+    true = terrain_test_peers:call(PA3, net_kernel, connect_node, [A1]),
+    true = terrain_test_peers:call(PB3, net_kernel, connect_node, [B1]),
+    SideA = [PA1, PA2, PA3],
+    SideB = [PB1, PB2, PB3],
+    Side = fun(Ps, Ns) -> fun() -> one_state(Ps) andalso lists:sort(leaves(topology(hd(Ps)))) =:= Ns end end,
+    ok = terrain_test_peers:wait_until(fun() -> (Side(SideA, [A1, A2, A3]))() andalso (Side(SideB, [B1, B2, B3]))() end,
+                                       15000, "each side alone, with its own join"),
+    [VA, VB] = [maps:get(version, status(P)) || P <- [PA1, PB1]],
+    ct:pal("during the partition: side a at version ~b~n~p~nside b at version ~b~n~p",
+           [VA, topology(PA1), VB, topology(PB1)]),
+    All = Four ++ Joined,
+    T0 = erlang:monotonic_time(millisecond),
+    [ok = heal([P], [A1, A2, A3, B1, B2, B3]) || P <- All],
+    ok = terrain_test_peers:wait_until(
+           fun() ->
+                   one_state(All) andalso maps:get(version, status(PA1)) > max(VA, VB) andalso
+                       places(topology(PA1)) =:= lists:sort([{A, sa} || A <- [A1, A2, A3]] ++
+                                                                [{B, sb} || B <- [B1, B2, B3]])
+           end, Grace + 2000, "one version and one tree of six, grace + 2 s after the heal"),
+    ct:pal("~b ms after the heal, on every node: ~p~n~p",
+           [erlang:monotonic_time(millisecond) - T0, status(PA1), topology(PA1)]),
+    [{peers, All}].
+
+the_sequencers_death_right_after_an_acknowledged_join_loses_nothing() ->
+    [{doc, "p1 (the sequencer), p2, p3; p4 joins; the moment a subscriber on p3 sees the join acknowledged, "
+           "p1's VM is killed with kill -9: within grace + 2 s p2, p3, p4 hold one version and one tree (one "
+           "digest) without p1, with p4 at the place the acknowledgement named"}].
+the_sequencers_death_right_after_an_acknowledged_join_loses_nothing(Config) ->
+    {[P1, P2, P3], Grace} = three(Config),
+    Collector = terrain_test_peers:call(P3, erlang, spawn, [fun() -> collect([]) end]),
+    {ok, _} = terrain_test_peers:call(P3, erlang, apply, [fun() -> subscribe_for(Collector) end, []]),
+    N4 = terrain_test_peers:node_of(P4 = hd(terrain_test_peers:start([list_to_atom(?config(prefix, Config) ++ "p4")],
+                                                                     [{live, #{grace => Grace, remeasure => false}}]))),
+    OsPid = terrain_test_peers:call(P1, os, getpid, []),
+    true = terrain_test_peers:call(P4, net_kernel, connect_node, [terrain_test_peers:node_of(P1)]),
+    Acked = fun() -> [X || {_, {join, N, _, _}} = X <- changes(P3, Collector), N =:= N4] end,
+    ok = terrain_test_peers:wait_until(fun() -> Acked() =/= [] end, 15000, "the join acknowledged on p3"),
+    _ = os:cmd("kill -9 " ++ OsPid),
+    [{V, {join, N4, Siblings, _}}] = Acked(),
+    ct:pal("acknowledged on p3 at version ~b: ~p joins next to ~p; kill -9 of p1 (OS pid ~s)", [V, N4, Siblings, OsPid]),
+    Survivors = [P2, P3, P4],
+    N1 = terrain_test_peers:node_of(P1),
+    ok = terrain_test_peers:wait_until(
+           fun() ->
+                   one_state(Survivors) andalso maps:get(version, status(P2)) > V andalso
+                       lists:sort(leaves(topology(P2))) =:= lists:sort([terrain_test_peers:node_of(P) || P <- Survivors])
+           end, Grace + 2000, "one version and one tree without p1, grace + 2 s after the kill"),
+    ?assertEqual(Siblings -- [N1], place_of(N4, topology(P2)) -- [N1]),
+    ct:pal("after: ~p~n~p", [status(P2), topology(P2)]),
+    [{peers, Survivors ++ [P1]}].
+
+a_successor_whose_live_server_restarted_takes_over_without_divergence() ->
+    [{doc, "p1 (the sequencer), p2, p3 at version 0; p4 joins (version 1); p1's VM hangs (SIGSTOP), p2's live "
+           "server is killed and restarted by its supervisor (the hung sequencer cannot answer it), then p1's VM "
+           "is killed: p2 takes over, and within grace + 2 s p2, p3, p4 hold one version (above 1) and one tree "
+           "without p1"}].
+a_successor_whose_live_server_restarted_takes_over_without_divergence(Config) ->
+    {[P1, P2, P3], Grace} = three(Config),
+    [_, _, _, P4] = join_fourth(Config, [P1, P2, P3], Grace),
+    OsPid = terrain_test_peers:call(P1, os, getpid, []),
+    _ = os:cmd("kill -STOP " ++ OsPid),
+    Old = terrain_test_peers:call(P2, erlang, whereis, [terrain_live]),
+    true = terrain_test_peers:call(P2, erlang, exit, [Old, kill]),
+    ok = terrain_test_peers:wait_until(fun() -> is_pid(New = terrain_test_peers:call(P2, erlang, whereis, [terrain_live]))
+                                                    andalso New =/= Old end, 5000, "p2's live server restarted"),
+    ct:pal("p2 after its live server's restart: ~p", [status(P2)]),
+    _ = os:cmd("kill -9 " ++ OsPid),
+    Survivors = [P2, P3, P4],
+    ok = terrain_test_peers:wait_until(
+           fun() ->
+                   one_state(Survivors) andalso maps:get(version, status(P2)) > 1 andalso
+                       length(leaves(topology(P2))) =:= 3
+           end, Grace + 2000, "one version and one tree of three, grace + 2 s after the kill"),
+    ct:pal("after: ~p~n~p", [status(P2), topology(P2)]),
+    [{peers, Survivors ++ [P1]}].
+
+a_leave_keeps_the_name_of_a_rack_left_with_one_node() ->
+    [{doc, "Racks r1 (p1, p2) and r2 (p3, p4); p4 stops: after the grace period every node's tree still has "
+           "rack r2, with p3 alone in it"}].
+a_leave_keeps_the_name_of_a_rack_left_with_one_node(Config) ->
+    Prefix = ?config(prefix, Config),
+    Full = fun(S) -> list_to_atom(Prefix ++ S ++ "@" ++ ?config(host, Config)) end,
+    [N1, N2, N3, N4] = [Full(S) || S <- ["p1", "p2", "p3", "p4"]],
+    Tree = {network, dc, #{height => 100000}, [{network, r1, #{height => 1000}, [{node, N1}, {node, N2}]},
+                                               {network, r2, #{height => 1000}, [{node, N3}, {node, N4}]}]},
+    Peers = terrain_test_peers:start([list_to_atom(Prefix ++ S) || S <- ["p1", "p2", "p3", "p4"]],
+                                     [{live, #{grace => 1000, remeasure => false}}, {topology, Tree}]),
+    [P1, P2, P3, P4] = Peers,
+    ok = terrain_test_peers:wait_until(fun() -> lists:all(fun(P) -> length(members(P)) =:= 4 end, Peers) end,
+                                       15000, "four members"),
+    terrain_test_peers:stop([P4]),
+    Three = [P1, P2, P3],
+    ok = terrain_test_peers:wait_until(fun() -> same_everywhere(Three, 1, fun(Ns) -> length(Ns) =:= 3 end) end,
+                                       15000, "p4 gone from every tree at version 1"),
+    ct:pal("after the leave: ~p", [topology(P1)]),
+    ?assertEqual({network, dc, #{height => 100000}, [{network, r1, #{height => 1000}, [{node, N1}, {node, N2}]},
+                                                     {network, r2, #{height => 1000}, [{node, N3}]}]},
+                 topology(P2)),
+    [{peers, Three}].
+
+changes_travel_as_deltas_and_a_node_that_missed_one_fetches_the_tree_once() ->
+    [{doc, "p1 (the sequencer), p2, p3; p3's live server is traced. p4 joins: p3 receives the join as a delta "
+           "(no whole tree); p3 is then sent a change two versions ahead (as if it had missed one): it asks the "
+           "sequencer for the whole tree once, and holds the sequencer's version and tree"}].
+changes_travel_as_deltas_and_a_node_that_missed_one_fetches_the_tree_once(Config) ->
+    {[P1, P2, P3], Grace} = three(Config),
+    Tracer = terrain_test_peers:call(P3, erlang, apply, [fun trace_live/0, []]),
+    Four = join_fourth(Config, [P1, P2, P3], Grace),
+    Seen = traced(P3, Tracer),
+    ct:pal("p3's live server received: ~p", [Seen]),
+    ?assertMatch([{in, terrain_live_delta, 1}], [X || {in, K, _} = X <- Seen, K =/= terrain_live_state]),
+    %% a change two versions ahead, from the sequencer's server: p3 has missed version 2
+    Sequencer = terrain_test_peers:call(P1, erlang, whereis, [terrain_live]),
+    Tree = topology(P1),
+    terrain_test_peers:call(P3, erlang, send, [terrain_live, {terrain_live_delta, Sequencer, 3, 0, {sync, 2}, same, 0}]),
+    terrain_test_peers:call(P3, erlang, send, [terrain_live, {terrain_live_delta, Sequencer, 4, 0, {sync, 3}, same, 0}]),
+    ok = terrain_test_peers:wait_until(fun() -> lists:member({out, terrain_live_fetch, none}, traced(P3, Tracer)) andalso
+                                                    maps:get(version, status(P3)) =:= maps:get(version, status(P1))
+                                       end, 5000, "p3 asked for the whole tree and took it"),
+    Fetches = [X || {out, terrain_live_fetch, _} = X <- traced(P3, Tracer)],
+    ct:pal("p3 after the gap: ~p; its fetches ~p", [status(P3), Fetches]),
+    ?assertEqual(1, length(Fetches)),
+    ?assertEqual(Tree, topology(P3)),
+    ?assertEqual(maps:get(version, status(P1)), maps:get(version, status(P3))),
+    [{peers, Four}].
+
+a_hung_sequencer_that_resumes_rejoins_at_its_place() ->
+    [{doc, "Racks r1 (p1, p2) and r2 (p3), net tick time 2 s: p1, the sequencer, hangs (SIGSTOP); p2 takes over "
+           "and removes p1 after the grace period; p1 resumes (SIGCONT) and, with nobody connecting it by hand, "
+           "is back in every tree in rack r1 at one version above p2's"}].
+a_hung_sequencer_that_resumes_rejoins_at_its_place(Config) ->
+    Prefix = ?config(prefix, Config),
+    Full = fun(S) -> list_to_atom(Prefix ++ S ++ "@" ++ ?config(host, Config)) end,
+    [N1, N2, N3] = [Full(S) || S <- ["p1", "p2", "p3"]],
+    Tree = {network, dc, #{height => 100000}, [{network, r1, #{height => 1000}, [{node, N1}, {node, N2}]},
+                                               {network, r2, #{height => 1000}, [{node, N3}]}]},
+    [P1, P2, P3] = Peers = terrain_test_peers:start([list_to_atom(Prefix ++ S) || S <- ["p1", "p2", "p3"]],
+                                                    [{live, #{grace => 1000, remeasure => false}}, {topology, Tree}],
+                                                    fun(_) -> ["-kernel", "net_ticktime", "2"] end),
+    ok = terrain_test_peers:wait_until(fun() -> lists:all(fun(P) -> length(members(P)) =:= 3 end, Peers) end,
+                                       15000, "three members"),
+    OsPid = terrain_test_peers:call(P1, os, getpid, []),
+    _ = os:cmd("kill -STOP " ++ OsPid),
+    ok = terrain_test_peers:wait_until(fun() -> same_everywhere([P2, P3], 1, fun(Ns) -> length(Ns) =:= 2 end) end,
+                                       15000, "p1 gone from p2's and p3's trees"),
+    _ = os:cmd("kill -CONT " ++ OsPid),
+    ok = terrain_test_peers:wait_until(
+           fun() -> one_state(Peers) andalso maps:get(version, status(P2)) > 1 andalso
+                        sorted(topology(P2)) =:= sorted(Tree)
+           end, 15000, "p1 back in rack r1 everywhere at one version"),
+    ct:pal("after SIGCONT: ~p~n~p", [status(P2), topology(P2)]),
+    [{peers, Peers}].
+
+%% A tree with every network's children in term order.
+sorted({network, Name, Opts, Children}) -> {network, Name, Opts, lists:sort([sorted(C) || C <- Children])};
+sorted(Leaf) -> Leaf.
+
+%% On a peer: a process that traces the messages terrain_live receives and sends
+%% (their first element, and the version where there is one).
+trace_live() ->
+    Pid = spawn(fun() -> receive go -> trace_loop([]) end end),
+    1 = erlang:trace(whereis(terrain_live), true, [send, 'receive', {tracer, Pid}]),
+    Pid ! go,
+    Pid.
+
+trace_loop(Acc) ->
+    receive
+        {trace, _, 'receive', Msg} -> trace_loop(note(in, Msg, Acc));
+        {trace, _, send, Msg, _To} -> trace_loop(note(out, Msg, Acc));
+        {get, From} -> From ! {traced, lists:reverse(Acc)}, trace_loop(Acc);
+        _ -> trace_loop(Acc)
+    end.
+
+note(Dir, Msg, Acc) when is_tuple(Msg), tuple_size(Msg) > 2, is_atom(element(1, Msg)) ->
+    case atom_to_list(element(1, Msg)) of
+        "terrain_live_delta" -> [{Dir, terrain_live_delta, element(3, Msg)} | Acc];
+        "terrain_live" ++ _ -> [{Dir, element(1, Msg), element(2, Msg)} | Acc];
+        _ -> Acc
+    end;
+note(Dir, {terrain_live_fetch, _} = Msg, Acc) ->
+    [{Dir, element(1, Msg), none} | Acc];
+note(_Dir, _Msg, Acc) ->
+    Acc.
+
+traced(P, Tracer) ->
+    terrain_test_peers:call(P, erlang, apply, [fun() -> Tracer ! {get, self()},
+                                                        receive {traced, T} -> T after 5000 -> [] end end, []]).
+
 %%--------------------------------------------------------------------
+
+%% p4 joins p1, p2, p3 (connecting to p1): every node at version 1 with four nodes.
+join_fourth(Config, [P1 | _] = Three, Grace) ->
+    [P4] = terrain_test_peers:start([list_to_atom(?config(prefix, Config) ++ "p4")],
+                                    [{live, #{grace => Grace, remeasure => false}}]),
+    true = terrain_test_peers:call(P4, net_kernel, connect_node, [terrain_test_peers:node_of(P1)]),
+    Four = Three ++ [P4],
+    ok = terrain_test_peers:wait_until(fun() -> same_everywhere(Four, 1, fun(Ns) -> length(Ns) =:= 4 end) end,
+                                       15000, "p4 in every tree at version 1"),
+    Four.
+
+%% p1, p2, p3 in one network, live with a 1 s grace, at version 0.
+three(Config) ->
+    Prefix = ?config(prefix, Config),
+    Grace = 1000,
+    Full = fun(S) -> list_to_atom(Prefix ++ S ++ "@" ++ ?config(host, Config)) end,
+    Tree = {network, dc, #{height => 100000}, [{node, Full(S)} || S <- ["p1", "p2", "p3"]]},
+    Peers = terrain_test_peers:start([list_to_atom(Prefix ++ S) || S <- ["p1", "p2", "p3"]],
+                                     [{live, #{grace => Grace, remeasure => false}}, {topology, Tree}]),
+    ok = terrain_test_peers:wait_until(fun() -> same_everywhere(Peers, 0, fun(Ns) -> length(Ns) =:= 3 end) andalso
+                                                    lists:all(fun(P) -> length(members(P)) =:= 3 end, Peers)
+                                       end, 15000, "three members, one tree of three at version 0"),
+    {Peers, Grace}.
+
+changes(P, Collector) ->
+    terrain_test_peers:call(P, erlang, apply, [fun() -> Collector ! {get, self()},
+                                                        receive {changes, C} -> C after 5000 -> [] end end, []]).
+
+%% The other nodes of a node's lowest network, sorted.
+place_of(Node, {network, _, _, Children}) ->
+    case lists:member({node, Node}, Children) of
+        true -> lists:sort([N || {node, N} <- Children, N =/= Node]);
+        false -> lists:append([place_of(Node, C) || {network, _, _, _} = C <- Children])
+    end.
+
+%% A partition that distribution cannot mend by itself: the peers `Ps' drop their
+%% connections to `Nodes' and refuse new ones both ways (each peer uses a cookie of its
+%% own with them: the handshake fails in either direction). heal/2 puts the cookie back.
+cut(Ps, Nodes) ->
+    lists:foreach(fun(P) ->
+                          [begin
+                               %% a cookie no other peer uses with this one
+                               Cookie = list_to_atom("cut_" ++ atom_to_list(terrain_test_peers:node_of(P))),
+                               true = terrain_test_peers:call(P, erlang, set_cookie, [N, Cookie]),
+                               _ = terrain_test_peers:call(P, erlang, disconnect_node, [N])
+                           end || N <- Nodes, N =/= terrain_test_peers:node_of(P)]
+                  end, Ps).
+
+heal(Ps, Nodes) ->
+    lists:foreach(fun(P) ->
+                          Cookie = terrain_test_peers:call(P, erlang, get_cookie, []),
+                          [true = terrain_test_peers:call(P, erlang, set_cookie, [N, Cookie])
+                           || N <- Nodes, N =/= terrain_test_peers:node_of(P)]
+                  end, Ps).
+
+status(P) -> terrain_test_peers:call(P, terrain, live_status, []).
+topology(P) -> terrain_test_peers:call(P, terrain, topology, []).
+members(P) -> maps:get(members, status(P)).
+
+%% Every peer at the same version with the same tree (by digest and by term).
+one_state(Peers) ->
+    States = [{maps:with([version, digest], status(P)), topology(P)} || P <- Peers],
+    length(lists:usort(States)) =:= 1.
+
+%% Each node with the name of the second network from the root on its way (its site).
+places({network, _, _, Children}) ->
+    lists:sort([{N, Site} || {network, Site, _, _} = C <- Children, N <- leaves(C)] ++
+               [{N, root} || {node, N} <- Children]).
 
 subscribe_for(Collector) ->
     %% the subscription belongs to the collector: subscribe from inside it

@@ -8,6 +8,8 @@
 -include_lib("stdlib/include/assert.hrl").
 
 -export([suite/0, all/0, init_per_testcase/2, end_per_testcase/2]).
+-export([hung_member_nodes_leave_exactly_k_members_one_per_slot/0,
+         hung_member_nodes_leave_exactly_k_members_one_per_slot/1]).
 -export([kill_9_of_a_node_with_3_of_8_restarts_them_on_matching_nodes/0,
          kill_9_of_a_node_with_3_of_8_restarts_them_on_matching_nodes/1,
          spread_over_racks_survives_a_killed_node/0, spread_over_racks_survives_a_killed_node/1,
@@ -22,14 +24,16 @@ all() ->
      kill_9_of_a_node_with_3_of_8_restarts_them_on_matching_nodes,
      spread_over_racks_survives_a_killed_node,
      a_member_that_exits_is_restarted,
-     rebalance_moves_members_onto_a_joining_rack].
+     rebalance_moves_members_onto_a_joining_rack,
+     hung_member_nodes_leave_exactly_k_members_one_per_slot].
 
 %% Racks of two nodes; the test node is outside every rack.
 racks(bad_specs_are_refused_with_a_sentence) -> [];
 racks(kill_9_of_a_node_with_3_of_8_restarts_them_on_matching_nodes) -> [{r1, [a1, a2]}, {r2, [b1]}, {r3, [c1]}];
 racks(spread_over_racks_survives_a_killed_node) -> [{r1, [a1, a2]}, {r2, [b1, b2]}, {r3, [c1, c2]}, {r4, [d1, d2]}];
 racks(a_member_that_exits_is_restarted) -> [{r1, [a1]}, {r2, [b1]}];
-racks(rebalance_moves_members_onto_a_joining_rack) -> [{r1, [a1]}, {r2, [b1]}].
+racks(rebalance_moves_members_onto_a_joining_rack) -> [{r1, [a1]}, {r2, [b1]}];
+racks(hung_member_nodes_leave_exactly_k_members_one_per_slot) -> [].
 
 %% The topology: the racks, and for the rebalance case the rack of the node that joins.
 tree_racks(rebalance_moves_members_onto_a_joining_rack = Case) -> racks(Case) ++ [{r3, [c1]}];
@@ -190,3 +194,53 @@ rack_of(Config) ->
             S = atom_to_list(Short(Node)),
             list_to_atom([hd(S)])
     end.
+
+hung_member_nodes_leave_exactly_k_members_one_per_slot() ->
+    [{doc, "A group of 3, one per node, runs on peer g over workers w1..w4 (net tick time 2 s everywhere). Three "
+           "times a member's VM hangs (SIGSTOP) until the group has placed that member elsewhere, then resumes "
+           "(SIGCONT): afterwards placed/1 lists exactly 3 live members on 3 different workers, the member left on "
+           "a hung node is stopped once it resumes, and the workers run exactly 3 keepers (never two for a slot)"}].
+hung_member_nodes_leave_exactly_k_members_one_per_slot(Config) ->
+    Prefix = ?config(prefix, Config),
+    Names = [list_to_atom(Prefix ++ S) || S <- ["g", "w1", "w2", "w3", "w4"]],
+    Role = fun(Name) -> case lists:suffix("_g", atom_to_list(Name)) of
+                            true -> [{attrs, [{role, group}]}];
+                            false -> [{attrs, [{role, worker}]}]
+                        end end,
+    [G | Workers] = Peers = terrain_test_peers:start(Names, Role, fun(_) -> ["-kernel", "net_ticktime", "2"] end),
+    [true = terrain_test_peers:call(G, net_kernel, connect_node, [terrain_test_peers:node_of(W)]) || W <- Workers],
+    ByNode = maps:from_list([{terrain_test_peers:node_of(W), W} || W <- Workers]),
+    {ok, _} = terrain_test_peers:call(G, terrain, start_placed,
+                                      [storm, #{start => {gen_event, start, []}, count => 3, start_timeout => 30000,
+                                                preds => [{role, eq, worker}]}]),
+    Placed = fun() -> terrain_test_peers:call(G, terrain, placed, [storm]) end,
+    Left = lists:map(
+             fun(Round) ->
+                     {Member, Node} = hd(Placed()),
+                     OsPid = terrain_test_peers:call(maps:get(Node, ByNode), os, getpid, []),
+                     _ = os:cmd("kill -STOP " ++ OsPid),
+                     ok = terrain_test_peers:wait_until(
+                            fun() -> M = Placed(), length(M) =:= 3 andalso not lists:keymember(Node, 2, M) end,
+                            20000, "the hung node's member placed elsewhere"),
+                     _ = os:cmd("kill -CONT " ++ OsPid),
+                     ct:pal("round ~b: ~p hung and resumed; members now ~p", [Round, Node, Placed()]),
+                     {Member, Node}
+             end, [1, 2, 3]),
+    Stable = fun() ->
+                     M = Placed(),
+                     Keepers = lists:append([terrain_test_peers:call(W, erlang, apply, [fun keepers/0, []])
+                                             || W <- Workers]),
+                     length(M) =:= 3 andalso length(lists:usort([N || {_, N} <- M])) =:= 3 andalso
+                         lists:all(fun({P, N}) -> terrain_test_peers:call(maps:get(N, ByNode), erlang,
+                                                                          is_process_alive, [P]) end, M) andalso
+                         length(Keepers) =:= 3 andalso
+                         not lists:any(fun({P, N}) -> terrain_test_peers:call(maps:get(N, ByNode), erlang,
+                                                                              is_process_alive, [P]) end, Left -- M)
+             end,
+    ok = terrain_test_peers:wait_until(Stable, 20000, "3 members, 3 keepers, the hung nodes' members stopped"),
+    ct:pal("after three hangs: ~p", [Placed()]),
+    terrain_test_peers:stop(Peers).
+
+%% The keepers running on this node.
+keepers() ->
+    [P || P <- processes(), erlang:process_info(P, initial_call) =:= {initial_call, {terrain_placed_keeper, init, 2}}].
