@@ -293,10 +293,13 @@ handle_info({remeasured, Pid, Node, Result}, #{remeasuring := {Node, Pid, Base, 
     end;
 handle_info({'DOWN', _, process, Pid, _}, #{remeasuring := {_, Pid, _, _}} = State) ->
     {noreply, State#{remeasuring := undefined}};
-handle_info({nodedown, Node}, #{tree := Tree, members := Members, lost := Lost} = State) ->
+handle_info({nodedown, Node}, #{tree := Tree, members := Members, lost := Lost0} = State) ->
     case lists:member(Node, Members) orelse lists:member(Node, terrain_live_tree:nodes_of(Tree)) of
         true ->
             Now = erlang:monotonic_time(millisecond),
+            %% a follower never retries: it forgets the nodes lost for longer than the bound here
+            Bound = maps:get(reconnect, maps:get(config, State)),
+            Lost = maps:filter(fun(_, {Since, _, _}) -> Now - Since =< Bound end, Lost0),
             {noreply, schedule_retry(State#{lost := Lost#{Node => {Now, ?RETRY_MIN, Now + ?RETRY_MIN}}})};
         false ->
             {noreply, State}
@@ -328,9 +331,11 @@ is_sequencer(State) ->
 %% and reconciles; everybody else waits for the sequencer. A node that has just become
 %% the sequencer (the old one went, or a partition healed) asks every member: a member
 %% may hold a version the old sequencer sent it and this node missed.
+-spec sequence(state()) -> state().
 sequence(State) ->
     sequence(State, maps:get(members, State), join).
 
+-spec sequence(state(), [node()], join | leave) -> state().
 sequence(#{role := Role, members := Members} = State, Changed, Kind) ->
     case is_sequencer(State) of
         false ->
@@ -351,6 +356,7 @@ sequence(#{role := Role, members := Members} = State, Changed, Kind) ->
 %% the nodes of both sides of a healed partition take it and no node holds another tree
 %% at the same version. When the union is the sequencer's own tree at a version not
 %% lower, only the member is behind: it gets the sequencer's tree as it is.
+-spec merge(node(), non_neg_integer(), terrain:topology_tree() | undefined, state()) -> state().
 merge(Node, V, Tree, #{version := Own, tree := OwnTree, members := Members} = State) ->
     Digest = terrain_live_tree:digest(Tree),
     case {V, Digest} =:= {Own, terrain_live_tree:digest(OwnTree)} of
@@ -365,19 +371,20 @@ merge(Node, V, Tree, #{version := Own, tree := OwnTree, members := Members} = St
                                 true -> {Tree, OwnTree};
                                 false -> {OwnTree, Tree}
                             end,
-            Union = terrain_live_tree:union(Base, Other, [node() | Members]),
-            if
-                Union =:= undefined -> State;
-                Union =:= OwnTree, Own >= V -> resend(Node, State);
-                true -> publish({sync, max(V, Own)}, Union, State#{version := max(V, Own)})
+            case Base =/= undefined andalso terrain_live_tree:union(Base, Other, [node() | Members]) of
+                false -> State;
+                OwnTree when Own >= V -> resend(Node, State);
+                Union -> publish({sync, max(V, Own)}, Union, State#{version := max(V, Own)})
             end
     end.
 
 %% Our version and tree to a member that is behind, as they are.
+-spec resend(node(), state()) -> state().
 resend(Node, #{version := Own, tree := OwnTree} = State) ->
     {?MODULE, Node} ! {terrain_live_change, Own, {sync, Own}, OwnTree},
     State.
 
+-spec size_of(terrain:topology_tree() | undefined) -> non_neg_integer().
 size_of(Tree) -> length(terrain_live_tree:nodes_of(Tree)).
 
 %%--------------------------------------------------------------------
@@ -388,6 +395,7 @@ size_of(Tree) -> length(terrain_live_tree:nodes_of(Tree)).
 %% so that a new sequencer carries on. Tree nodes that are not connected are added when
 %% the sequencer looks (it may never have seen them go). One attempt per node at a time,
 %% each in a process of its own under distribution's set-up deadline (net_setuptime).
+-spec retry(state()) -> state().
 retry(#{lost := Lost, connecting := Connecting, tree := Tree, config := #{reconnect := Bound}} = State) ->
     case is_sequencer(State) of
         false ->
@@ -413,11 +421,14 @@ retry(#{lost := Lost, connecting := Connecting, tree := Tree, config := #{reconn
             State#{lost := Lost3, connecting := maps:merge(Connecting, Started)}
     end.
 
+-spec connect(node()) -> pid().
 connect(Node) ->
-    {Pid, _} = spawn_monitor(fun() -> exit({connected, net_kernel:connect_node(Node)}) end),
+    %% the outcome comes as nodeup (or not at all); the monitor tells when the attempt is over
+    {Pid, _} = spawn_monitor(fun() -> _ = net_kernel:connect_node(Node), ok end),
     Pid.
 
 %% The next look, on the sequencer while nodes are lost: when the earliest is due.
+-spec schedule_retry(state()) -> state().
 schedule_retry(#{retry := undefined, lost := Lost} = State) when map_size(Lost) > 0 ->
     case is_sequencer(State) of
         true ->
@@ -503,6 +514,7 @@ remove(Node, #{tree := Tree} = State) ->
 
 %% The sequencer's change: next version, taken here, sent to every member as a delta
 %% from the tree before it (with the digests before and after).
+-spec publish(term(), terrain:topology_tree(), state()) -> state().
 publish(Change, Tree, #{version := V, tree := Old, members := Members} = State) ->
     Next = V + 1,
     Message = case Old of
@@ -522,6 +534,8 @@ delta_message(V, Change, Old, New) ->
 %% A follower takes a delta made from the version and tree it holds; one that missed
 %% a version (or holds another tree at it) asks the sender for the whole tree, once
 %% until the answer comes or FETCH_TIMEOUT has passed.
+-spec delta_in(pid(), {pos_integer(), non_neg_integer(), term(), terrain_live_tree:delta(), non_neg_integer()},
+               state()) -> state().
 delta_in(_From, {V, _, _, _, _}, #{version := Own, tree := OwnTree} = State) when V =< Own, OwnTree =/= undefined ->
     State;
 delta_in(From, {V, Base, Change, Delta, Digest}, #{version := Own, tree := OwnTree} = State) ->
@@ -537,6 +551,7 @@ delta_in(From, {V, Base, Change, Delta, Digest}, #{version := Own, tree := OwnTr
             fetch(From, State)
     end.
 
+-spec fetch(pid(), state()) -> state().
 fetch(From, #{fetching := Until} = State) ->
     Now = erlang:monotonic_time(millisecond),
     case Until =:= undefined orelse Now > Until of
@@ -597,6 +612,8 @@ remeasure(#{tree := Tree, next := Next, version := V, members := Members, config
 
 %% Out of the tree and in again (the networks keep their names; a network the removal
 %% emptied comes back under its name, `name').
+-spec reinsert(node(), terrain:topology_tree(), terrain:insert_options()) ->
+          {ok, terrain:topology_tree(), list()} | {error, term()}.
 reinsert(Node, Tree, Options) ->
     case terrain_live_tree:remove(Node, Tree) of
         {ok, Without} -> insert(Node, Without, Options);

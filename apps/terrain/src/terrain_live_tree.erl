@@ -106,14 +106,17 @@ patch(Tree, Delta) ->
 %%--------------------------------------------------------------------
 %% Internal
 
+-spec child_delta(pos_integer(), tree(), tree()) -> child_delta().
 child_delta(I, C, C) -> {same, I, I};
 child_delta(I, Old, New) -> {old, I, delta(Old, New)}.
 
 %% Consecutive unchanged children as one run.
+-spec runs([child_delta()]) -> [child_delta()].
 runs([{same, A, B}, {same, C, D} | Rest]) when C =:= B + 1 -> runs([{same, A, D} | Rest]);
 runs([X | Rest]) -> [X | runs(Rest)];
 runs([]) -> [].
 
+-spec apply_delta(tree(), delta()) -> tree().
 apply_delta(Tree, same) ->
     Tree;
 apply_delta(_Tree, {new, New}) ->
@@ -129,28 +132,34 @@ apply_delta(Net, {net, Options, Kids}) ->
         _ -> throw(misfit)
     end.
 
+-spec child(tuple(), child_delta()) -> [tree()].
 child(Old, {same, From, To}) when To =< tuple_size(Old) -> [element(I, Old) || I <- lists:seq(From, To)];
 child(Old, {old, I, D}) when I =< tuple_size(Old) -> [apply_delta(element(I, Old), D)];
 child(_Old, {new, T}) -> [T];
 child(_Old, _) -> throw(misfit).
 
+-spec key(tree()) -> {node, node()} | {net, term()} | {other, term()}.
 key({node, N}) -> {node, N};
 key({network, Name, _, _}) -> {net, Name};
 key({network, Name, C}) when is_list(C) -> {net, Name};
 key(Other) -> {other, Other}.
 
+-spec children(tree()) -> [tree()].
 children({network, _, _, C}) -> C;
 children({network, _, C}) -> C;
 children({network, C}) -> C.
 
+-spec options(tree()) -> map() | none.
 options({network, _, O, _}) -> O;
 options({network, _, _}) -> none.
 
+-spec leaves(tree()) -> [node()].
 leaves({node, N}) -> [N];
 leaves({network, _, _, Children}) -> lists:append([leaves(C) || C <- Children]);
 leaves({network, _, Children}) -> lists:append([leaves(C) || C <- Children]);
 leaves({network, Children}) -> lists:append([leaves(C) || C <- Children]).
 
+-spec without(node(), tree()) -> tree() | empty | unchanged.
 without(Node, {node, Node}) ->
     empty;
 without(_Node, {node, _}) ->
@@ -170,6 +179,7 @@ without(Node, {network, Name, Opts, Children}) ->
         New -> {network, Name, Opts, New}
     end.
 
+-spec without_children(node(), [tree()]) -> [tree()] | unchanged.
 without_children(Node, Children) ->
     {New, Changed} = lists:mapfoldl(fun(C, true) -> {[C], true};
                                        (C, false) ->
@@ -193,6 +203,7 @@ path(Tree, Node) ->
         not_found -> []
     end.
 
+-spec path(tree(), node(), [step()]) -> {found, [step()]} | not_found.
 path({node, Node}, Node, Acc) ->
     {found, lists:reverse(Acc)};
 path({node, _}, _Node, _Acc) ->
@@ -204,6 +215,7 @@ path({network, _Children}, _Node, _Acc) ->
 path({network, Name, Opts, Children}, Node, Acc) ->
     first_found([fun() -> path(C, Node, [{Name, Opts} | Acc]) end || C <- Children]).
 
+-spec first_found([fun(() -> {found, [step()]} | not_found)]) -> {found, [step()]} | not_found.
 first_found([]) -> not_found;
 first_found([F | Rest]) ->
     case F() of
@@ -221,12 +233,14 @@ add(Node, [{Root, _} | Rest], {network, Root, Children} = Tree) ->
 add(_Node, _Path, Tree) ->
     Tree.
 
+-spec checked(tree(), tree()) -> tree().
 checked(New, Old) ->
     case terrain_topology:new(New) of
         {ok, _} -> New;
         {error, _} -> Old
     end.
 
+-spec add_below(node(), [step()], [tree()]) -> [tree()].
 add_below(Node, [], Children) ->
     Children ++ [{node, Node}];
 add_below(Node, [{Name, Opts} | Rest] = Path, Children) ->
@@ -240,9 +254,11 @@ add_below(Node, [{Name, Opts} | Rest] = Path, Children) ->
             Children ++ [chain(Node, Path)]
     end.
 
+-spec chain(node(), [step()]) -> tree().
 chain(Node, []) -> {node, Node};
 chain(Node, [{Name, Opts} | Rest]) -> {network, Name, Opts, [chain(Node, Rest)]}.
 
+-spec name(tree()) -> {ok, term()} | none.
 name({network, Name, _, _}) -> {ok, Name};
 name({network, Name, C}) when is_list(C) -> {ok, Name};
 name(_) -> none.

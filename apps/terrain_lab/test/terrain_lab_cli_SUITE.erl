@@ -10,14 +10,15 @@
          help_and_version/0, help_and_version/1,
          up_status_down/0, up_status_down/1,
          down_after_a_node_died/0, down_after_a_node_died/1,
-         live_up_add_down_nodes/0, live_up_add_down_nodes/1]).
+         live_up_add_down_nodes/0, live_up_add_down_nodes/1,
+         a_node_added_to_a_cut_cluster_joins_its_side/0, a_node_added_to_a_cut_cluster_joins_its_side/1]).
 
 suite() ->
     [{timetrap, {minutes, 3}}].
 
 all() ->
     [bad_invocation_exits_non_zero_with_stderr, help_and_version, up_status_down, down_after_a_node_died,
-     live_up_add_down_nodes].
+     live_up_add_down_nodes, a_node_added_to_a_cut_cluster_joins_its_side].
 
 init_per_suite(Config) ->
     [{escript, terrain_lab_test_escript:path()} | Config].
@@ -176,24 +177,53 @@ live_up_add_down_nodes(Config) ->
         terrain(Config, ["down", "--state-dir", State, "--force"])
     end.
 
+a_node_added_to_a_cut_cluster_joins_its_side() ->
+    [{doc, "netem partition r1 r2, then up --add of d into r2: d is cut from r1's nodes and they from d, as r2's "
+           "node c is (d used to join both sides); heal lifts it for d too."}].
+a_node_added_to_a_cut_cluster_joins_its_side(Config) ->
+    Dir = ?config(priv_dir, Config),
+    Spec = filename:join(Dir, "cut.cluster"),
+    Add = filename:join(Dir, "cut_add.cluster"),
+    ok = file:write_file(Spec, "{cluster, cut, #{latency => 2000}}.\n"
+                               "{group, r1, #{latency => 250}, [{node, a, #{schedulers => 1}}, {node, b, #{schedulers => 1}}]}.\n"
+                               "{group, r2, #{latency => 250}, [{node, c, #{schedulers => 1}}]}.\n"),
+    ok = file:write_file(Add, "{group, r2, #{}, [{node, d, #{schedulers => 1}}]}.\n"),
+    State = filename:join(Dir, "cut_state"),
+    Prefix = "cli" ++ os:getpid() ++ "cut_",
+    {0, _, _} = terrain(Config, ["up", "--state-dir", State, "--prefix", Prefix, Spec]),
+    try
+        {0, _, _} = terrain(Config, ["netem", "--state-dir", State, "partition", "r1", "r2"]),
+        {0, _, _} = terrain(Config, ["up", "--state-dir", State, "--add", Add]),
+        Full = fun(Names) -> [Prefix ++ N ++ "@" ++ hd(tl(string:split(atom_to_list(node()), "@"))) || N <- Names] end,
+        Cut = cut_from(Config, State, Prefix),
+        ct:pal("cut from: ~p", [Cut]),
+        ?assertEqual(Full(["a", "b"]), maps:get("d", Cut)),
+        ?assertEqual(Full(["a", "b"]), maps:get("c", Cut)),
+        ?assertEqual(Full(["c", "d"]), maps:get("a", Cut)),
+        ?assertEqual(Full(["c", "d"]), maps:get("b", Cut)),
+        {0, _, _} = terrain(Config, ["netem", "--state-dir", State, "heal"]),
+        ?assertEqual(#{"a" => [], "b" => [], "c" => [], "d" => []}, cut_from(Config, State, Prefix))
+    after
+        terrain(Config, ["down", "--state-dir", State, "--force"])
+    end.
+
+%% `netem show' as #{ShortName => [the full node names it is cut from]}.
+cut_from(Config, State, Prefix) ->
+    {0, Show, _} = terrain(Config, ["netem", "--state-dir", State, "show"]),
+    maps:from_list([{hd(string:split(string:prefix(Node, Prefix), "@")),
+                     case string:trim(string:join(Rest, " ")) of
+                         "-" -> [];
+                         List -> lists:sort(string:lexemes(List, ", "))
+                     end}
+                    || [Node, _Proxies | Rest] <- [string:lexemes(L, " ") || L <- tl(string:lexemes(Show, "\n"))]]).
+
 status_nodes(Config, State) ->
     {0, Json, _} = terrain(Config, ["status", "--state-dir", State, "--json"]),
     {ok, #{<<"nodes">> := Nodes}} = terrain_json:decode(Json),
     Nodes.
 
 poll(Fun, Timeout) ->
-    Deadline = erlang:monotonic_time(millisecond) + Timeout,
-    poll_until(Fun, Deadline).
-
-poll_until(Fun, Deadline) ->
-    case Fun() of
-        true -> ok;
-        false ->
-            case erlang:monotonic_time(millisecond) > Deadline of
-                true -> {error, timeout};
-                false -> receive after 200 -> poll_until(Fun, Deadline) end
-            end
-    end.
+    terrain_lab_test_poll:poll(Fun, Timeout, 200).
 
 %%--------------------------------------------------------------------
 

@@ -45,7 +45,7 @@
          check_full_names/2,
          refuse_clashes/2,
          vm_options/3,
-         bring_up/4,
+         bring_up/5,
          live_option/1,
          node_record/5,
          json_record/1,
@@ -617,12 +617,24 @@ remote_vm_options(#{host := Host} = NodeSpec, Node, Ssh) ->
 
 %% @doc Waits (terrain_lab_vm) for a started VM to answer, then sets its node up.
 -spec bring_up({ok, terrain_lab_vm:vm()} | {error, term()}, map(), node(), integer()) -> {ok, map()} | {error, term()}.
-bring_up({ok, Vm}, NodeSpec, Node, Deadline) ->
+bring_up(Start, NodeSpec, Node, Deadline) ->
+    bring_up(Start, NodeSpec, Node, Deadline, fun(_) -> ok end).
+
+%% @doc As {@link bring_up/4}, with `Prepare(Node)' run once the VM has booted and
+%% before terrain starts on it (e.g. the partitions a node added to a cut cluster joins).
+-spec bring_up({ok, terrain_lab_vm:vm()} | {error, term()}, map(), node(), integer(),
+               fun((node()) -> ok | {error, term()})) -> {ok, map()} | {error, term()}.
+bring_up({ok, Vm}, NodeSpec, Node, Deadline, Prepare) ->
     case terrain_lab_vm:await_boot([Vm], Deadline) of
-        [{ok, _}] -> terrain_lab_cluster:setup_node(NodeSpec, Node, Deadline);
-        [{error, Why}] -> {error, with_log(boot_error(Why), Vm)}
+        [{ok, _}] ->
+            case Prepare(Node) of
+                ok -> terrain_lab_cluster:setup_node(NodeSpec, Node, Deadline);
+                {error, Why} -> {error, boot_error(Why)}
+            end;
+        [{error, Why}] ->
+            {error, with_log(boot_error(Why), Vm)}
     end;
-bring_up({error, Why}, _NodeSpec, _Node, _Deadline) ->
+bring_up({error, Why}, _NodeSpec, _Node, _Deadline, _Prepare) ->
     {error, boot_error(Why)}.
 
 %% Why a VM did not come up: not_reachable (it runs, but does not answer),

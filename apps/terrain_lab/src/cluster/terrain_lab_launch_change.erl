@@ -263,14 +263,52 @@ start_new(#{state := State, spec := Spec, prefix := Prefix, new := NewNodes}, Op
                 false -> #{topology => terrain_lab_spec:topology(Spec, fun(N) -> maps:get(N, AllNames) end)};
                 Live -> #{live => Live}
             end,
+    Cuts = cuts(Netem, State, NewNodes, Deadline),
     Self = self(),
     Workers = [spawn_monitor(fun() ->
                                      Result = terrain_lab_launch:bring_up(
                                                 Start, maps:merge(NodeSpec#{cluster => maps:get(name, Spec)}, Extra),
-                                                Node, Deadline),
+                                                Node, Deadline, cut(maps:get(Node, Cuts, []), Deadline)),
                                      Self ! {self(), join_cluster(Result, Node, maps:values(Names), Deadline)}
                              end) || {{NodeSpec, Node}, Start} <- lists:zip(NewNodes, Started)],
     {ok, terrain_lab_launch:collect(Workers, "up", Io)}.
+
+%% The partitions a node added to a cut cluster joins: it takes the side of its
+%% nearest recorded node in the spec (the longest common group path, the first such
+%% node in the record), and is cut from the nodes that node is cut from. Without
+%% this, a node added into s1 while s0 and s1 are partitioned joined both sides.
+cuts(false, _State, _NewNodes, _Deadline) ->
+    #{};
+cuts(true, #{<<"nodes">> := Records} = State, NewNodes, Deadline) ->
+    Reachable = maps:values(reachable_names(State)),
+    Timeout = max(1, Deadline - erlang:monotonic_time(millisecond)),
+    Blocked = maps:fold(fun(Node, #{blocked := B}, Acc) when B =/= [] -> Acc#{Node => B};
+                           (_Node, _Status, Acc) -> Acc
+                        end, #{}, terrain_lab_netem:status(Reachable, #{timeout => Timeout})),
+    Paths = [{binary_to_atom(N), [binary_to_atom(G) || G <- P]}
+             || #{<<"node">> := N, <<"group_path">> := P} <- Records, lists:member(binary_to_atom(N), Reachable)],
+    case map_size(Blocked) of
+        0 -> #{};
+        _ -> maps:from_list([{Node, nearest_cut(Path, Paths, Blocked)} || {#{path := Path}, Node} <- NewNodes])
+    end.
+
+nearest_cut(_Path, [], _Blocked) ->
+    [];
+nearest_cut(Path, Paths, Blocked) ->
+    Shared = fun(Other) -> N = min(length(Path), length(Other)),
+                           length(lists:takewhile(fun({A, B}) -> A =:= B end,
+                                                  lists:zip(lists:sublist(Path, N), lists:sublist(Other, N))))
+             end,
+    {_, Nearest} = lists:max([{{Shared(P), -I}, N} || {I, {N, P}} <- lists:enumerate(Paths)]),
+    maps:get(Nearest, Blocked, []).
+
+cut([], _Deadline) ->
+    fun(_Node) -> ok end;
+cut(Others, Deadline) ->
+    fun(Node) ->
+            Timeout = max(1, Deadline - erlang:monotonic_time(millisecond)),
+            terrain_lab_netem:partition([Node], Others, #{timeout => Timeout})
+    end.
 
 %% A node that joins connects to the first running node of the cluster; the mesh
 %% (and, on a live cluster, the sequencer) follows from there.
