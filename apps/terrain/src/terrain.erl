@@ -180,7 +180,8 @@
          insert_node/4,
          remove_node/2,
          topology_levels/1,
-         level_bounds/2]).
+         level_bounds/2,
+         level_bounds/3]).
 
 %% API: variability of durations
 -export([load_duration_model/1,
@@ -198,6 +199,7 @@
               {render_topology, 2}, {distance, 2}, {level, 2}, {disc, 2}, {spawn_on, 3},
               {place_tree, 2}, {start_placed, 2}, {placed, 1}, {placed_groups, 0}, {stop_placed, 1}, {read_latency, 1}, {discover, 2},
               {compare_topologies, 2}, {insert_node, 4}, {remove_node, 2}, {topology_levels, 1}, {level_bounds, 2},
+              {level_bounds, 3},
               {load_duration_model, 1}, {load_duration_model, 2}, {check_duration, 1},
               {check_duration, 2}, {duration_model, 1}, {unload_duration_model, 1}]).
 
@@ -515,6 +517,7 @@
           confirm => non_neg_integer(),
           gap => number(),
           levels => [number(), ...],
+          noise => number(),
           retries => non_neg_integer(),
           attempts => pos_integer(),
           name => term(),
@@ -530,6 +533,11 @@
 %%     a network's level and the level under it lies inside a child, one above the
 %%     geometric mean with the level over it outside the network
 %%     (docs/TOPOLOGY_DISCOVERY.md, "The level model");</li>
+%% <li>`noise' — the jitter of one measurement, µs (default 0): levels of the model
+%%     whose round trips differ by less than twice the noise are one level, and a
+%%     band reaches at least twice the noise from its network's height (the tree
+%%     probe passes the median over its seed pairs of their exchanges' median minus
+%%     minimum); it never widens a band beyond √10 of its level;</li>
 %% <li>`gap' — overrides the model: every two adjacent levels this ratio apart, > 1
 %%     (e.g. 10): a round trip below height/√gap lies inside a child, one above
 %%     height·√gap outside the network;</li>
@@ -973,6 +981,13 @@ topology_levels(Tree) ->
 -spec level_bounds(H :: number(), Levels :: [number()]) -> {Lo :: float(), Hi :: float()}.
 level_bounds(H, Levels) ->
     terrain_insert:bounds(H, Levels).
+
+%% @doc {@link level_bounds/2} with a noise floor: `Noise' is the jitter of one
+%% measurement (µs); levels closer than twice the noise are one, and the band reaches
+%% at least twice the noise from `H' (the insertion option `noise').
+-spec level_bounds(H :: number(), Levels :: [number()], Noise :: number()) -> {Lo :: float(), Hi :: float()}.
+level_bounds(H, Levels, Noise) ->
+    terrain_insert:bounds(H, Levels, Noise).
 
 %%====================================================================
 %% API: variability of durations

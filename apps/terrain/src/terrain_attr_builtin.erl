@@ -22,7 +22,9 @@
 %% <li>`num_erlang_processes' — `erlang:system_info(process_count)'</li>
 %% <li>`vm_schedulers_online' — `erlang:system_info(schedulers_online)'</li>
 %% <li>`run_queue' — `erlang:statistics(total_run_queue_lengths_all)'</li>
-%% <li>`vm_memory_total' — `erlang:memory(total)', bytes</li>
+%% <li>`vm_memory_total' — `erlang:memory(total)', bytes; where erts_alloc is off
+%%     (`+Mea min', the lab's VMs: `erlang:memory/1' raises `notsup') the VM's resident
+%%     set instead (`VmRSS' in `/proc/self/status'), bytes</li>
 %% <li>`cpu_quota' — the CPU time the VM's own cgroup may use, in cores (cgroup v1
 %%     `cpu.cfs_quota_us' / `cpu.cfs_period_us', or v2 `cpu.max'), from
 %%     `/proc/self/cgroup'; `undefined' when unlimited. The lab's `cpu' node option sets it.</li>
@@ -52,7 +54,7 @@
          kernel_entities/1,
          system_info/1,
          run_queue/0,
-         vm_memory_total/0,
+         vm_memory_total/1,
          scheduler_utilisation/0,
          cpu_quota/2,
          cpu_quota_per_scheduler/2]).
@@ -61,7 +63,7 @@
 %% attribute server and its evaluators); definitions/1 is the entry of the unit
 %% tests, which read a fake /proc.
 -ignore_xref([{cpu_speed, 1}, {definitions, 1}, {kernel_entities, 1}, {loadavg, 2}, {meminfo, 2},
-              {run_queue, 0}, {scheduler_utilisation, 0}, {system_info, 1}, {vm_memory_total, 0}, {cpu_quota, 2},
+              {run_queue, 0}, {scheduler_utilisation, 0}, {system_info, 1}, {vm_memory_total, 1}, {cpu_quota, 2},
               {cpu_quota_per_scheduler, 2}]).
 
 -define(UTILISATION_WINDOW_MS, 50).
@@ -93,7 +95,7 @@ definitions(Proc) ->
                {num_erlang_processes, {?MODULE, system_info, [process_count]}},
                {vm_schedulers_online, {?MODULE, system_info, [schedulers_online]}},
                {run_queue, {?MODULE, run_queue, []}},
-               {vm_memory_total, {?MODULE, vm_memory_total, []}},
+               {vm_memory_total, {?MODULE, vm_memory_total, [Proc]}},
                {cpu_quota, {?MODULE, cpu_quota, [Proc, "/sys/fs/cgroup"]}},
                {cpu_quota_per_scheduler, {?MODULE, cpu_quota_per_scheduler, [Proc, "/sys/fs/cgroup"]}}],
     Sampled = [{scheduler_utilisation,
@@ -114,7 +116,11 @@ cpu_speed(Proc) ->
 %% @doc A field of `meminfo' in kB.
 -spec meminfo(file:filename(), string()) -> non_neg_integer() | undefined.
 meminfo(Proc, Field) ->
-    case read_lines(Proc, "meminfo") of
+    kb_field(Proc, "meminfo", Field).
+
+%% A `Field: N kB' line of a /proc file (meminfo, self/status): N.
+kb_field(Proc, File, Field) ->
+    case read_lines(Proc, File) of
         undefined ->
             undefined;
         Lines ->
@@ -165,10 +171,17 @@ system_info(schedulers_online) -> erlang:system_info(schedulers_online).
 run_queue() ->
     erlang:statistics(total_run_queue_lengths_all).
 
-%% @doc Bytes allocated by the emulator.
--spec vm_memory_total() -> non_neg_integer().
-vm_memory_total() ->
-    erlang:memory(total).
+%% @doc Bytes allocated by the emulator; on a VM without erts_alloc (`+Mea min', where
+%% `erlang:memory/1' raises `notsup') the VM's resident set, `VmRSS' of `self/status'.
+-spec vm_memory_total(file:filename()) -> non_neg_integer() | undefined.
+vm_memory_total(Proc) ->
+    try erlang:memory(total)
+    catch error:notsup ->
+            case kb_field(Proc, "self/status", "VmRSS") of
+                undefined -> undefined;
+                Kb -> Kb * 1024
+            end
+    end.
 
 %% @doc The fraction of scheduler time spent working over the next 50 ms (one sample
 %% of the `scheduler_utilisation' moving average). Scheduler wall-time accounting is

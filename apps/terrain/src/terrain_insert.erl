@@ -52,6 +52,7 @@
          remove/2,
          levels/1,
          bounds/2,
+         bounds/3,
          format_error/1]).
 
 -export_type([options/0, measure/0, pair/0, error_reason/0, model/0]).
@@ -65,17 +66,27 @@
 -define(DEFAULTS, #{representatives => 1, confirm => 2, retries => 2, attempts => 3}).
 
 %% The separation of levels: `{gap, S}' (the override: every level S² apart) or
-%% `{levels, Ls}', the typical round trip of each level, ascending.
--type model() :: {gap, float()} | {levels, [float(), ...]}.
+%% `{levels, Ls, F}', the typical round trip of each level, ascending, and the noise
+%% floor F (µs): two round trips closer than 2F are not told apart.
+-type model() :: {gap, float()} | {levels, [float(), ...], float()}.
 
 %% Without a model (a tree without heights yet), levels are assumed this far apart.
 -define(DEFAULT_GAP, 10).
 %% Two levels of the model closer than this are one level (jitter of a few per cent
 %% spreads one level's round trips over about this much).
 -define(SAME_LEVEL, 1.3).
+%% Two levels whose round trips differ by less than this many times the noise (the
+%% jitter of one measurement) are one level, and a band reaches at least this far
+%% from its network's height.
+-define(NOISE_LEVELS, 2).
 %% In a network with no level of the model below it, at most this many of its node
-%% children are measured (a flat group: its members are all equally far).
--define(FLAT_SAMPLE, 4).
+%% children are measured besides those measured already (a flat group: its members
+%% are all equally far): 2 when the model has two levels or more (4 cost 39% of the
+%% pairs on a 16-thread CPU of two flat sockets), 4 when it has one (a tree that has
+%% shown no structure yet: a twin is likelier unseen; prop_insert builds trees from
+%% one node).
+-define(FLAT_SAMPLE, 2).
+-define(FLAT_SAMPLE_ONE_LEVEL, 4).
 
 %% The state of one insertion: the options, the random state, and every round trip
 %% measured so far (the node against Other), newest first.
@@ -135,8 +146,8 @@ validate_options(Options) ->
 format_error({insert, {bad_option, Key, Value}}) ->
     io_lib:format("bad value for insertion option ~0tp: ~0tp (~ts)", [Key, Value, option_help(Key)]);
 format_error({insert, {unknown_option, Key}}) ->
-    io_lib:format("unknown insertion option ~0tp (known: attempts, confirm, gap, levels, name, representatives, "
-                  "retries, seed)", [Key]);
+    io_lib:format("unknown insertion option ~0tp (known: attempts, confirm, gap, levels, name, noise, "
+                  "representatives, retries, seed)", [Key]);
 format_error({insert, {bad_options, Options}}) ->
     io_lib:format("insertion options must be a map, got ~0tP", [Options, 8]);
 format_error({insert, {already_a_member, Node}}) ->
@@ -163,6 +174,7 @@ option_checks() ->
       confirm => fun(V) -> is_integer(V) andalso V >= 0 end,
       gap => fun(V) -> is_number(V) andalso V > 1 end,
       levels => fun(V) -> is_list(V) andalso V =/= [] andalso lists:all(fun is_round_trip/1, V) end,
+      noise => fun(V) -> is_number(V) andalso V >= 0 end,
       retries => fun(V) -> is_integer(V) andalso V >= 0 end,
       attempts => fun(V) -> is_integer(V) andalso V >= 1 end,
       seed => fun erlang:is_integer/1,
@@ -175,6 +187,7 @@ option_help(representatives) -> "an integer >= 1";
 option_help(confirm) -> "an integer >= 0";
 option_help(gap) -> "a number > 1";
 option_help(levels) -> "a non-empty list of round trips > 0, one per level";
+option_help(noise) -> "a round trip >= 0 (us): the jitter of one measurement";
 option_help(retries) -> "an integer >= 0";
 option_help(attempts) -> "an integer >= 1";
 option_help(seed) -> "an integer";
@@ -241,10 +254,11 @@ without_children(Node, [C | Rest], Acc, false) ->
 place(Node, Tree, Measure, #{representatives := Reps, confirm := Confirm, retries := Retries,
                              attempts := Attempts} = Opts) ->
     Seed = maps:get(seed, Opts, erlang:phash2(Node)),
+    Noise = maps:get(noise, Opts, 0),
     Model = case Opts of
                 #{gap := Gap} -> {gap, math:sqrt(Gap)};
-                #{levels := Ls} -> model(Ls);
-                #{} -> model(levels(Tree))
+                #{levels := Ls} -> model(Ls, Noise);
+                #{} -> model(levels(Tree), Noise)
             end,
     Ctx0 = #ctx{node = Node, measure = Measure, reps = Reps, attempts = Attempts, model = Model,
                 name = maps:get(name, Opts, Node), rand = rand:seed_s(exsss, Seed)},
@@ -314,7 +328,7 @@ level({network, Name, #{height := H} = Opts, Children}, Known, Ctx0) ->
     Indexed = lists:zip(lists:seq(1, length(Children)), Children),
     Grouped = group_known(Known),
     {Measured, Ctx01} = to_measure(Indexed, Grouped, H, Ctx0),
-    {PerChild, Ctx1} = measure_children(Measured, Grouped, Ctx01#ctx.reps, Ctx01),
+    {PerChild, Ctx1} = measure_until_near(Measured, Grouped, H, Ctx01),
     case decide(PerChild, H, Ctx1) of
         {structural, _} = First ->
             %% what one inflated round trip would cause: one more member of every
@@ -445,15 +459,21 @@ median(Xs) ->
         0 -> (lists:nth(N div 2, Sorted) + lists:nth(N div 2 + 1, Sorted)) / 2
     end.
 
-%% The model of a list of level round trips: ascending, levels closer than ?SAME_LEVEL
+%% The model of a list of level round trips and the noise floor: ascending, levels
+%% closer than ?SAME_LEVEL (relative) or ?NOISE_LEVELS times the noise (absolute)
 %% merged (their geometric mean); no level: the default gap.
-model([]) ->
+-spec model([number()], number()) -> model().
+model([], _Noise) ->
     {gap, math:sqrt(?DEFAULT_GAP)};
-model(Levels) ->
+model(Levels, Noise) ->
     [First | Rest] = lists:sort([float(L) || L <- Levels]),
-    {levels, lists:reverse(lists:foldl(fun(L, [Prev | Acc]) when L < Prev * ?SAME_LEVEL -> [math:sqrt(L * Prev) | Acc];
-                                          (L, Acc) -> [L | Acc]
-                                       end, [First], Rest))}.
+    Floor = ?NOISE_LEVELS * Noise,
+    Cap = math:sqrt(?DEFAULT_GAP),
+    Merge = fun(L, [Prev | Acc]) when L < Prev * ?SAME_LEVEL; L - Prev < Floor, L < Prev * Cap ->
+                    [math:sqrt(L * Prev) | Acc];
+               (L, Acc) -> [L | Acc]
+            end,
+    {levels, lists:reverse(lists:foldl(Merge, [First], Rest)), float(Noise)}.
 
 %% @doc The band of round trips that belong to the level of height `H': below the lower
 %% bound a round trip lies inside a child, above the upper bound outside the network.
@@ -464,12 +484,32 @@ model(Levels) ->
 %% every level gets H/√10 … H·√10. With `{gap, S}': H/S and H·S.
 -spec bounds(number(), model() | [number()]) -> {float(), float()}.
 bounds(H, Levels) when is_list(Levels) ->
-    bounds(H, model(Levels));
+    bounds(H, Levels, 0);
 bounds(H, _Model) when H =< 0 ->
     {0.0, 0.0};
 bounds(H, {gap, S}) ->
     {H / S, H * S};
-bounds(H, {levels, Ls}) ->
+bounds(H, {levels, Ls, Noise}) ->
+    %% never narrower than the noise: round trips within ?NOISE_LEVELS jitters of the
+    %% height or of its level are not told apart from them; but the noise never widens
+    %% a band beyond √10 of them (a load whose jitter reaches the next level must not
+    %% make two levels 10x apart one)
+    {Lo, Hi, Li} = level_band(H, Ls),
+    Floor = ?NOISE_LEVELS * Noise,
+    Cap = math:sqrt(?DEFAULT_GAP),
+    {Low, High} = {min(H, Li), max(H, Li)},
+    {max(0.0, max(min(Lo, Low - Floor), min(Lo, Low / Cap))), min(max(Hi, High + Floor), max(Hi, High * Cap))}.
+
+%% @doc The band of a height under the level model of `Levels' with the noise floor
+%% `Noise' (µs: the jitter of one measurement; 0: none): levels closer than twice the
+%% noise are one, and the band reaches at least twice the noise from `H'.
+-spec bounds(number(), [number()], number()) -> {float(), float()}.
+bounds(H, Levels, Noise) ->
+    bounds(H, model(Levels, Noise)).
+
+%% The band of H and the level it belongs to (H itself when it is a level of its own).
+-spec level_band(number(), [float(), ...]) -> {float(), float(), number()}.
+level_band(H, Ls) ->
     %% a virtual level one (smallest) ratio beyond each end
     R = case Ls of
             [_] -> float(?DEFAULT_GAP);
@@ -483,9 +523,9 @@ bounds(H, {levels, Ls}) ->
     %% the model is a level of its own
     Cap = math:sqrt(?DEFAULT_GAP),
     case Dist > math:log(Cap) of
-        true -> {H / Cap, H * Cap};
+        true -> {H / Cap, H * Cap, H};
         false -> {min(H, max(Li / Cap, math:sqrt(element(I - 1, Padded) * Li))),
-                  max(H, min(Li * Cap, math:sqrt(Li * element(I + 1, Padded))))}
+                  max(H, min(Li * Cap, math:sqrt(Li * element(I + 1, Padded)))), Li}
     end.
 
 lo(H, Model) -> element(1, bounds(H, Model)).
@@ -493,11 +533,12 @@ lo(H, Model) -> element(1, bounds(H, Model)).
 %% True when the model has a level below the band of height H: only then can a node
 %% child of a network of height H have a twin closer than H.
 level_below(_H, {gap, _}) -> true;
-level_below(H, {levels, [L1 | _]} = Model) -> L1 < lo(H, Model).
+level_below(H, {levels, [L1 | _], _} = Model) -> L1 < lo(H, Model).
 
 %% The children to measure at a network of height H: all of them, unless the model has
 %% no level below H (a flat group: no child can be nearer than H); then every network
-%% child, the node children measured already and ?FLAT_SAMPLE more node children at
+%% child, the node children measured already and ?FLAT_SAMPLE (?FLAT_SAMPLE_ONE_LEVEL with a
+%% model of one level) more node children at
 %% random.
 to_measure(Indexed, Grouped, H, #ctx{model = Model, rand = R0} = Ctx) ->
     case level_below(H, Model) of
@@ -508,7 +549,11 @@ to_measure(Indexed, Grouped, H, #ctx{model = Model, rand = R0} = Ctx) ->
                                                  ({_, _}) -> true
                                               end, Indexed),
             {Keyed, R1} = lists:mapfoldl(fun(C, R) -> {U, R2} = rand:uniform_s(R), {{U, C}, R2} end, R0, Leaves),
-            Sample = [C || {_, C} <- lists:sublist(lists:sort(Keyed), ?FLAT_SAMPLE)],
+            Count = case Model of
+                        {levels, [_], _} -> ?FLAT_SAMPLE_ONE_LEVEL;
+                        _ -> ?FLAT_SAMPLE
+                    end,
+            Sample = [C || {_, C} <- lists:sublist(lists:sort(Keyed), Count)],
             {lists:sort(Fixed ++ Sample), Ctx#ctx{rand = R1}}
     end.
 
@@ -516,6 +561,34 @@ to_measure(Indexed, Grouped, H, #ctx{model = Model, rand = R0} = Ctx) ->
 group_known(Known) ->
     lists:foldl(fun({[I | Rest], D}, Acc) -> maps:update_with(I, fun(L) -> [{Rest, D} | L] end, [{Rest, D}], Acc) end,
                 #{}, Known).
+
+%% The children measured until one is near: those with measurements first, then the
+%% others in random order; it stops once at least three quarters of the children (and
+%% two) are measured and exactly one of them lies below the level's lower bound (the
+%% node belongs in it: in an ultrametric a second near child would be near that one
+%% too). Two near children or none: every child is measured (a merge, a lowered
+%% height, the node directly in the network or outside it need all of them). Stopping
+%% after half of them saved more pairs but left 10,000 simulated nodes inexact (two
+%% networks of one level that a later node would have merged stayed apart).
+-spec measure_until_near([{pos_integer(), term()}], map(), number(), #ctx{}) -> {map(), #ctx{}}.
+measure_until_near(Indexed, Grouped, H, #ctx{model = Model, reps = Want, rand = R0} = Ctx0) ->
+    {Known, Others} = lists:partition(fun({I, _}) -> is_map_key(I, Grouped) end, Indexed),
+    {Keyed, R1} = lists:mapfoldl(fun(C, R) -> {U, R2} = rand:uniform_s(R), {{U, C}, R2} end, R0, Others),
+    Order = Known ++ [C || {_, C} <- lists:sort(Keyed)],
+    Lo = lo(H, Model),
+    Need = max(2, (length(Indexed) * 3 + 3) div 4),
+    until_near(Order, Grouped, Want, Lo, 0, Need, {#{}, Ctx0#ctx{rand = R1}}).
+
+until_near([], _Grouped, _Want, _Lo, _Near, _Need, Acc) ->
+    Acc;
+until_near(_Left, _Grouped, _Want, _Lo, 1, Need, {PerChild, _} = Acc) when map_size(PerChild) >= Need ->
+    Acc;
+until_near([{I, Child} | Rest], Grouped, Want, Lo, Near, Need, {Acc, Ctx}) ->
+    Have = maps:get(I, Grouped, []),
+    {Ms, Ctx1} = fill(Child, Have, Want, Ctx#ctx.attempts * Want, Ctx),
+    IsNear = Ms =/= [] andalso lists:min([D || {_, D} <- Ms]) < Lo,
+    until_near(Rest, Grouped, Want, Lo, Near + case IsNear of true -> 1; false -> 0 end, Need,
+               {Acc#{I => Ms}, Ctx1}).
 
 %% At least Want measurements per child (a node child has one member: one at most),
 %% trying up to `attempts' members per missing measurement.
@@ -587,7 +660,21 @@ confirm(Tree, Path, Count, Ctx) ->
 
 confirm_each([], Agree, Ctx) ->
     {Agree, Ctx};
-confirm_each([{H, Others} | Rest], Agree, #ctx{model = Model, rand = R0} = Ctx) ->
+confirm_each([{H, Others} | Rest], Agree, #ctx{model = Model, cache = Cache} = Ctx) ->
+    case [D || X <- lists:append([members(C) || C <- Others]), is_number(D = maps:get(X, Cache, failed))] of
+        [_, _ | _] = Known ->
+            %% the descent decided here with two members or more: they confirm it (the
+            %% largest, as a new member would: is the node no further than the level?)
+            {Lo, Hi} = bounds(H, Model),
+            confirm_each(Rest, Agree andalso lists:max(Known) =< Hi andalso lists:min(Known) >= Lo, Ctx);
+        _ ->
+            confirm_new(H, Others, Rest, Agree, Ctx)
+    end.
+
+members({node, X}) -> [X];
+members({network, _, _, Children}) -> lists:append([members(C) || C <- Children]).
+
+confirm_new(H, Others, Rest, Agree, #ctx{model = Model, rand = R0} = Ctx) ->
     {I, R1} = rand:uniform_s(length(Others), R0),
     {X, _, R2} = random_leaf(lists:nth(I, Others), R1),
     case maps:is_key(X, Ctx#ctx.cache) of

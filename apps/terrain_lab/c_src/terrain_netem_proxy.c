@@ -13,10 +13,11 @@
  * Nothing spins: an idle connection costs nothing between its chunks.
  *
  * Commands (Erlang -> proxy), all integers big-endian:
- *   'O' Id:32 Family:8 (4|6) Ip:4|16 bytes Port:16 Latency:64 Jitter:64 Bandwidth:64
- *       Window:64 AcceptMs:32 SendMs:32
- *       listen on a fresh port of Ip, accept one connection (within AcceptMs), connect it
- *       to Ip:Port; answers 'o' Id:32 ListenPort:16, or 'e' Id:32 Reason (text).
+ *   'O' Id:32 Family:8 (4|6) Ip:4|16 bytes Source:4|16 bytes Port:16 Latency:64 Jitter:64
+ *       Bandwidth:64 Window:64 AcceptMs:32 SendMs:32
+ *       listen on a fresh port of Source (the VM's own address), accept one connection
+ *       (within AcceptMs), connect it from Source to Ip:Port; answers 'o' Id:32
+ *       ListenPort:16, or 'e' Id:32 Reason (text).
  *       Latency and jitter in ns, bandwidth in bytes/s (0: unlimited), window in bytes.
  *   'L' Id:32 Latency:64 Jitter:64 Bandwidth:64 Window:64   new link options, both ways;
  *       queued chunks keep their due times.
@@ -83,6 +84,7 @@ struct conn {
     uint32_t id;
     enum state state;
     int lfd, a, b;           /* listen, accepted (distribution), remote (the target) */
+    struct sockaddr_storage source; /* the VM's own address: listen on it, connect from it */
     struct sockaddr_storage target;
     socklen_t target_len;
     int64_t deadline;        /* accept or connect deadline */
@@ -245,6 +247,8 @@ static int64_t schedule(struct conn *c, struct direction *d, int64_t arrival, ui
     return due;
 }
 
+static void late_record(int64_t late);
+
 /* Reads what `d`'s source holds (up to its window), stamping each read with the
  * kernel's receive time. Returns 0, or -1 when the connection ended. */
 static int read_source(struct conn *c, struct direction *d) {
@@ -277,13 +281,36 @@ static int read_source(struct conn *c, struct direction *d) {
             rewatch(c, d->src);
             return 0;
         }
-        struct chunk *k = malloc(sizeof *k + (size_t)n);
+        int64_t due = schedule(c, d, arrival, (uint32_t)n);
+        size_t sent = 0;
+        if (due <= now && !d->head && d->blocked_since < 0) {
+            /* due already (a link without delay) and nothing in front: written from the
+             * read buffer at once, without a copy; only what the sink does not take waits */
+            ssize_t w = write(d->dst, readbuf, (size_t)n);
+            if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                char why[96];
+                snprintf(why, sizeof why, "write: %s", strerror(errno));
+                end_conn(c, why);
+                return -1;
+            }
+            if (w > 0) {
+                late_record(now_ns() - due);
+                sent = (size_t)w;
+                d->bytes += (uint64_t)w;
+            }
+            if (sent == (size_t)n) {
+                if ((size_t)n < sizeof readbuf) return 0;
+                continue;
+            }
+        }
+        struct chunk *k = malloc(sizeof *k + (size_t)n - sent);
         if (!k) die("malloc");
-        memcpy(k->data, readbuf, (size_t)n);
-        k->len = (uint32_t)n;
+        memcpy(k->data, readbuf + sent, (size_t)n - sent);
+        k->len = (uint32_t)((size_t)n - sent);
         k->off = 0;
         k->next = NULL;
-        k->due = schedule(c, d, arrival, (uint32_t)n);
+        k->due = due;
+        n -= (ssize_t)sent;
         if (d->tail) d->tail->next = k; else d->head = k;
         d->tail = k;
         d->queued += (uint64_t)n;
@@ -291,7 +318,7 @@ static int read_source(struct conn *c, struct direction *d) {
             d->paused = 1;
             rewatch(c, d->src);
         }
-        if ((size_t)n < sizeof readbuf) return 0;
+        if ((size_t)n + sent < sizeof readbuf) return 0;
     }
     return 0;
 }
@@ -403,6 +430,15 @@ static void accepted(struct conn *c) {
     if (b < 0) { end_conn(c, "socket"); return; }
     c->b = b;
     socket_options(b);
+    /* from the VM's own address; the port is chosen by connect (per 4-tuple), not by bind */
+    int one = 1;
+    setsockopt(b, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+    if (bind(b, (struct sockaddr *)&c->source, c->target_len) < 0) {
+        char why[96];
+        snprintf(why, sizeof why, "bind: %s", strerror(errno));
+        end_conn(c, why);
+        return;
+    }
     if (connect(b, (struct sockaddr *)&c->target, c->target_len) == 0) {
         watch(EPOLL_CTL_ADD, b, c->id, K_REMOTE, EPOLLIN);
         carry(c);
@@ -441,8 +477,8 @@ static void open_conn(const unsigned char *p, size_t n) {
     uint32_t id = get32(p + 1);
     int family = p[5];
     size_t iplen = family == 6 ? 16 : 4;
-    if (n != 6 + iplen + 2 + 32 + 8) { event_text('e', id, "bad open command (%zu bytes)", n); return; }
-    const unsigned char *q = p + 6 + iplen;
+    if (n != 6 + 2 * iplen + 2 + 32 + 8) { event_text('e', id, "bad open command (%zu bytes)", n); return; }
+    const unsigned char *q = p + 6 + 2 * iplen;
     struct conn *c = calloc(1, sizeof *c);
     if (!c) die("calloc");
     c->id = id;
@@ -463,8 +499,14 @@ static void open_conn(const unsigned char *p, size_t n) {
         c->target_len = sizeof *t;
     }
     memcpy(&listen_at, &c->target, c->target_len);
-    if (family == 6) ((struct sockaddr_in6 *)&listen_at)->sin6_port = 0;
-    else ((struct sockaddr_in *)&listen_at)->sin_port = 0;
+    if (family == 6) {
+        memcpy(&((struct sockaddr_in6 *)&listen_at)->sin6_addr, p + 6 + iplen, 16);
+        ((struct sockaddr_in6 *)&listen_at)->sin6_port = 0;
+    } else {
+        memcpy(&((struct sockaddr_in *)&listen_at)->sin_addr, p + 6 + iplen, 4);
+        ((struct sockaddr_in *)&listen_at)->sin_port = 0;
+    }
+    memcpy(&c->source, &listen_at, c->target_len);
     set_link(&c->link, q + 2);
     int64_t accept_ms = get32(q + 34), send_ms = get32(q + 38);
     c->send_timeout = send_ms * 1000000;

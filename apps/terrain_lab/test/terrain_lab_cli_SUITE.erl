@@ -223,18 +223,7 @@ status_nodes(Config, State) ->
     Nodes.
 
 poll(Fun, Timeout) ->
-    Deadline = erlang:monotonic_time(millisecond) + Timeout,
-    poll_until(Fun, Deadline).
-
-poll_until(Fun, Deadline) ->
-    case Fun() of
-        true -> ok;
-        false ->
-            case erlang:monotonic_time(millisecond) > Deadline of
-                true -> {error, timeout};
-                false -> receive after 200 -> poll_until(Fun, Deadline) end
-            end
-    end.
+    terrain_lab_test_poll:poll(Fun, Timeout, 200).
 
 %%--------------------------------------------------------------------
 

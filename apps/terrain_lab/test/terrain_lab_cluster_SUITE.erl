@@ -56,7 +56,8 @@ sixteen_nodes_start_in_parallel_and_stop(Config) ->
     {comment, io_lib:format("start ~b ms; beam.smp ~b -> ~b -> ~b", [StartMs, BeamsBefore, BeamsUp, BeamsAfter])}.
 
 nodes_follow_their_spec() ->
-    [{doc, "Scheduler counts, extra VM args and attributes of the spec reach the nodes; paths are reported."}].
+    [{doc, "Scheduler counts, extra VM args and attributes of the spec reach the nodes; paths are reported; "
+      "the VMs run without erts_alloc and still have the attribute vm_memory_total."}].
 nodes_follow_their_spec(Config) ->
     Spec = spec([{group, site, #{latency => 1000},
                   [{group, rack, #{}, [{node, a, #{schedulers => 1, args => ["-env", "TERRAIN_T", "yes"]}},
@@ -69,7 +70,12 @@ nodes_follow_their_spec(Config) ->
         ?assertEqual(3, erpc:call(B, erlang, system_info, [schedulers_online], 5000)),
         ?assertEqual("yes", erpc:call(A, os, getenv, ["TERRAIN_T"], 5000)),
         ?assertEqual({ok, [{gpu, true}]}, erpc:call(B, application, get_env, [terrain, attrs], 5000)),
-        ?assertEqual({ok, []}, erpc:call(A, application, get_env, [terrain, attrs], 5000))
+        ?assertEqual({ok, []}, erpc:call(A, application, get_env, [terrain, attrs], 5000)),
+        %% lab VMs run without erts_alloc (+Mea min): erlang:memory/1 raises notsup, and the
+        %% built-in attribute vm_memory_total falls back to the VM's resident set
+        ?assertError({exception, notsup, _}, erpc:call(A, erlang, memory, [total], 5000)),
+        Memory = erpc:call(A, terrain, attr, [vm_memory_total], 5000),
+        ?assert(is_integer(Memory) andalso Memory > 10000000 andalso Memory < 1000000000)
     after
         terrain_lab:stop_cluster(Cluster)
     end.

@@ -9,13 +9,18 @@
 -export([bench_writes_json_table_and_manifest/0, bench_writes_json_table_and_manifest/1,
          tune_writes_rules_that_auto_reads/0, tune_writes_rules_that_auto_reads/1,
          bad_invocations/0, bad_invocations/1,
-         real_escript/0, real_escript/1]).
+         real_escript/0, real_escript/1,
+         killed_vm_named_with_cause_and_log/0, killed_vm_named_with_cause_and_log/1,
+         failed_boot_leaves_manifest_with_error/0, failed_boot_leaves_manifest_with_error/1,
+         cut_connection_named_from_the_vms_logs/0, cut_connection_named_from_the_vms_logs/1]).
 
 suite() ->
     [{timetrap, {minutes, 3}}].
 
 all() ->
-    [bench_writes_json_table_and_manifest, tune_writes_rules_that_auto_reads, bad_invocations, real_escript].
+    [bench_writes_json_table_and_manifest, tune_writes_rules_that_auto_reads, bad_invocations, real_escript,
+     killed_vm_named_with_cause_and_log, failed_boot_leaves_manifest_with_error,
+     cut_connection_named_from_the_vms_logs].
 
 init_per_suite(Config) ->
     terrain_test_peers:ensure_distributed(),
@@ -58,6 +63,89 @@ bench_writes_json_table_and_manifest(Config) ->
     {ok, #{<<"outputs">> := [#{<<"kind">> := <<"collective">>}]}} =
         terrain_json:read_file(filename:join(Out, "manifest.json")),
     ?assertNotEqual(nomatch, string:find(Err, "starting 4 nodes")).
+
+killed_vm_named_with_cause_and_log() ->
+    [{doc, "A VM killed with -9 while bench measures: the error names its node, its exit status (137, KILL) and "
+      "its log in the run directory (which ends with that status); the manifest keeps the error."}].
+killed_vm_named_with_cause_and_log(Config) ->
+    Out = filename:join(?config(priv_dir, Config), "killed"),
+    {Runner, Victim} = measuring(Config, Out, "coll_b@"),
+    OsPid = erpc:call(Victim, os, getpid, []),
+    "" = os:cmd("kill -9 " ++ OsPid),
+    {1, _, Err} = receive {Runner, Result} -> Result after 120000 -> ct:fail(no_result) end,
+    ct:pal("~ts", [Err]),
+    Log = filename:join([Out, "vms", "b.log"]),
+    ?assertNotEqual(nomatch, string:find(Err, "went down")),
+    ?assertNotEqual(nomatch, string:find(Err, atom_to_list(Victim))),
+    ?assertNotEqual(nomatch, string:find(Err, "exited with status 137 (killed by signal 9, KILL)")),
+    ?assertNotEqual(nomatch, string:find(Err, "its log: " ++ Log)),
+    {ok, Text} = file:read_file(Log),
+    ?assertMatch({match, _}, re:run(Text, "exited with status 137\n$")),
+    {ok, Manifest} = terrain_json:read_file(filename:join(Out, "manifest.json")),
+    ?assertMatch(#{<<"vm_logs">> := <<"vms">>, <<"error">> := _}, Manifest),
+    ?assertNotEqual(nomatch, string:find(maps:get(<<"error">>, Manifest), "status 137")).
+
+cut_connection_named_from_the_vms_logs() ->
+    [{doc, "A node cut off by a partition while bench measures, no VM dead: the error quotes what the VMs logged "
+      "about the lost connections (which node, why) and names the logs' directory."}].
+cut_connection_named_from_the_vms_logs(Config) ->
+    Out = filename:join(?config(priv_dir, Config), "cut"),
+    {Runner, Victim} = measuring(Config, Out, "coll_c@"),
+    ok = terrain_lab:isolate(Victim),
+    {1, _, Err} = receive {Runner, Result} -> Result after 120000 -> ct:fail(no_result) end,
+    ct:pal("~ts", [Err]),
+    ?assertNotEqual(nomatch, string:find(Err, "no VM exited; their logs (" ++ filename:join(Out, "vms") ++ ") say:")),
+    ?assertMatch({match, _}, re:run(Err, "terrain netem: the connection to coll_[abd]@\\S+ went down: ")),
+    ?assertNotEqual(nomatch, string:find(Err, "coll_c@")),
+    {ok, Manifest} = terrain_json:read_file(filename:join(Out, "manifest.json")),
+    ?assertMatch(#{<<"error">> := _, <<"vm_logs">> := <<"vms">>}, Manifest).
+
+failed_boot_leaves_manifest_with_error() ->
+    [{doc, "A run that fails before its first measurement (a VM that halts while it boots) leaves its manifest "
+      "with the error, which names the VM, its exit status and its log."}].
+failed_boot_leaves_manifest_with_error(Config) ->
+    Spec = filename:join(?config(priv_dir, Config), "halts.cluster"),
+    ok = file:write_file(Spec, "{cluster, halts, #{latency => 100}}.\n"
+                               "{node, a, #{}}.\n{node, b, #{args => [\"-eval\", \"erlang:halt(7)\"]}}.\n"),
+    Out = filename:join(?config(priv_dir, Config), "halts"),
+    {1, _, Err} = terrain_lab_test_io:run(["collective", "bench", "--spec", Spec, "--algorithms", "binomial",
+                                           "--sizes", "8", "--rank-order", "block", "--seeds", "1", "--out", Out]),
+    ct:pal("~ts", [Err]),
+    Log = filename:join([Out, "vms", "b.log"]),
+    ?assertNotEqual(nomatch, string:find(Err, "exited with status 7; its log: " ++ Log)),
+    {ok, Manifest} = terrain_json:read_file(filename:join(Out, "manifest.json")),
+    ?assertMatch(#{<<"format">> := <<"terrain.manifest/1">>, <<"outputs">> := [], <<"vm_logs">> := <<"vms">>},
+                 Manifest),
+    ?assertNotEqual(nomatch, string:find(maps:get(<<"error">>, Manifest), "exited with status 7")),
+    ?assertNot(filelib:is_file(filename:join(Out, "collective.json"))).
+
+%% A long bench (30,000 rounds) in a process of its own that sends its exit status,
+%% output and error when it ends; returns once the node `Prefix ++ Host' runs terrain and
+%% the members have started on it.
+measuring(Config, Out, Prefix) ->
+    Self = self(),
+    Runner = spawn_link(fun() ->
+                                Self ! {self(), terrain_lab_test_io:run(["collective", "bench", "--spec",
+                                                                         ?config(spec, Config),
+                                                                         "--algorithms", "binomial", "--sizes", "8",
+                                                                         "--rank-order", "block", "--seeds", "1",
+                                                                         "--rounds", "30000", "--out", Out])}
+                        end),
+    [_, Host] = string:split(atom_to_list(node()), "@"),
+    Node = list_to_atom(Prefix ++ Host),
+    ok = wait_until(fun() -> net_adm:ping(Node) =:= pong andalso
+                                 lists:keymember(terrain, 1, erpc:call(Node, application, which_applications, []))
+                    end, 60000),
+    timer:sleep(1000),
+    {Runner, Node}.
+
+wait_until(Fun, Timeout) when Timeout =< 0 ->
+    {timeout, Fun};
+wait_until(Fun, Timeout) ->
+    case catch Fun() of
+        true -> ok;
+        _ -> timer:sleep(100), wait_until(Fun, Timeout - 100)
+    end.
 
 tune_writes_rules_that_auto_reads() ->
     [{doc, "tune writes a terrain.collective_rules/1 file naming a measured algorithm per size range, "

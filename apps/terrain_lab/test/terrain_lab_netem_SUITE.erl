@@ -29,7 +29,7 @@
 
 %% Run on the cluster nodes.
 -export([rtt/3, echo/0, send_stream/3, receive_stream/3, proxy_processes/0, send_bulk/3, receive_bulk/2,
-         watch_native/2]).
+         watch_native/2, dist_addresses/0]).
 
 suite() ->
     [{timetrap, {minutes, 3}}].
@@ -77,10 +77,18 @@ end_per_testcase(_Case, _Config) ->
 
 %%--------------------------------------------------------------------
 
+%% On a cluster node: each distribution connection's other node and the local and remote
+%% addresses of its socket.
+dist_addresses() ->
+    [{Node, Local, Remote}
+     || {Node, Port} <- erlang:system_info(dist_ctrl), is_port(Port),
+        {ok, {Local, _}} <- [inet:sockname(Port)], {ok, {Remote, _}} <- [inet:peername(Port)]].
+
 three_levels_show_in_the_rtt_matrix() ->
     [{doc, "2 sites x 2 racks x 2 nodes (one way: rack 200 us, site 1000 us, cluster 5000 us): every pair's "
            "round trip is at least twice its level's latency, and the medians fall into three separate "
-           "bands, rack < site < cluster, each pair's median below the floor of the level above its own."}].
+           "bands, rack < site < cluster, each pair's median below the floor of the level above its own; "
+           "each node's connections use its own loopback address."}].
 three_levels_show_in_the_rtt_matrix(Config) ->
     Terms = [{cluster, t, #{latency => 5000}} |
              [{group, S, #{latency => 1000},
@@ -110,6 +118,19 @@ three_levels_show_in_the_rtt_matrix(Config) ->
         %% Each pair's median lies in its own level's band: below the floor of the level above.
         Ceiling = #{200 => 2 * 1000, 1000 => 2 * 5000, 5000 => infinity},
         [?assert(Median < maps:get(L, Ceiling), {A, B, Median, L}) || {L, A, B, _, Median} <- Results],
+        %% Every node's connections to the others are on its own loopback address: it connected
+        %% from it (through its proxy, or to its proxy there), or the other node's proxy connected
+        %% from the other node's own address to it.
+        Own = fun(N) -> terrain_lab_netem_epmd:address(N) end,
+        [begin
+             Conns = [C || {Peer, _, _} = C <- erpc:call(X, ?MODULE, dist_addresses, [], ?CALL),
+                           lists:keymember(Peer, 2, [{n, M} || #{node := M} <- Nodes])],
+             ?assertEqual(7, length(Conns), {X, Conns}),
+             [?assert(Local =:= Own(X) andalso (Remote =:= Own(X) orelse Remote =:= Own(Peer)),
+                      {X, Peer, Local, Remote})
+              || {Peer, Local, Remote} <- Conns]
+         end || #{node := X} <- Nodes],
+        ?assertEqual(8, length(lists:usort([Own(N) || #{node := N} <- Nodes]))),
         {comment, io_lib:format("median rtt: rack ~b-~b, site ~b-~b, cluster ~b-~b us",
                                 [lists:min(Rack), lists:max(Rack), lists:min(Site), lists:max(Site),
                                  lists:min(Cluster), lists:max(Cluster)])}

@@ -116,6 +116,20 @@ bad_link_tables_are_refused_test() ->
      || T <- ["", "[{", "#{}", "[{\"a\",[{latency,-1}]}]", "[{\"a\",[{colour,red}]}]", "[{a,[]}]",
               "[{\"\",[]}]", "[{\"a\",#{}}]"]].
 
+loopback_address_per_node_test() ->
+    %% the same name, the same address, on any node (a full name maps as its short name)
+    ?assertEqual(terrain_lab_netem_epmd:address("coll_s1r1n1"), terrain_lab_netem_epmd:address('coll_s1r1n1@vm')),
+    Names = ["coll_s" ++ integer_to_list(S) ++ "r" ++ integer_to_list(R) ++ "n" ++ integer_to_list(N)
+             || S <- lists:seq(1, 4), R <- lists:seq(1, 4), N <- lists:seq(1, 16)],
+    Addresses = [terrain_lab_netem_epmd:address(N) || N <- Names],
+    %% in 127/8, never 127.0.x.x (localhost, Debian's 127.0.1.1), never .0 or .255 last
+    ?assert(lists:all(fun({127, A, B, C}) -> A >= 1 andalso A =< 254 andalso B >= 0 andalso B =< 255
+                                             andalso C >= 1 andalso C =< 254;
+                         (_) -> false
+                      end, Addresses)),
+    %% the 256 nodes of `scale_spec.py 256' under the collective's prefix: all apart
+    ?assertEqual(256, length(lists:usort(Addresses))).
+
 vm_args_give_each_node_its_links_to_all_others_test() ->
     {ok, Spec} = terrain_lab_spec:from_terms(
                    [{cluster, c, #{latency => 5000}},
@@ -123,14 +137,19 @@ vm_args_give_each_node_its_links_to_all_others_test() ->
                      [{group, r1, #{latency => 200, jitter => 50}, [{node, a, #{}}, {node, b, #{}}]},
                       {node, c, #{}}]},
                     {group, s2, #{}, [{node, d, #{}}]}], undefined),
-    ["-epmd_module", "terrain_lab_netem_epmd", "-terrain_netem", Text | Proxy] = terrain_lab_netem:vm_args(Spec, "p_", a),
+    ["-epmd_module", "terrain_lab_netem_epmd", "-terrain_netem", Text, "-kernel", "inet_dist_connect_options", Source
+     | Proxy] = terrain_lab_netem:vm_args(Spec, "p_", a),
+    %% distribution connects from the node's own loopback address
+    {A1, B1, C1} = {element(2, terrain_lab_netem_epmd:address("p_a")), element(3, terrain_lab_netem_epmd:address("p_a")),
+                    element(4, terrain_lab_netem_epmd:address("p_a"))},
+    ?assertEqual(lists:flatten(io_lib:format("[{ip,{127,~b,~b,~b}}]", [A1, B1, C1])), Source),
     %% the native proxy where it was built (it is, in this build), the Erlang proxies on request
     {ok, Program} = terrain_lab_netem_native:executable(),
     ?assertEqual(["-terrain_netem_proxy", "native", Program], Proxy),
     ?assert(filelib:is_regular(Program)),
     true = os:putenv("TERRAIN_NETEM_PROXY", "erlang"),
     try
-        ?assertMatch([_, _, _, _, "-terrain_netem_proxy", "erlang"], terrain_lab_netem:vm_args(Spec, "p_", a))
+        ?assertMatch([_, _, _, _, _, _, _, "-terrain_netem_proxy", "erlang"], terrain_lab_netem:vm_args(Spec, "p_", a))
     after
         os:unsetenv("TERRAIN_NETEM_PROXY")
     end,

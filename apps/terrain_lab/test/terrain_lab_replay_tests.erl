@@ -16,21 +16,25 @@ replay(Name) ->
 cpus() ->
     [filename:basename(F, ".latency.json") || F <- filelib:wildcard(filename:join(dir(), "cpu-*.latency.json"))].
 
-%% The goal (issue 35): recall and precision >= 0.95 on every CPU. Known misses: the
-%% 7950X, whose quantized round trips leave SMT pairs and CCD pairs one step apart, and
-%% the 3960X at seed 1 (0.906 / 0.967: two SMT pairs merged, one split; 0.969 / 1.0 at
-%% seeds 2-4) (docs/BENCHMARKS.md, "Real matrices").
+%% The goal (issue 35): recall and precision >= 0.95 on every CPU. Known miss: the
+%% 7950X, whose quantized round trips leave SMT pairs and CCD pairs one step apart
+%% (docs/BENCHMARKS.md, "Real matrices"). The 3960X (0.906 / 0.967 at seed 1 with waves
+%% as large as the tree) meets it since waves are at most a quarter of the tree.
 cpu_recall_and_precision_test_() ->
     [{Name, {timeout, 60, fun() ->
                                   #{clade_recall := R, clade_precision := P} = replay(Name),
                                   ?assert({Name, R >= 0.95, P >= 0.95} =:= {Name, true, true})
-                          end}} || Name <- cpus(), not lists:member(Name, ["cpu-amd-ryzen9-7950x", "cpu-amd-threadripper-3960x"])].
+                          end}} || Name <- cpus(), Name =/= "cpu-amd-ryzen9-7950x"].
 
 %% The pair bound of the goal (<= 30% of the ordered pairs for n < 100, <= 20% from
-%% 100), on the CPUs that meet it today; the others are listed in docs/BENCHMARKS.md.
+%% 100), on the CPUs that meet it today. The 2700X, 7950X, POWER7 and SPARC T4 (16-32
+%% threads) met it once a flat group sampled 2 more members, not 4, a confirmation
+%% reused what the descent measured, the descent stopped at the one near child and
+%% waves were at most a quarter of the tree. The others look for a twin among every
+%% sibling of a flat group (8 HT pairs beside 8 E-cores; 32 tiles of 2; 32 cores of 2
+%% per socket): docs/BENCHMARKS.md.
 cpu_pairs_bound_test_() ->
-    Over = ["cpu-amd-ryzen7-2700x", "cpu-amd-ryzen9-7950x", "cpu-ibm-power7-2s", "cpu-oracle-sparc-t4-2s",
-            "cpu-intel-core-i9-12900k", "cpu-intel-xeon-phi-7210", "cpu-intel-xeon-8375c"],
+    Over = ["cpu-intel-core-i9-12900k", "cpu-intel-xeon-phi-7210", "cpu-intel-xeon-8375c"],
     [{Name, {timeout, 60, fun() ->
                                   #{nodes := N, fraction_measured := F} = replay(Name),
                                   Bound = case N < 100 of true -> 0.30; false -> 0.20 end,

@@ -3,7 +3,7 @@
 -module(terrain_lab_vm_tests).
 -include_lib("eunit/include/eunit.hrl").
 
--define(LEAN, ["+P", "65536", "+Q", "8192", "+SDio", "2"]).
+-define(LEAN, ["+P", "65536", "+Q", "8192", "+SDio", "2", "+Mea", "min", "-env", "MALLOC_ARENA_MAX", "1"]).
 -define(NO_SPIN, ["+sbwt", "none", "+sbwtdcpu", "none", "+sbwtdio", "none"]).
 
 args(Options) ->
@@ -38,6 +38,12 @@ detached_vm_starts_detached_and_lean_test() ->
     ?assert(has(["-kernel", "prevent_overlapping_partitions", "false"], Args)),
     %% the process limit the resource guard checks a lab node's processes against
     ?assert(has(["+P", integer_to_list(terrain_lab_guard:process_limit(lab_node))], Args)).
+
+detached_vm_with_a_log_writes_its_log_events_there_test() ->
+    Args = args((detached())#{log => "/tmp/state/nodes/a.log"}),
+    ?assert(has(["-kernel", "logger", "[{handler,default,logger_std_h,#{config=>#{file=>\"/tmp/state/nodes/a.log\"}}}]"],
+                Args)),
+    ?assertNot(lists:member("[{handler,default,logger_std_h,#{config=>#{type=>standard_error}}}]", Args)).
 
 schedulers_become_plus_s_test() ->
     ?assert(has(["+S", "4:4"], args((detached())#{schedulers => 4}))),

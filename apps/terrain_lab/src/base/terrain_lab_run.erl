@@ -5,6 +5,7 @@
 
 %% API
 -export([timestamp/0,
+         write_manifest/4,
          create/1,
          write_manifest/3,
          include/2,
@@ -48,12 +49,20 @@ create(RunsDir, Stamp, N) ->
 %% @doc Writes `manifest.json' into a run directory.
 -spec write_manifest(file:filename(), atom() | binary(), [output()]) -> ok | {error, term()}.
 write_manifest(Dir, Kind, Outputs) ->
+    write_manifest(Dir, Kind, Outputs, #{}).
+
+%% @doc Writes `manifest.json' with extra keys: `error' (the sentence of a run that
+%% failed, binary) and `vm_logs' (the directory of the run's VM logs, relative).
+-spec write_manifest(file:filename(), atom() | binary(), [output()], #{error => binary(), vm_logs => binary()}) ->
+          ok | {error, term()}.
+write_manifest(Dir, Kind, Outputs, Extra) ->
     terrain_lab_files:write_json(filename:join(Dir, "manifest.json"),
-                                 #{format => ?MANIFEST_FORMAT,
-                                   kind => Kind,
-                                   created_at => timestamp(),
-                                   terrain_version => list_to_binary(terrain:version()),
-                                   outputs => Outputs}).
+                                 maps:merge(maps:with([error, vm_logs], Extra),
+                                            #{format => ?MANIFEST_FORMAT,
+                                              kind => Kind,
+                                              created_at => timestamp(),
+                                              terrain_version => list_to_binary(terrain:version()),
+                                              outputs => Outputs})).
 
 %% @doc Adds the outputs of the run directory `Dir/Sub' (its manifest.json) to the
 %% manifest of `Dir', their files relative to `Dir': a tool run inside another

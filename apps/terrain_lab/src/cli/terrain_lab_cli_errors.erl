@@ -53,5 +53,13 @@ format({replay, _} = Reason) ->
     terrain_lab_replay:format_error(Reason);
 format({emas_lab, _} = Reason) ->
     terrain_lab_emas:format_error(Reason);
+format({collective, _} = Reason) ->
+    terrain_lab_collective:format_error(Reason);
+format({paths, _} = Reason) ->
+    terrain_paths:format_error(Reason);
+format({vm_exits, Reason, Exited}) ->
+    [format(Reason), terrain_lab:format_exits(Exited)];
+format({net_events, Reason, Dir, Lines}) ->
+    [format(Reason), terrain_lab:format_net_events(Dir, Lines)];
 format(Reason) ->
     terrain_lab:format_error(Reason).

@@ -256,16 +256,21 @@ print_status_table(#{<<"nodes">> := Nodes} = State, Io) ->
     terrain_lab_io:out(Io, "cluster ~ts (~ts), started ~ts~n",
                        [text(maps:get(<<"cluster">>, State, null)), text(maps:get(<<"spec">>, State, null)),
                         text(maps:get(<<"started_at">>, State, null))]),
-    terrain_lab_io:out(Io, "~-28s ~-24s ~10s ~8s ~8s ~9s ~s~n",
-                       ["NODE", "GROUP PATH", "SCHEDULERS", "OS PID", "CPU", "CPU/SCHED", "STATE"]),
+    %% an emulated cluster: each node's own loopback address (docs/NETEM.md)
+    Address = fun(N) -> case N of #{<<"address">> := A} -> [" ", io_lib:format("~-15ts", [A])]; #{} -> "" end end,
+    terrain_lab_io:out(Io, "~-28s ~-24s ~10s ~8s ~8s ~9s~ts ~s~n",
+                       ["NODE", "GROUP PATH", "SCHEDULERS", "OS PID", "CPU", "CPU/SCHED",
+                        Address(case Nodes of [#{<<"address">> := _} | _] -> #{<<"address">> => "ADDRESS"};
+                                    _ -> #{}
+                                end), "STATE"]),
     lists:foreach(fun(N) ->
-                          terrain_lab_io:out(Io, "~-28ts ~-24ts ~10ts ~8ts ~8ts ~9ts ~s~n",
+                          terrain_lab_io:out(Io, "~-28ts ~-24ts ~10ts ~8ts ~8ts ~9ts~ts ~s~n",
                                              [maps:get(<<"node">>, N), path_text(maps:get(<<"group_path">>, N, [])),
                                               text(maps:get(<<"schedulers">>, N, null)),
                                               text(maps:get(<<"os_pid">>, N, null)),
                                               cpu_text(maps:get(<<"cpu_quota">>, N, null)),
                                               cpu_text(maps:get(<<"cpu_quota_per_scheduler">>, N, null)),
-                                              maps:get(<<"state">>, N)])
+                                              Address(N), maps:get(<<"state">>, N)])
                   end, Nodes),
     Up = length([x || #{<<"state">> := up} <- Nodes]),
     terrain_lab_io:out(Io, "~b of ~b nodes reachable~n", [Up, length(Nodes)]),

@@ -164,7 +164,8 @@ action("bench", Parsed, Options, Io) ->
         ok ->
             with_spec(Options, fun(Spec) ->
                                        File = filename:join(Out, "collective.json"),
-                                       Bench = (bench_options(Spec, Parsed, Options))#{checkpoint => checkpoint(File)},
+                                       Bench = (bench_options(Spec, Parsed, Options))#{checkpoint => checkpoint(File),
+                                                                                       log_dir => vm_logs(Out)},
                                        case interruptible(fun() -> terrain_lab_collective:bench(Bench,
                                                                                                 progress(Io)) end) of
                                            {ok, Doc} -> write_bench(Out, Doc, Options, Io);
@@ -223,20 +224,38 @@ interruptible(Fun) ->
     end.
 
 %% A bench that failed or was interrupted after some measurements: their document
-%% (partial) is in OUT/collective.json; the manifest lists it.
-kept(Out, File, Options, Error) ->
+%% (partial) is in OUT/collective.json; the manifest lists it. Either way the manifest
+%% keeps the error (`error') and names the VMs' logs (`vm_logs').
+kept(Out, File, Options, {error, Reason} = Error) ->
+    Text = unicode:characters_to_binary(terrain_lab_cli_errors:format(Reason)),
     case filelib:is_file(File) of
         true ->
-            _ = manifest(Out, Options),
+            _ = manifest(Out, Options, #{error => Text}),
             {error, {collective_cmd, {partial, File, Error}}};
         false ->
+            _ = terrain_lab_files:ensure_dir(File),
+            _ = terrain_lab_run:write_manifest(Out, collective, [], manifest_extra(Out, #{error => Text})),
             Error
     end.
 
 manifest(Out, Options) ->
+    manifest(Out, Options, #{}).
+
+manifest(Out, Options, Extra) ->
     terrain_lab_run:write_manifest(Out, collective,
                                    [#{kind => collective, file => <<"collective.json">>,
-                                      parameters => #{spec => list_to_binary(maps:get(spec, Options))}}]).
+                                      parameters => #{spec => list_to_binary(maps:get(spec, Options))}}],
+                                   manifest_extra(Out, Extra)).
+
+%% The run directory's VM logs, one per node (terrain_lab_cluster's `log_dir').
+vm_logs(Out) ->
+    filename:join(Out, "vms").
+
+manifest_extra(Out, Extra) ->
+    case filelib:is_dir(vm_logs(Out)) of
+        true -> Extra#{vm_logs => <<"vms">>};
+        false -> Extra
+    end.
 
 with_spec(Options, Fun) ->
     case terrain_lab:read_spec(maps:get(spec, Options)) of

@@ -37,7 +37,9 @@
          isolate/1]).
 
 %% API: errors
--export([format_error/1]).
+-export([format_error/1,
+         format_exits/1,
+         format_net_events/2]).
 
 %% exports_not_used: The public API of the lab: called by users (docs/NETEM.md, README), not by the CLI.
 -ignore_xref([{read_spec, 1}, {start_cluster, 2}, {cluster_nodes, 1}, {stop_cluster, 1}, {with_cluster, 3},
@@ -46,6 +48,9 @@
 -export_type([cluster_options/0]).
 
 -type cluster_options() :: terrain_lab_cluster:options().
+
+%% The most lines of lost connections an error quotes from the VMs' logs.
+-define(NET_EVENTS, 6).
 
 %% @doc Reads and validates a cluster spec file.
 -spec read_spec(file:filename()) -> {ok, terrain_lab_spec:spec()} | {error, terrain_lab_spec:error_reason()}.
@@ -78,15 +83,43 @@ stop_cluster(Cluster) ->
 
 %% @doc Starts the cluster of a spec (as {@link start_cluster/2}), runs `Fun' on its
 %% running nodes and stops it, whatever `Fun' returns or raises. A cluster that does
-%% not start is its error; `Fun' is not called.
+%% not start is its error; `Fun' is not called. When `Fun' fails (`{error, Reason}')
+%% after VMs of the cluster exited on their own, the error says which:
+%% `{error, {vm_exits, Reason, Exited}}' (`terrain_lab_cluster:diagnose/1': each VM's
+%% exit status, log and its last lines, with the option `log_dir'); when none exited,
+%% the connections the VMs logged as lost and why (`{net_events, Reason, LogDir, Lines}':
+%% a tick timeout, a proxy that failed, `terrain_lab_netem_server').
 -spec with_cluster(terrain_lab_spec:spec() | file:filename(), cluster_options(),
                    fun(([terrain_lab_cluster:node_info()]) -> Result)) -> Result | {error, term()}.
 with_cluster(Spec, Options, Fun) ->
     case start_cluster(Spec, Options) of
         {ok, Cluster} ->
-            try Fun(cluster_nodes(Cluster))
+            try Fun(cluster_nodes(Cluster)) of
+                {error, Reason} = Error ->
+                    case {terrain_lab_cluster:diagnose(Cluster), Options} of
+                        {[], #{log_dir := Dir}} ->
+                            %% no VM died: what the VMs logged about their connections
+                            case terrain_lab_cluster:net_events(Dir, ?NET_EVENTS) of
+                                [] -> Error;
+                                Events -> {error, {net_events, Reason, Dir, Events}}
+                            end;
+                        {[], _} -> Error;
+                        {Exited, _} -> {error, {vm_exits, Reason, Exited}}
+                    end;
+                Result ->
+                    Result
             after stop_cluster(Cluster)
             end;
+        {error, {Failed, Name, _} = Reason} when (Failed =:= boot_failed orelse Failed =:= setup_failed),
+                                                 is_map_key(log_dir, Options) ->
+            %% the VM was stopped: its log says how far it came
+            Log = filename:join(maps:get(log_dir, Options), atom_to_list(Name) ++ ".log"),
+            Vm = case terrain_lab_vm:log_tail(Log, 8) of
+                     {ok, Tail, Status} -> #{status => Status, tail => Tail};
+                     {error, _} -> #{}
+                 end,
+            Node = terrain_lab_dist:node_name(maps:get(prefix, Options, ""), Name),
+            {error, {vm_exits, Reason, [Vm#{name => Name, node => Node, log => Log}]}};
         {error, _} = Error ->
             Error
     end.
@@ -156,6 +189,10 @@ format_error({vm, _} = Reason) ->
     terrain_lab_vm:format_error(Reason);
 format_error({terrain_netem, bad_links, Text}) ->
     io_lib:format("bad -terrain_netem link table: ~ts", [Text]);
+format_error({vm_exits, Reason, Exited}) ->
+    [format_error(Reason), format_exits(Exited)];
+format_error({net_events, Reason, Dir, Lines}) ->
+    [format_error(Reason), format_net_events(Dir, Lines)];
 format_error({boot_failed, Name, Why}) ->
     io_lib:format("node ~0tp failed to boot: ~0tp", [Name, Why]);
 format_error({setup_failed, Name, Why}) ->
@@ -176,3 +213,36 @@ format_error({file, File, Why}) ->
     terrain_lab_files:format_error({read, File, Why});   % a POSIX reason, or a refusal of the bounded reader
 format_error(Reason) ->
     terrain:format_error(Reason).
+
+%% @doc What `terrain_lab_cluster:diagnose/1' found, as sentences that follow an
+%% error: each VM that exited, its exit status, its log and the log's last lines.
+-spec format_exits([map()]) -> iolist().
+format_exits(Exited) ->
+    [[io_lib:format("~n  the VM of node ~ts (~ts) exited~ts~ts", [Name, Node, status_text(Vm), log_text(Vm)]),
+      [io_lib:format("~n    | ~ts", [L]) || L <- maps:get(tail, Vm, [])]]
+     || #{name := Name, node := Node} = Vm <- Exited].
+
+%% @doc What the VMs logged about lost connections (`terrain_lab_cluster:net_events/2'),
+%% after an error in which no VM exited.
+-spec format_net_events(file:filename(), [{atom(), binary()}]) -> iolist().
+format_net_events(Dir, Lines) ->
+    [io_lib:format("~n  no VM exited; their logs (~ts) say:", [Dir]),
+     [io_lib:format("~n    ~ts: ~ts", [Name, Line]) || {Name, Line} <- Lines]].
+
+status_text(#{status := Status}) when is_integer(Status), Status > 128 ->
+    io_lib:format(" with status ~b (killed by signal ~b~ts)", [Status, Status - 128, signal_name(Status - 128)]);
+status_text(#{status := 0}) ->
+    " with status 0 (halted: stopped by the lab after the failure, or by its own code)";
+status_text(#{status := Status}) when is_integer(Status) ->
+    io_lib:format(" with status ~b", [Status]);
+status_text(#{}) ->
+    " (exit status unknown)".
+
+signal_name(9) -> ", KILL";
+signal_name(15) -> ", TERM";
+signal_name(6) -> ", ABRT";
+signal_name(11) -> ", SEGV";
+signal_name(_) -> "".
+
+log_text(#{log := Log}) -> io_lib:format("; its log: ~ts", [Log]);
+log_text(#{}) -> "; no log kept".

@@ -22,6 +22,8 @@
 %% API
 -export([start_link/2,
          nodes/1,
+         diagnose/1,
+         net_events/2,
          stop/1]).
 
 %% Internal exports
@@ -36,9 +38,12 @@
 
 -type options() ::
         #{prefix => string(),          % prepended to every node's short name (default "")
-          boot_timeout => pos_integer(),  % ms for all nodes to boot and start terrain (default 60000)
+          boot_timeout => pos_integer(),  % ms for all nodes to boot and start terrain (default as
+                                          % `terrain up': terrain_lab_launch:default_timeout/1)
           code_path => [file:filename()], % extra -pa directories for the nodes
           env => [{string(), string()}],  % extra OS environment for the nodes
+          log_dir => file:filename(),     % each node's VM logs to LOG_DIR/NAME.log (output, log
+                                          % events, exit status); absent: to this VM's stderr
           netem => boolean()}.            % emulate the spec's links and allow partitions
                                           % (default: true when the spec has link options)
 
@@ -55,10 +60,15 @@
 -record(state, {caller :: pid(),
                 spec :: terrain_lab_spec:spec(),
                 nodes :: [node_info()],
-                peers :: #{node() => terrain_lab_vm:vm()}}).   % the VMs still running
+                peers :: #{node() => terrain_lab_vm:vm()},    % the VMs still running
+                exited = #{} :: #{node() => terrain_lab_vm:vm()}}). % the VMs that exited on their own
 
--define(DEFAULT_BOOT_TIMEOUT, 60000).
+%% What diagnose/1 says of a VM that exited on its own.
+-type exited() :: #{name := atom(), node := node(), log => file:filename(),
+                    status => non_neg_integer() | undefined, tail => [binary()]}.
+
 -define(STOP_TIMEOUT, 5000).
+-define(CLEANUP_MARGIN, 60000).
 
 %%--------------------------------------------------------------------
 %% API
@@ -69,12 +79,15 @@
 start_link(Spec, Options) ->
     case validate_options(Options) of
         ok ->
-            Timeout = maps:get(boot_timeout, Options, ?DEFAULT_BOOT_TIMEOUT),
+            Timeout = boot_timeout(Spec, Options),
             %% Linked from init/1, so that a failed start returns {error, Reason} without
             %% an exit signal to the caller; and ended with {shutdown, Reason}, so that it
             %% is not logged as a crash (a missing cgroup controller is a sentence, not a
             %% crash report: the caller says it).
-            case gen_server:start(?MODULE, {Spec, Options, self()}, [{timeout, Timeout + ?STOP_TIMEOUT * 2}]) of
+            %% the boot's own deadline comes first; this one leaves the time to stop
+            %% what did boot (hundreds of VMs at a high load: tens of seconds), so that the
+            %% error is the boot's, not a timeout of this call
+            case gen_server:start(?MODULE, {Spec, Options, self()}, [{timeout, Timeout + ?CLEANUP_MARGIN}]) of
                 {error, {shutdown, Why}} -> {error, Why};
                 Started -> Started
             end;
@@ -86,6 +99,46 @@ start_link(Spec, Options) ->
 -spec nodes(pid()) -> [node_info()].
 nodes(Cluster) ->
     gen_server:call(Cluster, nodes).
+
+%% @doc The VMs of the cluster that exited on their own (not stopped by {@link stop/1}),
+%% each with its log, its exit status and the last lines of its log when it has one.
+%% Called right after an operation failed, which may have noticed a VM's death (its
+%% connection closing) before this process has: it waits up to a second for a first
+%% exit, and then until the VMs whose OS processes are gone have all been seen.
+-spec diagnose(pid()) -> [exited()].
+diagnose(Cluster) ->
+    diagnose(Cluster, erlang:monotonic_time(millisecond) + 1000).
+
+diagnose(Cluster, Deadline) ->
+    Exited = gen_server:call(Cluster, exited),
+    Gone = [N || #{node := N, os_pid := P} <- nodes(Cluster), not terrain_lab_os:alive(P)],
+    Waiting = map_size(Exited) =:= 0 orelse Gone -- maps:keys(Exited) =/= [],
+    case Waiting andalso erlang:monotonic_time(millisecond) < Deadline of
+        true ->
+            timer:sleep(50),
+            diagnose(Cluster, Deadline);
+        false ->
+            [exited_info(Vm) || {_, Vm} <- lists:sort(maps:to_list(Exited))]
+    end.
+
+%% @doc The last `Max' lines the VMs logged in `LogDir' about their connections
+%% (`terrain netem: ...': lost, with the cause; a proxy that failed), by VM name.
+-spec net_events(file:filename(), pos_integer()) -> [{atom(), binary()}].
+net_events(LogDir, Max) ->
+    Found = [{list_to_atom(filename:basename(File, ".log")), Line}
+             || File <- lists:sort(filelib:wildcard(filename:join(LogDir, "*.log"))),
+                {ok, Text} <- [file:read_file(File)],
+                Line <- binary:split(Text, <<"\n">>, [global, trim_all]),
+                binary:match(Line, <<"terrain netem: ">>) =/= nomatch],
+    lists:nthtail(max(0, length(Found) - Max), Found).
+
+exited_info(#{name := Name, node := Node, log := Log}) ->
+    case terrain_lab_vm:log_tail(Log, 8) of
+        {ok, Tail, Status} -> #{name => Name, node => Node, log => Log, status => Status, tail => Tail};
+        {error, _} -> #{name => Name, node => Node, log => Log}
+    end;
+exited_info(#{name := Name, node := Node}) ->
+    #{name => Name, node => Node}.
 
 %% @doc Stops every node and waits until their VMs are gone.
 -spec stop(pid()) -> ok.
@@ -118,6 +171,8 @@ init({Spec, Options, Caller}) ->
 -spec handle_call(term(), gen_server:from(), #state{}) -> {reply, term(), #state{}}.
 handle_call(nodes, _From, #state{nodes = Nodes} = State) ->
     {reply, Nodes, State};
+handle_call(exited, _From, #state{exited = Exited} = State) ->
+    {reply, Exited, State};
 handle_call(Request, _From, State) ->
     {reply, {error, {unknown_request, Request}}, State}.
 
@@ -138,7 +193,8 @@ handle_info({'EXIT', Pid, Reason}, #state{peers = Peers} = State) ->
                                       normal -> "its VM exited (halted, crashed or killed)";
                                       _ -> io_lib:format("~0tP", [Reason, 12])
                                   end]),
-            {noreply, State#state{peers = maps:remove(Node, Peers)}};
+            {noreply, State#state{peers = maps:remove(Node, Peers),
+                                  exited = (State#state.exited)#{Node => maps:get(Node, Peers)}}};
         [] ->
             {noreply, State}
     end;
@@ -163,6 +219,7 @@ validate_options(Options) ->
                boot_timeout => fun(V) -> is_integer(V) andalso V > 0 end,
                code_path => maps:get(code_path, Vm),
                env => maps:get(env, Vm),
+               log_dir => fun io_lib:printable_unicode_list/1,
                netem => fun erlang:is_boolean/1},
     case terrain_options:check(Options, Checks) of
         ok -> ok;
@@ -173,7 +230,7 @@ validate_options(Options) ->
 
 boot(Spec, Options) ->
     Prefix = maps:get(prefix, Options, ""),
-    Deadline = erlang:monotonic_time(millisecond) + maps:get(boot_timeout, Options, ?DEFAULT_BOOT_TIMEOUT),
+    Deadline = erlang:monotonic_time(millisecond) + boot_timeout(Spec, Options),
     Specs = terrain_lab_spec:nodes(Spec),
     VmOptions = maps:merge(#{transport => local_linked, cookie => erlang:get_cookie(),
                              env => maps:get(env, Options, []), code_path => maps:get(code_path, Options, [])},
@@ -182,9 +239,15 @@ boot(Spec, Options) ->
                 true -> #{netem => {Spec, Prefix}};
                 false -> #{}
             end,
+    Log = fun(Name) -> case Options of
+                           #{log_dir := Dir} -> #{log => filename:join(Dir, atom_to_list(Name) ++ ".log")};
+                           #{} -> #{}
+                       end
+          end,
+    _ = maps:is_key(log_dir, Options) andalso filelib:ensure_path(maps:get(log_dir, Options)),
     Started = [start_vm(maps:merge(VmOptions#{name => Name, node => list_to_atom(Prefix ++ atom_to_list(Name)),
                                               args => maps:get(args, NodeSpec, [])},
-                                   maps:merge(Netem, maps:with([schedulers], NodeSpec))))
+                                   maps:merge(maps:merge(Netem, Log(Name)), maps:with([schedulers], NodeSpec))))
                || #{name := Name} = NodeSpec <- Specs],
     Vms = [Vm || {ok, Vm} <- Started],
     Results = terrain_lab_vm:await_boot(Vms, Deadline),
@@ -209,6 +272,11 @@ boot(Spec, Options) ->
             stop_peers(maps:values(Peers), []),
             {error, Why}
     end.
+
+%% The nodes start in parallel but share the machine's cores: by default the deadline
+%% grows with their number, as `terrain up''s (30 s plus 1 s per node, at least 60 s).
+boot_timeout(Spec, Options) ->
+    maps:get(boot_timeout, Options, terrain_lab_launch:default_timeout(length(terrain_lab_spec:nodes(Spec)))).
 
 %% A node's VM (terrain_lab_vm, transport local_linked: an OTP peer).
 start_vm(#{name := Name} = VmOptions) ->

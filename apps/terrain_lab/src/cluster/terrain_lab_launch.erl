@@ -527,14 +527,15 @@ warn_netem_scale(Spec, Io) ->
         false ->
             ok
     end,
-    %% each proxied connection keeps 3 local ports in use (terrain_lab_netem:port_capacity/0)
+    %% each proxied connection keeps 3 ports of its connecting node's own address in use
+    %% (terrain_lab_netem:port_capacity/0); a node opens at most N - 1
     case terrain_lab_netem:port_capacity() of
-        Capacity when is_integer(Capacity), Connections > Capacity ->
-            terrain_lab_io:progress(Io, "terrain: warning: ~b proxied connections keep about ~b local ports in use (3 "
-                                    "each) and this machine's ephemeral range (net.ipv4.ip_local_port_range) has ~b: "
-                                    "above ~b nodes in a full mesh connections fail and other programs here cannot "
-                                    "listen (docs/NETEM.md, \"At scale\"); fewer nodes or connect_all => false~n",
-                                    [Connections, 3 * Connections, 3 * Capacity, mesh_nodes(Capacity)]);
+        Capacity when is_integer(Capacity), N - 1 > Capacity ->
+            terrain_lab_io:progress(Io, "terrain: warning: a node of ~b may open ~b proxied connections, which keep "
+                                    "~b ports of its own address in use (3 each), and this machine's ephemeral range "
+                                    "(net.ipv4.ip_local_port_range) has ~b: connections fail above ~b nodes "
+                                    "(docs/NETEM.md, \"At scale\"); fewer nodes~n",
+                                    [N, N - 1, 3 * (N - 1), 3 * Capacity, Capacity + 1]);
         _ ->
             ok
     end.
@@ -601,7 +602,10 @@ spawn_vms(Spawns, Running, Done, Parallel, Progress) ->
 %% writes its pid file in `Dir', reads the cookie there, and only then goes distributed.
 -spec vm_options(map(), node(), file:filename()) -> map().
 vm_options(NodeSpec, Node, Dir) ->
-    maps:merge(#{transport => local_detached, name => maps:get(name, NodeSpec), node => Node, dir => Dir},
+    Name = maps:get(name, NodeSpec),
+    %% its log events next to its pid file (STATE_DIR/nodes/NAME.log)
+    Log = filename:join(filename:dirname(terrain_lab_cluster_state:pid_file(Dir, Name)), atom_to_list(Name) ++ ".log"),
+    maps:merge(#{transport => local_detached, name => Name, node => Node, dir => Dir, log => Log},
                maps:with([schedulers, args], NodeSpec)).
 
 %% The options of a node's VM on another host: over ssh, or in a job step (the ssh
@@ -628,7 +632,7 @@ bring_up({ok, Vm}, NodeSpec, Node, Deadline, Prepare) ->
                 {error, Why} -> {error, boot_error(Why)}
             end;
         [{error, Why}] ->
-            {error, boot_error(Why)}
+            {error, with_log(boot_error(Why), Vm)}
     end;
 bring_up({error, Why}, _NodeSpec, _Node, _Deadline, _Prepare) ->
     {error, boot_error(Why)}.
@@ -641,6 +645,12 @@ boot_error({ssh, _} = Why) ->
     {text, lists:flatten(terrain_lab_ssh:format_error(Why))};
 boot_error(Why) ->
     {text, lists:flatten(terrain_lab:format_error(Why))}.
+
+%% A VM that keeps a log (a detached one here): the error names it.
+with_log(Why, #{log := Log}) ->
+    {text, lists:flatten(io_lib:format("~ts; its log: ~ts", [format_reason(Why), Log]))};
+with_log(Why, #{}) ->
+    Why.
 
 %% The OS pid a started VM wrote (on its host, for a node on another host).
 started_pid(#{name := Name} = NodeSpec, Dir, Ssh) ->

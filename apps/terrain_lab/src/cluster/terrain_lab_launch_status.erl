@@ -9,7 +9,9 @@
 
 %% @doc The recorded state of the cluster in `Dir' with every node checked at once
 %% under one deadline: each entry of `<<"nodes">>' gets `<<"state">>' `up' (it
-%% answered), `unreachable' (its OS process is alive) or `down'.
+%% answered), `unreachable' (its OS process is alive) or `down', and on an emulated
+%% cluster `<<"address">>', the node's own loopback address
+%% (`terrain_lab_netem_epmd:address/1').
 -spec status(file:filename(), pos_integer()) -> {ok, map()} | {error, term()}.
 status(Dir, Timeout) ->
     terrain_lab_steps:run(
@@ -17,7 +19,7 @@ status(Dir, Timeout) ->
        fun(State) ->
                case terrain_lab_cluster_state:connect_cli(Dir) of
                    ok ->
-                       Checked = check_nodes(State, Timeout, Dir),
+                       Checked = addresses(State, check_nodes(State, Timeout, Dir)),
                        {ok, State#{<<"nodes">> := case maps:get(<<"live">>, State, false) of
                                                       false -> Checked;
                                                       _ -> live_places(Checked, Timeout)
@@ -29,6 +31,13 @@ status(Dir, Timeout) ->
 
 %%--------------------------------------------------------------------
 %% Internal functions
+
+%% An emulated node's own address, which the other nodes of its cluster reach it at.
+addresses(#{<<"netem">> := true}, Records) ->
+    [R#{<<"address">> => list_to_binary(inet:ntoa(terrain_lab_netem_epmd:address(binary_to_list(N))))}
+     || #{<<"node">> := N} = R <- Records];
+addresses(_State, Records) ->
+    Records.
 
 %% Every node is checked at once under one deadline.
 check_nodes(#{<<"nodes">> := Nodes}, Timeout, Dir) ->

@@ -44,6 +44,7 @@
          stop/2,
          peer/1,
          read_pid_file/1,
+         log_tail/2,
          option_checks/0,
          format_error/1]).
 
@@ -74,6 +75,8 @@
           env => [{string(), string()}],    % local_linked: extra OS environment
           control => distribution | standard_io, % local_linked: how peer talks to the VM
           dir => file:filename(),           % local_detached, ssh, srun: the state directory
+          log => file:filename(),           % local_linked, local_detached: the VM's log (its
+                                            % logger; local_linked: its output and exit status)
           host => string(),                 % ssh, srun: where the VM runs
           ssh => terrain_lab_ssh:context()}. % ssh, srun: ssh options, code, TLS
 
@@ -89,7 +92,7 @@
                 host => string(),             % ssh, srun
                 ssh => terrain_lab_ssh:context(),
                 srun_pid => string(),         % srun: the OS pid of the step's srun (this machine)
-                log => file:filename()}.      % srun: srun's output
+                log => file:filename()}.      % srun: srun's output; local: the VM's log
 
 %% What stop/2 did: halted it by name (`stopped'; a VM in a job step: `{stopped,
 %% job_step}', srun was running), found it gone, killed its OS process, or could not.
@@ -102,6 +105,7 @@
                       | {vm, {missing, transport(), atom()}}
                       | {vm, {spawn, atom(), term()}}.
 
+-define(EXIT_LINE, "terrain: the VM exited with status ").
 -define(DETACH_TIMEOUT, 10000).      % ms for `erl -detached' to return
 -define(SSH_START_TIMEOUT, 20000).   % ms for ssh to start a VM on its host
 -define(POLL_MS, 50).
@@ -114,8 +118,12 @@
 %% Lean VMs, so that 256 fit on a laptop-sized machine: a process table of 65,536
 %% (terrain_lab_guard:process_limit(lab_node), the limit the guard checks; default
 %% 262,144: 2.9 MB less resident per VM), a port table of 8,192 (default 65,536: 0.7 MB),
-%% 2 dirty I/O schedulers (default 10 threads) (docs/CLI.md, "Lean VMs").
--define(LEAN, ["+P", integer_to_list(terrain_lab_guard:process_limit(lab_node)), "+Q", "8192", "+SDio", "2"]).
+%% 2 dirty I/O schedulers (default 10 threads), and erts_alloc off (`+Mea min', every
+%% allocation through one glibc arena: 3.5 MB less resident per idle VM and 16 kB instead
+%% of 48 kB per connection and side; `erlang:memory/0,1' then raise `notsup', and the
+%% attribute vm_memory_total falls back to the resident set) (docs/CLI.md, "Lean VMs").
+-define(LEAN, ["+P", integer_to_list(terrain_lab_guard:process_limit(lab_node)), "+Q", "8192", "+SDio", "2",
+               "+Mea", "min", "-env", "MALLOC_ARENA_MAX", "1"]).
 %% No busy wait of idle schedulers: with more VMs than cores a spinning idle VM takes
 %% the core from one with work, and spends a CPU quota spinning.
 -define(NO_SPIN, ["+sbwt", "none", "+sbwtdcpu", "none", "+sbwtdio", "none"]).
@@ -303,6 +311,7 @@ option_checks() ->
              end,
       control => fun(V) -> V =:= distribution orelse V =:= standard_io end,
       dir => fun io_lib:printable_unicode_list/1,
+      log => fun(V) -> io_lib:printable_unicode_list(V) andalso V =/= "" end,
       host => fun(V) -> io_lib:printable_list(V) andalso V =/= "" end,
       ssh => fun(#{dir := Dir, ssh_options := O}) -> io_lib:printable_unicode_list(Dir) andalso is_list(O);
                 (_) -> false
@@ -321,6 +330,7 @@ expected(args) -> "a list of strings";
 expected(env) -> "a list of {Name, Value} strings";
 expected(control) -> "distribution or standard_io";
 expected(dir) -> "a directory name";
+expected(log) -> "a file name";
 expected(host) -> "a host name";
 expected(ssh) -> "an ssh context (terrain_lab_ssh:context/3)".
 
@@ -342,7 +352,7 @@ args(#{transport := Transport} = Options) ->
                _ -> ["-detached", "-noinput"]
            end,
     Flags = case maps:get(lean, Options, true) of
-                true -> ?LAB_FLAGS ++ ?LEAN ++ ?NO_SPIN;
+                true -> lab_flags(Options) ++ ?LEAN ++ ?NO_SPIN;
                 false -> ?NO_SPIN
             end,
     Schedulers = case Options of
@@ -352,6 +362,15 @@ args(#{transport := Transport} = Options) ->
     {WritePid, Distribute} = boot_args(Options),
     Mode ++ Flags ++ Schedulers ++ cookie_args(Options) ++ tls_args(Options) ++ code_args(Options)
         ++ netem_args(Options) ++ WritePid ++ maps:get(args, Options, []) ++ Distribute.
+
+%% The lab's flags; a detached VM with a `log' writes its log events to that file (its
+%% standard error goes nowhere), every other VM to its standard error (a peer's with a
+%% `log': the file, start/3).
+lab_flags(#{transport := local_detached, log := Log}) ->
+    lists:droplast(?LAB_FLAGS)
+        ++ [lists:flatten(io_lib:format("[{handler,default,logger_std_h,#{config=>#{file=>~0tp}}}]", [Log]))];
+lab_flags(#{}) ->
+    ?LAB_FLAGS.
 
 %% A peer shares this node's cookie: on the command line only when it differs from
 %% the one in ~/.erlang.cookie, which the peer reads anyway.
@@ -473,16 +492,19 @@ start(local_linked, Args, #{name := Name} = Options) ->
               end,
     Named = maps:with([name], #{name => maps:get(node, Options, undefined)}),
     PeerOptions = maps:merge(#{args => Args, wait_boot => {self(), Tag}, env => maps:get(env, Options, [])},
-                             maps:merge(Control, maps:filter(fun(_, V) -> V =/= undefined end, Named))),
+                             maps:merge(maps:merge(Control, logged(Options)),
+                                        maps:filter(fun(_, V) -> V =/= undefined end, Named))),
+    Logged = maps:with([log], Options),
     try peer:start_link(PeerOptions) of
-        {ok, Pid} -> {ok, #{transport => local_linked, name => Name, node => undefined, peer => Pid, boot_tag => Tag}};
+        {ok, Pid} -> {ok, Logged#{transport => local_linked, name => Name, node => undefined, peer => Pid,
+                                  boot_tag => Tag}};
         {error, Why} -> {error, {vm, {spawn, Name, Why}}}
     catch
         error:Why -> {error, {vm, {spawn, Name, Why}}}
     end;
-start(local_detached, Args, #{name := Name, node := Node, dir := Dir}) ->
-    Vm = #{transport => local_detached, name => Name, node => Node, dir => Dir,
-           pid_file => terrain_lab_cluster_state:pid_file(Dir, Name)},
+start(local_detached, Args, #{name := Name, node := Node, dir := Dir} = Options) ->
+    Vm = (maps:with([log], Options))#{transport => local_detached, name => Name, node => Node, dir => Dir,
+                                      pid_file => terrain_lab_cluster_state:pid_file(Dir, Name)},
     %% erl returns once the detached VM (in a session of its own) is forked; whether
     %% the VM came up shows in its pid file and its ping (await_boot/2)
     case terrain_lab_os:run(terrain_lab_os:otp_program("erl"), Args, #{timeout => ?DETACH_TIMEOUT}) of
@@ -502,6 +524,37 @@ start(srun, Args, #{name := Name, node := Node, host := Host, ssh := #{dir := Di
         {ok, SrunPid, Log} ->
             {ok, #{transport => srun, name => Name, node => Node, host => Host, ssh => Ssh,
                    srun_pid => SrunPid, log => Log}};
+        {error, _} = Error ->
+            Error
+    end.
+
+%% A peer with a `log' (controlled over distribution) runs in the foreground of a
+%% shell (which drops the `-detached' that peer passes even with `detached => false'
+%% on OTP 25) that sends the VM's standard output and error to the log and, when the
+%% VM exits, appends a line with its exit status (log_tail/2 reads it back).
+logged(#{log := Log, control := standard_io}) ->
+    _ = Log,
+    #{};
+logged(#{log := Log}) ->
+    Script = ["for a; do shift; [ \"$a\" = -detached ] || set -- \"$@\" \"$a\"; done; \"$0\" \"$@\" >>", terrain_lab_os:shell_quote(Log), " 2>&1; s=$?; printf '", ?EXIT_LINE,
+              "%s\\n' \"$s\" >>", terrain_lab_os:shell_quote(Log)],
+    #{exec => {"/bin/sh", ["-c", lists:flatten(Script), terrain_lab_os:otp_program("erl")]}};
+logged(#{}) ->
+    #{}.
+
+%% @doc The last `Lines' lines of a VM's log and, when the VM has exited and its log
+%% says so (a peer with a `log'), its exit status; `error' when the log cannot be read.
+-spec log_tail(file:filename(), pos_integer()) ->
+          {ok, [binary()], non_neg_integer() | undefined} | {error, term()}.
+log_tail(Log, Lines) ->
+    case file:read_file(Log) of
+        {ok, Text} ->
+            All = binary:split(Text, <<"\n">>, [global, trim_all]),
+            Exit = [binary_to_integer(S) || <<?EXIT_LINE, S/binary>> <- All,
+                                            S =/= <<>>, lists:all(fun(C) -> C >= $0 andalso C =< $9 end,
+                                                                 binary_to_list(S))],
+            Own = [L || L <- All, binary:match(L, <<?EXIT_LINE>>) =:= nomatch],
+            {ok, lists:nthtail(max(0, length(Own) - Lines), Own), case Exit of [] -> undefined; _ -> lists:last(Exit) end};
         {error, _} = Error ->
             Error
     end.

@@ -47,6 +47,7 @@
           rules => file:filename(),             % for auto
           exchange => terrain_paths_plan:exchange_shape(), % hierarchical's (default: the communicator's auto)
           prefix => string(),
+          log_dir => file:filename(),           % each VM's log, LOG_DIR/NAME.log (terrain_lab_cluster)
           checkpoint => fun((map()) -> ok),    % the document so far (partial) after each measurement
           timeout => pos_integer()}.            % ms per operation            % ms per operation
 
@@ -58,7 +59,8 @@
 -spec bench(options(), fun((iodata()) -> ok)) -> {ok, map()} | {error, term()}.
 bench(#{spec := Spec} = Options, Progress) ->
     Progress(io_lib:format("starting ~b nodes of ~ts~n", [length(terrain_lab_spec:nodes(Spec)), spec_name(Spec)])),
-    terrain_lab:with_cluster(Spec, #{prefix => maps:get(prefix, Options, "coll_")},
+    terrain_lab:with_cluster(Spec, maps:merge(#{prefix => maps:get(prefix, Options, "coll_")},
+                                              maps:with([log_dir], Options)),
                              fun(Nodes) -> measure_all(Options, Nodes, Progress) end).
 
 %% @doc Measures on running nodes of the spec (as {@link bench/2} does after the start).

@@ -33,12 +33,15 @@
 
 -export_type([options/0, result/0, measure/0]).
 
--type measure() :: fun((node(), node()) -> {ok, number()} | {error, term()}).
+%% A round trip (µs), with the jitter of its exchanges (median minus minimum, µs)
+%% when the measurement knows it: the seed's median jitter is the level model's noise.
+-type measure() :: fun((node(), node()) -> {ok, number()} | {ok, number(), number()} | {error, term()}).
 
 -type options() ::
         #{insert => terrain:insert_options(),  % options of every insertion (gap, confirm, representatives …)
           wave => pos_integer(),                % most nodes placed at once (default 32)
-          map => fun((fun((node()) -> term()), [node()]) -> [term()]), % runs a wave's first pass (default lists:map)
+          %% runs a wave's first pass, and a round of the seed's pairs (default lists:map)
+          map => fun((fun((term()) -> term()), [term()]) -> [term()]),
           stop => fun(() -> boolean()),         % asked before every wave and repair: true ends the build
                                                 % (the budget is spent, or the user interrupted)
           repair_rounds => non_neg_integer(),   % passes of the repair (default 2)
@@ -57,19 +60,28 @@
                     ended_by := complete | stopped}.
 
 -define(DEFAULT_WAVE, 32).
+%% A wave is at most a quarter of the tree: newcomers that join one another measure
+%% each other anew in the second pass (a wave as large as the tree: 77 pairs of 240 on
+%% a 16-thread CPU; a quarter: 68).
+-define(TREE_PER_NEWCOMER, 4).
 
 %%--------------------------------------------------------------------
 %% API
 
 %% @doc Builds the tree of `Nodes' (at least one), in their order, with `Measure'.
 -spec build([node(), ...], measure(), options()) -> result().
-build([First | Rest0] = Nodes, Measure, Opts) ->
+build([First | Rest0] = Nodes, Measure0, Opts) ->
     T0 = erlang:monotonic_time(millisecond),
+    Measure = fun(A, B) -> case Measure0(A, B) of
+                               {ok, D, _Jitter} -> {ok, D};
+                               Other -> Other
+                           end
+              end,
     State00 = #{tree => {network, c, #{height => 0}, [{node, First}]}, placed => [First], unplaced => [],
                 pairs => #{}, waves => 0, t0 => T0, total => length(Nodes)},
     {State0, Rest} = case is_map_key(gap, maps:get(insert, Opts, #{})) of
                          true -> {State00, Rest0};
-                         false -> seed(Nodes, Measure, Opts, State00)
+                         false -> seed(Nodes, Measure0, Opts, State00)
                      end,
     {State1, EndedBy} = waves(Rest, Measure, Opts, State0),
     State2 = case EndedBy of
@@ -106,13 +118,19 @@ canonical({network, _, #{height := H} = Opts, Children}, Name) ->
 %% the median round trip between its children, and so the first level model. Its
 %% size grows as √(n(n−1)/10), at least 8 and at most 100: a twentieth of the ordered
 %% pairs or fewer (5% at n = 256, 12% at n = 16, 0.5% at n = 941, 0.005% at n = 10,000).
-%% The seed is measured a node at a time (its pairs with the seed nodes after it), with
-%% progress after each, so that a checkpoint keeps what an interrupted seed measured.
+%% The seed is measured in rounds of disjoint pairs (a round-robin tournament: every
+%% node in at most one pair of a round, s − 1 rounds for an even s, s for an odd one),
+%% each round's pairs at once through `map', with progress after each round, so that a
+%% checkpoint keeps what an interrupted seed measured.
 seed(Nodes, Measure, Opts, State) ->
     N = length(Nodes),
     Size = min(N, max(8, min(100, round(math:sqrt(0.1 * N * (N - 1)))))),
     {Seed, Rest} = lists:split(Size, Nodes),
-    Pairs = seed_pairs(Seed, [], Measure, Opts, State, #{}),
+    {Pairs, Jitters} = seed_rounds(rounds(Seed), Seed, [], Measure, Opts, State, {#{}, []}),
+    Noise = case Jitters of
+                [] -> 0.0;
+                _ -> median(Jitters)
+            end,
     Rows = [[case Pairs of
                  #{{A, B} := D} -> D;
                  #{{B, A} := D} -> D;
@@ -121,35 +139,93 @@ seed(Nodes, Measure, Opts, State) ->
              end || B <- Seed] || A <- Seed],
     case terrain:discover(#{nodes => Seed, stats => #{min => Rows}}, #{}) of
         {ok, #{topology := Tree}} when map_size(Pairs) > 0 ->
-            {State#{tree => typical_heights(Tree, Pairs), placed => lists:reverse(Seed), pairs => Pairs,
-                    modes => modes(maps:values(Pairs))}, Rest};
+            Typical = within_noise(typical_heights(Tree, Pairs), Noise),
+            %% the modes only for a seed full discovery left flat (one level)
+            Modes = case terrain:topology_levels(Typical) of
+                        [_, _ | _] -> [];
+                        _ -> modes(maps:values(Pairs))
+                    end,
+            {State#{tree => Typical, placed => lists:reverse(Seed), pairs => Pairs, modes => Modes,
+                    noise => Noise}, Rest};
         _ ->
             {State, tl(Nodes)}
     end.
 
-%% Each seed node against the seed nodes after it, a pair at a time, with progress (a
-%% flat tree of the nodes measured so far, Seen, most recent first) after each pair.
-seed_pairs([], _Seen, _Measure, _Opts, _State, Pairs) ->
-    Pairs;
-seed_pairs([A | Later], Seen0, Measure, Opts, State, Pairs0) ->
-    Pair = fun(B, {Acc0, Seen1}) ->
-                   Acc = case Measure(A, B) of
-                             {ok, D} when is_number(D) -> Acc0#{{A, B} => D};
-                             _ -> Acc0
-                         end,
-                   Seen = [B | Seen1 -- [B]],
-                   Tree = {network, c, #{height => 0}, [{node, X} || X <- lists:reverse(Seen)]},
-                   progress(Opts, State#{placed => Seen, pairs => Acc, tree => Tree}),
-                   {Acc, Seen}
-           end,
-    {Pairs, Seen} = lists:foldl(Pair, {Pairs0, [A | Seen0 -- [A]]}, Later),
-    seed_pairs(Later, Seen, Measure, Opts, State, Pairs).
+%% The rounds of a round-robin tournament of Xs by the circle method: the first stays,
+%% the others turn one place a round; a round pairs the i-th from the start with the
+%% i-th from the end. With an odd count a stand-in (`none') sits out with one node
+%% a round. Every pair once, {Earlier, Later} in the order of Xs.
+-spec rounds([node()]) -> [[{node(), node()}]].
+rounds(Xs) when length(Xs) < 2 ->
+    [];
+rounds(Xs) ->
+    Indexed = lists:zip(lists:seq(1, length(Xs)), Xs) ++ [{length(Xs) + 1, none} || length(Xs) rem 2 =:= 1],
+    [First | Others] = Indexed,
+    M = length(Indexed),
+    [begin
+         {Front, Back} = lists:split(R, Others),
+         Circle = [First | Back ++ Front],
+         [case {A, B} of
+              {{I, X}, {J, Y}} when I < J -> {X, Y};
+              {{_, X}, {_, Y}} -> {Y, X}
+          end || {A, B} <- lists:zip(lists:sublist(Circle, M div 2), lists:reverse(lists:nthtail(M div 2, Circle))),
+                 element(2, A) =/= none, element(2, B) =/= none]
+     end || R <- lists:seq(0, M - 2)].
+
+%% The rounds measured one after the other, the pairs of a round at once; after each
+%% round, progress with a flat tree of the nodes measured so far (Seen, in seed order).
+%% Returns the round trips and the jitters measured.
+-spec seed_rounds([[{node(), node()}]], [node()], [node()], measure(), options(), map(),
+                  {#{{node(), node()} => number()}, [number()]}) -> {#{{node(), node()} => number()}, [number()]}.
+seed_rounds([], _Seed, _Seen, _Measure, _Opts, _State, Acc) ->
+    Acc;
+seed_rounds([Round | Later], Seed, Seen0, Measure, Opts, State, Acc0) ->
+    Map = maps:get(map, Opts, fun lists:map/2),
+    Results = Map(fun({A, B}) -> Measure(A, B) end, Round),
+    {Pairs, _} = Acc = lists:foldl(fun({P, {ok, D}}, {Ps, Js}) when is_number(D) -> {Ps#{P => D}, Js};
+                                      ({P, {ok, D, J}}, {Ps, Js}) when is_number(D), is_number(J) ->
+                                           {Ps#{P => D}, [J | Js]};
+                                      ({P, {ok, D, _}}, {Ps, Js}) when is_number(D) -> {Ps#{P => D}, Js};
+                                      (_, A) -> A
+                                   end, Acc0, lists:zip(Round, Results)),
+    Ends = lists:append([[A, B] || {A, B} <- Round]),
+    Seen = [X || X <- Seed, lists:member(X, Seen0) orelse lists:member(X, Ends)],
+    Tree = {network, c, #{height => 0}, [{node, X} || X <- Seen]},
+    progress(Opts, State#{placed => lists:reverse(Seen), pairs => Pairs, tree => Tree}),
+    seed_rounds(Later, Seed, Seen, Measure, Opts, State, Acc).
+
+%% The seed's tree without the networks the noise made: a child network whose height
+%% is within the band of its parent's (under the model of the tree, noise included) is
+%% the same level, and its children move up (a rack of 0 µs nodes whose round trips
+%% spread by load is one network, not two nested ones).
+-spec within_noise(terrain:topology_tree(), number()) -> terrain:topology_tree().
+within_noise(Tree, Noise) ->
+    case terrain:topology_levels(Tree) of
+        [] -> Tree;
+        Levels -> dissolve(Tree, fun(H) -> terrain:level_bounds(H, Levels, Noise) end)
+    end.
+
+dissolve({node, _} = Leaf, _Bounds) ->
+    Leaf;
+dissolve({network, Name, #{height := H} = Opts, Children}, Bounds) ->
+    {Lo, _} = Bounds(H),
+    Kids = lists:append([case dissolve(C, Bounds) of
+                             {network, _, #{height := Hc}, Sub} when Hc >= Lo -> Sub;
+                             Kid -> [Kid]
+                         end || C <- Children]),
+    {network, Name, Opts, Kids}.
+
+median(Xs) ->
+    lists:nth((length(Xs) + 1) div 2, lists:sort(Xs)).
 
 %% The modes of the seed's round trips, for a seed that full discovery leaves flat
 %% (levels only 1.5x apart: a sample of a few dozen nodes holds no partition over a
 %% range of alpha): the sorted logarithms split where two neighbours are further apart
-%% than twenty times their median spacing and 0.05 (5%); every mode must hold 1/40 of
-%% the round trips, else there is one. Returns the modes' median round trips.
+%% than twenty times their median spacing and 0.05 (5%); a mode holding less than 1/40
+%% of the round trips (a stray value at either end, or between two modes) joins the
+%% neighbouring mode it is nearer to. Returns the modes' median round trips ([] with
+%% fewer than 20 round trips).
+-spec modes([number()]) -> [float()].
 modes(Values) ->
     Logs = lists:sort([math:log(V) || V <- Values, V > 0]),
     case length(Logs) >= 20 of
@@ -158,13 +234,31 @@ modes(Values) ->
         true ->
             Gaps = [B - A || {A, B} <- lists:zip(lists:droplast(Logs), tl(Logs))],
             Split = max(0.05, 20 * lists:nth((length(Gaps) + 1) div 2, lists:sort(Gaps))),
-            Modes = lists:foldl(fun({L, G}, [Cur | Done]) when G > Split -> [[L], lists:reverse(Cur) | Done];
-                                   ({L, _}, [Cur | Done]) -> [[L | Cur] | Done]
-                                end, [[hd(Logs)]], lists:zip(tl(Logs), Gaps)),
-            case lists:all(fun(M) -> 40 * length(M) >= length(Logs) end, Modes) of
-                true -> lists:sort([math:exp(lists:nth((length(M) + 1) div 2, lists:sort(M))) || M <- Modes]);
-                false -> []
-            end
+            Rev = lists:foldl(fun({L, G}, [Cur | Done]) when G > Split -> [[L], lists:reverse(Cur) | Done];
+                                 ({L, _}, [Cur | Done]) -> [[L | Cur] | Done]
+                              end, [[hd(Logs)]], lists:zip(tl(Logs), Gaps)),
+            [Last | Done] = Rev,
+            Modes = join_small(lists:reverse([lists:reverse(Last) | Done]), length(Logs) / 40),
+            [math:exp(lists:nth((length(M) + 1) div 2, M)) || M <- Modes]
+    end.
+
+%% Modes (ascending lists of logarithms, in order) with fewer than Min values joined
+%% to the nearer neighbour, the smallest first, until none is left or one mode remains.
+-spec join_small([[float()]], float()) -> [[float()]].
+join_small([_] = Modes, _Min) ->
+    Modes;
+join_small(Modes, Min) ->
+    case lists:sort([{length(M), I} || {I, M} <- lists:zip(lists:seq(1, length(Modes)), Modes), length(M) < Min]) of
+        [] ->
+            Modes;
+        [{_, I} | _] ->
+            T = list_to_tuple(Modes),
+            M = element(I, T),
+            Below = case I > 1 of true -> hd(M) - lists:last(element(I - 1, T)); false -> infinity end,
+            Above = case I < tuple_size(T) of true -> hd(element(I + 1, T)) - lists:last(M); false -> infinity end,
+            J = case Below =< Above of true -> I - 1; false -> I end,
+            {Front, [A, B | Back]} = lists:split(J - 1, Modes),
+            join_small(Front ++ [A ++ B | Back], Min)
     end.
 
 %% Every network's height the median of the measured round trips between two of its
@@ -202,7 +296,7 @@ waves(Left, Measure, Opts, #{placed := Placed, waves := W} = State) ->
         true ->
             {State#{unplaced => maps:get(unplaced, State) ++ Left}, stopped};
         false ->
-            Size = min(maps:get(wave, Opts, ?DEFAULT_WAVE), length(Placed)),
+            Size = max(1, min(maps:get(wave, Opts, ?DEFAULT_WAVE), length(Placed) div ?TREE_PER_NEWCOMER)),
             {Wave, Rest} = lists:split(min(Size, length(Left)), Left),
             State1 = wave(Wave, Measure, Opts, State),
             progress(Opts, State1),
@@ -218,7 +312,7 @@ past(Opts) ->
 %% The first pass places every node of the wave into the same tree (through `map');
 %% the second inserts them one by one, answering from what the first pass measured.
 wave(Wave, Measure, Opts, #{tree := Tree, pairs := Pairs0} = State) ->
-    InsertOpts = insert_options(Opts, Tree, maps:get(modes, State, [])),
+    InsertOpts = insert_options(Opts, Tree, State),
     Map = maps:get(map, Opts, fun lists:map/2),
     First = Map(fun(X) -> terrain:insert_node(X, Tree, Measure, InsertOpts) end, Wave),
     Pairs1 = lists:foldl(fun({ok, _, Ps}, Acc) -> add_pairs(Ps, Acc);
@@ -241,11 +335,14 @@ insert(X, Measure, InsertOpts, #{tree := Tree, pairs := Pairs, placed := Placed,
     end.
 
 %% The insertion options of a wave: the user's, with the level model of the tree as it
-%% stands (re-estimated every wave) unless the user gave `gap' or `levels'.
+%% stands (re-estimated every wave) unless the user gave `gap' or `levels', and the
+%% seed's noise unless the user gave `noise'.
 %% Modes: those of a seed; they stand in for the tree's levels while the tree has
 %% fewer levels than the seed's round trips have modes (a seed discovery left flat).
-insert_options(Opts, Tree, Modes) ->
-    InsertOpts = maps:get(insert, Opts, #{}),
+-spec insert_options(options(), terrain:topology_tree(), map()) -> terrain:insert_options().
+insert_options(Opts, Tree, State) ->
+    Modes = maps:get(modes, State, []),
+    InsertOpts = maps:merge(#{noise => maps:get(noise, State, 0.0)}, maps:get(insert, Opts, #{})),
     case is_map_key(gap, InsertOpts) orelse is_map_key(levels, InsertOpts) of
         true -> InsertOpts;
         false -> case terrain:topology_levels(Tree) of
@@ -277,10 +374,10 @@ progress(_, _) ->
 repair(_Measure, _Opts, 0, State) ->
     State;
 repair(Measure, Opts, Rounds, #{tree := Tree, pairs := Pairs, reinserted := N} = State) ->
-    InsertOpts = insert_options(Opts, Tree, maps:get(modes, State, [])),
+    InsertOpts = insert_options(Opts, Tree, State),
     Bounds = case InsertOpts of
                  #{gap := Gap} -> fun(H) -> {H / math:sqrt(Gap), H * math:sqrt(Gap)} end;
-                 #{levels := Levels} -> fun(H) -> terrain:level_bounds(H, Levels) end;
+                 #{levels := Levels, noise := Noise} -> fun(H) -> terrain:level_bounds(H, Levels, Noise) end;
                  #{} -> fun(H) -> {H / math:sqrt(10), H * math:sqrt(10)} end
              end,
     Suspects = suspects(Tree, Pairs, Bounds),

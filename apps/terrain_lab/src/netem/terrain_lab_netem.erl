@@ -201,12 +201,18 @@ enabled(Spec) ->
     lists:any(fun({_, Options}) -> map_size(Options) > 0 end, terrain_lab_spec:levels(Spec)).
 
 %% @doc The VM arguments that make spec node `Name' (started as `Prefix ++ Name') an
-%% emulated node: the epmd module, its link to every other node of the spec, and its
-%% proxies (`proxy_args/0').
+%% emulated node: the epmd module, its link to every other node of the spec, its
+%% proxies (`proxy_args/0'), and its own loopback address
+%% (`terrain_lab_netem_epmd:address/1'), which its distribution connects from. Its
+%% listening socket stays on every address, so that nodes outside the spec (the CLI, a
+%% shell) reach it by its host name; the nodes of the cluster reach it at its own.
 -spec vm_args(terrain_lab_spec:spec(), string(), atom()) -> [string()].
 vm_args(Spec, Prefix, Name) ->
+    Short = Prefix ++ atom_to_list(Name),
     ["-epmd_module", "terrain_lab_netem_epmd", "-terrain_netem",
-     terrain_lab_netem_epmd:encode_links(links(Spec, Prefix, Name))
+     terrain_lab_netem_epmd:encode_links(links(Spec, Prefix, Name)),
+     "-kernel", "inet_dist_connect_options",
+     lists:flatten(io_lib:format("[{ip,~0p}]", [terrain_lab_netem_epmd:address(Short)]))
      | proxy_args()].
 
 %% @doc The proxies a cluster started now gets (`proxy_args/0') and what one proxied
@@ -220,12 +226,14 @@ idle_cost() ->
         _ -> {erlang, ?ERLANG_IDLE_US}
     end.
 
-%% @doc How many proxied connections this machine's local ports carry at once: each
-%% keeps three ports of the ephemeral range (`net.ipv4.ip_local_port_range') in use,
-%% the proxy's listening port (its accepted socket keeps it), the connecting node's and
-%% the proxy's own client ports, and a proxy that cannot bind a fresh port fails its
-%% connection (a 256-VM full mesh, 32,640 connections, ran the 28,232 ports here out:
-%% docs/NETEM.md "At scale"). `unknown' where the range cannot be read.
+%% @doc How many proxied connections one emulated node can open at once: each keeps
+%% three ports of the node's own address (`terrain_lab_netem_epmd:address/1') in use,
+%% from the ephemeral range (`net.ipv4.ip_local_port_range'): the proxy's listening
+%% port (its accepted socket keeps it), the node's and the proxy's client ports. Since
+%% every node has an address of its own, the limit is per node (a node opens at most
+%% n - 1 connections), not per machine as when every node shared one address (a 256-VM
+%% full mesh, 32,640 connections, then ran the 28,232 ports here out: docs/NETEM.md "At
+%% scale"). `unknown' where the range cannot be read.
 -spec port_capacity() -> pos_integer() | unknown.
 port_capacity() ->
     try file:read_file("/proc/sys/net/ipv4/ip_local_port_range") of

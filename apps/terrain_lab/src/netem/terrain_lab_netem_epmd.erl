@@ -14,13 +14,19 @@
 %% known at boot, since `global' connects the nodes to each other while the launcher
 %% is still setting them up; it is kept in a `persistent_term' and never changes.
 %%
-%% Distribution calls `address_please/3' twice per connection (once to choose the
-%% protocol, once to set up), and `port_please/2' once, from the process that then
-%% connects to the port it returns. So the proxy is started in `port_please/2': for
-%% a node in the table, it asks epmd for the real port, has
-%% `terrain_lab_netem_server' start a proxy that listens on a fresh port of the same
-%% address and forwards to the real one, and returns the proxy's port. Every other
-%% node (the controlling node, nodes outside the spec) is connected directly.
+%% Each node of an emulated cluster has a loopback address of its own, a function of
+%% its short name (`address/1'; Linux routes all of 127/8 to the loopback device), so
+%% that the connections of different node pairs do not compete for the ports of one
+%% address. Distribution calls `address_please/3' twice per connection (once to choose
+%% the protocol, once to set up), then `port_please/2' with the address it got, from
+%% the process that then connects to that address and the port `port_please/2'
+%% returns. For a node in the table, `address_please/3' answers this node's own
+%% address (where the proxy will listen), and `port_please/2' starts the proxy: it asks
+%% epmd for the real port, has `terrain_lab_netem_server' start a proxy that listens on
+%% a fresh port of this node's own address and connects from it to the other node's
+%% own address and real port, and returns the proxy's port. Every other node (the
+%% controlling node, nodes outside the spec) is connected directly, at the address its
+%% host name resolves to.
 %% Only the connecting side proxies: each connection crosses exactly one proxy, which
 %% applies the link's delay in both directions, so a round trip takes twice the
 %% one-way latency. Works with the default `inet_tcp' distribution (and `inet_tls');
@@ -44,6 +50,8 @@
 %% Internal exports
 -export([links/0,
          set_links/1,
+         address/1,
+         own_address/0,
          encode_links/1,
          decode_links/1]).
 
@@ -103,11 +111,13 @@ port_please(Name, Host) ->
         false ->
             erl_epmd:port_please(Name, Host);
         true ->
-            case address(Host) of
-                {ok, Address} ->
-                    case erl_epmd:port_please(Name, Address) of
+            case getaddr(Host) of
+                {ok, EpmdAddress} ->
+                    %% epmd listens on every address: asked at this node's own one
+                    %% (what address_please/3 gave), it answers as at the host's
+                    case erl_epmd:port_please(Name, EpmdAddress) of
                         {port, Port, Version} ->
-                            case terrain_lab_netem_server:open(Short, {Address, Port}) of
+                            case terrain_lab_netem_server:open(Short, {target(Short, EpmdAddress), Port}) of
                                 {ok, ProxyPort} -> {port, ProxyPort, Version};
                                 {error, _} -> noport
                             end;
@@ -126,10 +136,19 @@ port_please(Name, Host) ->
 port_please(Name, Host, Timeout) ->
     erl_epmd:port_please(Name, Host, Timeout).
 
-%% @doc As `erl_epmd:address_please/3'. The route is chosen in `port_please/2', since
-%% distribution also calls this function just to choose the protocol.
+%% @doc For a node of the emulated cluster (IPv4 distribution): this node's own
+%% loopback address (`address/1'), where its proxy to that node will listen; as
+%% `erl_epmd:address_please/3' for every other node.
+%% The proxy is chosen in `port_please/2', since distribution also calls this function
+%% just to choose the protocol.
 -spec address_please(Name :: string(), Host :: string() | inet:ip_address(), Family :: inet | inet6) ->
           {ok, inet:ip_address()} | {error, term()}.
+address_please(Name, Host, inet = Family) ->
+    Short = short_name(Name),
+    case maps:is_key(Short, links()) of
+        true -> {ok, own_address()};
+        false -> erl_epmd:address_please(Name, Host, Family)
+    end;
 address_please(Name, Host, Family) ->
     erl_epmd:address_please(Name, Host, Family).
 
@@ -157,6 +176,22 @@ links() ->
 -spec set_links(links()) -> ok.
 set_links(Links) ->
     persistent_term:put(?LINKS_KEY, Links).
+
+%% @doc The loopback address of the emulated node with short name (or node name) `Name':
+%% 127.A.B.C with A in 1..254, B in 0..255 and C in 1..254, from `erlang:phash2/2' of
+%% the short name (the same on every node and OTP release). Never 127.0.x.x (127.0.0.1
+%% is localhost, 127.0.1.1 Debian's host name), never a last byte of 0 or 255. Two
+%% names may share an address (16.5 million addresses: about 1 in 500 for a cluster of
+%% 256 nodes); they then share its ports, as every node did before, and nothing else.
+-spec address(atom() | string()) -> inet:ip4_address().
+address(Name) ->
+    H = erlang:phash2(short_name(Name), 254 * 256 * 254),
+    {127, 1 + H div (256 * 254), (H div 254) rem 256, 1 + H rem 254}.
+
+%% @doc This node's own loopback address, when it is an emulated node (distributed).
+-spec own_address() -> inet:ip4_address().
+own_address() ->
+    address(node()).
 
 %% @doc The `-terrain_netem' argument for a link table: Erlang term text, readable in
 %% `ps', without spaces (node names and link options need no escaping).
@@ -200,7 +235,11 @@ valid_link(_) ->
 short_name(Name) when is_atom(Name) -> short_name(atom_to_list(Name));
 short_name(Name) -> hd(string:split(Name, "@")).
 
-address(Host) when is_tuple(Host) ->
+%% IPv4: the node's own address; IPv6 distribution: the address it was found at.
+target(Short, {_, _, _, _}) -> address(Short);
+target(_Short, Address) -> Address.
+
+getaddr(Host) when is_tuple(Host) ->
     {ok, Host};
-address(Host) ->
+getaddr(Host) ->
     inet:getaddr(Host, inet).

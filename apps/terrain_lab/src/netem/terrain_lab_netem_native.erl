@@ -12,14 +12,14 @@
 %% <li>`executable/0' on the controlling node: the program in terrain_lab's priv dir, or,
 %%   when terrain runs from the escript (an archive that nothing can execute from), a copy
 %%   written once to the user's cache directory;</li>
-%% <li>`start/1', `open/6', `set_link/3', `close/2', `stats/1' on the emulated node.</li>
+%% <li>`start/1', `open/7', `set_link/3', `close/2', `stats/1' on the emulated node.</li>
 %% </ul>
 -module(terrain_lab_netem_native).
 
 %% API
 -export([executable/0,
          start/1,
-         open/6,
+         open/7,
          set_link/3,
          close/2,
          stats/1,
@@ -70,17 +70,16 @@ executable() ->
 start(Path) ->
     terrain_lab_os:start(Path, [], #{packet => 4}).
 
-%% @doc A new connection `Id': listen on a fresh port of `Address''s IP, accept one
-%% connection (within `AcceptMs'), connect it to `Address'. Returns the port to connect
-%% to. Events for other connections that arrive meanwhile stay in the mailbox.
--spec open(port(), non_neg_integer(), {inet:ip_address(), inet:port_number()}, terrain_lab_netem_link:link(),
-           pos_integer(), pos_integer()) -> {ok, inet:port_number()} | {error, term()}.
-open(Port, Id, {Ip, TargetPort}, Link, AcceptMs, SendMs) ->
-    {Family, IpBytes} = case Ip of
-                            {A, B, C, D} -> {4, <<A, B, C, D>>};
-                            {_, _, _, _, _, _, _, _} -> {6, << <<W:16>> || W <- tuple_to_list(Ip) >>}
-                        end,
-    true = port_command(Port, [<<"O", Id:32, Family:8>>, IpBytes, <<TargetPort:16>>, link_bytes(Link),
+%% @doc A new connection `Id': listen on a fresh port of `Source', accept one
+%% connection (within `AcceptMs'), connect it from `Source' to `Address'. Returns the
+%% port to connect to. Events for other connections that arrive meanwhile stay in the
+%% mailbox. `Source' and `Address''s IP are of one family.
+-spec open(port(), non_neg_integer(), inet:ip_address(), {inet:ip_address(), inet:port_number()},
+           terrain_lab_netem_link:link(), pos_integer(), pos_integer()) -> {ok, inet:port_number()} | {error, term()}.
+open(Port, Id, Source, {Ip, TargetPort}, Link, AcceptMs, SendMs) ->
+    {Family, IpBytes} = ip_bytes(Ip),
+    {Family, SourceBytes} = ip_bytes(Source),
+    true = port_command(Port, [<<"O", Id:32, Family:8>>, IpBytes, SourceBytes, <<TargetPort:16>>, link_bytes(Link),
                                <<AcceptMs:32, SendMs:32>>]),
     receive
         {Port, {data, <<"o", Id:32, Listen:16>>}} -> {ok, Listen};
@@ -121,6 +120,9 @@ event(_) -> unknown.
 
 %%--------------------------------------------------------------------
 %% Internal functions
+
+ip_bytes({A, B, C, D}) -> {4, <<A, B, C, D>>};
+ip_bytes({_, _, _, _, _, _, _, _} = Ip) -> {6, << <<W:16>> || W <- tuple_to_list(Ip) >>}.
 
 %% Latency and jitter in ns, bandwidth in bytes/s (0: unlimited), window in bytes.
 link_bytes(#{latency := Latency, jitter := Jitter, bandwidth := Bandwidth} = Link) ->

@@ -2,9 +2,10 @@
 %% @doc The proxy of one emulated distribution connection.
 %%
 %% Started by `terrain_lab_netem_server' under `terrain_lab_netem_proxy_sup' when
-%% this node connects to another node of its cluster. It listens on a fresh port
-%% (returned to distribution by `terrain_lab_netem_epmd:port_please/2'), accepts the
-%% one connection that distribution then opens, connects to the real node, and
+%% this node connects to another node of its cluster. It listens on a fresh port of
+%% this node's own address (returned to distribution by
+%% `terrain_lab_netem_epmd:port_please/2'), accepts the one connection that
+%% distribution then opens, connects from that address to the real node, and
 %% carries the bytes both ways:
 %% ```
 %% distribution ──local──► proxy (outbound direction) ──remote──► the other node
@@ -51,6 +52,7 @@
 -type options() ::
         #{target := string(),                                   % short name of the other node
           address := {inet:ip_address(), inet:port_number()},   % where it really listens
+          source := inet:ip_address(),                          % where the proxy listens, connects from
           link := terrain_lab_spec:link_options()}.             % the spec's link options to it
 
 -record(direction, {source :: gen_tcp:socket(),           % read, owned by this process
@@ -95,9 +97,8 @@ timeouts() ->
 
 %% @doc The proxy process: listen, report the port, accept, connect, carry outbound.
 -spec init(options()) -> no_return().
-init(#{address := {Ip, _Port}} = Options) ->
-    Family = case tuple_size(Ip) of 8 -> [inet6]; 4 -> [inet] end,
-    case gen_tcp:listen(0, [{ip, Ip}, {backlog, 1} | Family ++ socket_options()]) of
+init(#{source := Ip} = Options) ->
+    case gen_tcp:listen(0, [{ip, Ip}, {backlog, 1} | family(Ip) ++ socket_options()]) of
         {ok, Listen} ->
             {ok, ProxyPort} = inet:port(Listen),
             proc_lib:init_ack({ok, self(), ProxyPort}),
@@ -117,7 +118,7 @@ inbound(Proxy, Remote, Local, Link) ->
 %%--------------------------------------------------------------------
 %% Internal functions
 
-connect(Listen, #{address := {Ip, Port}, link := LinkOptions}) ->
+connect(Listen, #{address := {Ip, Port}, source := Source, link := LinkOptions}) ->
     Timeout = setup_timeout(),
     Accepted = gen_tcp:accept(Listen, Timeout),
     ok = gen_tcp:close(Listen),
@@ -125,7 +126,7 @@ connect(Listen, #{address := {Ip, Port}, link := LinkOptions}) ->
                 {ok, L} -> L;
                 {error, AcceptWhy} -> exit({shutdown, {accept, AcceptWhy}})
             end,
-    Remote = case gen_tcp:connect(Ip, Port, socket_options(), Timeout) of
+    Remote = case gen_tcp:connect(Ip, Port, [{ip, Source} | family(Ip) ++ socket_options()], Timeout) of
                  {ok, R} -> R;
                  {error, ConnectWhy} -> exit({shutdown, {connect, ConnectWhy}})
              end,
@@ -136,6 +137,9 @@ connect(Listen, #{address := {Ip, Port}, link := LinkOptions}) ->
         {error, Why} -> exit({shutdown, {controlling_process, Why}})
     end,
     run(Local, Remote, Link, Inbound).
+
+family(Ip) when tuple_size(Ip) =:= 8 -> [inet6];
+family(_) -> [inet].
 
 %% A write that makes no progress for a net tick time fails and ends the proxy: the
 %% node it writes to is frozen, and distribution gives up on it after as long.

@@ -60,7 +60,8 @@
                 %% (at boot, under net_sup, the file server it needs may not run yet)
                 native :: port() | {not_started, file:filename()} | undefined,
                 next_id = 0 :: non_neg_integer(),      % the native program's next connection id
-                proxies = #{} :: #{proxy() => {string(), reference() | native}}}).
+                proxies = #{} :: #{proxy() => {string(), reference() | native}},
+                watching = false :: boolean()}).             % logging lost connections
 
 -define(CALL_TIMEOUT, 5000).
 
@@ -76,9 +77,10 @@ start_link() ->
         ignore -> {error, ignore}
     end.
 
-%% @doc Starts a proxy to the node with short name `Target', listening on
-%% `Address''s IP and forwarding to `Address'; returns the proxy's port, or
-%% `{error, partitioned}' while `Target' is blocked.
+%% @doc Starts a proxy to the node with short name `Target', listening on a fresh port
+%% of this node's own address (`terrain_lab_netem_epmd:own_address/0'; under IPv6
+%% distribution, of `Address''s IP) and forwarding to `Address' from that address;
+%% returns the proxy's port, or `{error, partitioned}' while `Target' is blocked.
 -spec open(Target :: string(), Address :: {inet:ip_address(), inet:port_number()}) ->
           {ok, inet:port_number()} | {error, term()}.
 open(Target, Address) ->
@@ -133,6 +135,11 @@ init([]) ->
     end.
 
 -spec handle_call(term(), gen_server:from(), #state{}) -> {reply, term(), #state{}}.
+handle_call({open, _, _} = Open, From, #state{watching = false} = State) ->
+    %% net_kernel runs by the first connection: from now on every lost connection is
+    %% logged with its cause (the VM's log: a tick timeout, a closed connection)
+    _ = net_kernel:monitor_nodes(true, #{nodedown_reason => true}),
+    handle_call(Open, From, State#state{watching = true});
 handle_call({open, _, _} = Open, From, #state{native = {not_started, Path}} = State) ->
     Native = case terrain_lab_netem_native:start(Path) of
                  {ok, Port} ->
@@ -150,7 +157,8 @@ handle_call({open, Target, Address}, _From, #state{blocked = Blocked, proxies = 
         false when State#state.native =:= undefined ->
             Link = maps:get(Target, terrain_lab_netem_epmd:links(), #{}),
             case supervisor:start_child(terrain_lab_netem_proxy_sup,
-                                        [#{target => Target, address => Address, link => Link}]) of
+                                        [#{target => Target, address => Address, source => source(Address),
+                                           link => Link}]) of
                 {ok, Pid, Port} ->
                     Ref = monitor(process, Pid),
                     {reply, {ok, Port}, State#state{proxies = Proxies#{Pid => {Target, Ref}}}};
@@ -161,15 +169,17 @@ handle_call({open, Target, Address}, _From, #state{blocked = Blocked, proxies = 
             #state{native = Native, next_id = Id} = State,
             Link = terrain_lab_netem_link:new(maps:get(Target, terrain_lab_netem_epmd:links(), #{})),
             {Accept, Send} = terrain_lab_netem_proxy:timeouts(),
-            case terrain_lab_netem_native:open(Native, Id, Address, Link, Accept, Send) of
+            case terrain_lab_netem_native:open(Native, Id, source(Address), Address, Link, Accept, Send) of
                 {ok, Port} ->
                     {reply, {ok, Port}, State#state{next_id = Id + 1,
                                                     proxies = Proxies#{{native, Id} => {Target, native}}}};
-                {error, _} = Error ->
+                {error, Why} = Error ->
+                    logger:warning("terrain netem: no proxy to ~ts: ~0tp", [Target, Why]),
                     {reply, Error, State#state{next_id = Id + 1}}
             end
     end;
 handle_call({block, Targets}, _From, #state{blocked = Blocked, proxies = Proxies, native = Native} = State) ->
+    logger:notice("terrain netem: a partition cuts this node off from ~ts", [lists:join(", ", Targets)]),
     Cut = maps:filter(fun(_Proxy, {Target, _}) -> lists:member(Target, Targets) end, Proxies),
     maps:foreach(fun({native, Id}, {_, native}) ->
                          terrain_lab_netem_native:close(Native, Id);
@@ -219,14 +229,28 @@ handle_cast(_Request, State) ->
     {noreply, State}.
 
 -spec handle_info(term(), #state{}) -> {noreply, #state{}} | {stop, term(), #state{}}.
-handle_info({'DOWN', _Ref, process, Pid, _Reason}, #state{proxies = Proxies} = State) ->
+handle_info({'DOWN', _Ref, process, Pid, Reason}, #state{proxies = Proxies} = State) ->
+    _ = Reason =:= normal orelse Reason =:= {shutdown, closed}
+        orelse logger:warning("terrain netem: the proxy to ~ts ended: ~0tP",
+                              [element(1, maps:get(Pid, Proxies, {"?", x})), Reason, 10]),
     {noreply, State#state{proxies = maps:remove(Pid, Proxies)}};
 handle_info({Native, {data, Event}}, #state{native = Native, proxies = Proxies} = State) ->
     case terrain_lab_netem_native:event(Event) of
-        {ended, Id, _Why} -> {noreply, State#state{proxies = maps:remove({native, Id}, Proxies)}};
-        unknown -> {noreply, State}
+        {ended, Id, Why} ->
+            %% a close is the connection's end; anything else (eaddrnotavail, emfile, a
+            %% write timeout) is the proxy's failure, and the VM's log says it
+            _ = Why =:= "closed" orelse Why =:= "cut"
+                orelse logger:warning("terrain netem: the proxied connection to ~ts ended: ~ts",
+                                      [element(1, maps:get({native, Id}, Proxies, {"?", x})), Why]),
+            {noreply, State#state{proxies = maps:remove({native, Id}, Proxies)}};
+        unknown ->
+            {noreply, State}
     end;
+handle_info({nodedown, Node, #{nodedown_reason := Why}}, State) ->
+    logger:notice("terrain netem: the connection to ~0tp went down: ~0tp", [Node, Why]),
+    {noreply, State};
 handle_info({Native, {exit_status, Status}}, #state{native = Native} = State) ->
+    logger:error("terrain netem: the native proxy exited with status ~b; its connections are gone", [Status]),
     %% its connections are gone with it; the supervisor restarts the server (and the
     %% Erlang proxies after it, rest_for_one)
     {stop, {native_proxy_exited, Status}, State};
@@ -246,6 +270,11 @@ call(Request) ->
 
 short_name(Node) ->
     hd(string:split(atom_to_list(Node), "@")).
+
+%% Where a proxy listens and connects from: this node's own address (IPv4), the
+%% target's (IPv6).
+source({{_, _, _, _}, _Port}) -> terrain_lab_netem_epmd:own_address();
+source({Ip, _Port}) -> Ip.
 
 full_name(Short) ->
     [_, Host] = string:split(atom_to_list(node()), "@"),

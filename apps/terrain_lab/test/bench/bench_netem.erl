@@ -10,7 +10,7 @@
 %% Figures depend on the machine's load: the load average is printed first, with the
 %% proxies measured (native by default, `TERRAIN_NETEM_PROXY=erlang' for the Erlang ones).
 -module(bench_netem).
--export([run/0]).
+-export([run/0, throughput/0]).
 
 %% Run on the cluster nodes.
 -export([round_trips/3, round_trips/4, echo/0, send_stream/3, receive_stream/2]).
@@ -71,6 +71,7 @@ latency() ->
                            end, [{0, ?ROUND_TRIPS}, {2, 200}, {10, 200}, {40, 200}])
                  end).
 
+%% Part 2 alone (`bench_netem:throughput()').
 throughput() ->
     Count = 200,
     Terms = [{cluster, bench, #{latency => 0}}, {node, a, #{}}, {node, b, #{}}],
