@@ -122,7 +122,7 @@ with_cluster(#{spec_copy := SpecCopy, model := Model, bursts := Bursts} = Prepar
     Quiet = #{out => Null, err => Null},
     Reaper = terrain_lab_os:reaper(filename:join(filename:absname(Dir), "nodes") ++ "/"),
     Cleanup = {chaos_cluster, Dir},
-    ok = terrain_lab_cleanup:add(Cleanup, interrupted([self()], none, Dir, Prefix, Quiet)),
+    ok = terrain_lab_cleanup:add(Cleanup, interrupted([self()], none, Dir, Prefix, Quiet#{reaper => Reaper})),
     terrain_lab_io:progress(Io, "chaos: seed ~b, ~b faults in ~b bursts over ~b s; starting ~b nodes~n",
                             [maps:get(seed, Options), terrain_lab_chaos_schedule:count_faults(Bursts), length(Bursts),
                              maps:get(duration_ms, Options) div 1000, length(maps:get(nodes, Model))]),
@@ -135,7 +135,8 @@ with_cluster(#{spec_copy := SpecCopy, model := Model, bursts := Bursts} = Prepar
                 {ok, History} ->
                     Context = context(Records, Prepared, History, Out, Dir, Options#{quiet => Quiet}),
                     Result = try running(Context, Prepared, Header,
-                                                 Options#{cleanup => Cleanup, dir => Dir, quiet => Quiet})
+                                                 Options#{cleanup => Cleanup, dir => Dir, quiet => Quiet,
+                                                          reaper => Reaper})
                              after close(Context, Dir, Prefix, Quiet)
                              end,
                     case Result of
@@ -195,7 +196,7 @@ running(#{roster := Roster, history := History} = Context, #{bursts := Bursts, m
                                                            groups => ?GROUPS, seed => Seed}),
                ok = terrain_lab_cleanup:remove(Cleanup),
                ok = terrain_lab_cleanup:add(Cleanup, interrupted([self() | Clients], {History, Roster}, Dir, Prefix,
-                                                                 Quiet)),
+                                                                 Quiet#{reaper => maps:get(reaper, Options)})),
                try
                    ok = terrain_lab_chaos_nemesis:run(Bursts, Context),
                    Alive = length([x || {_, _, _, S} <- ets:tab2list(Roster), S =/= dead]),
@@ -291,13 +292,17 @@ resume(Roster) ->
 %% SIGTERM: the run and its clients suspended, the stopped VMs resumed, the cluster
 %% stopped, the history closed (`Running': `none' before it is open, else `{History,
 %% Roster}').
-interrupted(Pids, Running, Dir, Prefix, Quiet) ->
+interrupted(Pids, Running, Dir, Prefix, #{reaper := Reaper} = QuietIo) ->
+    Quiet = maps:remove(reaper, QuietIo),
     fun() ->
             _ = [catch erlang:suspend_process(P) || P <- Pids],
             _ = [resume(Roster) || {_, Roster} <- [Running]],
             Left = stop(Dir, Prefix, Quiet),
             _ = [terrain_lab_chaos_history:log(History, null, leftover, Left) || {History, _} <- [Running]],
             _ = [terrain_lab_chaos_history:stop(History) || {History, _} <- [Running]],
+            %% the VM halts next: the reaper need not look for anything (its scan would
+            %% outlive the CLI by two seconds)
+            _ = [terrain_lab_os:reaper_done(Port) || {ok, Port} <- [Reaper]],
             io:format(standard_error, "terrain chaos: interrupted; ~ts; the history so far is in ~ts~n",
                       [case Left of
                            [] -> "its cluster was stopped";
