@@ -42,8 +42,9 @@
          unlock/1,
          pid_file/2,
          pid_files/1,
-         kept_logs/1,
-         remove/1]).
+         vm_logs/1,
+         remove/1,
+         remove/2]).
 
 %% API: errors
 -export([format_error/1]).
@@ -254,12 +255,8 @@ stale_lock(Dir) ->
 pid_file(Dir, Name) ->
     filename:join([Dir, "nodes", atom_to_list(Name) ++ ".pid"]).
 
-%% @doc The VMs' logs that {@link remove/1} kept in `Dir' (they are not empty: what a
-%% VM wrote before it stopped, for a failure to be read after `down').
--spec kept_logs(file:filename()) -> [file:filename()].
-kept_logs(Dir) ->
-    [F || F <- vm_logs(Dir), filelib:file_size(F) > 0].
-
+%% @doc The VMs' logs in `Dir'.
+-spec vm_logs(file:filename()) -> [file:filename()].
 vm_logs(Dir) ->
     filelib:wildcard(filename:join([Dir, "nodes", "*.log"])).
 
@@ -270,12 +267,18 @@ pid_files(Dir) ->
 
 %% @doc Removes the state: pid files, `cluster.json', the cookie, the spec as changed
 %% by `up --add', `down --nodes' or `netem move' (`spec.cluster'), the TLS files, a
-%% lock whose process is gone, the VMs' empty logs, and the directory itself when it
-%% is then empty. A log a VM wrote something into is kept ({@link kept_logs/1}).
+%% lock whose process is gone, the VMs' logs, and the directory itself when it is then
+%% empty.
 -spec remove(file:filename()) -> ok.
 remove(Dir) ->
+    remove(Dir, []).
+
+%% @doc As {@link remove/1}, keeping the logs of the spec nodes `Keep' (VMs that had
+%% stopped before `down': what they wrote says why), and the directories they are in.
+-spec remove(file:filename(), [binary()]) -> ok.
+remove(Dir, Keep) ->
     _ = [file:delete(F) || F <- pid_files(Dir)],
-    _ = [file:delete(F) || F <- vm_logs(Dir), filelib:file_size(F) =:= 0],
+    _ = [file:delete(F) || F <- vm_logs(Dir), not lists:member(list_to_binary(filename:basename(F, ".log")), Keep)],
     _ = file:delete(filename:join(Dir, "spec.cluster")),
     _ = stale_lock(Dir) andalso file:delete(filename:join(Dir, "up.lock")),
     _ = file:del_dir(filename:join(Dir, "nodes")),

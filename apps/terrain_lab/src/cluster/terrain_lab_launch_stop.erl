@@ -47,8 +47,10 @@ stop(Dir, Timeout, #{io := Io, force := Force}) ->
                 ok ->
                     Results = stop_nodes(State, Timeout, Dir, Io) ++ stop_unrecorded(Dir, Io),
                     ok = remove_cgroups(State),
-                    _ = (Force orelse still_running(Results) =:= []) andalso terrain_lab_cluster_state:remove(Dir),
-                    ok = say_kept_logs(Dir, Io),
+                    Keep = died_before(State, Results, Dir),
+                    _ = (Force orelse still_running(Results) =:= [])
+                        andalso terrain_lab_cluster_state:remove(Dir, Keep),
+                    ok = say_kept_logs(Keep, Dir, Io),
                     {ok, Results};
                 {error, _} = Error ->
                     Error
@@ -57,12 +59,22 @@ stop(Dir, Timeout, #{io := Io, force := Force}) ->
             Error
     end.
 
-say_kept_logs(Dir, Io) ->
-    case terrain_lab_cluster_state:kept_logs(Dir) of
-        [] -> ok;
-        Logs -> terrain_lab_io:progress(Io, "kept the logs of ~b VM~s that wrote something: ~ts~n",
-                                        [length(Logs), [$s || length(Logs) > 1], lists:join(", ", Logs)])
-    end.
+%% The spec names of the nodes whose VMs had stopped before `down' and wrote into
+%% their logs: those logs say why, and are kept.
+died_before(#{<<"nodes">> := Records}, Results, Dir) ->
+    Gone = [N || {N, "was not running" ++ _} <- Results],
+    Logs = [filename:basename(F, ".log") || F <- terrain_lab_cluster_state:vm_logs(Dir), filelib:file_size(F) > 0],
+    [Name || #{<<"name">> := Name} = R <- Records,
+             lists:member(label(R), Gone), lists:member(binary_to_list(Name), Logs)];
+died_before(_StateFromPidFiles, _Results, _Dir) ->
+    [].
+
+say_kept_logs([], _Dir, _Io) ->
+    ok;
+say_kept_logs(Names, Dir, Io) ->
+    terrain_lab_io:progress(Io, "kept the log~s of ~ts, which had stopped before 'down': ~ts~n",
+                            [[$s || length(Names) > 1], lists:join(", ", Names),
+                             lists:join(", ", [filename:join([Dir, "nodes", <<N/binary, ".log">>]) || N <- Names])]).
 
 %% @doc The nodes that {@link stop/3} could not stop.
 -spec still_running([stop_result()]) -> [binary()].
