@@ -48,7 +48,7 @@ seeded_run_holds_its_invariants() ->
            "(terrain.checker/1) with the seed, faults injected, no violation, convergence p50 and p99 within "
            "grace + 2 s; history.jsonl and checker.json in the manifest; no VM of the run left."}].
 seeded_run_holds_its_invariants(Config) ->
-    Out = filename:join(?config(priv_dir, Config), "run"),
+    Out = filename:join(?config(priv_dir, Config), "chaos_run"),
     {Status, Stdout, Stderr} = escript(Config, ["chaos", ?config(spec, Config), "--duration", "30", "--seed", ?SEED,
                                                 "--faults", ?FAULTS, "--grace", "2000", "--remeasure", "500",
                                                 "--out", Out, "--prefix", "ctch" ++ os:getpid() ++ "_"]),

@@ -21,7 +21,7 @@ init_per_suite(Config) ->
     ok = file:write_file(Spec, "{cluster, two, #{latency => 1000}}.\n"
                                "{group, r1, #{latency => 50}, [{node, a, #{schedulers => 1}}]}.\n"
                                "{group, r2, #{latency => 50}, [{node, b, #{schedulers => 1}}]}.\n"),
-    [{spec, Spec}, {run, filename:join(?config(priv_dir, Config), "run")} | Config].
+    [{spec, Spec}, {run, filename:join(?config(priv_dir, Config), "events_run")} | Config].
 
 end_per_suite(_Config) ->
     ok.

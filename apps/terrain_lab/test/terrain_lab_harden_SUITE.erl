@@ -219,7 +219,7 @@ outputs_and_inputs_are_never_overwritten() ->
            "refused before anything runs, the files unchanged."}].
 outputs_and_inputs_are_never_overwritten(Config) ->
     Dir = ?config(priv_dir, Config),
-    Run = filename:join(Dir, "run"),
+    Run = filename:join(Dir, "harden_run"),
     Manifest = filename:join(Run, "manifest.json"),
     Events = filename:join(Run, "events.jsonl"),
     ok = filelib:ensure_dir(Manifest),

@@ -42,6 +42,7 @@
          unlock/1,
          pid_file/2,
          pid_files/1,
+         kept_logs/1,
          remove/1]).
 
 %% API: errors
@@ -253,6 +254,15 @@ stale_lock(Dir) ->
 pid_file(Dir, Name) ->
     filename:join([Dir, "nodes", atom_to_list(Name) ++ ".pid"]).
 
+%% @doc The VMs' logs that {@link remove/1} kept in `Dir' (they are not empty: what a
+%% VM wrote before it stopped, for a failure to be read after `down').
+-spec kept_logs(file:filename()) -> [file:filename()].
+kept_logs(Dir) ->
+    [F || F <- vm_logs(Dir), filelib:file_size(F) > 0].
+
+vm_logs(Dir) ->
+    filelib:wildcard(filename:join([Dir, "nodes", "*.log"])).
+
 %% @doc The pid files present in `Dir'.
 -spec pid_files(file:filename()) -> [file:filename()].
 pid_files(Dir) ->
@@ -260,10 +270,12 @@ pid_files(Dir) ->
 
 %% @doc Removes the state: pid files, `cluster.json', the cookie, the spec as changed
 %% by `up --add', `down --nodes' or `netem move' (`spec.cluster'), the TLS files, a
-%% lock whose process is gone, and the directory itself when it is then empty.
+%% lock whose process is gone, the VMs' empty logs, and the directory itself when it
+%% is then empty. A log a VM wrote something into is kept ({@link kept_logs/1}).
 -spec remove(file:filename()) -> ok.
 remove(Dir) ->
     _ = [file:delete(F) || F <- pid_files(Dir)],
+    _ = [file:delete(F) || F <- vm_logs(Dir), filelib:file_size(F) =:= 0],
     _ = file:delete(filename:join(Dir, "spec.cluster")),
     _ = stale_lock(Dir) andalso file:delete(filename:join(Dir, "up.lock")),
     _ = file:del_dir(filename:join(Dir, "nodes")),

@@ -48,12 +48,20 @@ stop(Dir, Timeout, #{io := Io, force := Force}) ->
                     Results = stop_nodes(State, Timeout, Dir, Io) ++ stop_unrecorded(Dir, Io),
                     ok = remove_cgroups(State),
                     _ = (Force orelse still_running(Results) =:= []) andalso terrain_lab_cluster_state:remove(Dir),
+                    ok = say_kept_logs(Dir, Io),
                     {ok, Results};
                 {error, _} = Error ->
                     Error
             end;
         {error, _} = Error ->
             Error
+    end.
+
+say_kept_logs(Dir, Io) ->
+    case terrain_lab_cluster_state:kept_logs(Dir) of
+        [] -> ok;
+        Logs -> terrain_lab_io:progress(Io, "kept the logs of ~b VM~s that wrote something: ~ts~n",
+                                        [length(Logs), [$s || length(Logs) > 1], lists:join(", ", Logs)])
     end.
 
 %% @doc The nodes that {@link stop/3} could not stop.
