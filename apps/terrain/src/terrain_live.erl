@@ -5,7 +5,8 @@
 %% Every node that runs `terrain' with the app env key `live' set joins the `pg'
 %% group `nodes' of the scope `terrain_live_scope' with this server, and connects
 %% to the nodes of the tree it starts with (a node that joins later connects to any
-%% one node of the cluster; distribution's full mesh does the rest). The
+%% one node of the cluster, which names it to every member at once so that they connect
+%% to it; distribution's full mesh does the rest). The
 %% <b>sequencer</b> is the member with the smallest node name: every node computes
 %% it from the group's membership, so there is no election and no message to agree on
 %% it; when the sequencer goes, the next smallest takes over with the state every
@@ -305,7 +306,12 @@ handle_info({nodedown, Node}, #{tree := Tree, members := Members, lost := Lost0}
             {noreply, State}
     end;
 handle_info({nodeup, Node}, #{lost := Lost} = State) ->
-    {noreply, State#{lost := maps:remove(Node, Lost)}};
+    {noreply, introduce(Node, State#{lost := maps:remove(Node, Lost)})};
+handle_info({terrain_live_meet, Node}, #{connecting := Connecting} = State) ->
+    case lists:member(Node, [node() | nodes()]) orelse lists:member(Node, maps:values(Connecting)) of
+        true -> {noreply, State};
+        false -> {noreply, State#{connecting := Connecting#{connect(Node) => Node}}}
+    end;
 handle_info(retry, State) ->
     {noreply, schedule_retry(retry(State#{retry := undefined}))};
 handle_info({'DOWN', _, process, Pid, _}, #{connecting := Connecting} = State) when is_map_key(Pid, Connecting) ->
@@ -420,6 +426,19 @@ retry(#{lost := Lost, connecting := Connecting, tree := Tree, config := #{reconn
                                 end, Lost2, Due),
             State#{lost := Lost3, connecting := maps:merge(Connecting, Started)}
     end.
+
+%% A node that connects here and is neither a member nor in the tree (it joins through
+%% this node) is named to every member, which connects to it: should this node die
+%% before distribution's full mesh is made (global's synchronisation takes round trips
+%% between the two), the new node would otherwise be cut off with no tree and no node
+%% to go back to, unknown to the cluster (docs/RELIABILITY.md, finding 2). A node this
+%% server is connecting itself (it was named here, or is retried) is not named again.
+-spec introduce(node(), state()) -> state().
+introduce(Node, #{members := Members, tree := Tree, connecting := Connecting} = State) ->
+    Known = lists:member(Node, Members) orelse lists:member(Node, terrain_live_tree:nodes_of(Tree))
+        orelse lists:member(Node, maps:values(Connecting)),
+    _ = Known orelse [{?MODULE, N} ! {terrain_live_meet, Node} || N <- Members, N =/= node(), N =/= Node],
+    State.
 
 -spec connect(node()) -> pid().
 connect(Node) ->

@@ -25,7 +25,10 @@
 %% again (one selection), and at most one member moves, only when that lowers the
 %% picks of its domain and node (the same order as the spread rule): onto a node
 %% that joined, or that matches the predicates now. The new member starts
-%% first; the old one is stopped once the new one runs. State is not handed over.
+%% first; the old one is stopped once the new one runs, and from then on is no longer
+%% listed nor counted (a member that traps exits may take the keeper's 5 s shutdown to
+%% go); the next move waits until it is gone. A move whose old member's node went away
+%% meanwhile replaces nothing: its new member is one of K. State is not handed over.
 -module(terrain_placed).
 -behaviour(gen_server).
 
@@ -66,7 +69,8 @@
 -type keeper() :: #{node := node(),
                     pid := pid() | undefined,          % the keeper's, once spawned
                     member := pid() | starting,
-                    replaces := reference() | none}.   % the keeper it takes over from (rebalance)
+                    replaces := reference() | none,    % the keeper it takes over from (rebalance)
+                    stopping := boolean()}.            % told to stop by a move: no longer one of K
 
 %% The group process's state.
 -type state() :: #{name := term(),
@@ -141,7 +145,7 @@ init({Name, Spec}) ->
             ok = net_kernel:monitor_nodes(true),
             State = #{name => Name, spec => Spec,
                       %% Ref (the spawn request's monitor) => #{node, pid (the keeper's, once
-                      %% spawned), member (pid | starting), replaces (Ref | none)}
+                      %% spawned), member (pid | starting), replaces (Ref | none), stopping}
                       keepers => #{},
                       failed => #{},          % Node => retry-after (monotonic ms)
                       restarts => [],         % monotonic ms of restarts after member exits
@@ -161,7 +165,7 @@ handle_call(await_started, From, #{waiting := Waiting} = State) ->
 handle_call(info, _From, #{spec := Spec, keepers := Keepers, restarted := Restarted, replaced := Replaced} = State) ->
     Domain = domain_names(Spec),
     Members = [#{pid => Member, node => Node, domain => Domain(Node)}
-               || #{node := Node, member := Member} <- maps:values(Keepers), is_pid(Member)],
+               || {_, #{node := Node, member := Member}} <- current(Keepers), is_pid(Member)],
     {reply, #{members => lists:sort(fun(#{node := A}, #{node := B}) -> A =< B end, Members),
               count => maps:get(count, Spec), restarted => Restarted, replaced => Replaced}, State};
 handle_call(_Request, _From, State) ->
@@ -176,8 +180,7 @@ handle_info({terrain_placed_started, Keeper, Member}, #{keepers := Keepers} = St
     case [R || {R, #{pid := P}} <- maps:to_list(Keepers), P =:= Keeper] of
         [Ref] ->
             #{replaces := Old} = K = maps:get(Ref, Keepers),
-            Keepers1 = Keepers#{Ref := K#{member := Member, replaces := none}},
-            _ = Old =/= none andalso stop_keeper(Old, Keepers1),
+            Keepers1 = stopping(Old, Keepers#{Ref := K#{member := Member, replaces := none}}),
             reply_started(publish(State#{keepers := Keepers1}));
         [] ->
             {noreply, State}
@@ -200,7 +203,13 @@ handle_info({'DOWN', Keeper, process, _, Reason}, #{keepers := Keepers} = State)
     case maps:take(Keeper, Keepers) of
         {#{node := Node, member := starting}, Rest} ->
             {noreply, fill(fail_node(Node, Reason, State#{keepers := Rest}))};
-        {#{node := Node}, Rest} ->
+        {#{stopping := true}, Rest} ->
+            {noreply, publish(State#{keepers := Rest})};
+        {#{node := Node}, Rest0} ->
+            %% a move that was to replace it replaces nothing now: its new member counts as one of K
+            Rest = maps:map(fun(_, #{replaces := R} = K) when R =:= Keeper -> K#{replaces := none};
+                               (_, K) -> K
+                            end, Rest0),
             State1 = State#{keepers := Rest},
             case Reason of
                 normal -> {noreply, publish(State1)};          % stopped by a move
@@ -238,7 +247,8 @@ terminate(_Reason, #{keepers := Keepers}) ->
 
 %% Starts keepers for the missing members on nodes chosen now.
 fill(#{spec := Spec, keepers := Keepers} = State) ->
-    Missing = maps:get(count, Spec) - map_size(Keepers) + length([1 || #{replaces := R} <- maps:values(Keepers), R =/= none]),
+    Missing = maps:get(count, Spec) - length(current(Keepers))
+        + length([1 || #{replaces := R} <- maps:values(Keepers), R =/= none]),
     case Missing > 0 of
         false -> State;
         true ->
@@ -290,12 +300,28 @@ domain_names(#{}) ->
 %% The nodes of the members that stay (a member being replaced by a move does not).
 occupied(#{keepers := Keepers}) ->
     Replaced = [R || #{replaces := R} <- maps:values(Keepers), R =/= none],
-    [Node || {K, #{node := Node}} <- maps:to_list(Keepers), not lists:member(K, Replaced)].
+    [Node || {K, #{node := Node}} <- current(Keepers), not lists:member(K, Replaced)].
+
+%% The keepers that count as members: all but those a move told to stop (a member that
+%% traps exits takes up to the keeper's shutdown time to go).
+-spec current(#{reference() => keeper()}) -> [{reference(), keeper()}].
+current(Keepers) ->
+    [KV || {_, #{stopping := false}} = KV <- maps:to_list(Keepers)].
+
+%% The keeper `Old' (none: no keeper) told to stop and marked, after a move's new member
+%% started.
+-spec stopping(reference() | none, #{reference() => keeper()}) -> #{reference() => keeper()}.
+stopping(Old, Keepers) ->
+    case Keepers of
+        #{Old := K} -> ok = stop_keeper(Old, Keepers), Keepers#{Old := K#{stopping := true}};
+        _ -> Keepers
+    end.
 
 start_keeper(Node, Replaces, #{spec := #{start := Start}, keepers := Keepers} = State) ->
     Ref = erlang:spawn_request(Node, terrain_placed_keeper, init, [self(), Start], [monitor]),
     %% keyed by the request until the keeper is known; the monitor carries the same ref
-    State#{keepers := Keepers#{Ref => #{node => Node, pid => undefined, member => starting, replaces => Replaces}}}.
+    State#{keepers := Keepers#{Ref => #{node => Node, pid => undefined, member => starting, replaces => Replaces,
+                                                      stopping => false}}}.
 
 fail_node(Node, Why, #{failed := Failed, name := Name} = State) ->
     logger:warning("terrain: placed group ~0tp could not start a member on ~0p: ~0tP", [Name, Node, Why, 12],
@@ -331,12 +357,13 @@ schedule_rebalance(State) ->
 %% member whose (domain picks, node picks) is highest goes where a new pick would go,
 %% if that is strictly lower after the move.
 rebalance(#{keepers := Keepers, spec := Spec} = State) ->
-    Moving = [1 || #{replaces := R} <- maps:values(Keepers), R =/= none],
+    %% a move is under way until its new member runs and the member it replaces is gone
+    Moving = [1 || #{replaces := R, stopping := S} <- maps:values(Keepers), R =/= none orelse S],
     Starting = [1 || #{member := starting} <- maps:values(Keepers)],
     case {Moving, Starting, matches(State)} of
         {[], [], [_ | _] = Matches} ->
             Domain = domain_of(Spec),
-            Members = [{R, N} || {R, #{node := N, member := M}} <- maps:to_list(Keepers), is_pid(M)],
+            Members = [{R, N} || {R, #{node := N, member := M}} <- current(Keepers), is_pid(M)],
             Nodes = [N || {_, N} <- Members],
             Load = fun(N, Occ) -> {length([1 || O <- Occ, Domain(O) =:= Domain(N)]), length([1 || O <- Occ, O =:= N])} end,
             case lists:reverse(lists:sort([{Load(N, Nodes), K, N} || {K, N} <- Members])) of
@@ -368,14 +395,14 @@ stop_keeper(Ref, Keepers) ->
 
 %% Writes the running members to the table (through the registry).
 publish(#{name := Name, keepers := Keepers} = State) ->
-    Members = lists:sort([{M, N} || #{member := M, node := N} <- maps:values(Keepers), is_pid(M)]),
+    Members = lists:sort([{M, N} || {_, #{member := M, node := N}} <- current(Keepers), is_pid(M)]),
     ok = terrain_placed_registry:set_members(Name, Members),
     State.
 
 reply_started(#{waiting := []} = State) ->
     {noreply, State};
 reply_started(#{waiting := Waiting, keepers := Keepers, spec := #{count := K}} = State) ->
-    Running = [1 || #{member := M} <- maps:values(Keepers), is_pid(M)],
+    Running = [1 || {_, #{member := M}} <- current(Keepers), is_pid(M)],
     case length(Running) >= K of
         true ->
             [gen_server:reply(From, ok) || From <- Waiting],

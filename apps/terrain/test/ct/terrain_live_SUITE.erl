@@ -20,7 +20,9 @@
          changes_travel_as_deltas_and_a_node_that_missed_one_fetches_the_tree_once/0,
          changes_travel_as_deltas_and_a_node_that_missed_one_fetches_the_tree_once/1,
          a_hung_sequencer_that_resumes_rejoins_at_its_place/0,
-         a_hung_sequencer_that_resumes_rejoins_at_its_place/1]).
+         a_hung_sequencer_that_resumes_rejoins_at_its_place/1,
+         a_node_that_joins_through_a_node_killed_at_once_gets_the_tree/0,
+         a_node_that_joins_through_a_node_killed_at_once_gets_the_tree/1]).
 
 suite() -> [{timetrap, {minutes, 2}}].
 
@@ -30,7 +32,8 @@ all() -> [subscribe_without_live_is_refused, join_and_leave_reach_every_node_in_
           a_successor_whose_live_server_restarted_takes_over_without_divergence,
           a_leave_keeps_the_name_of_a_rack_left_with_one_node,
           changes_travel_as_deltas_and_a_node_that_missed_one_fetches_the_tree_once,
-          a_hung_sequencer_that_resumes_rejoins_at_its_place].
+          a_hung_sequencer_that_resumes_rejoins_at_its_place,
+          a_node_that_joins_through_a_node_killed_at_once_gets_the_tree].
 
 init_per_testcase(Case, Config) ->
     ok = terrain_test_peers:ensure_distributed(),
@@ -338,6 +341,27 @@ note(_Dir, _Msg, Acc) ->
 traced(P, Tracer) ->
     terrain_test_peers:call(P, erlang, apply, [fun() -> Tracer ! {get, self()},
                                                         receive {traced, T} -> T after 5000 -> [] end end, []]).
+
+a_node_that_joins_through_a_node_killed_at_once_gets_the_tree() ->
+    [{doc, "p1 (the sequencer), p2, p3; p4, started with -connect_all false (global makes no mesh: the one "
+           "connection stands for a mesh not made yet), connects to p3 only, and p3's VM is killed with kill -9 "
+           "the moment the connection is up: within grace + 2 s p1, p2, p4 hold one version and one tree of "
+           "p1, p2, p4 (p4 placed, not left without a tree)"}].
+a_node_that_joins_through_a_node_killed_at_once_gets_the_tree(Config) ->
+    {[P1, P2, P3], Grace} = three(Config),
+    [P4] = terrain_test_peers:start([list_to_atom(?config(prefix, Config) ++ "p4")],
+                                    [{live, #{grace => Grace, remeasure => false}}],
+                                    fun(_) -> ["-connect_all", "false"] end),
+    OsPid = terrain_test_peers:call(P3, os, getpid, []),
+    true = terrain_test_peers:call(P4, net_kernel, connect_node, [terrain_test_peers:node_of(P3)]),
+    _ = os:cmd("kill -9 " ++ OsPid),
+    Survivors = [P1, P2, P4],
+    Nodes = lists:sort([terrain_test_peers:node_of(P) || P <- Survivors]),
+    ok = terrain_test_peers:wait_until(
+           fun() -> one_state(Survivors) andalso lists:sort(leaves(topology(P4))) =:= Nodes end,
+           Grace + 2000, "one version and one tree of p1, p2, p4, grace + 2 s after the kill"),
+    ct:pal("after: ~p~n~p", [status(P4), topology(P4)]),
+    [{peers, Survivors ++ [P3]}].
 
 %%--------------------------------------------------------------------
 

@@ -15,7 +15,12 @@
          spread_over_racks_survives_a_killed_node/0, spread_over_racks_survives_a_killed_node/1,
          a_member_that_exits_is_restarted/0, a_member_that_exits_is_restarted/1,
          rebalance_moves_members_onto_a_joining_rack/0, rebalance_moves_members_onto_a_joining_rack/1,
-         bad_specs_are_refused_with_a_sentence/0, bad_specs_are_refused_with_a_sentence/1]).
+         bad_specs_are_refused_with_a_sentence/0, bad_specs_are_refused_with_a_sentence/1,
+         a_move_whose_old_member_dies_keeps_k_members/0, a_move_whose_old_member_dies_keeps_k_members/1,
+         a_member_being_stopped_by_a_move_is_not_moved_again/0,
+         a_member_being_stopped_by_a_move_is_not_moved_again/1]).
+%% the start function of a_move_whose_old_member_dies_keeps_k_members' group, run on the peers
+-export([slow_start/1]).
 
 suite() -> [{timetrap, {minutes, 3}}].
 
@@ -25,7 +30,9 @@ all() ->
      spread_over_racks_survives_a_killed_node,
      a_member_that_exits_is_restarted,
      rebalance_moves_members_onto_a_joining_rack,
-     hung_member_nodes_leave_exactly_k_members_one_per_slot].
+     hung_member_nodes_leave_exactly_k_members_one_per_slot,
+     a_move_whose_old_member_dies_keeps_k_members,
+     a_member_being_stopped_by_a_move_is_not_moved_again].
 
 %% Racks of two nodes; the test node is outside every rack.
 racks(bad_specs_are_refused_with_a_sentence) -> [];
@@ -33,10 +40,14 @@ racks(kill_9_of_a_node_with_3_of_8_restarts_them_on_matching_nodes) -> [{r1, [a1
 racks(spread_over_racks_survives_a_killed_node) -> [{r1, [a1, a2]}, {r2, [b1, b2]}, {r3, [c1, c2]}, {r4, [d1, d2]}];
 racks(a_member_that_exits_is_restarted) -> [{r1, [a1]}, {r2, [b1]}];
 racks(rebalance_moves_members_onto_a_joining_rack) -> [{r1, [a1]}, {r2, [b1]}];
-racks(hung_member_nodes_leave_exactly_k_members_one_per_slot) -> [].
+racks(hung_member_nodes_leave_exactly_k_members_one_per_slot) -> [];
+racks(a_move_whose_old_member_dies_keeps_k_members) -> [{r1, [a1, a2]}];
+racks(a_member_being_stopped_by_a_move_is_not_moved_again) -> [{r1, [a1, a2]}].
 
 %% The topology: the racks, and for the rebalance case the rack of the node that joins.
 tree_racks(rebalance_moves_members_onto_a_joining_rack = Case) -> racks(Case) ++ [{r3, [c1]}];
+tree_racks(a_move_whose_old_member_dies_keeps_k_members = Case) -> racks(Case) ++ [{r2, [b1]}];
+tree_racks(a_member_being_stopped_by_a_move_is_not_moved_again = Case) -> racks(Case) ++ [{r2, [b1]}, {r3, [c1]}];
 tree_racks(Case) -> racks(Case).
 
 init_per_testcase(Case, Config) ->
@@ -59,7 +70,7 @@ init_per_testcase(Case, Config) ->
     [{peers, Peers}, {full, Full}, {short, Short}, {prefix, Prefix} | Config].
 
 end_per_testcase(_Case, Config) ->
-    [terrain:stop_placed(G) || G <- [g8, racks, exits, moves]],
+    [terrain:stop_placed(G) || G <- [g8, racks, exits, moves, slow, twice]],
     terrain_test_peers:stop(?config(peers, Config) ++ [P || {late_peers, Ps} <- Config, P <- Ps]).
 
 %%--------------------------------------------------------------------
@@ -176,6 +187,62 @@ rebalance_moves_members_onto_a_joining_rack(Config) ->
     ct:pal("after the join: ~p", [[{RackOf(N), N} || {_, N} <- terrain:placed(moves)]]),
     ?assertEqual(Fixed, terrain:placed(exits)),
     terrain_test_peers:stop(Late).
+
+a_move_whose_old_member_dies_keeps_k_members() ->
+    [{doc, "a group of 2 with rebalance on rack r1 (a1, a2), members that take 2 s to start; b1 of rack r2 joins "
+           "and a move onto it starts; while the new member starts, a1 and a2 are killed with kill -9: once every "
+           "start is over, placed/1 lists exactly 2 members, both on b1, and b1 runs exactly 2 keepers (the move "
+           "replaced a member that was gone: it is one of the 2, not a third)"}].
+a_move_whose_old_member_dies_keeps_k_members(Config) ->
+    Ms = 2000,
+    Spec = #{start => {?MODULE, slow_start, [Ms]}, count => 2, preds => [{role, eq, worker}], spread => {depth, 1},
+             start_timeout => 60000, rebalance => 200},
+    {ok, _} = terrain:start_placed(slow, Spec),
+    [_, _] = terrain:placed(slow),
+    [{_, B1} = PB] = Late = terrain_test_peers:start([list_to_atom(?config(prefix, Config) ++ "b1")],
+                                                     fun(_) -> [{attrs, [{role, worker}]}] end),
+    true = net_kernel:connect_node(B1),
+    ok = terrain_test_peers:wait_until(fun() -> terrain_test_peers:call(PB, erlang, apply, [fun keepers/0, []]) =/= []
+                                       end, 10000, "a move onto b1 under way"),
+    OsPids = [terrain_test_peers:call(P, os, getpid, []) || P <- ?config(peers, Config)],
+    _ = [os:cmd("kill -9 " ++ OsPid) || OsPid <- OsPids],
+    %% every start begun now (the move's, and any placement after the kills) is over after 2 x Ms
+    timer:sleep(2 * Ms + 1000),
+    Members = terrain:placed(slow),
+    Keepers = terrain_test_peers:call(PB, erlang, apply, [fun keepers/0, []]),
+    ct:pal("after the kills: members ~p, keepers on b1 ~p", [Members, Keepers]),
+    ?assertEqual([B1, B1], [N || {_, N} <- Members]),
+    ?assertEqual(2, length(Keepers)),
+    terrain_test_peers:stop(Late).
+
+a_member_being_stopped_by_a_move_is_not_moved_again() ->
+    [{doc, "a group of 2 with rebalance on rack r1 (a1, a2); its members (gen_event, which traps exits) take the "
+           "keeper's 5 s shutdown to stop; b1 (rack r2) and c1 (rack r3) join: once the moves are over (8 s), "
+           "placed/1 lists exactly 2 members on 2 racks and the 4 nodes run exactly 2 keepers (the member a move "
+           "stops is not moved a second time, which left a third member)"}].
+a_member_being_stopped_by_a_move_is_not_moved_again(Config) ->
+    RackOf = rack_of(Config),
+    Spec = #{start => {gen_event, start, []}, count => 2, preds => [{role, eq, worker}], spread => {depth, 1},
+             start_timeout => 60000, rebalance => 200},
+    {ok, _} = terrain:start_placed(twice, Spec),
+    Late = terrain_test_peers:start([list_to_atom(?config(prefix, Config) ++ S) || S <- ["b1", "c1"]],
+                                    fun(_) -> [{attrs, [{role, worker}]}] end),
+    [true = net_kernel:connect_node(N) || {_, N} <- Late],
+    timer:sleep(8000),
+    Members = terrain:placed(twice),
+    Keepers = lists:append([terrain_test_peers:call(P, erlang, apply, [fun keepers/0, []])
+                            || P <- ?config(peers, Config) ++ Late]),
+    ct:pal("after the joins: members ~p, keepers ~p", [[{RackOf(N), N} || {_, N} <- Members], Keepers]),
+    ?assertEqual(2, length(Members)),
+    ?assertEqual(2, length(lists:usort([RackOf(N) || {_, N} <- Members]))),
+    ?assertEqual(2, length(Keepers)),
+    terrain_test_peers:stop(Late).
+
+%% A member that takes `Ms' ms to start.
+-spec slow_start(non_neg_integer()) -> {ok, pid()}.
+slow_start(Ms) ->
+    timer:sleep(Ms),
+    gen_event:start().
 
 %%--------------------------------------------------------------------
 
