@@ -9,7 +9,9 @@
 %% the coordinator and ends with it), each builds its population on its own node and
 %% answers `ready'; then `go' carries every island's pid and node. At its deadline
 %% (checked every `time_check_interval' steps, on its own clock) an island sends its
-%% final population and stays to forward migrants that arrive late; `exit' ends it.
+%% final population and stays to forward migrants that arrive late; after `exit' it
+%% tells every other island it is done and leaves once all have told it, so that no
+%% migrant still on its way from another island is lost (energy is conserved).
 -module(terrain_emas_hybrid).
 
 %% API
@@ -135,33 +137,49 @@ mailbox(Agents, #{id := Id, counts := Counts, best := Best, monitor := MRef} = S
     end.
 
 finish(Agents, #{id := Id, coordinator := Coordinator, counts := Counts, best := Best, steps := Steps,
-                 monitor := MRef, vm := Vm}) ->
+                 monitor := MRef, vm := Vm, pids := Pids}) ->
     Coordinator ! {emas_final, self(), #{island => Id, node => node(), agents => Agents, counts => Counts,
                                          best => Best, steps => Steps,
                                          vm => terrain_emas_run:vm_usage(Vm, terrain_emas_run:vm_sample())}},
-    closed(Id, Coordinator, Counts, Best, MRef).
+    closed(#{id => Id, coordinator => Coordinator, counts => Counts, best => Best, monitor => MRef,
+             others => [P || P <- tuple_to_list(Pids), P =/= self()]}).
 
 %% After the final report: forward late migrants, keep answering reports.
-closed(Id, Coordinator, Counts, Best, MRef) ->
+closed(#{id := Id, coordinator := Coordinator, counts := Counts, best := Best, monitor := MRef,
+         others := Others} = Closed) ->
     receive
         {emas_migrant, A} ->
             Coordinator ! {emas_late, self(), Id, A},
-            closed(Id, Coordinator, Counts, Best, MRef);
+            closed(Closed);
         {emas_report, Sampler, Ref} ->
             terrain_emas_run:answer_report(Sampler, Ref, [{Id, Counts, Best}]),
-            closed(Id, Coordinator, Counts, Best, MRef);
+            closed(Closed);
         emas_exit ->
-            flush_late(Id, Coordinator);
+            %% Every island has sent its last migrant (its final came before `exit'), but a
+            %% migrant from another island may still be on its way: each island tells every
+            %% other that it is done, after its migrants on the same path (messages between
+            %% two processes keep their order), and leaves once all have told it.
+            [P ! {emas_done, self()} || P <- Others],
+            flush_late(Id, Coordinator, MRef, Others);
         {'DOWN', MRef, process, _, _} ->
             ok
     after ?SETUP_TIMEOUT + ?FINISH_GRACE_MS ->
             ok
     end.
 
-flush_late(Id, Coordinator) ->
+flush_late(_Id, _Coordinator, _MRef, []) ->
+    ok;
+flush_late(Id, Coordinator, MRef, Waiting) ->
     receive
-        {emas_migrant, A} -> Coordinator ! {emas_late, self(), Id, A}, flush_late(Id, Coordinator)
-    after 0 -> ok
+        {emas_migrant, A} ->
+            Coordinator ! {emas_late, self(), Id, A},
+            flush_late(Id, Coordinator, MRef, Waiting);
+        {emas_done, From} ->
+            flush_late(Id, Coordinator, MRef, lists:delete(From, Waiting));
+        {'DOWN', MRef, process, _, _} ->
+            ok
+    after ?SETUP_TIMEOUT ->
+            ok
     end.
 
 max_best(undefined, B) -> B;
