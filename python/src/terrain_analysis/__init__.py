@@ -37,6 +37,9 @@ collective
     ``collective.json`` of ``terrain collective bench`` and its time-against-size figure.
 emas
     EMAS runs (``emas.csv``, ``summary.json``) and the scaling table: fitness, throughput, utilisation.
+chaos
+    A chaos run of ``terrain chaos`` (``checker.json``, ``history.jsonl``): the timeline of faults,
+    versions and convergence times, and its figure.
 experiment_plots
     The figures of ``terrain experiment`` (attribute placement, distances) and ``attributes.csv``.
 scale
