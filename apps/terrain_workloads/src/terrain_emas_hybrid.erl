@@ -159,7 +159,7 @@ closed(#{id := Id, coordinator := Coordinator, counts := Counts, best := Best, m
             %% migrant from another island may still be on its way: each island tells every
             %% other that it is done, after its migrants on the same path (messages between
             %% two processes keep their order), and leaves once all have told it.
-            [P ! {emas_done, self()} || P <- Others],
+            _ = [P ! {emas_done, self()} || P <- Others],
             flush_late(Id, Coordinator, MRef, Others);
         {'DOWN', MRef, process, _, _} ->
             ok
