@@ -204,7 +204,13 @@ a_node_added_to_a_cut_cluster_joins_its_side(Config) ->
         {0, _, _} = terrain(Config, ["netem", "--state-dir", State, "heal"]),
         ?assertEqual(#{"a" => [], "b" => [], "c" => [], "d" => []}, cut_from(Config, State, Prefix))
     after
-        terrain(Config, ["down", "--state-dir", State, "--force"])
+        OsPids = case terrain_json:read_file(filename:join(State, "cluster.json")) of
+                     {ok, #{<<"nodes">> := Nodes}} ->
+                         [binary_to_list(P) || #{<<"os_pid">> := P} <- Nodes, is_binary(P)];
+                     _ -> []
+                 end,
+        terrain(Config, ["down", "--state-dir", State, "--force"]),
+        [terrain_lab_os:kill(P) || P <- OsPids]      % when down itself failed (it is not asserted here)
     end.
 
 %% `netem show' as #{ShortName => [the full node names it is cut from]}.
