@@ -23,7 +23,10 @@
 %%     nodes of both sides of a healed partition take it (a node that was cut off
 %%     catches up this way);</li>
 %% <li>places a member that is not in the tree with `terrain:insert_node/4',
-%%     measuring round trips from the new node (`{join, Node, Siblings}');</li>
+%%     measuring round trips from the new node (`{join, Node, Siblings}'); several new
+%%     members are measured at once (up to four), and an insertion computed on a tree
+%%     that changed meanwhile is computed again on the current one with the round trips
+%%     it measured (only pairs not measured yet are measured);</li>
 %% <li>removes a node of the tree that is no longer a member once the grace period
 %%     has passed without it coming back (`{leave, Node}');</li>
 %% <li>re-measures one node every `remeasure' ms, round robin: takes it out of the
@@ -60,6 +63,7 @@
 -define(DEFAULT_GRACE, 10000).
 -define(DEFAULT_REMEASURE, 60000).
 -define(RTT_SAMPLES, 5).
+-define(MAX_INSERTIONS, 4).      % new members measured at once by the sequencer
 -define(RPC_TIMEOUT, 2000).
 %% Reconnection to nodes that went away: the first retry after RETRY_MIN ms, each next
 %% one twice as late up to RETRY_MAX, for `reconnect' ms after the node went away; at
@@ -77,8 +81,8 @@
                     reconnect := non_neg_integer(), insert := terrain:insert_options()}.
 
 %% The server's state: off (no `live' configuration: only subscriptions, never told of a
-%% change), or the live topology. `leaving', `inserting' and `remeasuring' are the
-%% sequencer's only.
+%% change), or the live topology. `leaving', `inserting', `measured' and `remeasuring'
+%% are the sequencer's only.
 -type state() :: #{live := false, subscribers := subscribers()}
                | #{live := true,
                    config := config(),
@@ -88,7 +92,8 @@
                    members := [node()],
                    subscribers := subscribers(),
                    leaving := #{node() => reference()},            % the grace timer of each
-                   inserting := {node(), pid(), Version :: non_neg_integer()} | undefined,
+                   inserting := #{pid() => {node(), Version :: non_neg_integer()}}, % insertions under way
+                   measured := #{node() => #{node() => number()}},  % a new member's round trips (µs)
                    remeasure := reference() | undefined,           % the re-measurement timer
                    next := [node()],                               % whom to re-measure next
                    remeasuring := {node(), pid(), Version :: non_neg_integer(), terrain:topology_tree()}
@@ -214,7 +219,8 @@ init([]) ->
                       pg => MonRef, members => members(Pids),
                       subscribers => #{},
                       leaving => #{},          % Node => timer (sequencer only)
-                      inserting => undefined,  % {Node, Pid, Version} (sequencer only)
+                      inserting => #{},        % Pid => {Node, Version} (sequencer only)
+                      measured => #{},         % Node => #{Other => round trip} (sequencer only)
                       remeasure => undefined, next => [],
                       remeasuring => undefined, % {Node, Pid, Version, Tree} (sequencer only)
                       role => follower, lost => #{}, connecting => #{}, retry => undefined,
@@ -277,15 +283,17 @@ handle_info({grace_over, Node}, #{leaving := Leaving} = State) ->
         true -> {noreply, remove(Node, State1)};
         false -> {noreply, State1}
     end;
-handle_info({inserted, Pid, Node, Result}, #{inserting := {Node, Pid, Base}} = State) ->
-    State1 = State#{inserting := undefined},
+handle_info({inserted, Pid, Node, Result}, #{inserting := Inserting} = State) when is_map_key(Pid, Inserting) ->
+    #{Pid := {Node, Base}} = Inserting,
+    State1 = State#{inserting := maps:remove(Pid, Inserting)},
     {noreply, reconcile(inserted(Node, Result, Base, State1))};
 handle_info({'DOWN', Ref, process, _, _}, #{subscribers := Subs} = State) when is_map_key(Ref, Subs) ->
     {noreply, State#{subscribers := maps:remove(Ref, Subs)}};
-handle_info({'DOWN', _, process, Pid, Reason}, #{inserting := {Node, Pid, _}} = State) ->
+handle_info({'DOWN', _, process, Pid, Reason}, #{inserting := Inserting} = State) when is_map_key(Pid, Inserting) ->
+    #{Pid := {Node, _}} = Inserting,
     logger:warning("terrain: the insertion of ~0p into the live topology failed: ~0tP", [Node, Reason, 12],
                    #{domain => [terrain, live]}),
-    {noreply, reconcile(State#{inserting := undefined})};
+    {noreply, reconcile(State#{inserting := maps:remove(Pid, Inserting)})};
 handle_info({remeasured, Pid, Node, Result}, #{remeasuring := {Node, Pid, Base, Old}, version := V} = State) ->
     State1 = State#{remeasuring := undefined},
     case Result of
@@ -466,7 +474,7 @@ schedule_retry(#{retry := undefined, tree := Tree} = State) when Tree =/= undefi
 schedule_retry(State) ->
     State.
 
-%% Joins for members not in the tree (one insertion at a time), grace timers for
+%% Joins for members not in the tree (several measured at once), grace timers for
 %% nodes of the tree that are not members, timers cancelled for those back.
 reconcile(#{tree := undefined} = State) ->
     State;
@@ -484,7 +492,9 @@ reconcile(#{tree := Tree, members := Members, leaving := Leaving} = State) ->
             Leaving1 = maps:merge(maps:from_list([{N, erlang:send_after(Grace, self(), {grace_over, N})}
                                                   || N <- Gone, not maps:is_key(N, Leaving)]),
                                   maps:without(Back, Leaving)),
-            start_insertion(Live -- InTree, State#{leaving := Leaving1})
+            Joining = Live -- InTree,
+            start_insertion(Joining, State#{leaving := Leaving1,
+                                            measured := maps:with(Joining, maps:get(measured, State))})
     end.
 
 cancel_leaving(#{leaving := Leaving} = State) ->
@@ -493,18 +503,28 @@ cancel_leaving(#{leaving := Leaving} = State) ->
 cancel_leaving(State) ->
     State.
 
-start_insertion([], State) ->
-    State;
-start_insertion([Node | _], #{inserting := undefined, tree := Tree, version := V, config := Config} = State) ->
+%% Up to MAX_INSERTIONS new members measured at once, each on the current tree, with
+%% the round trips measured for it before.
+start_insertion(Joining, #{inserting := Inserting, tree := Tree, version := V, config := Config,
+                           measured := Measured} = State) ->
+    Busy = [N || {N, _} <- maps:values(Inserting)],
+    New = lists:sublist(Joining -- Busy, max(0, ?MAX_INSERTIONS - map_size(Inserting))),
     Self = self(),
-    Options = maps:merge(#{name => Node}, maps:get(insert, Config)),
-    {Pid, _} = spawn_monitor(fun() -> Self ! {inserted, self(), Node, insert(Node, Tree, Options)} end),
-    State#{inserting := {Node, Pid, V}};
-start_insertion(_Joining, State) ->
-    State.
+    Started = [begin
+                   Options = maps:merge(#{name => Node}, maps:get(insert, Config)),
+                   Known = maps:get(Node, Measured, #{}),
+                   {Pid, _} = spawn_monitor(fun() -> Self ! {inserted, self(), Node, insert(Node, Tree, Options, Known)}
+                                            end),
+                   {Pid, {Node, V}}
+               end || Node <- New],
+    State#{inserting := maps:merge(Inserting, maps:from_list(Started))}.
 
-insert(Node, Tree, Options) ->
-    Measure = fun(A, B) ->
+%% terrain:insert_node/4 with round trips measured from Node (`Known': Other => µs)
+%% taken as they are.
+insert(Node, Tree, Options, Known) ->
+    Measure = fun(A, B) when A =:= Node, is_map_key(B, Known) ->
+                      {ok, maps:get(B, Known)};
+                 (A, B) ->
                       try erpc:call(A, ?MODULE, round_trip, [B, ?RTT_SAMPLES], ?RPC_TIMEOUT * (?RTT_SAMPLES + 2))
                       catch Class:Reason -> {error, {Class, Reason}}
                       end
@@ -513,11 +533,17 @@ insert(Node, Tree, Options) ->
 
 %% An insertion is applied only on the tree it was computed from; otherwise the
 %% reconciliation starts it again on the current tree.
-inserted(Node, {ok, NewTree, Pairs}, Base, #{version := Base, members := Members} = State) ->
+inserted(Node, {ok, NewTree, Pairs}, Base, #{version := Base, members := Members, measured := Measured} = State) ->
     case lists:member(Node, Members) of
-        true -> publish({join, Node, siblings(NewTree, Node), length(Pairs)}, NewTree, State);
+        true -> publish({join, Node, siblings(NewTree, Node), length(Pairs)}, NewTree,
+                        State#{measured := maps:remove(Node, Measured)});
         false -> State
     end;
+inserted(Node, {ok, _OldTree, Pairs}, _Base, #{measured := Measured} = State) ->
+    %% computed on a tree that has changed since: the reconciliation computes it again
+    %% on the current tree, measuring only what this one did not
+    Known = maps:from_list([{B, D} || {A, B, D} <- Pairs, A =:= Node]),
+    State#{measured := Measured#{Node => maps:merge(maps:get(Node, Measured, #{}), Known)}};
 inserted(Node, {error, Why}, _Base, State) ->
     logger:warning("terrain: could not place ~0p into the live topology: ~ts", [Node, terrain:format_error(Why)],
                    #{domain => [terrain, live]}),
@@ -609,7 +635,7 @@ schedule_remeasure(State) ->
 remeasure(#{tree := undefined} = State) ->
     State;
 remeasure(#{tree := Tree, next := Next, version := V, members := Members, config := Config} = State) ->
-    case is_sequencer(State) andalso maps:get(inserting, State) =:= undefined
+    case is_sequencer(State) andalso map_size(maps:get(inserting, State)) =:= 0
         andalso maps:get(remeasuring, State) =:= undefined of
         false ->
             State;
@@ -635,7 +661,7 @@ remeasure(#{tree := Tree, next := Next, version := V, members := Members, config
           {ok, terrain:topology_tree(), list()} | {error, term()}.
 reinsert(Node, Tree, Options) ->
     case terrain_live_tree:remove(Node, Tree) of
-        {ok, Without} -> insert(Node, Without, Options);
+        {ok, Without} -> insert(Node, Without, Options, #{});
         {error, Why} -> {error, {insert, {Why, Node}}}
     end.
 

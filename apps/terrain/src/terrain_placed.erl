@@ -27,7 +27,7 @@
 %% that joined, or that matches the predicates now. The new member starts
 %% first; the old one is stopped once the new one runs, and from then on is no longer
 %% listed nor counted (a member that traps exits may take the keeper's 5 s shutdown to
-%% go); the next move waits until it is gone. A move whose old member's node went away
+%% go): the next move does not wait for it. A move whose old member's node went away
 %% meanwhile replaces nothing: its new member is one of K. State is not handed over.
 -module(terrain_placed).
 -behaviour(gen_server).
@@ -357,8 +357,10 @@ schedule_rebalance(State) ->
 %% member whose (domain picks, node picks) is highest goes where a new pick would go,
 %% if that is strictly lower after the move.
 rebalance(#{keepers := Keepers, spec := Spec} = State) ->
-    %% a move is under way until its new member runs and the member it replaces is gone
-    Moving = [1 || #{replaces := R, stopping := S} <- maps:values(Keepers), R =/= none orelse S],
+    %% a move is under way until its new member runs and the member it replaces is told
+    %% to stop: a member that takes its keeper's shutdown time to go (one that traps
+    %% exits) is no longer listed, counted or moved, and the next move need not wait for it
+    Moving = [1 || #{replaces := R} <- maps:values(Keepers), R =/= none],
     Starting = [1 || #{member := starting} <- maps:values(Keepers)],
     case {Moving, Starting, matches(State)} of
         {[], [], [_ | _] = Matches} ->

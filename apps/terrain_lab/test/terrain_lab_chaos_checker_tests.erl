@@ -63,7 +63,8 @@ converged_history_holds_test() ->
     ?assertMatch(#{p50 := 500, p99 := 500, samples := 1}, maps:get(convergence_ms, Verdict)).
 
 same_version_different_trees_is_a_convergence_violation_test() ->
-    Lines = base() ++ burst(<<"heal">>)
+    Cut = [line(300, <<"partition">>, #{}), line(900, <<"heal">>, #{})],
+    Lines = base() ++ Cut ++ burst(<<"heal">>)
         ++ [observe(T, #{<<"a">> => [7, 1], <<"b">> => [7, 3], <<"c">> => [7, 3]}) || T <- [1500, 3000, 5900]],
     ?assertEqual([convergence], invariants(Lines)),
     [#{t := T, op := Op}] = maps:get(violations, check(Lines)),
@@ -161,6 +162,43 @@ subscription_after_missed_versions_gets_the_whole_tree_test() ->
     ?assertEqual([], invariants(Whole)),
     Part = [tree(9, [], []) | base()] ++ [notify(1, <<"s1">>, 3, 1), notify(2, <<"s1">>, 8, 9)],
     ?assertEqual([subscription], invariants(Part)).
+
+%%--------------------------------------------------------------------
+%% Acknowledged changes: a kill of the sequencer during a change
+
+%% a, b and c at version 5 (tree 1): acknowledged by the observer and a subscriber; then
+%% the sequencer (a) is killed right after the join of c; b and c answer afterwards.
+sequencer_killed(After) ->
+    base() ++ [all_at(200, 5, 1, abc()), notify(300, <<"s1">>, 5, 1),
+               line(400, <<"join">>, #{<<"node">> => <<"c">>}),
+               line(450, <<"kill">>, #{<<"node">> => <<"a">>, <<"sequencer">> => true}),
+               node_down(460, <<"a">>)] ++ After.
+
+a_sequencer_kill_that_keeps_every_acknowledged_version_holds_test() ->
+    Verdict = check(sequencer_killed([all_at(900, 6, 3, [<<"b">>, <<"c">>])])),
+    ?assertEqual([], [V || V = #{invariant := acknowledged} <- maps:get(violations, Verdict)]),
+    ?assertEqual(#{versions => 2, sequencer_kills => 1}, maps:get(acknowledged, Verdict)).
+
+a_version_acknowledged_with_a_second_tree_is_a_lost_change_test() ->
+    %% the successor (b) published another tree at the version a client had seen
+    Verdict = check(sequencer_killed([all_at(900, 5, 3, [<<"b">>, <<"c">>])])),
+    ?assertMatch([#{invariant := acknowledged, t := 900, op := <<"observe">>}],
+                 [V || V = #{invariant := acknowledged} <- maps:get(violations, Verdict)]).
+
+a_version_that_goes_back_on_a_node_is_a_violation_test() ->
+    Verdict = check(sequencer_killed([all_at(900, 4, 2, [<<"b">>, <<"c">>])])),
+    ?assertMatch([#{invariant := acknowledged, t := 900}, #{invariant := acknowledged, t := 900}],
+                 [V || V = #{invariant := acknowledged} <- maps:get(violations, Verdict)]).
+
+partition_sides_may_number_their_changes_alike_until_they_merge_test() ->
+    Cut = [line(150, <<"partition">>, #{}), line(250, <<"heal">>, #{}),
+           line(100, <<"burst_start">>, #{<<"burst">> => 1}), line(300, <<"burst_end">>, #{<<"burst">> => 1}),
+           observe(200, #{<<"a">> => [5, 1], <<"b">> => [5, 2], <<"c">> => [5, 2]}),
+           all_at(900, 6, 1, abc())],
+    ?assertEqual([], invariants(base() ++ Cut)),
+    %% the same two trees at one version after the sides merged: a change lost
+    ?assertEqual([acknowledged], invariants(base() ++ Cut ++ [observe(1000, #{<<"a">> => [6, 1], <<"b">> => [6, 2],
+                                                                          <<"c">> => [6, 1]})])).
 
 deadline_overrun_is_a_violation_test() ->
     Call = fun(Elapsed) -> line(5, <<"choose">>, #{<<"node">> => <<"a">>, <<"deadline_ms">> => 2000,

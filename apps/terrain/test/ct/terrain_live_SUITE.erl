@@ -22,7 +22,9 @@
          a_hung_sequencer_that_resumes_rejoins_at_its_place/0,
          a_hung_sequencer_that_resumes_rejoins_at_its_place/1,
          a_node_that_joins_through_a_node_killed_at_once_gets_the_tree/0,
-         a_node_that_joins_through_a_node_killed_at_once_gets_the_tree/1]).
+         a_node_that_joins_through_a_node_killed_at_once_gets_the_tree/1,
+         nodes_that_join_at_once_are_measured_at_once_and_no_pair_twice/0,
+         nodes_that_join_at_once_are_measured_at_once_and_no_pair_twice/1]).
 
 suite() -> [{timetrap, {minutes, 2}}].
 
@@ -33,7 +35,8 @@ all() -> [subscribe_without_live_is_refused, join_and_leave_reach_every_node_in_
           a_leave_keeps_the_name_of_a_rack_left_with_one_node,
           changes_travel_as_deltas_and_a_node_that_missed_one_fetches_the_tree_once,
           a_hung_sequencer_that_resumes_rejoins_at_its_place,
-          a_node_that_joins_through_a_node_killed_at_once_gets_the_tree].
+          a_node_that_joins_through_a_node_killed_at_once_gets_the_tree,
+          nodes_that_join_at_once_are_measured_at_once_and_no_pair_twice].
 
 init_per_testcase(Case, Config) ->
     ok = terrain_test_peers:ensure_distributed(),
@@ -362,6 +365,79 @@ a_node_that_joins_through_a_node_killed_at_once_gets_the_tree(Config) ->
            Grace + 2000, "one version and one tree of p1, p2, p4, grace + 2 s after the kill"),
     ct:pal("after: ~p~n~p", [status(P4), topology(P4)]),
     [{peers, Survivors ++ [P3]}].
+
+nodes_that_join_at_once_are_measured_at_once_and_no_pair_twice() ->
+    [{doc, "p1 (the sequencer), p2, p3; p1's live server is suspended while p4 and p5 connect and become members "
+           "of the live group, then resumed: each new node is measured against the tree of version 0 (neither "
+           "waits for the other's placement: p1 receives an insertion of each computed on a tree without the "
+           "other), no pair is measured twice (the insertion computed again on the tree with the first takes the "
+           "round trips it measured: calls of round_trip/2 traced on p4 and p5), and every node holds p4 and p5 "
+           "at version 2"}].
+nodes_that_join_at_once_are_measured_at_once_and_no_pair_twice(Config) ->
+    {[P1 | _] = Three, Grace} = three(Config),
+    Holder = terrain_test_peers:call(P1, erlang, apply, [fun hold_live/0, []]),
+    New = terrain_test_peers:start([list_to_atom(?config(prefix, Config) ++ S) || S <- ["p4", "p5"]],
+                                   [{live, #{grace => Grace, remeasure => false}}]),
+    NewNodes = [terrain_test_peers:node_of(P) || P <- New],
+    Tracers = [{terrain_test_peers:node_of(P), P, terrain_test_peers:call(P, erlang, apply, [fun trace_round_trips/0, []])}
+               || P <- New],
+    Inserted = terrain_test_peers:call(P1, erlang, apply, [fun trace_inserted/0, []]),
+    [true = terrain_test_peers:call(P, net_kernel, connect_node, [terrain_test_peers:node_of(P1)]) || P <- New],
+    ok = terrain_test_peers:wait_until(
+           fun() -> NewNodes -- [node(Pid) || Pid <- terrain_test_peers:call(P1, pg, get_members,
+                                                                              [terrain_live_scope, nodes])] =:= []
+           end, 15000, "p4 and p5 members of the live group, seen on p1"),
+    terrain_test_peers:call(P1, erlang, send, [Holder, resume]),
+    Five = Three ++ New,
+    ok = terrain_test_peers:wait_until(fun() -> same_everywhere(Five, 2, fun(Ns) -> length(Ns) =:= 5 end) end,
+                                       15000, "p4 and p5 in every tree at version 2"),
+    Results = traced(P1, Inserted),
+    Calls = [{N, traced(P, T)} || {N, P, T} <- Tracers],
+    ct:pal("insertions received by p1 (node, nodes of the tree it made): ~p~nround trips measured: ~p",
+           [Results, Calls]),
+    [?assert(lists:any(fun({N, Nodes}) -> N =:= Node andalso not lists:member(Other, Nodes) end, Results))
+     || Node <- NewNodes, Other <- NewNodes, Other =/= Node],
+    [?assertEqual(lists:usort(Bs), lists:sort(Bs)) || {_, Bs} <- Calls],
+    [{peers, Five}].
+
+%% On a peer: a process that holds its live server suspended until it gets `resume'.
+hold_live() ->
+    Live = whereis(terrain_live),
+    Self = self(),
+    Pid = spawn(fun() -> true = erlang:suspend_process(Live),
+                         Self ! held,
+                         receive resume -> true = erlang:resume_process(Live) end
+                end),
+    receive held -> Pid after 5000 -> error(not_held) end.
+
+%% On a peer: a process that records the nodes round_trip/2 is called to from there.
+trace_round_trips() ->
+    Pid = spawn(fun() -> calls_loop([]) end),
+    _ = erlang:trace_pattern({terrain_live, round_trip, 2}, true, [global]),
+    _ = erlang:trace(new_processes, true, [call, {tracer, Pid}]),
+    Pid.
+
+calls_loop(Acc) ->
+    receive
+        {trace, _, call, {terrain_live, round_trip, [Other, _]}} -> calls_loop([Other | Acc]);
+        {get, From} -> From ! {traced, lists:reverse(Acc)}, calls_loop(Acc);
+        _ -> calls_loop(Acc)
+    end.
+
+%% On a peer: a process that records the insertions its live server receives: the new
+%% node and the nodes of the tree computed.
+trace_inserted() ->
+    Pid = spawn(fun() -> receive go -> inserted_loop([]) end end),
+    1 = erlang:trace(whereis(terrain_live), true, ['receive', {tracer, Pid}]),
+    Pid ! go,
+    Pid.
+
+inserted_loop(Acc) ->
+    receive
+        {trace, _, 'receive', {inserted, _, Node, {ok, Tree, _}}} -> inserted_loop([{Node, leaves(Tree)} | Acc]);
+        {get, From} -> From ! {traced, lists:reverse(Acc)}, inserted_loop(Acc);
+        _ -> inserted_loop(Acc)
+    end.
 
 %%--------------------------------------------------------------------
 

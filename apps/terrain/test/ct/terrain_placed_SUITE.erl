@@ -18,7 +18,9 @@
          bad_specs_are_refused_with_a_sentence/0, bad_specs_are_refused_with_a_sentence/1,
          a_move_whose_old_member_dies_keeps_k_members/0, a_move_whose_old_member_dies_keeps_k_members/1,
          a_member_being_stopped_by_a_move_is_not_moved_again/0,
-         a_member_being_stopped_by_a_move_is_not_moved_again/1]).
+         a_member_being_stopped_by_a_move_is_not_moved_again/1,
+         a_second_move_does_not_wait_for_the_first_replaced_member_to_stop/0,
+         a_second_move_does_not_wait_for_the_first_replaced_member_to_stop/1]).
 %% the start function of a_move_whose_old_member_dies_keeps_k_members' group, run on the peers
 -export([slow_start/1]).
 
@@ -32,7 +34,8 @@ all() ->
      rebalance_moves_members_onto_a_joining_rack,
      hung_member_nodes_leave_exactly_k_members_one_per_slot,
      a_move_whose_old_member_dies_keeps_k_members,
-     a_member_being_stopped_by_a_move_is_not_moved_again].
+     a_member_being_stopped_by_a_move_is_not_moved_again,
+     a_second_move_does_not_wait_for_the_first_replaced_member_to_stop].
 
 %% Racks of two nodes; the test node is outside every rack.
 racks(bad_specs_are_refused_with_a_sentence) -> [];
@@ -42,12 +45,15 @@ racks(a_member_that_exits_is_restarted) -> [{r1, [a1]}, {r2, [b1]}];
 racks(rebalance_moves_members_onto_a_joining_rack) -> [{r1, [a1]}, {r2, [b1]}];
 racks(hung_member_nodes_leave_exactly_k_members_one_per_slot) -> [];
 racks(a_move_whose_old_member_dies_keeps_k_members) -> [{r1, [a1, a2]}];
-racks(a_member_being_stopped_by_a_move_is_not_moved_again) -> [{r1, [a1, a2]}].
+racks(a_member_being_stopped_by_a_move_is_not_moved_again) -> [{r1, [a1, a2]}];
+racks(a_second_move_does_not_wait_for_the_first_replaced_member_to_stop) -> [{r1, [a1, a2, a3]}].
 
 %% The topology: the racks, and for the rebalance case the rack of the node that joins.
 tree_racks(rebalance_moves_members_onto_a_joining_rack = Case) -> racks(Case) ++ [{r3, [c1]}];
 tree_racks(a_move_whose_old_member_dies_keeps_k_members = Case) -> racks(Case) ++ [{r2, [b1]}];
 tree_racks(a_member_being_stopped_by_a_move_is_not_moved_again = Case) -> racks(Case) ++ [{r2, [b1]}, {r3, [c1]}];
+tree_racks(a_second_move_does_not_wait_for_the_first_replaced_member_to_stop = Case) ->
+    racks(Case) ++ [{r2, [b1]}, {r3, [c1]}];
 tree_racks(Case) -> racks(Case).
 
 init_per_testcase(Case, Config) ->
@@ -70,7 +76,7 @@ init_per_testcase(Case, Config) ->
     [{peers, Peers}, {full, Full}, {short, Short}, {prefix, Prefix} | Config].
 
 end_per_testcase(_Case, Config) ->
-    [terrain:stop_placed(G) || G <- [g8, racks, exits, moves, slow, twice]],
+    [terrain:stop_placed(G) || G <- [g8, racks, exits, moves, slow, twice, spreads]],
     terrain_test_peers:stop(?config(peers, Config) ++ [P || {late_peers, Ps} <- Config, P <- Ps]).
 
 %%--------------------------------------------------------------------
@@ -236,6 +242,37 @@ a_member_being_stopped_by_a_move_is_not_moved_again(Config) ->
     ?assertEqual(2, length(Members)),
     ?assertEqual(2, length(lists:usort([RackOf(N) || {_, N} <- Members]))),
     ?assertEqual(2, length(Keepers)),
+    terrain_test_peers:stop(Late).
+
+a_second_move_does_not_wait_for_the_first_replaced_member_to_stop() ->
+    [{doc, "a group of 3 with rebalance on rack r1 (a1, a2, a3); its members (gen_event, which traps exits) take "
+           "the keeper's 5 s shutdown to stop; b1 (rack r2) and c1 (rack r3) join: the group reaches one member "
+           "per rack (two moves) while both members the moves replaced are still stopping (the second move did "
+           "not wait for the first replaced member to be gone), and in the end the 5 nodes run exactly 3 keepers"}].
+a_second_move_does_not_wait_for_the_first_replaced_member_to_stop(Config) ->
+    RackOf = rack_of(Config),
+    Spec = #{start => {gen_event, start, []}, count => 3, preds => [{role, eq, worker}], spread => {depth, 1},
+             start_timeout => 60000, rebalance => 200},
+    {ok, _} = terrain:start_placed(spreads, Spec),
+    Before = terrain:placed(spreads),
+    ?assertEqual([a, a, a], [RackOf(N) || {_, N} <- Before]),
+    Late = terrain_test_peers:start([list_to_atom(?config(prefix, Config) ++ S) || S <- ["b1", "c1"]],
+                                    fun(_) -> [{attrs, [{role, worker}]}] end),
+    [true = net_kernel:connect_node(N) || {_, N} <- Late],
+    ok = terrain_test_peers:wait_until(
+           fun() -> lists:sort([RackOf(N) || {_, N} <- terrain:placed(spreads)]) =:= [a, b, c] end,
+           15000, "one member per rack"),
+    Replaced = [{P, N} || {P, N} <- Before, not lists:keymember(P, 1, terrain:placed(spreads))],
+    Stopping = [P || {P, N} <- Replaced, erpc:call(N, erlang, is_process_alive, [P])],
+    ct:pal("spread: ~p; replaced ~p, of which still stopping ~p",
+           [[{RackOf(N), N} || {_, N} <- terrain:placed(spreads)], Replaced, Stopping]),
+    ?assertEqual(2, length(Replaced)),
+    ?assertEqual(2, length(Stopping)),
+    ok = terrain_test_peers:wait_until(
+           fun() -> length(lists:append([terrain_test_peers:call(P, erlang, apply, [fun keepers/0, []])
+                                         || P <- ?config(peers, Config) ++ Late])) =:= 3
+           end, 15000, "3 keepers once the replaced members are gone"),
+    ?assertEqual(3, length(terrain:placed(spreads))),
     terrain_test_peers:stop(Late).
 
 %% A member that takes `Ms' ms to start.

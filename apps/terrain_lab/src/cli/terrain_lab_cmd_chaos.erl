@@ -63,17 +63,17 @@ run(Options, [SpecFile], Io) ->
                                                   end)],
     case out_dir(Options) of
         {ok, Out} ->
-            terrain_lab_io:progress(Io, "chaos: seed ~b (reproduce: terrain chaos ~ts --seed ~b --duration ~b"
-                                        " --faults ~ts)~n", [Seed, SpecFile, Seed, maps:get(duration, Options),
-                                                            lists:join(",", [atom_to_list(F) || F <- Faults])]),
+            %% everything the schedule depends on (the grace period sets the quiet periods)
+            Command = iolist_to_binary(lists:join(" ", ["terrain chaos", SpecFile, "--seed", integer_to_list(Seed),
+                                                        "--duration", integer_to_list(maps:get(duration, Options)),
+                                                        "--faults", lists:join(",", [atom_to_list(F) || F <- Faults]),
+                                                        "--grace", integer_to_list(maps:get(grace, Options)),
+                                                        "--remeasure",
+                                                        integer_to_list(maps:get(remeasure, Options))])),
+            terrain_lab_io:progress(Io, "chaos: seed ~b (reproduce: ~ts)~n", [Seed, Command]),
             Run = #{seed => Seed, duration_ms => maps:get(duration, Options) * 1000, faults => Faults,
                     grace_ms => maps:get(grace, Options), remeasure_ms => maps:get(remeasure, Options),
-                    prefix => maps:get(prefix, Options), io => Io,
-                    command => iolist_to_binary(lists:join(" ", ["terrain chaos", SpecFile, "--seed",
-                                                                 integer_to_list(Seed), "--duration",
-                                                                 integer_to_list(maps:get(duration, Options)),
-                                                                 "--faults", lists:join(",", [atom_to_list(F)
-                                                                                              || F <- Faults])]))},
+                    prefix => maps:get(prefix, Options), io => Io, command => Command},
             case terrain_lab_chaos:run(SpecFile, Out, Run) of
                 {ok, Verdict} -> verdict(Verdict, Seed, Out, Io);
                 {error, _} = Error -> Error

@@ -319,7 +319,7 @@ judge(_Header, Out, #{io := Io} = Options) ->
         {ok, Header, Lines} ->
             Verdict = terrain_lab_chaos_checker:check(Header, Lines),
             Document = maps:merge(maps:with([faults, violations, convergence_ms, bursts, fault_errors, crashes,
-                                             divergent_versions], Verdict),
+                                             divergent_versions, acknowledged], Verdict),
                                   #{format => ?TERRAIN_FORMAT_CHECKER, seed => maps:get(seed, Options),
                                     history => <<"history.jsonl">>, grace_ms => maps:get(grace_ms, Options),
                                     duration_ms => maps:get(duration_ms, Options),

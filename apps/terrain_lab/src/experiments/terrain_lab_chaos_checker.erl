@@ -18,6 +18,10 @@
 %%     never more than K members at any time;</li>
 %% <li>`subscription': each subscription sees increasing versions, and a message
 %%     after missed versions carries a whole tree (a topology with nodes, not a change);</li>
+%% <li>`acknowledged': no change a client saw acknowledged is lost: the version a
+%%     node answered the observer never goes back on that node, and no version was
+%%     acknowledged with two different trees outside a partition (a sequencer's successor
+%%     that published another tree at a version a client had seen lost that change);</li>
 %% <li>`deadline': no timed library call took longer than its deadline + 1 s;</li>
 %% <li>`crash': no crash report of a terrain process;</li>
 %% <li>`leftover': nothing of the run is left after it (VMs, epmd names, cgroups).</li>
@@ -40,7 +44,8 @@
                      bursts := [map()],
                      fault_errors := [map()],
                      crashes := non_neg_integer(),
-                     divergent_versions := non_neg_integer()}.
+                     divergent_versions := non_neg_integer(),
+                     acknowledged := #{versions := non_neg_integer(), sequencer_kills := non_neg_integer()}}.
 -export_type([verdict/0]).
 
 %%--------------------------------------------------------------------
@@ -58,6 +63,7 @@ check(Header, Lines) ->
                                            final(Lines, World),
                                            placed(Header, Lines, grouped(Bursts, Lines, World)),
                                            subscriptions(Lines, World),
+                                           acknowledged(Lines, Bursts),
                                            deadlines(Lines),
                                            crashes(Lines),
                                            leftovers(Lines)])),
@@ -71,7 +77,11 @@ check(Header, Lines) ->
                          result => get(<<"result">>, L)}
                        || L <- Lines, is_fault(L), get(<<"result">>, L) =/= <<"ok">>],
       crashes => length([L || L <- Lines, get(<<"op">>, L) =:= <<"crash">>]),
-      divergent_versions => divergent(Lines, World)}.
+      divergent_versions => divergent(Lines, World),
+      acknowledged => #{versions => length(lists:usort([P || {_T, _Op, _N, P} <- acknowledgements(Lines)])),
+                        sequencer_kills => length([L || L <- Lines, get(<<"op">>, L) =:= <<"kill">>,
+                                                        get(<<"sequencer">>, L) =:= true,
+                                                        get(<<"result">>, L) =:= <<"ok">>])}}.
 
 %% @doc The P-th percentile (nearest rank) of a list of numbers; null when empty.
 -spec percentile([number()], 0..100) -> number() | null.
@@ -362,6 +372,88 @@ sub_violation(L, Text) ->
     #{t => get(<<"t">>, L), invariant => subscription, op => <<"notify">>,
       detail => iolist_to_binary(io_lib:format("subscription ~ts on ~ts: ~ts",
                                                [get(<<"sub">>, L), get(<<"node">>, L), Text]))}.
+
+%%--------------------------------------------------------------------
+%% Internal: acknowledged changes
+
+%% What a client saw acknowledged: a node's [version, tree] in the observer's answers
+%% and a subscription's message, as {T, Op, Node, {Version, Hash}} in history order. A
+%% node without a tree (version 0, no hash) acknowledged nothing.
+acknowledgements(Lines) ->
+    lists:append([acks(get(<<"op">>, L), L) || L <- Lines]).
+
+acks(<<"observe">> = Op, L) ->
+    [{get(<<"t">>, L), Op, N, {V, H}} || {N, [V, H]} <- lists:sort(maps:to_list(get(<<"result">>, L))), H =/= null];
+acks(<<"notify">> = Op, L) ->
+    [{get(<<"t">>, L), Op, get(<<"node">>, L), {get(<<"version">>, L), get(<<"hash">>, L)}}];
+acks(_Op, _L) ->
+    [].
+
+acknowledged(Lines, Bursts) ->
+    went_back(Lines) ++ forks(acknowledgements(Lines), partitions(Lines, Bursts)).
+
+%% The version each node answered the observer never goes back (rounds are sequential;
+%% a subscription's messages are judged per subscription by `subscription').
+went_back(Lines) ->
+    {_, Violations} =
+        lists:foldl(fun(L, {Last, Acc}) ->
+                            Seen = [{N, V} || {N, [V, H]} <- lists:sort(maps:to_list(get(<<"result">>, L))), H =/= null],
+                            Back = [ack_violation(get(<<"t">>, L), <<"observe">>,
+                                                  io_lib:format("~ts answered version ~b after it had answered ~b "
+                                                                "(t = ~b ms): the version went back",
+                                                                [N, V, Prev, PrevT]))
+                                    || {N, V} <- Seen, {Prev, PrevT} <- [maps:get(N, Last, {-1, 0})], V < Prev],
+                            {maps:merge(Last, maps:from_list([{N, {V, get(<<"t">>, L)}} || {N, V} <- Seen])),
+                             lists:reverse(Back, Acc)}
+                    end, {#{}, []}, [L || L <- Lines, get(<<"op">>, L) =:= <<"observe">>]),
+    lists:reverse(Violations).
+
+%% A version acknowledged with a second tree: a change lost, unless one of the two
+%% was seen while a partition lasted (each side numbers its own changes until the sides
+%% merge above both).
+forks(Acks, Partitions) ->
+    First = lists:foldl(fun({T, Op, N, {V, H}}, Acc) ->
+                                Trees = maps:get(V, Acc, #{}),
+                                case Trees of
+                                    #{H := _} -> Acc;
+                                    #{} -> Acc#{V => Trees#{H => {T, Op, N}}}
+                                end
+                        end, #{}, Acks),
+    Partitioned = fun(T) -> lists:any(fun({From, To}) -> T >= From andalso T < To end, Partitions) end,
+    [ack_violation(T2, Op2,
+                   io_lib:format("version ~b was acknowledged with tree ~w (~ts on ~ts, t = ~b ms) and then with "
+                                 "tree ~w (~ts on ~ts): a change a client saw was lost",
+                                 [V, H1, Op1, N1, T1, H2, Op2, N2]))
+     || {V, Trees} <- lists:sort(maps:to_list(First)), map_size(Trees) > 1,
+        [{T1, Op1, N1, H1}, {T2, Op2, N2, H2} | _] <- [lists:sort([{T, Op, N, H} || {H, {T, Op, N}} <- maps:to_list(Trees)])],
+        not Partitioned(T1), not Partitioned(T2)].
+
+%% The times partitions last: from each `partition' to the round that converged after
+%% its heal (of the first burst ending at or after the heal that converged; to the end
+%% when none did). That round, all at one version and tree, is no longer partitioned.
+partitions(Lines, Bursts) ->
+    Converged = fun(T) ->
+                        case [C || #{'end' := E, converged_at := C} <- Bursts, E >= T, C =/= null] of
+                            [] -> infinity;
+                            Cs -> lists:min(Cs)
+                        end
+                end,
+    Cuts = [{get(<<"op">>, L), get(<<"t">>, L)} || L <- Lines, lists:member(get(<<"op">>, L), [<<"partition">>, <<"heal">>]),
+                                                   get(<<"result">>, L) =:= <<"ok">>],
+    pair_cuts(Cuts, Converged).
+
+pair_cuts([{<<"partition">>, From} | Rest], Converged) ->
+    case lists:dropwhile(fun({Op, _}) -> Op =/= <<"heal">> end, Rest) of
+        [{_, Heal} | After] -> [{From, Converged(Heal)} | pair_cuts(After, Converged)];
+        [] -> [{From, infinity}]
+    end;
+pair_cuts([_ | Rest], Converged) ->
+    pair_cuts(Rest, Converged);
+pair_cuts([], _Converged) ->
+    [].
+
+ack_violation(T, Op, Text) ->
+    #{t => T, invariant => acknowledged, op => Op, detail => iolist_to_binary(Text)}.
 
 deadlines(Lines) ->
     [#{t => get(<<"t">>, L), invariant => deadline, op => get(<<"op">>, L),
