@@ -63,7 +63,7 @@ check(Header, Lines) ->
                                            final(Lines, World),
                                            placed(Header, Lines, grouped(Bursts, Lines, World)),
                                            subscriptions(Lines, World),
-                                           acknowledged(Lines, Bursts),
+                                           acknowledged(Lines, Bursts, Grace),
                                            deadlines(Lines),
                                            crashes(Lines),
                                            leftovers(Lines)])),
@@ -389,8 +389,8 @@ acks(<<"notify">> = Op, L) ->
 acks(_Op, _L) ->
     [].
 
-acknowledged(Lines, Bursts) ->
-    went_back(Lines) ++ forks(acknowledgements(Lines), partitions(Lines, Bursts)).
+acknowledged(Lines, Bursts, Grace) ->
+    went_back(Lines) ++ forks(acknowledgements(Lines), partitions(Lines, Bursts, Grace)).
 
 %% The version each node answered the observer never goes back (rounds are sequential;
 %% a subscription's messages are judged per subscription by `subscription').
@@ -428,14 +428,17 @@ forks(Acks, Partitions) ->
         [{T1, Op1, N1, H1}, {T2, Op2, N2, H2} | _] <- [lists:sort([{T, Op, N, H} || {H, {T, Op, N}} <- maps:to_list(Trees)])],
         not Partitioned(T1), not Partitioned(T2)].
 
-%% The times partitions last: from each `partition' to the round that converged after
-%% its heal (of the first burst ending at or after the heal that converged; to the end
-%% when none did). That round, all at one version and tree, is no longer partitioned.
-partitions(Lines, Bursts) ->
+%% The times partitions last: from each `partition' until the sides are one again,
+%% which the live topology promises within grace + 2 s of the heal: to the heal + grace
+%% + 2 s, or later to the round that converged after it (of the first burst ending at or
+%% after the heal that converged; to the end when none did). A round at one version and
+%% tree right after a short partition does not end it: the sides may not have met yet,
+%% and each removes the other's nodes after the grace period.
+partitions(Lines, Bursts, Grace) ->
     Converged = fun(T) ->
                         case [C || #{'end' := E, converged_at := C} <- Bursts, E >= T, C =/= null] of
                             [] -> infinity;
-                            Cs -> lists:min(Cs)
+                            Cs -> max(T + Grace + 2000, lists:min(Cs))
                         end
                 end,
     Cuts = [{get(<<"op">>, L), get(<<"t">>, L)} || L <- Lines, lists:member(get(<<"op">>, L), [<<"partition">>, <<"heal">>]),
