@@ -7,10 +7,11 @@
 %% to the nodes of the tree it starts with (a node that joins later connects to any
 %% one node of the cluster, which names it to every member at once so that they connect
 %% to it; distribution's full mesh does the rest). The
-%% <b>sequencer</b> is the member with the smallest node name: every node computes
-%% it from the group's membership, so there is no election and no message to agree on
-%% it; when the sequencer goes, the next smallest takes over with the state every
-%% node holds. Only the sequencer changes the tree. A change gets the next version
+%% <b>sequencer</b> is the member with the smallest node name among those placed in
+%% the tree (a node that joins is not the sequencer before it is placed): every node
+%% computes it from the group's membership and the tree it holds, so there is no
+%% election and no message to agree on it; when the sequencer goes, the next smallest
+%% takes over with the state every node holds. Only the sequencer changes the tree. A change gets the next version
 %% and is sent, with the whole new tree, to every member; a node takes a tree only
 %% when its version is higher than the one it holds, so changes apply in the
 %% sequencer's order everywhere (messages between two processes keep their order).

@@ -382,7 +382,8 @@ nodes_that_join_at_once_are_measured_at_once_and_no_pair_twice(Config) ->
     New = terrain_test_peers:start([list_to_atom(?config(prefix, Config) ++ S) || S <- ["p4", "p5"]],
                                    [{live, #{grace => Grace, remeasure => false}}]),
     NewNodes = [terrain_test_peers:node_of(P) || P <- New],
-    Tracers = [{terrain_test_peers:node_of(P), P, terrain_test_peers:call(P, erlang, apply, [fun trace_round_trips/0, []])}
+    Tracers = [{terrain_test_peers:node_of(P), P,
+                terrain_test_peers:call(P, erlang, apply, [fun trace_round_trips/0, []])}
                || P <- New],
     Inserted = terrain_test_peers:call(P1, erlang, apply, [fun trace_inserted/0, []]),
     [true = terrain_test_peers:call(P, net_kernel, connect_node, [terrain_test_peers:node_of(P1)]) || P <- New],
@@ -425,7 +426,8 @@ a_new_node_that_sees_part_of_the_cluster_numbers_no_change_of_its_own(Config) ->
     ?assertMatch(#{version := 0}, Status),
     ?assertEqual(terrain_test_peers:node_of(P3), maps:get(sequencer, Status)),
     ?assertEqual(Tree, topology(P25)),
-    ?assertEqual([], [X || {in, K, _} = X <- traced(P3, Tracer), K =:= terrain_live_delta orelse K =:= terrain_live_change]),
+    ?assertEqual([], [X || {in, K, _} = X <- traced(P3, Tracer),
+                           K =:= terrain_live_delta orelse K =:= terrain_live_change]),
     [terrain_test_peers:call(P, erlang, send, [H, resume]) || {P, H} <- lists:zip([P1, P2], Holders)],
     Four = Three ++ [P25],
     ok = terrain_test_peers:wait_until(fun() -> one_state(Four) andalso length(leaves(topology(P25))) =:= 4 end,

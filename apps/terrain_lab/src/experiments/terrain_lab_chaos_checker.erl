@@ -397,7 +397,8 @@ acknowledged(Lines, Bursts, Grace) ->
 went_back(Lines) ->
     {_, Violations} =
         lists:foldl(fun(L, {Last, Acc}) ->
-                            Seen = [{N, V} || {N, [V, H]} <- lists:sort(maps:to_list(get(<<"result">>, L))), H =/= null],
+                            Seen = [{N, V} || {N, [V, H]} <- lists:sort(maps:to_list(get(<<"result">>, L))),
+                                              H =/= null],
                             Back = [ack_violation(get(<<"t">>, L), <<"observe">>,
                                                   io_lib:format("~ts answered version ~b after it had answered ~b "
                                                                 "(t = ~b ms): the version went back",
@@ -425,7 +426,8 @@ forks(Acks, Partitions) ->
                                  "tree ~w (~ts on ~ts): a change a client saw was lost",
                                  [V, H1, Op1, N1, T1, H2, Op2, N2]))
      || {V, Trees} <- lists:sort(maps:to_list(First)), map_size(Trees) > 1,
-        [{T1, Op1, N1, H1}, {T2, Op2, N2, H2} | _] <- [lists:sort([{T, Op, N, H} || {H, {T, Op, N}} <- maps:to_list(Trees)])],
+        [{T1, Op1, N1, H1}, {T2, Op2, N2, H2} | _] <- [lists:sort([{T, Op, N, H}
+                                                                    || {H, {T, Op, N}} <- maps:to_list(Trees)])],
         not Partitioned(T1), not Partitioned(T2)].
 
 %% The times partitions last: from each `partition' until the sides are one again,
@@ -441,7 +443,8 @@ partitions(Lines, Bursts, Grace) ->
                             Cs -> max(T + Grace + 2000, lists:min(Cs))
                         end
                 end,
-    Cuts = [{get(<<"op">>, L), get(<<"t">>, L)} || L <- Lines, lists:member(get(<<"op">>, L), [<<"partition">>, <<"heal">>]),
+    Cuts = [{get(<<"op">>, L), get(<<"t">>, L)} || L <- Lines,
+                                                   lists:member(get(<<"op">>, L), [<<"partition">>, <<"heal">>]),
                                                    get(<<"result">>, L) =:= <<"ok">>],
     pair_cuts(Cuts, Converged).
 
