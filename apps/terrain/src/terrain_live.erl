@@ -11,9 +11,10 @@
 %% the tree (a node that joins is not the sequencer before it is placed): every node
 %% computes it from the group's membership and the tree it holds, so there is no
 %% election and no message to agree on it; when the sequencer goes, the next smallest
-%% takes over with the state every node holds. Only the sequencer changes the tree. A change gets the next version
-%% and is sent, with the whole new tree, to every member; a node takes a tree only
-%% when its version is higher than the one it holds, so changes apply in the
+%% takes over with the state every node holds. Only the sequencer changes the tree. A
+%% change gets the next version and is sent, with the whole new tree, to every member;
+%% a node takes a tree only when its version is higher than the one it holds, so
+%% changes apply in the
 %% sequencer's order everywhere (messages between two processes keep their order).
 %%
 %% The sequencer:
