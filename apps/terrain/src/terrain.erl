@@ -794,7 +794,7 @@ topology() ->
 %% @doc The live topology on this node: `disabled' (the app env key `live' is not
 %% set), or the version of the tree it holds with the tree's digest (a hash: two
 %% nodes at one version with different digests hold different trees), the sequencer
-%% (the member placed in the tree with the smallest name, which orders every change), the members, and
+%% (the member with the smallest name, which orders every change), the members, and
 %% the nodes that left and are waiting out the grace period before they are removed.
 -spec live_status() -> disabled | #{version := non_neg_integer(), digest := non_neg_integer(), sequencer := node(),
                                    members := [node()], leaving := [node()]} | {error, not_running}.

@@ -7,14 +7,12 @@
 %% to the nodes of the tree it starts with (a node that joins later connects to any
 %% one node of the cluster, which names it to every member at once so that they connect
 %% to it; distribution's full mesh does the rest). The
-%% <b>sequencer</b> is the member with the smallest node name among those placed in
-%% the tree (a node that joins is not the sequencer before it is placed): every node
-%% computes it from the group's membership and the tree it holds, so there is no
-%% election and no message to agree on it; when the sequencer goes, the next smallest
-%% takes over with the state every node holds. Only the sequencer changes the tree. A
-%% change gets the next version and is sent, with the whole new tree, to every member;
-%% a node takes a tree only when its version is higher than the one it holds, so
-%% changes apply in the
+%% <b>sequencer</b> is the member with the smallest node name: every node computes
+%% it from the group's membership, so there is no election and no message to agree on
+%% it; when the sequencer goes, the next smallest takes over with the state every
+%% node holds. Only the sequencer changes the tree. A change gets the next version
+%% and is sent, with the whole new tree, to every member; a node takes a tree only
+%% when its version is higher than the one it holds, so changes apply in the
 %% sequencer's order everywhere (messages between two processes keep their order).
 %%
 %% The sequencer:
@@ -288,10 +286,7 @@ handle_info({grace_over, Node}, #{leaving := Leaving} = State) ->
 handle_info({inserted, Pid, Node, Result}, #{inserting := Inserting} = State) when is_map_key(Pid, Inserting) ->
     #{Pid := {Node, Base}} = Inserting,
     State1 = State#{inserting := maps:remove(Pid, Inserting)},
-    case is_sequencer(State1) of
-        true -> {noreply, reconcile(inserted(Node, Result, Base, State1))};
-        false -> {noreply, State1}          % no longer the sequencer: not ours to publish
-    end;
+    {noreply, reconcile(inserted(Node, Result, Base, State1))};
 handle_info({'DOWN', Ref, process, _, _}, #{subscribers := Subs} = State) when is_map_key(Ref, Subs) ->
     {noreply, State#{subscribers := maps:remove(Ref, Subs)}};
 handle_info({'DOWN', _, process, Pid, Reason}, #{inserting := Inserting} = State) when is_map_key(Pid, Inserting) ->
@@ -302,10 +297,7 @@ handle_info({'DOWN', _, process, Pid, Reason}, #{inserting := Inserting} = State
 handle_info({remeasured, Pid, Node, Result}, #{remeasuring := {Node, Pid, Base, Old}, version := V} = State) ->
     State1 = State#{remeasuring := undefined},
     case Result of
-        {ok, New, _Pairs} when V =:= Base -> case is_sequencer(State1) of
-                                                 true -> {noreply, moved(Node, Old, New, State1)};
-                                                 false -> {noreply, State1}
-                                             end;
+        {ok, New, _Pairs} when V =:= Base -> {noreply, moved(Node, Old, New, State1)};
         _ -> {noreply, State1}   % the tree changed meanwhile, or the node could not be measured
     end;
 handle_info({'DOWN', _, process, Pid, _}, #{remeasuring := {_, Pid, _, _}} = State) ->
@@ -343,16 +335,8 @@ handle_info(_Msg, State) ->
 members(Pids) ->
     lists:usort([node(P) || P <- Pids]).
 
-%% The smallest member placed in the tree this node holds; the smallest member when none
-%% is (no tree yet). A node that joins is not the sequencer before it is placed, even
-%% when its name sorts first: until then it may not see every member, and would number
-%% changes of its own beside the sequencer's.
-sequencer(#{members := Members, tree := Tree}) ->
-    All = [node() | Members],
-    case Tree =/= undefined andalso [N || N <- tree_nodes(Tree), lists:member(N, All)] of
-        [_ | _] = Placed -> lists:min(Placed);
-        _ -> lists:min(All)
-    end.
+sequencer(#{members := Members}) ->
+    lists:min([node() | Members]).
 
 is_sequencer(State) ->
     sequencer(State) =:= node().
@@ -380,17 +364,6 @@ sequence(#{role := Role, members := Members} = State, Changed, Kind) ->
             schedule_retry(schedule_remeasure(reconcile(State#{role := sequencer})))
     end.
 
-%% The role after a tree taken: a node placed now may be the smallest placed member
-%% (it takes over, asking every member for its state), and the sequencer that placed it
-%% is then a follower.
--spec roles(state()) -> state().
-roles(#{role := Role} = State) ->
-    case {Role, is_sequencer(State)} of
-        {follower, true} -> sequence(State);
-        {sequencer, false} -> cancel_leaving(State#{role := follower});
-        _ -> State
-    end.
-
 %% A member's state at the sequencer. The same version and tree (by digest): nothing to
 %% do. Else the union of both trees by network names, the higher version's (at equal
 %% versions the larger tree's) as the base, is published as version max + 1, so that
@@ -407,11 +380,6 @@ merge(Node, V, Tree, #{version := Own, tree := OwnTree, members := Members} = St
             %% a node that starts without a tree (it joins) takes ours as it is (only it: the
             %% others hold it)
             resend(Node, State);
-        false when OwnTree =:= undefined ->
-            %% a node without a tree has no change of its own to merge: it takes the
-            %% member's as it is (publishing it as a new version would number a change
-            %% beside the sequencer's, which this node may not see yet)
-            take(V, Tree, {sync, V}, State);
         false ->
             {Base, Other} = case {V, size_of(Tree)} > {Own, size_of(OwnTree)} of
                                 true -> {Tree, OwnTree};
@@ -647,7 +615,7 @@ take(V, Tree, Change, #{subscribers := Subs} = State) ->
             persistent_term:put(?VERSION_KEY, {V, terrain_live_tree:digest(Tree)}),
             _ = [Pid ! {terrain_topology, Ref, #{version => V, change => Change, topology => Tree}}
              || {Ref, Pid} <- maps:to_list(Subs)],
-            roles(State#{version := V, tree := Tree, change := Change});
+            State#{version := V, tree := Tree, change := Change};
         {error, Why} ->
             logger:error("terrain: refused live topology version ~b: ~ts", [V, terrain_topology:format_error(Why)],
                          #{domain => [terrain, live]}),

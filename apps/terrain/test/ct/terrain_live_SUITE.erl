@@ -24,9 +24,7 @@
          a_node_that_joins_through_a_node_killed_at_once_gets_the_tree/0,
          a_node_that_joins_through_a_node_killed_at_once_gets_the_tree/1,
          nodes_that_join_at_once_are_measured_at_once_and_no_pair_twice/0,
-         nodes_that_join_at_once_are_measured_at_once_and_no_pair_twice/1,
-         a_new_node_that_sees_part_of_the_cluster_numbers_no_change_of_its_own/0,
-         a_new_node_that_sees_part_of_the_cluster_numbers_no_change_of_its_own/1]).
+         nodes_that_join_at_once_are_measured_at_once_and_no_pair_twice/1]).
 
 suite() -> [{timetrap, {minutes, 2}}].
 
@@ -38,8 +36,7 @@ all() -> [subscribe_without_live_is_refused, join_and_leave_reach_every_node_in_
           changes_travel_as_deltas_and_a_node_that_missed_one_fetches_the_tree_once,
           a_hung_sequencer_that_resumes_rejoins_at_its_place,
           a_node_that_joins_through_a_node_killed_at_once_gets_the_tree,
-          nodes_that_join_at_once_are_measured_at_once_and_no_pair_twice,
-          a_new_node_that_sees_part_of_the_cluster_numbers_no_change_of_its_own].
+          nodes_that_join_at_once_are_measured_at_once_and_no_pair_twice].
 
 init_per_testcase(Case, Config) ->
     ok = terrain_test_peers:ensure_distributed(),
@@ -403,37 +400,6 @@ nodes_that_join_at_once_are_measured_at_once_and_no_pair_twice(Config) ->
      || Node <- NewNodes, Other <- NewNodes, Other =/= Node],
     [?assertEqual(lists:usort(Bs), lists:sort(Bs)) || {_, Bs} <- Calls],
     [{peers, Five}].
-
-a_new_node_that_sees_part_of_the_cluster_numbers_no_change_of_its_own() ->
-    [{doc, "p1 (the sequencer), p2, p3 at version 0; p1's and p2's live servers are suspended; p25 (its name sorts "
-           "before p3's), started with -connect_all false, connects to p3 only: it sees p3 alone, takes p3's tree "
-           "at version 0 as it is and names p3 its sequencer (the smallest member placed in the tree), and p3 "
-           "receives no change (before, p25 made itself the sequencer of the part it saw and published p3's tree "
-           "again as version 1, beside the changes of p1: the volume run saw one version with two trees); once "
-           "p1 and p2 resume, p1 places p25 and all four hold one version and one tree of four"}].
-a_new_node_that_sees_part_of_the_cluster_numbers_no_change_of_its_own(Config) ->
-    {[P1, P2, P3] = Three, Grace} = three(Config),
-    Tree = topology(P3),
-    Holders = [terrain_test_peers:call(P, erlang, apply, [fun hold_live/0, []]) || P <- [P1, P2]],
-    Tracer = terrain_test_peers:call(P3, erlang, apply, [fun trace_live/0, []]),
-    [P25] = terrain_test_peers:start([list_to_atom(?config(prefix, Config) ++ "p25")],
-                                     [{live, #{grace => Grace, remeasure => false}}],
-                                     fun(_) -> ["-connect_all", "false"] end),
-    true = terrain_test_peers:call(P25, net_kernel, connect_node, [terrain_test_peers:node_of(P3)]),
-    ok = terrain_test_peers:wait_until(fun() -> topology(P25) =/= undefined end, 15000, "p25 holds a tree"),
-    Status = status(P25),
-    ct:pal("p25 seeing p3 only: ~p~n~p", [Status, topology(P25)]),
-    ?assertMatch(#{version := 0}, Status),
-    ?assertEqual(terrain_test_peers:node_of(P3), maps:get(sequencer, Status)),
-    ?assertEqual(Tree, topology(P25)),
-    ?assertEqual([], [X || {in, K, _} = X <- traced(P3, Tracer),
-                           K =:= terrain_live_delta orelse K =:= terrain_live_change]),
-    [terrain_test_peers:call(P, erlang, send, [H, resume]) || {P, H} <- lists:zip([P1, P2], Holders)],
-    Four = Three ++ [P25],
-    ok = terrain_test_peers:wait_until(fun() -> one_state(Four) andalso length(leaves(topology(P25))) =:= 4 end,
-                                       15000, "one version and one tree of four once p1 and p2 resume"),
-    ct:pal("after: ~p~n~p", [status(P25), topology(P25)]),
-    [{peers, Four}].
 
 %% On a peer: a process that holds its live server suspended until it gets `resume'.
 hold_live() ->

@@ -14,7 +14,7 @@
 %% quarters of the starting nodes, joins at most a quarter more (new names `j1',
 %% `j2', ...). The protected node (the one that runs the placed groups) is never
 %% killed, stopped, moved or stopped by a leave. A join may be followed at once by a
-%% kill of the sequencer (the smallest node name alive but the new one): it dies during the
+%% kill of the sequencer (the smallest node name alive): the sequencer dies during the
 %% change.
 -module(terrain_lab_chaos_schedule).
 
@@ -184,11 +184,10 @@ sides(#{live := Live, rand := S}) ->
     end.
 
 %% After a join, in 40 % of cases when kills are allowed: the sequencer (the smallest
-%% name alive but the node joining: a node is not the sequencer before it is placed) is
-%% killed at once, while it places the new node.
+%% name alive) is killed at once, while it places the new node.
 sequencer_kill(join, T, Allowed, #{protected := Protected}, #{live := Live, floor := Floor} = State, Active, New) ->
     {P, S1} = uniform(1, 10, maps:get(rand, State)),
-    Sequencer = lists:min(maps:keys(Live) -- [J || #{op := join, node := J} <- New]),
+    Sequencer = lists:min(maps:keys(Live)),
     case lists:member(kill, Allowed) andalso P =< 4 andalso map_size(Live) > Floor
         andalso Sequencer =/= Protected andalso not is_map_key({stopped, Sequencer}, Active) of
         true ->
