@@ -532,7 +532,9 @@
 %%     tree's own, {@link topology_levels/1}); a round trip below the geometric mean of
 %%     a network's level and the level under it lies inside a child, one above the
 %%     geometric mean with the level over it outside the network
-%%     (docs/TOPOLOGY_DISCOVERY.md, "The level model");</li>
+%%     (docs/TOPOLOGY_DISCOVERY.md, "The level model"). A flat group (a network with
+%%     no level below it) is sampled: 2 of its node children with `levels' given (a
+%%     model the caller measured), 4 with the tree's own;</li>
 %% <li>`noise' — the jitter of one measurement, µs (default 0): levels of the model
 %%     whose round trips differ by less than twice the noise are one level, and a
 %%     band reaches at least twice the noise from its network's height (the tree
