@@ -37,6 +37,11 @@ top_ari(Name) ->
 cloud_regions_match_continents_test_() ->
     [{Name, {timeout, 60, fun() -> ?assert(top_ari(Name) >= 0.8) end}} || Name <- ["azure-regions", "gcp-regions"]].
 
+%% The city mesh (WonderNetwork's servers, 217 cities): top-level ARI against continents
+%% >= 0.7 (the goal of issue 35).
+city_mesh_matches_continents_test_() ->
+    {timeout, 120, fun() -> ?assert(top_ari("wonderproxy-cities") >= 0.7) end}.
+
 %% Not flat where average linkage finds continents: the country mesh gets top-level
 %% groups (its ARI against continents is 0.47: the mean of every address pair of two
 %% countries is a noisy distance; docs/BENCHMARKS.md).
