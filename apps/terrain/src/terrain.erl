@@ -462,9 +462,10 @@
           outlier_factor => number(),
           alpha_range => {number(), number()},
           alpha_steps => pos_integer(),
-          alpha_min_plateau => number()}.
+          alpha_min_plateau => number(),
+          strict => boolean()}.
 %% Options of {@link discover/2}: `statistic', `symmetrise', `linkage', `alpha',
-%% `outliers', `outlier_factor', `alpha_range', `alpha_steps', `alpha_min_plateau'
+%% `outliers', `outlier_factor', `alpha_range', `alpha_steps', `alpha_min_plateau', `strict'
 %% (each documented in docs/TOPOLOGY_DISCOVERY.md).
 %% <ul>
 %% <li>`statistic' — matrix of latency.json to cluster (default min)</li>
@@ -478,6 +479,8 @@
 %% <li>`alpha_steps' — grid values of auto, ≥ 2 (default 31)</li>
 %% <li>`alpha_min_plateau' — > 1: auto keeps a level only if its partition holds while α grows this
 %%     much (default 1.2)</li>
+%% <li>`strict' — with auto α, add the strict groups: sets whose every round trip inside is 25%
+%%     (and twice the noise) shorter than every round trip leaving them (default true)</li>
 %% </ul>
 
 -type discovery() :: #{topology := topology_tree(),
