@@ -488,6 +488,8 @@
                        options := discovery_options(),
                        levels => [terrain_alpha:level()],
                        single_alpha => {float(), float()} | none,
+                       strict_groups => non_neg_integer(),
+                       noise => number(),
                        missing => non_neg_integer(),
                        undetermined => [node()],
                        repaired := non_neg_integer(),
@@ -496,7 +498,9 @@
 %% {@link load_topology/1}), the α of each level under `levels', the number of
 %% round trips `repaired' out of `pairs'; for a matrix with pairs measured in neither
 %% direction, how many were `missing' (estimated from the measured ones) and the
-%% `undetermined' nodes, whose place no measured round trip supports.
+%% `undetermined' nodes, whose place no measured round trip supports; with automatic α,
+%% how many `strict_groups' became networks besides the α rule's, and the `noise' (µs)
+%% they had to stand out by.
 
 -type comparison() ::
         #{levels := [#{level := pos_integer(),

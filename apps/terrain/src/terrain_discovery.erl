@@ -404,7 +404,9 @@ cluster(Nodes, Matrix, #{linkage := Linkage, alpha := Alpha, outliers := Outlier
                          false -> []
                      end,
             Tree = lists:foldl(fun(Group, T) -> add_group(T, maps:from_keys(Group, true)) end, AlphaTree, Groups),
+            Added = length(clusters(Tree)) - length(clusters(AlphaTree)),
             {Tree, Base#{topology => to_topology(diameters(Tree, Clean), Nodes), levels => Levels,
+                         strict_groups => Added, noise => Noise,
                          single_alpha => single_alpha(Levels)}};
         _ ->
             Tree = terrain_alpha:run(Clean, Linkage, Alpha),
