@@ -81,12 +81,16 @@
 -define(NOISE_LEVELS, 2).
 %% In a network with no level of the model below it, at most this many of its node
 %% children are measured besides those measured already (a flat group: its members
-%% are all equally far): 2 when the model has two levels or more (4 cost 39% of the
-%% pairs on a 16-thread CPU of two flat sockets), 4 when it has one (a tree that has
-%% shown no structure yet: a twin is likelier unseen; prop_insert builds trees from
-%% one node).
+%% are all equally far, and a twin, a member nearer than the group's height, can be
+%% told only by measuring it). 2 when the caller gives the levels (option `levels':
+%% a model it measured, such as the tree probe's seed measured all pairs; 4 cost 39%
+%% of the pairs on a 16-thread CPU of two flat sockets); 4 when the model is read from
+%% the tree alone (a tree built by insertion has measured few pairs inside its groups,
+%% so a level below its lowest is likelier unseen: with 2, a tree built from one node
+%% missed a twin among 3 root nodes, and one among the 4 nodes of a group whose two
+%% twin levels the tree had not shown yet).
 -define(FLAT_SAMPLE, 2).
--define(FLAT_SAMPLE_ONE_LEVEL, 4).
+-define(FLAT_SAMPLE_TREE_MODEL, 4).
 
 %% The state of one insertion: the options, the random state, and every round trip
 %% measured so far (the node against Other), newest first.
@@ -95,6 +99,7 @@
               reps :: pos_integer(),
               attempts :: pos_integer(),
               model :: model(),
+              flat_sample :: pos_integer(),
               name :: term(),
               rand :: rand:state(),
               cache = #{} :: #{node() => number() | failed},
@@ -260,7 +265,12 @@ place(Node, Tree, Measure, #{representatives := Reps, confirm := Confirm, retrie
                 #{levels := Ls} -> model(Ls, Noise);
                 #{} -> model(levels(Tree), Noise)
             end,
+    FlatSample = case Opts of
+                     #{levels := _} -> ?FLAT_SAMPLE;
+                     #{} -> ?FLAT_SAMPLE_TREE_MODEL
+                 end,
     Ctx0 = #ctx{node = Node, measure = Measure, reps = Reps, attempts = Attempts, model = Model,
+                flat_sample = FlatSample,
                 name = maps:get(name, Opts, Node), rand = rand:seed_s(exsss, Seed)},
     attempt(Tree, Confirm, Retries, [], Ctx0).
 
@@ -537,9 +547,8 @@ level_below(H, {levels, [L1 | _], _} = Model) -> L1 < lo(H, Model).
 
 %% The children to measure at a network of height H: all of them, unless the model has
 %% no level below H (a flat group: no child can be nearer than H); then every network
-%% child, the node children measured already and ?FLAT_SAMPLE (?FLAT_SAMPLE_ONE_LEVEL with a
-%% model of one level) more node children at
-%% random.
+%% child, the node children measured already and the flat sample (?FLAT_SAMPLE with the
+%% caller's levels, ?FLAT_SAMPLE_TREE_MODEL with the tree's) more node children at random.
 to_measure(Indexed, Grouped, H, #ctx{model = Model, rand = R0} = Ctx) ->
     case level_below(H, Model) of
         true ->
@@ -549,11 +558,7 @@ to_measure(Indexed, Grouped, H, #ctx{model = Model, rand = R0} = Ctx) ->
                                                  ({_, _}) -> true
                                               end, Indexed),
             {Keyed, R1} = lists:mapfoldl(fun(C, R) -> {U, R2} = rand:uniform_s(R), {{U, C}, R2} end, R0, Leaves),
-            Count = case Model of
-                        {levels, [_], _} -> ?FLAT_SAMPLE_ONE_LEVEL;
-                        _ -> ?FLAT_SAMPLE
-                    end,
-            Sample = [C || {_, C} <- lists:sublist(lists:sort(Keyed), Count)],
+            Sample = [C || {_, C} <- lists:sublist(lists:sort(Keyed), Ctx#ctx.flat_sample)],
             {lists:sort(Fixed ++ Sample), Ctx#ctx{rand = R1}}
     end.
 

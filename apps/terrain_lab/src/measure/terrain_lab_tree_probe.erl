@@ -137,7 +137,7 @@ seed(Nodes, Measure, Opts, State) ->
                  _ when A =:= B -> 0;
                  _ -> null
              end || B <- Seed] || A <- Seed],
-    case terrain:discover(#{nodes => Seed, stats => #{min => Rows}}, #{}) of
+    case terrain:discover(#{nodes => Seed, stats => #{min => Rows}}, #{strict => false}) of
         {ok, #{topology := Tree}} when map_size(Pairs) > 0 ->
             Typical = within_noise(typical_heights(Tree, Pairs), Noise),
             %% the modes only for a seed full discovery left flat (one level)
