@@ -586,14 +586,26 @@ measure_until_near(Indexed, Grouped, H, #ctx{model = Model, reps = Want, rand = 
 
 until_near([], _Grouped, _Want, _Lo, _Near, _Need, Acc) ->
     Acc;
-until_near(_Left, _Grouped, _Want, _Lo, 1, Need, {PerChild, _} = Acc) when map_size(PerChild) >= Need ->
+until_near(_Left, _Grouped, _Want, _Lo, Near, Need, {PerChild, _} = Acc)
+  when Near =:= twin; Near =:= 1 andalso map_size(PerChild) >= Need ->
     Acc;
-until_near([{I, Child} | Rest], Grouped, Want, Lo, Near, Need, {Acc, Ctx}) ->
+until_near([{I, Child} | Rest], Grouped, Want, Lo, Near, Need, {Acc, #ctx{model = Model} = Ctx}) ->
     Have = maps:get(I, Grouped, []),
     {Ms, Ctx1} = fill(Child, Have, Want, Ctx#ctx.attempts * Want, Ctx),
-    IsNear = Ms =/= [] andalso lists:min([D || {_, D} <- Ms]) < Lo,
-    until_near(Rest, Grouped, Want, Lo, Near + case IsNear of true -> 1; false -> 0 end, Need,
-               {Acc#{I => Ms}, Ctx1}).
+    Nearest = case Ms of
+                  [] -> none;
+                  _ -> lists:min([D || {_, D} <- Ms])
+              end,
+    Near1 = if
+                Nearest =:= none; Nearest >= Lo -> Near;
+                Near =:= 0 ->
+                    case {Child, level_below(Nearest, Model)} of
+                        {{node, _}, false} -> twin;
+                        _ -> 1
+                    end;
+                true -> Near + 1
+            end,
+    until_near(Rest, Grouped, Want, Lo, Near1, Need, {Acc#{I => Ms}, Ctx1}).
 
 %% At least Want measurements per child (a node child has one member: one at most),
 %% trying up to `attempts' members per missing measurement.
