@@ -314,7 +314,7 @@ past(Opts) ->
 wave(Wave, Measure, Opts, #{tree := Tree, pairs := Pairs0} = State) ->
     InsertOpts = insert_options(Opts, Tree, State),
     Map = maps:get(map, Opts, fun lists:map/2),
-    First = Map(fun(X) -> terrain:insert_node(X, Tree, Measure, InsertOpts) end, Wave),
+    First = Map(fun(X) -> terrain:insert_node(X, Tree, Measure, InsertOpts#{known => known(Pairs0)}) end, Wave),
     Pairs1 = lists:foldl(fun({ok, _, Ps}, Acc) -> add_pairs(Ps, Acc);
                             (_, Acc) -> Acc
                          end, Pairs0, First),
@@ -329,7 +329,7 @@ insert(X, Measure, InsertOpts, #{tree := Tree, pairs := Pairs, placed := Placed,
                              _ -> Measure(A, B)
                          end
                  end,
-    case terrain:insert_node(X, Tree, Remembered, InsertOpts) of
+    case terrain:insert_node(X, Tree, Remembered, InsertOpts#{known => known(Pairs)}) of
         {ok, Tree1, Ps} -> State#{tree => Tree1, pairs => add_pairs(Ps, Pairs), placed => [X | Placed]};
         {error, _} -> State#{unplaced => Unplaced ++ [X]}
     end.
@@ -350,6 +350,18 @@ insert_options(Opts, Tree, State) ->
                      [] -> InsertOpts;
                      Levels -> InsertOpts#{levels => Levels}
                  end
+    end.
+
+%% The round trips measured so far between two nodes, for the insertion's order of a
+%% twin's search (its latency profile).
+-spec known(#{{node(), node()} => number()}) -> fun((node(), node()) -> number() | undefined).
+known(Pairs) ->
+    fun(A, B) ->
+            case Pairs of
+                #{{A, B} := D} -> D;
+                #{{B, A} := D} -> D;
+                _ -> undefined
+            end
     end.
 
 add_pairs(Ps, Acc) ->
