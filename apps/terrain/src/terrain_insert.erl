@@ -615,11 +615,11 @@ until_near_with(I, Child, Rest, Grouped, Want, Lo, Near, Need, {Acc, #ctx{model 
     until_near(Rest, Grouped, Want, Lo, Near1, Need, {Acc#{I => Ms}, Ctx1}).
 
 %% The next child to measure: the first of Left (children with measurements, then the
-%% others in random order), unless the caller holds round trips between nodes (`known')
-%% and the first is an unmeasured node child: then the unmeasured node child whose round
-%% trips to the members the node has measured match the node's best (a twin shares
-%% them: the mean of |d(node, m) - d(y, m)| / max of the two); a child with no common
-%% member keeps its place after those with one.
+%% others in random order), unless the caller holds round trips between nodes (`known'),
+%% the node has measured some and the first has no measurement yet: then the unmeasured
+%% node child whose round trips to the members the node has measured match the node's
+%% best (a twin shares them: the mean of |d(node, m) - d(y, m)| / max of the two). The
+%% network children, and node children with no common member, keep their order after.
 -spec next_child([{pos_integer(), term()}, ...], map(), #ctx{}) ->
           {{pos_integer(), term()}, [{pos_integer(), term()}]}.
 next_child([First | Rest] = Left, Grouped, #ctx{known = Known, cache = Cache}) ->

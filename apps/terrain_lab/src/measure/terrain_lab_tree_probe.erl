@@ -280,10 +280,9 @@ leaves({node, X}) -> [X];
 leaves({network, _, _, Children}) -> lists:append([leaves(C) || C <- Children]).
 
 pair(A, B, Pairs) ->
-    case Pairs of
-        #{{A, B} := D} -> [D];
-        #{{B, A} := D} -> [D];
-        _ -> []
+    case (known(Pairs))(A, B) of
+        undefined -> [];
+        D -> [D]
     end.
 
 %%--------------------------------------------------------------------
@@ -322,14 +321,14 @@ wave(Wave, Measure, Opts, #{tree := Tree, pairs := Pairs0} = State) ->
 
 %% Inserts X into the state's tree, round trips measured before answered from memory.
 insert(X, Measure, InsertOpts, #{tree := Tree, pairs := Pairs, placed := Placed, unplaced := Unplaced} = State) ->
+    Known = known(Pairs),
     Remembered = fun(A, B) ->
-                         case Pairs of
-                             #{{A, B} := D} -> {ok, D};
-                             #{{B, A} := D} -> {ok, D};
-                             _ -> Measure(A, B)
+                         case Known(A, B) of
+                             undefined -> Measure(A, B);
+                             D -> {ok, D}
                          end
                  end,
-    case terrain:insert_node(X, Tree, Remembered, InsertOpts#{known => known(Pairs)}) of
+    case terrain:insert_node(X, Tree, Remembered, InsertOpts#{known => Known}) of
         {ok, Tree1, Ps} -> State#{tree => Tree1, pairs => add_pairs(Ps, Pairs), placed => [X | Placed]};
         {error, _} -> State#{unplaced => Unplaced ++ [X]}
     end.
