@@ -528,13 +528,19 @@
           retries => non_neg_integer(),
           attempts => pos_integer(),
           name => term(),
-          seed => integer()}.
+          seed => integer(),
+          known => fun((node(), node()) -> number() | undefined)}.
 %% Options of {@link insert_node/4}:
 %% <ul>
 %% <li>`representatives' — members measured per child subtree at each level; the
 %%     smallest round trip counts (default 1);</li>
 %% <li>`confirm' — confirmation pairs after the placement, one per ancestor network
 %%     from the lowest up (default 2);</li>
+%% <li>`known' — the round trips the caller holds between nodes of the tree
+%%     (`undefined' when none): a node's twin shares its round trips to every other
+%%     node, so the node children of a network with a level below it are measured in
+%%     the order of how well their round trips match the node's (its latency profile),
+%%     and a twin is usually found first (default: random order);</li>
 %% <li>`levels' — the level model: the typical round trip of each level (default: the
 %%     tree's own, {@link topology_levels/1}); a round trip below the geometric mean of
 %%     a network's level and the level under it lies inside a child, one above the
