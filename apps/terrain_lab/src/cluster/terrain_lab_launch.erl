@@ -604,7 +604,7 @@ spawn_vms(Spawns, Running, Done, Parallel, Progress) ->
 vm_options(NodeSpec, Node, Dir) ->
     Name = maps:get(name, NodeSpec),
     %% its log events next to its pid file (STATE_DIR/nodes/NAME.log)
-    Log = filename:join(filename:dirname(terrain_lab_cluster_state:pid_file(Dir, Name)), atom_to_list(Name) ++ ".log"),
+    Log = terrain_lab_cluster_state:vm_log(Dir, Name),
     maps:merge(#{transport => local_detached, name => Name, node => Node, dir => Dir, log => Log},
                maps:with([schedulers, args], NodeSpec)).
 

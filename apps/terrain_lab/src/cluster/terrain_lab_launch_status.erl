@@ -5,7 +5,8 @@
 -module(terrain_lab_launch_status).
 
 %% API
--export([status/2]).
+-export([status/2,
+         explain/2]).
 
 %% @doc The recorded state of the cluster in `Dir' with every node checked at once
 %% under one deadline: each entry of `<<"nodes">>' gets `<<"state">>' `up' (it
@@ -29,8 +30,40 @@ status(Dir, Timeout) ->
                end
        end], Dir).
 
+%% @doc A command's error on the cluster recorded in `Dir' (a member that went down, a
+%% node that stopped answering), with the recorded VMs that are gone: `{error,
+%% {vm_exits, Reason, Exited}}', each with its exit status, log and the log's last lines
+%% (as `terrain_lab:with_cluster/3' names a run's VMs). A VM killed just before the
+%% error may still be exiting: when none is gone yet, they are looked at again for up to
+%% a second. Without a gone VM (or a readable state) the error stays as it is.
+-spec explain(file:filename(), {error, term()}) -> {error, term()}.
+explain(Dir, {error, Reason} = Error) ->
+    case terrain_lab_cluster_state:read(Dir) of
+        {ok, #{<<"nodes">> := Records}} ->
+            case exited(Records, Dir, erlang:monotonic_time(millisecond) + 1000) of
+                [] -> Error;
+                Exited -> {error, {vm_exits, Reason, Exited}}
+            end;
+        {error, _} ->
+            Error
+    end.
+
 %%--------------------------------------------------------------------
 %% Internal functions
+
+%% The local VMs of the records whose OS process is gone, as terrain_lab:format_exits/1
+%% words them (a VM on another host is not asked here: its host may be what failed).
+exited(Records, Dir, Deadline) ->
+    Gone = [Record || #{<<"name">> := _} = Record <- Records, not maps:is_key(<<"host">>, Record),
+                      terrain_lab_vm:alive(terrain_lab_vm:from_record(Record, Dir), 1000) =:= false],
+    case Gone =:= [] andalso erlang:monotonic_time(millisecond) < Deadline of
+        true ->
+            receive after 100 -> exited(Records, Dir, Deadline) end;
+        false ->
+            [terrain_lab_cluster:exited_info(#{name => binary_to_atom(Name), node => binary_to_atom(Node),
+                                               log => terrain_lab_cluster_state:vm_log(Dir, binary_to_atom(Name))})
+             || #{<<"name">> := Name, <<"node">> := Node} <- Gone]
+    end.
 
 %% An emulated node's own address, which the other nodes of its cluster reach it at.
 addresses(#{<<"netem">> := true}, Records) ->
