@@ -70,3 +70,41 @@ short_name_without_a_cluster_says_so_test() ->
     {error, Reason} = terrain_lab_cluster_state:resolve(["eu1"], Dir),
     ?assertNotEqual(nomatch, string:find(lists:flatten(terrain_lab:format_error(Reason)),
                                          "no cluster is recorded in " ++ Dir ++ ", so only full node names")).
+
+%% An `up' stopped by SIGINT while its VMs booted (handson row 16) left its cookie, its
+%% lock and an empty nodes directory, and no cluster.json: `down' removes them and
+%% says so (it used to say "no cluster is recorded" and leave them), and keeps a file
+%% terrain did not make.
+down_removes_what_an_interrupted_start_left_test() ->
+    Dir = leftover_dir("left"),
+    try
+        ok = file:write_file(filename:join(Dir, "mine.txt"), <<"keep">>),
+        {0, Out, Err} = terrain_lab_test_io:run(["down", "--state-dir", Dir]),
+        ?assertEqual("", Out),
+        ?assertNotEqual(nomatch, string:find(Err, "no cluster is recorded in " ++ Dir ++ "; removing what an "
+                                             "interrupted start left there: cookie, up.lock, nodes")),
+        ?assertEqual({ok, ["mine.txt"]}, file:list_dir(Dir))
+    after _ = os:cmd("rm -rf '" ++ Dir ++ "'")
+    end.
+
+%% The same files with the lock held by a live process are a start under way: `down'
+%% touches nothing.
+down_leaves_a_start_under_way_alone_test() ->
+    Dir = leftover_dir("busy"),
+    try
+        ok = file:write_file(filename:join(Dir, "up.lock"), os:getpid()),
+        ?assertEqual([], terrain_lab_cluster_state:leftovers(Dir)),
+        {1, "", Err} = terrain_lab_test_io:run(["down", "--state-dir", Dir]),
+        ?assertNotEqual(nomatch, string:find(Err, "no cluster is recorded in " ++ Dir)),
+        ?assertEqual(["cookie", "nodes", "up.lock"], lists:sort(element(2, file:list_dir(Dir))))
+    after _ = os:cmd("rm -rf '" ++ Dir ++ "'")
+    end.
+
+%% A state directory as an interrupted start leaves it: cookie, an empty nodes
+%% directory, and a lock naming an OS pid that is gone (above the kernel's pid_max).
+leftover_dir(Tag) ->
+    Dir = filename:join("/tmp", "terrain_leftover_" ++ Tag ++ "_" ++ os:getpid()),
+    ok = filelib:ensure_dir(filename:join([Dir, "nodes", "x"])),
+    ok = file:write_file(filename:join(Dir, "cookie"), <<"c0ffee">>),
+    ok = file:write_file(filename:join(Dir, "up.lock"), <<"99999999">>),
+    Dir.

@@ -47,7 +47,8 @@ bad_configuration_is_refused_before_anything_starts() ->
     [{doc, "A configuration with a bad value exits 1 naming the key and the expected value, before any node "
            "starts or any directory is made; a sweep without --spec or with a bad --nodes list is a usage error "
            "(exit 2) saying which option, as is 'bench sweep' alone (the configuration is missing); sizes beyond "
-           "the spec exit 1."}].
+           "the spec exit 1; a configuration that is not a regular file (/dev/zero) or is over 1 MiB exits 1 "
+           "saying so, before it is read."}].
 bad_configuration_is_refused_before_anything_starts(Config) ->
     Runs = filename:join(?config(priv_dir, Config), "refused"),
     {1, "", Err} = cli(["bench", ?config(bad, Config), "--spec", ?config(spec, Config), "--runs-dir", Runs]),
@@ -62,6 +63,13 @@ bad_configuration_is_refused_before_anything_starts(Config) ->
     {1, "", TooMany} = cli(["bench", "sweep", ?config(good, Config), "--spec", ?config(spec, Config),
                             "--nodes", "2,5", "--runs-dir", Runs]),
     ?assertNotEqual(nomatch, string:find(TooMany, "cannot sweep to 5 nodes")),
+    {1, "", Zero} = cli(["bench", "/dev/zero", "--spec", ?config(spec, Config), "--runs-dir", Runs]),
+    ?assertNotEqual(nomatch, string:find(Zero, "/dev/zero: not a regular file")),
+    Big = filename:join(?config(priv_dir, Config), "bench_big.config"),
+    ok = file:write_file(Big, binary:copy(<<"{duration, 1}.\n">>, 80000)),
+    {1, "", TooBig} = cli(["bench", "sweep", Big, "--spec", ?config(spec, Config), "--nodes", "1",
+                           "--runs-dir", Runs]),
+    ?assertNotEqual(nomatch, string:find(TooBig, "larger than 1048576 bytes")),
     {2, "", Missing} = cli(["bench", "sweep"]),
     ?assertNotEqual(nomatch, string:find(Missing, "give the configuration file")),
     ?assertNot(filelib:is_dir(Runs)).

@@ -176,3 +176,14 @@ a_binary_hosts_file_is_an_error_test() ->
     ok = file:write_file(File, <<6, 15, 151, 247, 154, 216, 255>>),
     ?assertEqual({error, {hosts, {not_text, File}}}, terrain_lab_hosts:read_file(File)),
     ?assertMatch({match, _}, re:run(terrain_lab_hosts:format_error({hosts, {not_text, File}}), "is not text")).
+
+%% A hosts file that is a device is refused before it is read (`up --hosts /dev/zero'
+%% read for ever), as is a missing one, each naming the file.
+a_hosts_file_that_is_a_device_or_missing_is_refused_test() ->
+    {error, Zero} = terrain_lab_hosts:read_file("/dev/zero"),
+    ?assertEqual({hosts, {file, "/dev/zero", not_regular}}, Zero),
+    ?assertEqual("cannot read the hosts file /dev/zero: not a regular file",
+                 lists:flatten(terrain_lab_hosts:format_error(Zero))),
+    {error, Missing} = terrain_lab_hosts:read_file("/nonexistent.hosts"),
+    ?assertEqual("cannot read the hosts file /nonexistent.hosts: no such file or directory",
+                 lists:flatten(terrain_lab_hosts:format_error(Missing))).

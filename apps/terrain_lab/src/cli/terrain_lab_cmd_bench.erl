@@ -12,6 +12,8 @@
          run/3,
          format_error/1]).
 
+-define(MAX_CONFIG_BYTES, 1024 * 1024).   % a configuration is a few lines
+
 %% exports_not_used: commands/0 and the handlers are called through the command table.
 -ignore_xref([{commands, 0}, {run, 3}]).
 
@@ -67,7 +69,7 @@ run(Options, Args, Io) ->
     end.
 
 bench(Options, ["sweep", ConfigFile], Io) ->
-    maybe_all([fun() -> terrain_bench:read_config(ConfigFile) end,
+    maybe_all([fun() -> read_config(ConfigFile) end,
                fun(_) -> sweep_options(Options, Io) end,
                fun([{SpecFile, SweepOptions}, Config]) ->
                        Sizes = maps:get(argument_size, SweepOptions, [maps:get(argument_size, Config)]),
@@ -81,7 +83,7 @@ bench(Options, ["sweep", ConfigFile], Io) ->
 bench(_Options, ["sweep"], _Io) ->
     {error, {bench_cmd, sweep_needs_config}};
 bench(Options, [ConfigFile], Io) ->
-    case terrain_bench:read_config(ConfigFile) of
+    case read_config(ConfigFile) of
         {ok, Config} ->
             case where_guarded(Config, Options) of
                 {ok, Where} ->
@@ -125,6 +127,16 @@ format_error(Reason) ->
 
 %%--------------------------------------------------------------------
 %% Internal
+
+%% A configuration file through the lab's bounded reader (a regular file of at most
+%% ?MAX_CONFIG_BYTES bytes, its nesting and atoms counted before it is parsed: `bench
+%% /dev/zero' used to read until memory ran out), then validated by terrain_bench.
+-spec read_config(file:filename()) -> {ok, terrain_bench:config()} | {error, term()}.
+read_config(File) ->
+    case terrain_lab_files:consult(File, #{max_bytes => ?MAX_CONFIG_BYTES}) of
+        {ok, Terms} -> terrain_bench:validate_config(Terms);
+        {error, _} = Error -> Error
+    end.
 
 maybe_all(Steps, Then) ->
     maybe_all(Steps, Then, []).

@@ -44,6 +44,7 @@
          pid_files/1,
          vm_log/2,
          vm_logs/1,
+         leftovers/1,
          remove/1,
          remove/2]).
 
@@ -270,6 +271,19 @@ vm_logs(Dir) ->
 -spec pid_files(file:filename()) -> [file:filename()].
 pid_files(Dir) ->
     filelib:wildcard(filename:join([Dir, "nodes", "*.pid"])).
+
+%% @doc What a start that was interrupted before it recorded a cluster (`up' stopped by
+%% SIGINT while its VMs booted) left in `Dir': of its cookie, a lock whose process is
+%% gone, the `nodes' directory, `spec.cluster' and `cli_host', those present. None while
+%% a live process holds the lock: that start is still under way.
+-spec leftovers(file:filename()) -> [string()].
+leftovers(Dir) ->
+    Lock = filename:join(Dir, "up.lock"),
+    case filelib:is_regular(Lock) andalso not stale_lock(Dir) of
+        true -> [];
+        false -> [F || F <- ["cookie", "up.lock", "nodes", "spec.cluster", "cli_host"],
+                       filelib:is_file(filename:join(Dir, F))]
+    end.
 
 %% @doc Removes the state: pid files, `cluster.json', the cookie, the spec as changed
 %% by `up --add', `down --nodes' or `netem move' (`spec.cluster'), the TLS files, a

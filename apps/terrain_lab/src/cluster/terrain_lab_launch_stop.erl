@@ -31,7 +31,8 @@
 %% @doc Stops every node recorded in `Dir' (or, without a readable `cluster.json',
 %% named by a pid file, which `io''s `err' device then says) and says what became of
 %% each; removes the state unless a node is still running, or with `force' anyway.
-%% `Timeout' is the time a node gets to halt before it is killed.
+%% With neither, what a start interrupted before it recorded anything left is removed
+%% (terrain_lab_cluster_state:leftovers/1), and said. `Timeout' is the time a node gets to halt before it is killed.
 -spec stop(file:filename(), pos_integer(), #{io := terrain_lab_io:io(), force := boolean()}) ->
           {ok, [stop_result()]} | {error, term()}.
 stop(Dir, Timeout, #{io := Io, force := Force}) ->
@@ -55,8 +56,25 @@ stop(Dir, Timeout, #{io := Io, force := Force}) ->
                 {error, _} = Error ->
                     Error
             end;
+        {error, {cluster_state, {no_cluster, _}}} = Error ->
+            remove_leftovers(Dir, Io, Error);
         {error, _} = Error ->
             Error
+    end.
+
+%% No cluster.json and no pid file: what an interrupted start left (its cookie, a stale
+%% lock, an empty `nodes' directory) is removed, with any VM started for this state
+%% directory that nothing names; without such leftovers, `Error' (nothing is recorded).
+remove_leftovers(Dir, Io, Error) ->
+    case terrain_lab_cluster_state:leftovers(Dir) of
+        [] ->
+            Error;
+        Left ->
+            Strays = stop_unrecorded(Dir, Io),
+            terrain_lab_io:progress(Io, "no cluster is recorded in ~ts; removing what an interrupted start left "
+                                    "there: ~ts~n", [Dir, lists:join(", ", Left)]),
+            ok = terrain_lab_cluster_state:remove(Dir),
+            {ok, Strays}
     end.
 
 %% The spec names of the nodes whose VMs had stopped before `down' and wrote into

@@ -40,8 +40,10 @@
 
 -export_type([error_reason/0]).
 
+-define(MAX_HOSTS_BYTES, 16 * 1024 * 1024).   % as a cluster spec (docs/CLI.md, "Limits")
+
 -type error_reason() ::
-        {hosts, {file, file:filename(), file:posix()}}
+        {hosts, {file, file:filename(), file:posix() | not_regular | {too_large, non_neg_integer()}}}
       | {hosts, {line, file:filename(), pos_integer(), terrain_lab_hostlist:error_reason()}}
       | {hosts, {empty, file:filename()}}
       | {hosts, {not_text, file:filename()}}
@@ -58,13 +60,13 @@
 %% @doc The hosts of a hosts file, in its order.
 -spec read_file(file:filename()) -> {ok, [string()]} | {error, error_reason()}.
 read_file(File) ->
-    case file:read_file(File) of
+    case terrain_lab_files:read(File, ?MAX_HOSTS_BYTES) of      % `--hosts /dev/zero' read for ever
         {ok, Binary} ->
             case unicode:characters_to_list(Binary) of
                 Text when is_list(Text) -> parse(File, string:split(Text, "\n", all));
                 _ -> {error, {hosts, {not_text, File}}}    % not UTF-8: a binary file
             end;
-        {error, Why} -> {error, {hosts, {file, File, Why}}}
+        {error, {read, File, Why}} -> {error, {hosts, {file, File, Why}}}
     end.
 
 %% @doc The terms of a cluster spec (as `terrain_lab_spec:from_terms/2' takes them)
@@ -181,7 +183,7 @@ is_local(Host) ->
 %% @doc A sentence for an error of this module.
 -spec format_error(error_reason()) -> iolist().
 format_error({hosts, {file, File, Why}}) ->
-    io_lib:format("cannot read the hosts file ~ts: ~ts", [File, file:format_error(Why)]);
+    ["cannot read the hosts file ", terrain_lab_files:format_error({read, File, Why})];
 format_error({hosts, {not_text, File}}) ->
     io_lib:format("the hosts file ~ts is not text (UTF-8): one host or hostlist expression a line", [File]);
 format_error({hosts, {line, File, Line, Reason}}) ->
