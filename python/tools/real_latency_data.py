@@ -9,6 +9,8 @@ each comes from). Usage:
     python3 python/tools/real_latency_data.py azure latency.csv OUTDIR
     python3 python/tools/real_latency_data.py gcp heatmap.html OUTDIR
     python3 python/tools/real_latency_data.py countries country_rtt_stat.csv OUTDIR
+    python3 python/tools/real_latency_data.py aws aws.csv OUTDIR
+    python3 python/tools/real_latency_data.py cities wonderproxy.csv OUTDIR
 
 Truth of a CPU matrix: the *strictly separated* groups of its round trips. A set C of CPUs is a
 group when every round trip inside C is shorter than every round trip from C to a CPU outside it,
@@ -18,7 +20,7 @@ whose round trips between them equal those to a third complex are one group here
 hardware is. The groups are searched among the clades of an average-linkage dendrogram (every
 strict group is one of them).
 
-Truth of a region or country table: continents as the top-level groups (the tables name each
+Truth of a region, country or city table: continents as the top-level groups (the tables name each
 place); nothing below.
 """
 import csv
@@ -264,6 +266,73 @@ def countries(raw, outdir, count=48, min_pings=10):
          lambda c: continent[c])
 
 
+CITY_CONTINENT = {
+    "north_america": "Toronto Dallas NewYork Boston Miami Washington Atlanta Chicago SanJose Seattle Fremont Mexico "
+                     "LosAngeles Phoenix Houston Baltimore SanAntonio Montreal Vancouver KansasCity Philadelphia "
+                     "Denver SanDiego Charlotte LasVegas Columbus Detroit Portland Halifax SaltLakeCity Orlando "
+                     "StLouis Minneapolis Sacramento Tampa Panama SanFrancisco SouthBend Monticello Asheville "
+                     "Manhattan OklahomaCity ColoradoSprings Piscataway Winnipeg Toledo Cleveland NewOrleans Salem "
+                     "Albuquerque Austin DesMoines Albany Honolulu Raleigh Roseburg Saskatoon SanJuan Secaucus "
+                     "Guadalajara Brunswick Pittsburgh LaCeiba Redding Indianapolis Memphis Cromwell Syracuse "
+                     "Savannah",
+    "south_america": "Medellin BuenosAires Santiago Lima SaoPaulo Montevideo Bogota Brasilia Caracas",
+    "europe": "Prague Paris Amsterdam Moscow Stockholm London Barcelona Dublin Vienna Tallinn Copenhagen Milan "
+              "Ljubljana Frankfurt Warsaw Kiev Zurich Bruges Lisbon Helsinki Budapest Bergen Roubaix Valencia Graz "
+              "Luxembourg Varna Reykjavik Manchester Newcastle Coventry Madrid Thessaloniki Siauliai Riga Oslo "
+              "Bratislava Zagreb Dusseldorf Sofia Maidstone Gosport Nuremberg Nis Geneva Gothenburg Vilnius "
+              "Strasbourg Edinburgh Lausanne Arezzo Rome Cardiff Tirana Kazan Palermo Dronten Groningen Rotterdam "
+              "Brno Venice Hamburg Belfast Gdansk Pristina Brussels Munich Lugano Ktis Athens Alblasserdam "
+              "TheHague Westpoort Liege Frosinone Bristol Eindhoven Bern Basel Lyon Valletta Antwerp",
+    "africa": "CapeTown Cairo Fez DaresSalaam Nairobi Johannesburg Algiers Lagos Tunis",
+    "asia": "Tokyo Singapore Malaysia NewDelhi Hyderabad Jakarta Bangkok Hanoi Istanbul HongKong Hangzhou Chennai "
+            "TelAviv Taipei Pune Manila Seoul Riyadh Osaka Dubai Dhaka Indore Sapporo Dagupan Karaganda "
+            "Novosibirsk Shanghai Lahore Limassol Ankara Bursa PhnomPenh Shenzhen Bangalore Vladivostok Izmir "
+            "HoChiMinhCity Koto Tbilisi",
+    "oceania": "Melbourne Auckland Brisbane Christchurch Adelaide Sydney Wellington Perth Canberra",
+}
+
+
+def cities(raw, outdir, floor_ms=0.2):
+    with open(raw, newline="", encoding="utf-8") as f:
+        rows = [r for r in csv.reader(f) if r]
+    labels = [x for x in rows[0][1:] if x]
+    continent = {c: cont for cont, cs in CITY_CONTINENT.items() for c in cs.split()}
+    by_src = {r[0]: r[1:1 + len(labels)] for r in rows[1:]}
+    # symmetric in the source: one direction kept (row i, column j < i), as for the CPUs; a round trip
+    # below floor_ms between two cities is no measurement (the source has 0 and 0.01-0.1 ms values
+    # between cities continents apart)
+    matrix = [[None if j >= i or float(by_src[a][j]) < floor_ms else float(by_src[a][j])
+               for j, _ in enumerate(labels)] for i, a in enumerate(labels)]
+    wide(outdir, "wonderproxy-cities", labels, matrix,
+         "relab/hotstuff: cmd/latencygen/latencies/wonderproxy.csv (WonderNetwork/WonderProxy ping mesh "
+         "between their servers, named by city)", "round trip, ms in the source, here us; one direction per pair",
+         lambda c: continent[c])
+
+
+AWS_CONTINENT = {"af": "africa", "ap": "asia", "me": "asia", "ca": "north_america", "us": "north_america",
+                 "eu": "europe", "sa": "south_america"}
+
+
+def aws(raw, outdir):
+    with open(raw, newline="", encoding="utf-8") as f:
+        rows = [r for r in csv.reader(f) if r]
+    labels = [x for x in rows[0][1:] if x]
+    by_src = {r[0]: r[1:1 + len(labels)] for r in rows[1:]}
+    # rows are sources, columns destinations (both directions, unequal); the diagonal is the round trip
+    # inside a region
+    matrix = [[None if a == b or not by_src[a][j].strip() else float(by_src[a][j]) for j, b in enumerate(labels)]
+              for a in labels]
+
+    def continent(label):
+        code = label.split()[-1]
+        # Sydney is ap- but in Oceania
+        return "oceania" if code == "ap-southeast-2" else AWS_CONTINENT[code.split("-")[0]]
+    wide(outdir, "aws-regions", [x.split()[-1] for x in labels], matrix,
+         "relab/hotstuff: cmd/latencygen/latencies/aws.csv (AWS inter-region round trips, 21 regions)",
+         "round trip, ms in the source, here us; row: source region, column: destination",
+         lambda code: continent("x " + code))
+
+
 if __name__ == "__main__":
     kind = sys.argv[1]
     if kind == "cpu":
@@ -274,5 +343,9 @@ if __name__ == "__main__":
         gcp(sys.argv[2], sys.argv[3])
     elif kind == "countries":
         countries(sys.argv[2], sys.argv[3])
+    elif kind == "aws":
+        aws(sys.argv[2], sys.argv[3])
+    elif kind == "cities":
+        cities(sys.argv[2], sys.argv[3])
     else:
         sys.exit(f"unknown kind {kind!r}")

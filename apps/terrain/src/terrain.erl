@@ -462,9 +462,10 @@
           outlier_factor => number(),
           alpha_range => {number(), number()},
           alpha_steps => pos_integer(),
-          alpha_min_plateau => number()}.
+          alpha_min_plateau => number(),
+          strict => boolean()}.
 %% Options of {@link discover/2}: `statistic', `symmetrise', `linkage', `alpha',
-%% `outliers', `outlier_factor', `alpha_range', `alpha_steps', `alpha_min_plateau'
+%% `outliers', `outlier_factor', `alpha_range', `alpha_steps', `alpha_min_plateau', `strict'
 %% (each documented in docs/TOPOLOGY_DISCOVERY.md).
 %% <ul>
 %% <li>`statistic' — matrix of latency.json to cluster (default min)</li>
@@ -478,6 +479,8 @@
 %% <li>`alpha_steps' — grid values of auto, ≥ 2 (default 31)</li>
 %% <li>`alpha_min_plateau' — > 1: auto keeps a level only if its partition holds while α grows this
 %%     much (default 1.2)</li>
+%% <li>`strict' — with auto α, add the strict groups: sets whose every round trip inside is 25%
+%%     (and twice the noise) shorter than every round trip leaving them (default true)</li>
 %% </ul>
 
 -type discovery() :: #{topology := topology_tree(),
@@ -485,6 +488,8 @@
                        options := discovery_options(),
                        levels => [terrain_alpha:level()],
                        single_alpha => {float(), float()} | none,
+                       strict_groups => non_neg_integer(),
+                       noise => number(),
                        missing => non_neg_integer(),
                        undetermined => [node()],
                        repaired := non_neg_integer(),
@@ -493,7 +498,9 @@
 %% {@link load_topology/1}), the α of each level under `levels', the number of
 %% round trips `repaired' out of `pairs'; for a matrix with pairs measured in neither
 %% direction, how many were `missing' (estimated from the measured ones) and the
-%% `undetermined' nodes, whose place no measured round trip supports.
+%% `undetermined' nodes, whose place no measured round trip supports; with automatic α,
+%% how many `strict_groups' became networks besides the α rule's, and the `noise' (µs)
+%% they had to stand out by.
 
 -type comparison() ::
         #{levels := [#{level := pos_integer(),
@@ -521,18 +528,26 @@
           retries => non_neg_integer(),
           attempts => pos_integer(),
           name => term(),
-          seed => integer()}.
+          seed => integer(),
+          known => fun((node(), node()) -> number() | undefined)}.
 %% Options of {@link insert_node/4}:
 %% <ul>
 %% <li>`representatives' — members measured per child subtree at each level; the
 %%     smallest round trip counts (default 1);</li>
 %% <li>`confirm' — confirmation pairs after the placement, one per ancestor network
 %%     from the lowest up (default 2);</li>
+%% <li>`known' — the round trips the caller holds between nodes of the tree
+%%     (`undefined' when none): a node's twin shares its round trips to every other
+%%     node, so the node children of a network with a level below it are measured in
+%%     the order of how well their round trips match the node's (its latency profile),
+%%     and a twin is usually found first (default: random order);</li>
 %% <li>`levels' — the level model: the typical round trip of each level (default: the
 %%     tree's own, {@link topology_levels/1}); a round trip below the geometric mean of
 %%     a network's level and the level under it lies inside a child, one above the
 %%     geometric mean with the level over it outside the network
-%%     (docs/TOPOLOGY_DISCOVERY.md, "The level model");</li>
+%%     (docs/TOPOLOGY_DISCOVERY.md, "The level model"). A flat group (a network with
+%%     no level below it) is sampled: 2 of its node children with `levels' given (a
+%%     model the caller measured), 4 with the tree's own;</li>
 %% <li>`noise' — the jitter of one measurement, µs (default 0): levels of the model
 %%     whose round trips differ by less than twice the noise are one level, and a
 %%     band reaches at least twice the noise from its network's height (the tree

@@ -81,12 +81,16 @@
 -define(NOISE_LEVELS, 2).
 %% In a network with no level of the model below it, at most this many of its node
 %% children are measured besides those measured already (a flat group: its members
-%% are all equally far): 2 when the model has two levels or more (4 cost 39% of the
-%% pairs on a 16-thread CPU of two flat sockets), 4 when it has one (a tree that has
-%% shown no structure yet: a twin is likelier unseen; prop_insert builds trees from
-%% one node).
+%% are all equally far, and a twin, a member nearer than the group's height, can be
+%% told only by measuring it). 2 when the caller gives the levels (option `levels':
+%% a model it measured, such as the tree probe's seed measured all pairs; 4 cost 39%
+%% of the pairs on a 16-thread CPU of two flat sockets); 4 when the model is read from
+%% the tree alone (a tree built by insertion has measured few pairs inside its groups,
+%% so a level below its lowest is likelier unseen: with 2, a tree built from one node
+%% missed a twin among 3 root nodes, and one among the 4 nodes of a group whose two
+%% twin levels the tree had not shown yet).
 -define(FLAT_SAMPLE, 2).
--define(FLAT_SAMPLE_ONE_LEVEL, 4).
+-define(FLAT_SAMPLE_TREE_MODEL, 4).
 
 %% The state of one insertion: the options, the random state, and every round trip
 %% measured so far (the node against Other), newest first.
@@ -95,6 +99,8 @@
               reps :: pos_integer(),
               attempts :: pos_integer(),
               model :: model(),
+              flat_sample :: pos_integer(),
+              known :: undefined | fun((node(), node()) -> number() | undefined),
               name :: term(),
               rand :: rand:state(),
               cache = #{} :: #{node() => number() | failed},
@@ -178,6 +184,7 @@ option_checks() ->
       retries => fun(V) -> is_integer(V) andalso V >= 0 end,
       attempts => fun(V) -> is_integer(V) andalso V >= 1 end,
       seed => fun erlang:is_integer/1,
+      known => fun(V) -> is_function(V, 2) end,
       name => fun(_) -> true end}.
 
 -spec is_round_trip(term()) -> boolean().
@@ -191,6 +198,7 @@ option_help(noise) -> "a round trip >= 0 (us): the jitter of one measurement";
 option_help(retries) -> "an integer >= 0";
 option_help(attempts) -> "an integer >= 1";
 option_help(seed) -> "an integer";
+option_help(known) -> "a function of two nodes returning their round trip or undefined";
 option_help(_) -> "".
 
 %% Every network has a height, the root is a network, and Node is not a leaf. One
@@ -260,7 +268,12 @@ place(Node, Tree, Measure, #{representatives := Reps, confirm := Confirm, retrie
                 #{levels := Ls} -> model(Ls, Noise);
                 #{} -> model(levels(Tree), Noise)
             end,
+    FlatSample = case Opts of
+                     #{levels := _} -> ?FLAT_SAMPLE;
+                     #{} -> ?FLAT_SAMPLE_TREE_MODEL
+                 end,
     Ctx0 = #ctx{node = Node, measure = Measure, reps = Reps, attempts = Attempts, model = Model,
+                flat_sample = FlatSample, known = maps:get(known, Opts, undefined),
                 name = maps:get(name, Opts, Node), rand = rand:seed_s(exsss, Seed)},
     attempt(Tree, Confirm, Retries, [], Ctx0).
 
@@ -537,9 +550,8 @@ level_below(H, {levels, [L1 | _], _} = Model) -> L1 < lo(H, Model).
 
 %% The children to measure at a network of height H: all of them, unless the model has
 %% no level below H (a flat group: no child can be nearer than H); then every network
-%% child, the node children measured already and ?FLAT_SAMPLE (?FLAT_SAMPLE_ONE_LEVEL with a
-%% model of one level) more node children at
-%% random.
+%% child, the node children measured already and the flat sample (?FLAT_SAMPLE with the
+%% caller's levels, ?FLAT_SAMPLE_TREE_MODEL with the tree's) more node children at random.
 to_measure(Indexed, Grouped, H, #ctx{model = Model, rand = R0} = Ctx) ->
     case level_below(H, Model) of
         true ->
@@ -549,11 +561,7 @@ to_measure(Indexed, Grouped, H, #ctx{model = Model, rand = R0} = Ctx) ->
                                                  ({_, _}) -> true
                                               end, Indexed),
             {Keyed, R1} = lists:mapfoldl(fun(C, R) -> {U, R2} = rand:uniform_s(R), {{U, C}, R2} end, R0, Leaves),
-            Count = case Model of
-                        {levels, [_], _} -> ?FLAT_SAMPLE_ONE_LEVEL;
-                        _ -> ?FLAT_SAMPLE
-                    end,
-            Sample = [C || {_, C} <- lists:sublist(lists:sort(Keyed), Count)],
+            Sample = [C || {_, C} <- lists:sublist(lists:sort(Keyed), Ctx#ctx.flat_sample)],
             {lists:sort(Fixed ++ Sample), Ctx#ctx{rand = R1}}
     end.
 
@@ -581,14 +589,64 @@ measure_until_near(Indexed, Grouped, H, #ctx{model = Model, reps = Want, rand = 
 
 until_near([], _Grouped, _Want, _Lo, _Near, _Need, Acc) ->
     Acc;
-until_near(_Left, _Grouped, _Want, _Lo, 1, Need, {PerChild, _} = Acc) when map_size(PerChild) >= Need ->
+until_near(_Left, _Grouped, _Want, _Lo, Near, Need, {PerChild, _} = Acc)
+  when Near =:= twin; Near =:= 1 andalso map_size(PerChild) >= Need ->
     Acc;
-until_near([{I, Child} | Rest], Grouped, Want, Lo, Near, Need, {Acc, Ctx}) ->
+until_near([_ | _] = Left, Grouped, Want, Lo, Near, Need, {Acc, Ctx}) ->
+    {{I, Child}, Rest} = next_child(Left, Grouped, Ctx),
+    until_near_with(I, Child, Rest, Grouped, Want, Lo, Near, Need, {Acc, Ctx}).
+
+until_near_with(I, Child, Rest, Grouped, Want, Lo, Near, Need, {Acc, #ctx{model = Model} = Ctx}) ->
     Have = maps:get(I, Grouped, []),
     {Ms, Ctx1} = fill(Child, Have, Want, Ctx#ctx.attempts * Want, Ctx),
-    IsNear = Ms =/= [] andalso lists:min([D || {_, D} <- Ms]) < Lo,
-    until_near(Rest, Grouped, Want, Lo, Near + case IsNear of true -> 1; false -> 0 end, Need,
-               {Acc#{I => Ms}, Ctx1}).
+    Nearest = case Ms of
+                  [] -> none;
+                  _ -> lists:min([D || {_, D} <- Ms])
+              end,
+    Near1 = if
+                Nearest =:= none; Nearest >= Lo -> Near;
+                Near =:= 0 ->
+                    case {Child, level_below(Nearest, Model)} of
+                        {{node, _}, false} -> twin;
+                        _ -> 1
+                    end;
+                true -> Near + 1
+            end,
+    until_near(Rest, Grouped, Want, Lo, Near1, Need, {Acc#{I => Ms}, Ctx1}).
+
+%% The next child to measure: the first of Left (children with measurements, then the
+%% others in random order), unless the caller holds round trips between nodes (`known'),
+%% the node has measured some and the first has no measurement yet: then the unmeasured
+%% node child whose round trips to the members the node has measured match the node's
+%% best (a twin shares them: the mean of |d(node, m) - d(y, m)| / max of the two). The
+%% network children, and node children with no common member, keep their order after.
+-spec next_child([{pos_integer(), term()}, ...], map(), #ctx{}) ->
+          {{pos_integer(), term()}, [{pos_integer(), term()}]}.
+next_child([First | Rest] = Left, Grouped, #ctx{known = Known, cache = Cache}) ->
+    Measured = [{M, D} || {M, D} <- maps:to_list(Cache), is_number(D), D > 0],
+    case Known =:= undefined orelse Measured =:= [] orelse is_map_key(element(1, First), Grouped) of
+        true ->
+            {First, Rest};
+        false ->
+            Scored = [{profile_mismatch(Y, Measured, Known), P, C}
+                      || {P, {I, Child} = C} <- lists:zip(lists:seq(1, length(Left)), Left),
+                         not is_map_key(I, Grouped), {node, Y} <- [Child]],
+            case lists:min([{S, P} || {S, P, _} <- Scored] ++ [{none, 0}]) of
+                {none, _} -> {First, Rest};
+                {_, P} -> {lists:nth(P, Left), lists:sublist(Left, P - 1) ++ lists:nthtail(P, Left)}
+            end
+    end.
+
+%% The mean relative difference of Y's and the node's round trips to the members the
+%% node measured (`none' when the caller holds none of Y's).
+-spec profile_mismatch(node(), [{node(), number()}], fun((node(), node()) -> number() | undefined)) ->
+          number() | none.
+profile_mismatch(Y, Measured, Known) ->
+    Diffs = [abs(D - E) / max(D, E) || {M, D} <- Measured, M =/= Y, is_number(E = Known(Y, M)), E > 0],
+    case Diffs of
+        [] -> none;
+        _ -> lists:sum(Diffs) / length(Diffs)
+    end.
 
 %% At least Want measurements per child (a node child has one member: one at most),
 %% trying up to `attempts' members per missing measurement.

@@ -23,7 +23,9 @@
 %%     nodes of both sides of a healed partition take it (a node that was cut off
 %%     catches up this way);</li>
 %% <li>places a member that is not in the tree with `terrain:insert_node/4',
-%%     measuring round trips from the new node (`{join, Node, Siblings}');</li>
+%%     measuring round trips from the new node (`{join, Node, Siblings}'); the level
+%%     model is the tree's own (its networks' heights), with the median jitter of the
+%%     latest round trips the sequencer measured as its noise floor (`noise');</li>
 %% <li>removes a node of the tree that is no longer a member once the grace period
 %%     has passed without it coming back (`{leave, Node}'); while the cluster still
 %%     holds the tree it started with (version 0), a node of that tree this node has
@@ -66,6 +68,10 @@
 -define(DEFAULT_START_GRACE, 300000).
 -define(DEFAULT_REMEASURE, 60000).
 -define(RTT_SAMPLES, 5).
+%% The noise floor of the level model (`noise' of terrain:insert_node/4): the median
+%% jitter (median minus minimum of a round trip's samples) of the latest this many
+%% round trips the sequencer measured.
+-define(JITTERS, 64).
 -define(RPC_TIMEOUT, 2000).
 %% Reconnection to nodes that went away: the first retry after RETRY_MIN ms, each next
 %% one twice as late up to RETRY_MAX, for `reconnect' ms after the node went away; at
@@ -106,6 +112,7 @@
                    lost := #{node() => lost()},                    % nodes that went away
                    connecting := #{pid() => node()},               % reconnection attempts under way
                    retry := reference() | undefined,               % the reconnection timer
+                   jitters := [number()],                          % of the latest round trips, µs
                    change := term(),                               % the change of the version held
                    fetching := integer() | undefined}.             % asked for the whole tree until then
 
@@ -148,15 +155,17 @@ unsubscribe(Ref) ->
 
 %% @doc The smallest of a few round trips from this node to `Other', in µs (a
 %% remote call of `erlang:node/0', after one warm-up call).
--spec round_trip(node(), pos_integer()) -> {ok, number()} | {error, term()}.
+-spec round_trip(node(), pos_integer()) -> {ok, number(), Jitter :: number()} | {error, term()}.
 round_trip(Other, Samples) ->
     try
         _ = erpc:call(Other, erlang, node, [], ?RPC_TIMEOUT),
-        {ok, lists:min([begin
-                            T0 = erlang:monotonic_time(microsecond),
-                            _ = erpc:call(Other, erlang, node, [], ?RPC_TIMEOUT),
-                            erlang:monotonic_time(microsecond) - T0
-                        end || _ <- lists:seq(1, Samples)])}
+        Times = lists:sort([begin
+                                T0 = erlang:monotonic_time(microsecond),
+                                _ = erpc:call(Other, erlang, node, [], ?RPC_TIMEOUT),
+                                erlang:monotonic_time(microsecond) - T0
+                            end || _ <- lists:seq(1, Samples)]),
+        %% the path: the fastest; its jitter: the median's distance from it
+        {ok, hd(Times), median(Times) - hd(Times)}
     catch
         Class:Reason -> {error, {Class, Reason}}
     end.
@@ -230,7 +239,7 @@ init([]) ->
                       remeasure => undefined, next => [],
                       remeasuring => undefined, % {Node, Pid, Version, Tree} (sequencer only)
                       role => follower, lost => #{}, connecting => #{}, retry => undefined,
-                      change => {sync, Version}, fetching => undefined},
+                      change => {sync, Version}, fetching => undefined, jitters => []},
             {ok, sequence(State)}
     end.
 
@@ -284,6 +293,8 @@ handle_info({terrain_live_fetch, From}, #{version := V, tree := Tree, change := 
     {noreply, State};
 handle_info({terrain_live_change, _V, _Change, _Tree}, State) ->
     {noreply, State};
+handle_info({jitter, Jitter}, #{jitters := Jitters} = State) ->
+    {noreply, State#{jitters := lists:sublist([Jitter | Jitters], ?JITTERS)}};
 handle_info({grace_over, Node}, #{leaving := Leaving, version := 0, seen := Seen, started := Started,
                                   config := #{grace := Grace, start_grace := StartGrace}} = State)
   when not is_map_key(Node, Seen), is_map_key(Node, Leaving) ->
@@ -524,19 +535,35 @@ start_insertion([], State) ->
     State;
 start_insertion([Node | _], #{inserting := undefined, tree := Tree, version := V, config := Config} = State) ->
     Self = self(),
-    Options = maps:merge(#{name => Node}, maps:get(insert, Config)),
-    {Pid, _} = spawn_monitor(fun() -> Self ! {inserted, self(), Node, insert(Node, Tree, Options)} end),
+    Options = maps:merge(#{name => Node, noise => noise(State)}, maps:get(insert, Config)),
+    {Pid, _} = spawn_monitor(fun() -> Self ! {inserted, self(), Node, insert(Node, Tree, Options, Self)} end),
     State#{inserting := {Node, Pid, V}};
 start_insertion(_Joining, State) ->
     State.
 
-insert(Node, Tree, Options) ->
+%% The insertion (in a process of its own); each round trip's jitter goes to the
+%% server, whose median of the latest is the next insertions' noise floor.
+-spec insert(node(), terrain:topology_tree(), terrain:insert_options(), pid()) ->
+          {ok, terrain:topology_tree(), list()} | {error, term()}.
+insert(Node, Tree, Options, Server) ->
     Measure = fun(A, B) ->
-                      try erpc:call(A, ?MODULE, round_trip, [B, ?RTT_SAMPLES], ?RPC_TIMEOUT * (?RTT_SAMPLES + 2))
+                      try erpc:call(A, ?MODULE, round_trip, [B, ?RTT_SAMPLES], ?RPC_TIMEOUT * (?RTT_SAMPLES + 2)) of
+                          {ok, D, Jitter} -> Server ! {jitter, Jitter}, {ok, D};
+                          Other -> Other
                       catch Class:Reason -> {error, {Class, Reason}}
                       end
               end,
     terrain:insert_node(Node, Tree, Measure, Options).
+
+%% The noise floor of the level model: the median jitter of the latest round trips
+%% (0 before any).
+-spec noise(state()) -> number().
+noise(#{jitters := []}) -> 0;
+noise(#{jitters := Jitters}) -> median(lists:sort(Jitters)).
+
+-spec median([number(), ...]) -> number().
+median(Sorted) ->
+    lists:nth((length(Sorted) + 1) div 2, Sorted).
 
 %% An insertion is applied only on the tree it was computed from; otherwise the
 %% reconciliation starts it again on the current tree.
@@ -650,19 +677,22 @@ remeasure(#{tree := Tree, next := Next, version := V, members := Members, config
                     %% in a process of its own: the round trips take a while (50 ms each across
                     %% sites) and the server must keep answering
                     Self = self(),
-                    Options = maps:merge(#{name => own_network(Tree, Node)}, maps:get(insert, Config)),
-                    {Pid, _} = spawn_monitor(fun() -> Self ! {remeasured, self(), Node, reinsert(Node, Tree, Options)} end),
+                    Options = maps:merge(#{name => own_network(Tree, Node), noise => noise(State)},
+                                         maps:get(insert, Config)),
+                    {Pid, _} = spawn_monitor(fun() ->
+                                                     Self ! {remeasured, self(), Node, reinsert(Node, Tree, Options, Self)}
+                                             end),
                     State1#{remeasuring := {Node, Pid, V, Tree}}
             end
     end.
 
 %% Out of the tree and in again (the networks keep their names; a network the removal
 %% emptied comes back under its name, `name').
--spec reinsert(node(), terrain:topology_tree(), terrain:insert_options()) ->
+-spec reinsert(node(), terrain:topology_tree(), terrain:insert_options(), pid()) ->
           {ok, terrain:topology_tree(), list()} | {error, term()}.
-reinsert(Node, Tree, Options) ->
+reinsert(Node, Tree, Options, Server) ->
     case terrain_live_tree:remove(Node, Tree) of
-        {ok, Without} -> insert(Node, Without, Options);
+        {ok, Without} -> insert(Node, Without, Options, Server);
         {error, Why} -> {error, {insert, {Why, Node}}}
     end.
 

@@ -67,7 +67,7 @@
 
 %% exports_not_used: the public API (docs/BENCH.md), of which the lab uses part; start_instance/1
 %% is called on every node of a run by erpc.
--ignore_xref([{operations, 0}, {start_instance, 1}, {summarise, 4}, {validate_config, 1}]).
+-ignore_xref([{operations, 0}, {start_instance, 1}, {summarise, 4}, {read_config, 1}]).
 
 -export_type([config/0, operation/0, run_options/0]).
 
@@ -111,7 +111,8 @@
 %%--------------------------------------------------------------------
 %% API
 
-%% @doc Reads a configuration file (`file:consult/1') and validates it.
+%% @doc Reads a configuration file (`file:consult/1' syntax; a regular file of at most
+%% 1 MiB) and validates it.
 -spec read_config(file:filename()) -> {ok, config()} | {error, term()}.
 read_config(File) ->
     terrain_bench_config:read(File).

@@ -13,12 +13,16 @@
 
 -export_type([config/0, operation/0, target/0, mode/0]).
 
+-include_lib("kernel/include/file.hrl").
+
 -type operation() :: terrain_bench:operation().
 
 -type target() :: random | [term()] | {group, atom(), term()}.
 -type mode() :: closed | {rate, number()} | {think, number()}.
 
 -type config() :: terrain_bench:config().
+
+-define(MAX_BYTES, 1024 * 1024).   % a configuration is a few lines
 
 -define(DEFAULTS, #{duration => 60, concurrent => 4, report_interval => 1, argument_size => 10,
                     compute_us => 10, target => random, mode => closed, warmup => 0, timeout => 5000,
@@ -27,12 +31,21 @@
 %%--------------------------------------------------------------------
 %% API
 
-%% @doc Reads and validates a configuration file: one `{Key, Value}.' term per key.
+%% @doc Reads and validates a configuration file: one `{Key, Value}.' term per key. It
+%% must be a regular file of at most ?MAX_BYTES bytes (a device such as /dev/zero is
+%% never read).
 -spec read(file:filename()) -> {ok, config()} | {error, term()}.
 read(File) ->
-    case file:consult(File) of
-        {ok, Terms} -> validate(Terms);
-        {error, {Line, Module, Term}} -> {error, {bench_config, {syntax, File, Line, Module:format_error(Term)}}};
+    case file:read_file_info(File) of
+        {ok, #file_info{type = regular, size = Size}} when Size =< ?MAX_BYTES ->
+            case file:consult(File) of
+                {ok, Terms} -> validate(Terms);
+                {error, {Line, Module, Term}} ->
+                    {error, {bench_config, {syntax, File, Line, Module:format_error(Term)}}};
+                {error, Why} -> {error, {bench_config, {file, File, Why}}}
+            end;
+        {ok, #file_info{type = regular}} -> {error, {bench_config, {file, File, too_large}}};
+        {ok, #file_info{}} -> {error, {bench_config, {file, File, not_regular}}};
         {error, Why} -> {error, {bench_config, {file, File, Why}}}
     end.
 
@@ -69,6 +82,10 @@ to_json(Config) ->
 -spec format_error(term()) -> iolist().
 format_error({bench_config, {syntax, File, Line, Text}}) ->
     io_lib:format("~ts:~p: ~ts", [File, Line, Text]);
+format_error({bench_config, {file, File, not_regular}}) ->
+    io_lib:format("cannot read configuration ~ts: not a regular file", [File]);
+format_error({bench_config, {file, File, too_large}}) ->
+    io_lib:format("cannot read configuration ~ts: larger than ~b bytes", [File, ?MAX_BYTES]);
 format_error({bench_config, {file, File, Why}}) ->
     io_lib:format("cannot read configuration ~ts: ~ts", [File, file:format_error(Why)]);
 format_error({bench_config, {not_a_key_value, Term}}) ->

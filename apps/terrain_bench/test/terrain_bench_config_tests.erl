@@ -57,3 +57,17 @@ read_config_file_test() ->
     ?assertMatch({error, {bench_config, {syntax, _, _, _}}}, terrain_bench:read_config(Bad)),
     ?assertMatch({error, {bench_config, {file, _, enoent}}}, terrain_bench:read_config(filename:join(Dir, "none"))),
     ok = file:del_dir_r(Dir).
+
+%% A device is never read (file:consult of /dev/zero read until memory ran out), nor
+%% a file over 1 MiB; each error names the file.
+a_device_or_a_huge_file_is_refused_before_it_is_read_test() ->
+    ?assertEqual({error, {bench_config, {file, "/dev/zero", not_regular}}}, terrain_bench:read_config("/dev/zero")),
+    ?assertEqual("cannot read configuration /dev/zero: not a regular file",
+                 lists:flatten(terrain_bench:format_error({bench_config, {file, "/dev/zero", not_regular}}))),
+    File = filename:join("/tmp", "terrain_bench_huge_" ++ os:getpid() ++ ".config"),
+    ok = file:write_file(File, binary:copy(<<"{duration, 1}.\n">>, 80000)),
+    try
+        ?assertEqual({error, {bench_config, {file, File, too_large}}}, terrain_bench:read_config(File))
+    after
+        file:delete(File)
+    end.

@@ -72,3 +72,13 @@ spec_becomes_the_tree_of_its_groups_in_file_order_test() ->
                                                                  {node, c}]},
                    {node, top2}]},
                  terrain_lab_spec:topology(Spec, Id)).
+
+%% Discovery prints its evidence: on the AMD 7950X (quantized results), the strict groups
+%% it adds beside the alpha rule's two core complexes, and that one alpha alone does not
+%% give them.
+strict_groups_are_named_on_stderr_test() ->
+    Matrix = filename:join([terrain_lab_test_escript:root(), "apps", "terrain", "test", "data", "real",
+                            "cpu-amd-ryzen9-7950x.latency.json"]),
+    {0, _Tree, Err} = terrain_lab_test_io:run(["topology", Matrix]),
+    ?assertNotEqual(nomatch, string:find(Err, "15 strict groups added as networks")),
+    ?assertNotEqual(nomatch, string:find(Err, "gives the same tree but the strict groups")).

@@ -16,15 +16,24 @@ found_and_truth(Name) ->
 cpus() ->
     [filename:basename(F, ".latency.json") || F <- filelib:wildcard(filename:join(dir(), "cpu-*.latency.json"))].
 
-%% Every CPU but one: the 7950X's results are quantized to about 1 ns (one way), so
-%% its SMT pairs (5.3 ns) and some pairs inside a CCD (10 ns) hold no alpha plateau;
-%% discovery finds its two CCDs only (SOURCES.md; docs/TOPOLOGY_DISCOVERY.md).
+%% Every CPU, the 7950X included: its results are quantized to about 1 ns (one way), so
+%% its SMT pairs (5 and 10 ns) and the pairs inside a CCD (15-21 ns) hold no alpha
+%% plateau; its SMT pairs are strict groups (every round trip inside 25% shorter than
+%% every one leaving them).
 cpu_matrices_exact_test_() ->
     [{Name, {timeout, 60, fun() ->
                      {Found, Truth} = found_and_truth(Name),
                      {ok, #{clade_recall := R, clade_precision := P}} = terrain:compare_topologies(Found, Truth),
                      ?assertEqual({Name, 1.0, 1.0}, {Name, R, P})
-             end}} || Name <- cpus(), Name =/= "cpu-amd-ryzen9-7950x"].
+             end}} || Name <- cpus()].
+
+%% Without the strict groups the alpha rule finds the 7950X's two CCDs only.
+strict_groups_find_the_7950x_smt_pairs_test() ->
+    {ok, Latency} = terrain:read_latency(filename:join(dir(), "cpu-amd-ryzen9-7950x.latency.json")),
+    {ok, #{topology := AlphaOnly}} = terrain:discover(Latency, #{strict => false}),
+    {_, Truth} = found_and_truth("cpu-amd-ryzen9-7950x"),
+    {ok, #{clade_recall := R}} = terrain:compare_topologies(AlphaOnly, Truth),
+    ?assert(R < 0.2).
 
 eighteen_cpus_checked_test() ->
     ?assertEqual(18, length(cpus())).
@@ -37,6 +46,11 @@ top_ari(Name) ->
 cloud_regions_match_continents_test_() ->
     [{Name, {timeout, 60, fun() -> ?assert(top_ari(Name) >= 0.8) end}} || Name <- ["azure-regions", "gcp-regions"]].
 
+%% The city mesh (WonderNetwork's servers, 217 cities): top-level ARI against continents
+%% >= 0.7 (the goal of issue 35).
+city_mesh_matches_continents_test_() ->
+    {timeout, 120, fun() -> ?assert(top_ari("wonderproxy-cities") >= 0.7) end}.
+
 %% Not flat where average linkage finds continents: the country mesh gets top-level
 %% groups (its ARI against continents is 0.47: the mean of every address pair of two
 %% countries is a noisy distance; docs/BENCHMARKS.md).
@@ -44,3 +58,16 @@ country_mesh_not_flat_test() ->
     {Found, _} = found_and_truth("ripe-countries"),
     {network, _, _, Children} = Found,
     ?assert(lists:any(fun({network, _, _, _}) -> true; (_) -> false end, Children)).
+
+%% A strict group must stand out by twice the noise too: with every pair's median 11 ns
+%% above its minimum (the jitter of one round trip, as large as an SMT pair's round
+%% trip), the 7950X's SMT pairs (11-21 ns round trip, 21-31 ns to the nearest other
+%% CPU) are no longer told apart.
+strict_groups_need_twice_the_noise_test() ->
+    {ok, #{stats := #{min := Rows}} = Latency} =
+        terrain:read_latency(filename:join(dir(), "cpu-amd-ryzen9-7950x.latency.json")),
+    Medians = [[case V of null -> null; _ -> V + 0.011 end || V <- Row] || Row <- Rows],
+    {ok, #{topology := Found}} = terrain:discover(Latency#{stats => #{min => Rows, median => Medians}}, #{}),
+    {_, Truth} = found_and_truth("cpu-amd-ryzen9-7950x"),
+    {ok, #{clade_recall := R}} = terrain:compare_topologies(Found, Truth),
+    ?assert(R < 0.2).

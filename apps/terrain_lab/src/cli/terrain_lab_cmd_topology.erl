@@ -314,11 +314,20 @@ report(#{repaired := Repaired, pairs := Pairs} = Result, Io) ->
                       terrain_lab_io:progress(Io, "topology: ~b points -> ~b clusters, alpha ~.2f "
                                               "(same partition for alpha ~.2f..~.2f)~n", [P, C, A, Lo, Hi])
               end, Levels),
+            Strict = maps:get(strict_groups, Result, 0),
             case Single of
+                {Lo, Hi} when Strict > 0 ->
+                    terrain_lab_io:progress(Io, "topology: one alpha in ~.2f..~.2f gives the same tree but the strict "
+                                            "groups~n", [Lo, Hi]);
                 {Lo, Hi} -> terrain_lab_io:progress(Io, "topology: one alpha in ~.2f..~.2f gives the same tree~n",
                                                     [Lo, Hi]);
                 none -> terrain_lab_io:progress(Io, "topology: no single alpha gives this tree~n", [])
-            end;
+            end,
+            _ = Strict > 0 andalso
+                terrain_lab_io:progress(Io, "topology: ~b strict groups added as networks (every round trip inside "
+                                        "25% and twice the noise, ~ts us, shorter than every one leaving them)~n",
+                                        [Strict, float_to_list(float(maps:get(noise, Result, 0)),
+                                                               [{decimals, 3}, compact])]);
         #{} ->
             ok
     end.

@@ -137,7 +137,7 @@ seed(Nodes, Measure, Opts, State) ->
                  _ when A =:= B -> 0;
                  _ -> null
              end || B <- Seed] || A <- Seed],
-    case terrain:discover(#{nodes => Seed, stats => #{min => Rows}}, #{}) of
+    case terrain:discover(#{nodes => Seed, stats => #{min => Rows}}, #{strict => false}) of
         {ok, #{topology := Tree}} when map_size(Pairs) > 0 ->
             Typical = within_noise(typical_heights(Tree, Pairs), Noise),
             %% the modes only for a seed full discovery left flat (one level)
@@ -280,10 +280,9 @@ leaves({node, X}) -> [X];
 leaves({network, _, _, Children}) -> lists:append([leaves(C) || C <- Children]).
 
 pair(A, B, Pairs) ->
-    case Pairs of
-        #{{A, B} := D} -> [D];
-        #{{B, A} := D} -> [D];
-        _ -> []
+    case (known(Pairs))(A, B) of
+        undefined -> [];
+        D -> [D]
     end.
 
 %%--------------------------------------------------------------------
@@ -314,7 +313,7 @@ past(Opts) ->
 wave(Wave, Measure, Opts, #{tree := Tree, pairs := Pairs0} = State) ->
     InsertOpts = insert_options(Opts, Tree, State),
     Map = maps:get(map, Opts, fun lists:map/2),
-    First = Map(fun(X) -> terrain:insert_node(X, Tree, Measure, InsertOpts) end, Wave),
+    First = Map(fun(X) -> terrain:insert_node(X, Tree, Measure, InsertOpts#{known => known(Pairs0)}) end, Wave),
     Pairs1 = lists:foldl(fun({ok, _, Ps}, Acc) -> add_pairs(Ps, Acc);
                             (_, Acc) -> Acc
                          end, Pairs0, First),
@@ -322,14 +321,14 @@ wave(Wave, Measure, Opts, #{tree := Tree, pairs := Pairs0} = State) ->
 
 %% Inserts X into the state's tree, round trips measured before answered from memory.
 insert(X, Measure, InsertOpts, #{tree := Tree, pairs := Pairs, placed := Placed, unplaced := Unplaced} = State) ->
+    Known = known(Pairs),
     Remembered = fun(A, B) ->
-                         case Pairs of
-                             #{{A, B} := D} -> {ok, D};
-                             #{{B, A} := D} -> {ok, D};
-                             _ -> Measure(A, B)
+                         case Known(A, B) of
+                             undefined -> Measure(A, B);
+                             D -> {ok, D}
                          end
                  end,
-    case terrain:insert_node(X, Tree, Remembered, InsertOpts) of
+    case terrain:insert_node(X, Tree, Remembered, InsertOpts#{known => Known}) of
         {ok, Tree1, Ps} -> State#{tree => Tree1, pairs => add_pairs(Ps, Pairs), placed => [X | Placed]};
         {error, _} -> State#{unplaced => Unplaced ++ [X]}
     end.
@@ -350,6 +349,18 @@ insert_options(Opts, Tree, State) ->
                      [] -> InsertOpts;
                      Levels -> InsertOpts#{levels => Levels}
                  end
+    end.
+
+%% The round trips measured so far between two nodes, for the insertion's order of a
+%% twin's search (its latency profile).
+-spec known(#{{node(), node()} => number()}) -> fun((node(), node()) -> number() | undefined).
+known(Pairs) ->
+    fun(A, B) ->
+            case Pairs of
+                #{{A, B} := D} -> D;
+                #{{B, A} := D} -> D;
+                _ -> undefined
+            end
     end.
 
 add_pairs(Ps, Acc) ->
