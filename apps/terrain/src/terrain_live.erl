@@ -30,7 +30,12 @@
 %%     tree's own (its networks' heights), with the median jitter of the latest round
 %%     trips the sequencer measured as its noise floor (`noise');</li>
 %% <li>removes a node of the tree that is no longer a member once the grace period
-%%     has passed without it coming back (`{leave, Node}');</li>
+%%     has passed without it coming back (`{leave, Node}'); while the cluster still
+%%     holds the tree it started with (version 0), a node of that tree this node has
+%%     never seen as a member is still starting (the nodes of a cluster come up one
+%%     after another, for minutes at 256 VMs on a small machine): it is given up to
+%%     `start_grace' from this server's start, so that a slow start does not remove
+%%     and place again every node that is late;</li>
 %% <li>re-measures one node every `remeasure' ms, round robin: takes it out of the
 %%     tree, inserts it again, and when its lowest network's other members differ,
 %%     publishes `{move, Node, From, To}' (the lists of siblings before and after).</li>
@@ -63,6 +68,7 @@
 -define(VERSION_KEY, {?MODULE, version}).
 -define(GROUP, nodes).
 -define(DEFAULT_GRACE, 10000).
+-define(DEFAULT_START_GRACE, 300000).
 -define(DEFAULT_REMEASURE, 60000).
 -define(RTT_SAMPLES, 5).
 -define(MAX_INSERTIONS, 4).      % new members measured at once by the sequencer
@@ -83,7 +89,8 @@
 %% ask again.
 -define(FETCH_TIMEOUT, 2000).
 
--type config() :: #{grace := non_neg_integer(), remeasure := non_neg_integer() | false,
+-type config() :: #{grace := non_neg_integer(), start_grace := non_neg_integer(),
+                    remeasure := non_neg_integer() | false,
                     reconnect := non_neg_integer(), insert := terrain:insert_options()}.
 
 %% The server's state: off (no `live' configuration: only subscriptions, never told of a
@@ -96,6 +103,8 @@
                    tree := terrain:topology_tree() | undefined,
                    pg := reference(),                              % the pg group's monitor
                    members := [node()],
+                   seen := #{node() => true},                      % every node seen as a member
+                   started := integer(),                           % this server's start (monotonic ms)
                    subscribers := subscribers(),
                    leaving := #{node() => reference()},            % the grace timer of each
                    inserting := #{pid() => {node(), Version :: non_neg_integer()}}, % insertions under way
@@ -167,13 +176,15 @@ round_trip(Other, Samples) ->
     end.
 
 %% @doc The live configuration from the app env key `live': `false' (default), `true'
-%% or a map of `grace' (ms), `remeasure' (ms or `false'), `insert' (options of
+%% or a map of `grace' (ms), `start_grace' (ms: the grace of a node of the tree not yet
+%% seen as a member), `remeasure' (ms or `false'), `insert' (options of
 %% `terrain:insert_node/4').
 -spec config() -> false | config().
 config() ->
-    Defaults = #{grace => ?DEFAULT_GRACE, remeasure => ?DEFAULT_REMEASURE, reconnect => ?DEFAULT_RECONNECT,
-                 insert => #{}},
+    Defaults = #{grace => ?DEFAULT_GRACE, start_grace => ?DEFAULT_START_GRACE, remeasure => ?DEFAULT_REMEASURE,
+                 reconnect => ?DEFAULT_RECONNECT, insert => #{}},
     Valid = fun(grace, G) -> is_integer(G) andalso G >= 0;
+               (start_grace, G) -> is_integer(G) andalso G >= 0;
                (reconnect, R) -> is_integer(R) andalso R >= 0;
                (remeasure, R) -> R =:= false orelse (is_integer(R) andalso R >= 0);
                (insert, I) -> is_map(I);
@@ -184,7 +195,7 @@ config() ->
             Defaults;
         Map when is_map(Map) ->
             {Good, Bad} = lists:partition(fun({K, V}) -> Valid(K, V) end, maps:to_list(Map)),
-            [logger:error("terrain: ignoring the live option ~0tp => ~0tP (grace: ms >= 0; remeasure: ms >= 0 or "
+            [logger:error("terrain: ignoring the live option ~0tp => ~0tP (grace, start_grace: ms >= 0; remeasure: ms >= 0 or "
                           "false; reconnect: ms >= 0; insert: a map of terrain:insert_node/4 options)", [K, V, 8], #{domain => [terrain, live]})
              || {K, V} <- Bad],
             maps:merge(Defaults, maps:from_list(Good));
@@ -225,7 +236,8 @@ init([]) ->
                           _ -> 0
                       end,
             State = #{live => true, config => Config, version => Version, tree => Tree,
-                      pg => MonRef, members => members(Pids),
+                      pg => MonRef, members => members(Pids), seen => maps:from_keys(members(Pids), true),
+                      started => erlang:monotonic_time(millisecond),
                       subscribers => #{},
                       leaving => #{},          % Node => timer (sequencer only)
                       inserting => #{},        % Pid => {Node, Version} (sequencer only)
@@ -261,12 +273,13 @@ handle_cast(_Request, State) ->
     {noreply, State}.
 
 -spec handle_info(term(), state()) -> {noreply, state()}.
-handle_info({Ref, Kind, ?GROUP, Pids}, #{pg := Ref, members := Members} = State) ->
+handle_info({Ref, Kind, ?GROUP, Pids}, #{pg := Ref, members := Members, seen := Seen} = State) ->
     New = case Kind of
               join -> lists:usort(Members ++ members(Pids));
               leave -> Members -- members(Pids)
           end,
-    {noreply, sequence(State#{members := New}, members(Pids), Kind)};
+    {noreply, sequence(State#{members := New, seen := maps:merge(Seen, maps:from_keys(New, true))},
+                       members(Pids), Kind)};
 handle_info({terrain_live_sync_request, From}, #{version := V, tree := Tree} = State) ->
     From ! {terrain_live_state, node(), V, Tree},
     {noreply, State};
@@ -288,12 +301,17 @@ handle_info({terrain_live_change, _V, _Change, _Tree}, State) ->
     {noreply, State};
 handle_info({jitter, Jitter}, #{jitters := Jitters} = State) ->
     {noreply, State#{jitters := lists:sublist([Jitter | Jitters], ?JITTERS)}};
-handle_info({grace_over, Node}, #{leaving := Leaving} = State) ->
-    State1 = State#{leaving := maps:remove(Node, Leaving)},
-    case is_sequencer(State1) andalso not lists:member(Node, maps:get(members, State1)) of
-        true -> {noreply, remove(Node, State1)};
-        false -> {noreply, State1}
+handle_info({grace_over, Node}, #{leaving := Leaving, version := 0, seen := Seen, started := Started,
+                                  config := #{grace := Grace, start_grace := StartGrace}} = State)
+  when not is_map_key(Node, Seen), is_map_key(Node, Leaving) ->
+    %% a node of the starting tree that has not come up yet: looked at again after the grace
+    case erlang:monotonic_time(millisecond) - Started < StartGrace of
+        true -> {noreply, State#{leaving := Leaving#{Node := erlang:send_after(max(Grace, 100), self(),
+                                                                                 {grace_over, Node})}}};
+        false -> grace_over(Node, State)
     end;
+handle_info({grace_over, Node}, State) ->
+    grace_over(Node, State);
 handle_info({inserted, Pid, Node, Result}, #{inserting := Inserting} = State) when is_map_key(Pid, Inserting) ->
     #{Pid := {Node, Base}} = Inserting,
     State1 = State#{inserting := maps:remove(Pid, Inserting)},
@@ -342,6 +360,15 @@ handle_info(_Msg, State) ->
 
 %%--------------------------------------------------------------------
 %% Internal: sequencing
+
+%% A node's grace period is over: the sequencer removes it unless it is back.
+-spec grace_over(node(), state()) -> {noreply, state()}.
+grace_over(Node, #{leaving := Leaving} = State) ->
+    State1 = State#{leaving := maps:remove(Node, Leaving)},
+    case is_sequencer(State1) andalso not lists:member(Node, maps:get(members, State1)) of
+        true -> {noreply, remove(Node, State1)};
+        false -> {noreply, State1}
+    end.
 
 members(Pids) ->
     lists:usort([node(P) || P <- Pids]).

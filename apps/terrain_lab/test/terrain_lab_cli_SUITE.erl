@@ -91,7 +91,8 @@ up_status_down(Config) ->
     end.
 
 down_after_a_node_died() ->
-    [{doc, "A node killed behind terrain's back shows as down in status; down still stops the rest."}].
+    [{doc, "A node killed behind terrain's back shows as down in status; probe fails naming its VM as exited and "
+      "its log in the state dir; down still stops the rest."}].
 down_after_a_node_died(Config) ->
     {Spec, State, Prefix} = setup(Config, "dead"),
     {0, _, _} = terrain(Config, ["up", "--state-dir", State, "--prefix", Prefix, Spec]),
@@ -104,6 +105,12 @@ down_after_a_node_died(Config) ->
         {0, Json, _} = terrain(Config, ["status", "--state-dir", State, "--json"]),
         {ok, #{<<"nodes">> := Nodes}} = terrain_json:decode(Json),
         ?assertEqual([<<"down">>, <<"up">>, <<"up">>], [S || #{<<"state">> := S} <- Nodes]),
+        {1, _, ProbeErr} = terrain(Config, ["probe", "--state-dir", State, "--runs-dir",
+                                            filename:join(?config(priv_dir, Config), "dead_runs")]),
+        ct:pal("probe:~n~ts", [ProbeErr]),
+        ?assertNotEqual(nomatch, string:find(ProbeErr, "the VM of node a (" ++ Prefix ++ "a@")),
+        ?assertNotEqual(nomatch, string:find(ProbeErr, "exited")),
+        ?assertNotEqual(nomatch, string:find(ProbeErr, "its log: " ++ filename:join([State, "nodes", "a.log"]))),
         {0, DownOut, _} = terrain(Config, ["down", "--state-dir", State]),
         ct:pal("down:~n~ts", [DownOut]),
         ?assertNotEqual(nomatch, string:find(DownOut, "was not running")),

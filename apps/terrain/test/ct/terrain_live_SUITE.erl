@@ -24,7 +24,9 @@
          a_node_that_joins_through_a_node_killed_at_once_gets_the_tree/0,
          a_node_that_joins_through_a_node_killed_at_once_gets_the_tree/1,
          nodes_that_join_at_once_are_measured_at_once_and_no_pair_twice/0,
-         nodes_that_join_at_once_are_measured_at_once_and_no_pair_twice/1]).
+         nodes_that_join_at_once_are_measured_at_once_and_no_pair_twice/1,
+         a_node_of_the_starting_tree_that_comes_up_late_is_not_removed/0,
+         a_node_of_the_starting_tree_that_comes_up_late_is_not_removed/1]).
 
 suite() -> [{timetrap, {minutes, 2}}].
 
@@ -36,7 +38,8 @@ all() -> [subscribe_without_live_is_refused, join_and_leave_reach_every_node_in_
           changes_travel_as_deltas_and_a_node_that_missed_one_fetches_the_tree_once,
           a_hung_sequencer_that_resumes_rejoins_at_its_place,
           a_node_that_joins_through_a_node_killed_at_once_gets_the_tree,
-          nodes_that_join_at_once_are_measured_at_once_and_no_pair_twice].
+          nodes_that_join_at_once_are_measured_at_once_and_no_pair_twice,
+          a_node_of_the_starting_tree_that_comes_up_late_is_not_removed].
 
 init_per_testcase(Case, Config) ->
     ok = terrain_test_peers:ensure_distributed(),
@@ -443,6 +446,29 @@ inserted_loop(Acc) ->
 %%--------------------------------------------------------------------
 
 %% p4 joins p1, p2, p3 (connecting to p1): every node at version 1 with four nodes.
+a_node_of_the_starting_tree_that_comes_up_late_is_not_removed() ->
+    [{doc, "p1 starts with the tree {p1, p2} and a 300 ms grace; p2 comes up 1.5 s later (a cluster that boots "
+           "slowly): both hold the starting tree at version 0, p2 never removed and placed again; then p2 stops: "
+           "after the grace it is removed (version 1), as a node that was seen"}].
+a_node_of_the_starting_tree_that_comes_up_late_is_not_removed(Config) ->
+    Prefix = ?config(prefix, Config),
+    Full = fun(S) -> list_to_atom(Prefix ++ S ++ "@" ++ ?config(host, Config)) end,
+    Tree = {network, dc, #{height => 100000}, [{node, Full("p1")}, {node, Full("p2")}]},
+    Env = [{live, #{grace => 300, remeasure => false}}, {topology, Tree}],
+    [P1] = terrain_test_peers:start([list_to_atom(Prefix ++ "p1")], Env),
+    ok = terrain_test_peers:wait_until(fun() -> members(P1) =:= [Full("p1")] end, 5000, "p1 alone in its group"),
+    timer:sleep(1500),   % the delay is the test's subject: p2 comes up after five grace periods
+    [P2] = terrain_test_peers:start([list_to_atom(Prefix ++ "p2")], Env),
+    true = terrain_test_peers:call(P2, net_kernel, connect_node, [Full("p1")]),
+    ok = terrain_test_peers:wait_until(fun() -> members(P1) =:= [Full("p1"), Full("p2")] end, 10000, "p2 a member"),
+    timer:sleep(600),    % two grace periods more: a removal or a placement would show as a version
+    ?assertEqual([{0, Tree}, {0, Tree}], [{maps:get(version, status(P)), topology(P)} || P <- [P1, P2]]),
+    terrain_test_peers:stop([P2]),
+    ok = terrain_test_peers:wait_until(fun() -> maps:get(version, status(P1)) =:= 1 end, 10000,
+                                       "p2 removed after its grace"),
+    ?assertEqual([Full("p1")], leaves(topology(P1))),
+    [{peers, [P1]}].
+
 join_fourth(Config, [P1 | _] = Three, Grace) ->
     [P4] = terrain_test_peers:start([list_to_atom(?config(prefix, Config) ++ "p4")],
                                     [{live, #{grace => Grace, remeasure => false}}]),

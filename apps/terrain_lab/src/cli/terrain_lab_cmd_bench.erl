@@ -92,10 +92,11 @@ bench(Options, [ConfigFile], Io) ->
                                             maps:filter(fun(out, V) -> V =/= undefined;
                                                            (_, _) -> false
                                                         end, Options)),
-                    case terrain_lab_bench:run(Config, RunOptions) of
-                        {ok, Out, Summary} -> report(Out, Summary, Io);
-                        {error, _} = Error -> Error
-                    end;
+                    Result = case terrain_lab_bench:run(Config, RunOptions) of
+                                 {ok, Out, Summary} -> report(Out, Summary, Io);
+                                 {error, _} = Error -> Error
+                             end,
+                    explained(Where, Options, Result);
                 {error, _} = Error ->
                     Error
             end;
@@ -182,6 +183,15 @@ guard(#{argument_size := Bytes, concurrent := Concurrent}, Nodes) ->
                                    terrain_lab_guard:memory([{Option, Workers,
                                                               4 * Bytes + terrain_lab_guard:process_bytes()}])
                            end], none).
+
+%% A run on the cluster `terrain up' recorded that failed: with its VMs that exited
+%% (terrain_lab_launch_status:explain/2). A run on a spec's own cluster names them already.
+explained(_Where, _Options, ok) ->
+    ok;
+explained({spec, _}, _Options, Error) ->
+    Error;
+explained(_Nodes, Options, Error) ->
+    terrain_lab_launch_status:explain(terrain_lab_cluster_state:state_dir(Options), Error).
 
 where(#{spec := Spec}) when is_list(Spec) ->
     {ok, {spec, Spec}};

@@ -91,7 +91,13 @@ run(Options, [], Io) ->
              fun(_) -> terrain_lab_cluster_state:connect(Options) end,
              fun(Nodes) -> guard(Nodes, ProbeOptions) end,
              fun(Nodes) -> measure(Nodes, ProbeOptions, maps:get(runs_dir, Options), Io) end],
-    terrain_lab_steps:run(Steps, Options).
+    case terrain_lab_steps:run(Steps, Options) of
+        {error, {probe, {Failed, _}}} = Error when Failed =:= unreachable; Failed =:= failed_pairs ->
+            %% nodes that did not answer or stopped answering: with the VMs that exited
+            terrain_lab_launch_status:explain(terrain_lab_cluster_state:state_dir(Options), Error);
+        Result ->
+            Result
+    end.
 
 %%--------------------------------------------------------------------
 %% Internal functions

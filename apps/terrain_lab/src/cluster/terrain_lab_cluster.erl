@@ -24,6 +24,7 @@
          nodes/1,
          diagnose/1,
          net_events/2,
+         exited_info/1,
          stop/1]).
 
 %% Internal exports
@@ -132,6 +133,9 @@ net_events(LogDir, Max) ->
                 binary:match(Line, <<"terrain netem: ">>) =/= nomatch],
     lists:nthtail(max(0, length(Found) - Max), Found).
 
+%% @doc A VM that exited, as `diagnose/1' returns it: with its log, the log's last
+%% lines and its exit status when the log has them.
+-spec exited_info(#{name := atom(), node := node(), log => file:filename()}) -> exited().
 exited_info(#{name := Name, node := Node, log := Log}) ->
     case terrain_lab_vm:log_tail(Log, 8) of
         {ok, Tail, Status} -> #{name => Name, node => Node, log => Log, status => Status, tail => Tail};

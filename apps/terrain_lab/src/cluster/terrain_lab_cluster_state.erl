@@ -42,6 +42,7 @@
          unlock/1,
          pid_file/2,
          pid_files/1,
+         vm_log/2,
          vm_logs/1,
          leftovers/1,
          remove/1,
@@ -255,6 +256,11 @@ stale_lock(Dir) ->
 -spec pid_file(file:filename(), atom()) -> file:filename().
 pid_file(Dir, Name) ->
     filename:join([Dir, "nodes", atom_to_list(Name) ++ ".pid"]).
+
+%% @doc The log of the VM of the spec node `Name' (`Dir/nodes/NAME.log').
+-spec vm_log(file:filename(), atom()) -> file:filename().
+vm_log(Dir, Name) ->
+    filename:join([Dir, "nodes", atom_to_list(Name) ++ ".log"]).
 
 %% @doc The VMs' logs in `Dir'.
 -spec vm_logs(file:filename()) -> [file:filename()].

@@ -189,6 +189,11 @@ format_error({launch, nothing_to_add}) ->
 format_error({launch, {bad_prefix, Prefix, Char}}) ->
     io_lib:format("--prefix '~ts' cannot start a node name: '~tc' is not an ASCII letter, digit, '_' or '-'; "
                   "nothing was started", [Prefix, Char]);
+format_error({launch, {live_not_settled, Settled, Total, Ms, Dir}}) ->
+    io_lib:format("the ~b nodes are up (state in ~ts), but their live topology had not settled after ~.1f s: ~b of ~b "
+                  "nodes were connected to every other node and held the version the others held; commands may fail "
+                  "until it settles ('terrain status' shows each node's version; 'terrain down' stops the cluster)",
+                  [Total, Dir, Ms / 1000, Settled, Total]);
 format_error({launch, {bad_netem, Value}}) ->
     io_lib:format("--netem expects auto, on or off, got '~ts'", [Value]).
 
@@ -294,13 +299,29 @@ start_and_record(#{spec := Spec, dir := Dir, nodes := Nodes, ssh := Ssh} = Run, 
     case {Failed, Written} of
         {[], ok} ->
             terrain_lab_io:progress(Io, "cluster ~ts is up; state in ~ts~n", [maps:get(name, Spec), Dir]),
-            {ok, Records};
+            case settled(Run, Io) of
+                ok -> {ok, Records};
+                {error, _} = NotSettled -> NotSettled
+            end;
         {[], {error, _} = WriteError} ->
             rollback(Records, Dir, Io),
             WriteError;
         _ ->
             rollback(Records, Dir, Io),
             {error, {launch, {not_started, Failed}}}
+    end.
+
+%% A live cluster is ready for the next command once its nodes are meshed and hold one
+%% version (terrain_lab_launch_status:await_live/3), under the rest of `up''s deadline
+%% but at least a minute; until then they connect to each other and the CLI's
+%% connections can time out. The cluster stays up when it has not settled by then.
+settled(#{live := false}, _Io) ->
+    ok;
+settled(#{nodes := Nodes, deadline := Deadline, dir := Dir}, Io) ->
+    Until = max(Deadline, erlang:monotonic_time(millisecond) + 60000),
+    case terrain_lab_launch_status:await_live([Node || {_, Node} <- Nodes], Until, Io) of
+        ok -> ok;
+        {error, {live_not_settled, Settled, Total, Ms}} -> {error, {launch, {live_not_settled, Settled, Total, Ms, Dir}}}
     end.
 
 %% What `up' will start, worked out before anything is written or started.
@@ -604,7 +625,7 @@ spawn_vms(Spawns, Running, Done, Parallel, Progress) ->
 vm_options(NodeSpec, Node, Dir) ->
     Name = maps:get(name, NodeSpec),
     %% its log events next to its pid file (STATE_DIR/nodes/NAME.log)
-    Log = filename:join(filename:dirname(terrain_lab_cluster_state:pid_file(Dir, Name)), atom_to_list(Name) ++ ".log"),
+    Log = terrain_lab_cluster_state:vm_log(Dir, Name),
     maps:merge(#{transport => local_detached, name => Name, node => Node, dir => Dir, log => Log},
                maps:with([schedulers, args], NodeSpec)).
 

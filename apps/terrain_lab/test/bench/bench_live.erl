@@ -14,7 +14,7 @@
 %%    on matching nodes, <= 2 s after nodedown. Then a group of 6 spread over the
 %%    6 racks ({depth, 2}); a member's VM is killed: 6 again, one per rack.
 -module(bench_live).
--export([run/0]).
+-export([run/0, run/1]).
 
 %% Internal exports: spawned on the cluster's nodes.
 -export([subscriber/1]).
@@ -23,22 +23,35 @@
 
 run() ->
     Dir = "/tmp/bench_live_" ++ os:getpid(),
-    Prefix = "bl" ++ os:getpid() ++ "_",
     Spec = filename:join(Dir, "live24.cluster"),
-    Add = filename:join(Dir, "add.cluster"),
     ok = filelib:ensure_dir(Spec),
     ok = file:write_file(Spec, spec_text()),
-    ok = file:write_file(Add, "{group, s1, #{}, [{group, s1r2, #{}, [{node, s1r2n5, #{schedulers => 1}}]}]}.\n"),
+    run(Dir, Spec, ?GRACE).
+
+%% @doc The same on the cluster of a spec file whose nodes are named sXrYnZ in groups sX
+%% and sXrY (`examples/scale_spec.py N --latency ...'), with a grace in ms, e.g.
+%% `-eval 'bench_live:run(["d256.cluster", "3000"]), halt().''. The node added is
+%% s1r2x1.
+-spec run([string()]) -> ok.
+run([Spec, Grace]) ->
+    run("/tmp/bench_live_" ++ os:getpid(), Spec, list_to_integer(Grace)).
+
+run(Dir, Spec, Grace) ->
+    Prefix = "bl" ++ os:getpid() ++ "_",
+    Add = filename:join(Dir, "add.cluster"),
+    ok = filelib:ensure_dir(Add),
+    ok = file:write_file(Add, "{group, s1, #{}, [{group, s1r2, #{}, [{node, s1r2x1, #{schedulers => 1}}]}]}.\n"),
     {ok, Null} = file:open("/dev/null", [write]),
     Quiet = #{out => Null, err => Null},
+    T0 = now_ms(),
     {ok, Records} = terrain_lab_launch:up(Spec, #{prefix => Prefix, timeout => undefined, netem => "auto",
-                                                  live => #{grace => ?GRACE, remeasure => false}},
+                                                  live => #{grace => Grace, remeasure => false}},
                                           Dir, Quiet),
     Nodes = [N || #{node := N} <- Records],
     try
-        io:format("24 VMs up; machine load ~ts~n", [load()]),
+        io:format("~b VMs up and settled in ~.1f s; machine load ~ts~n", [length(Nodes), (now_ms() - T0) / 1000, load()]),
         settle(Nodes),
-        join_and_leave(Nodes, Prefix, Add, Dir, Quiet),
+        join_and_leave(Nodes, Prefix, Add, Dir, Quiet, Grace),
         heal(Nodes)
     after
         terrain_lab_launch_stop:stop(Dir, 5000, #{io => Quiet, force => true})
@@ -46,14 +59,14 @@ run() ->
 
 %%--------------------------------------------------------------------
 
-join_and_leave(Nodes, Prefix, Add, Dir, Io) ->
+join_and_leave(Nodes, Prefix, Add, Dir, Io, Grace) ->
     Self = self(),
     %% the subscriber runs this module's code: load it on the nodes
     {?MODULE, Bin, File} = code:get_object_code(?MODULE),
     [{module, ?MODULE} = erpc:call(N, code, load_binary, [?MODULE, File, Bin]) || N <- Nodes],
     [_ = erpc:call(N, erlang, spawn, [?MODULE, subscriber, [Self]]) || N <- Nodes],
     [receive {subscribed, N} -> ok after 5000 -> error({no_subscriber, N}) end || N <- Nodes],
-    New = list_to_atom(Prefix ++ "s1r2n5@" ++ host()),
+    New = list_to_atom(Prefix ++ "s1r2x1@" ++ host()),
     ok = net_kernel:monitor_nodes(true, [{node_type, all}]),
     {ok, _} = terrain_lab_launch_change:add(Add, #{}, Dir, Io),
     Connected = receive {nodeup, New, _} -> now_ms() after 0 -> error(no_nodeup_seen) end,
@@ -61,22 +74,22 @@ join_and_leave(Nodes, Prefix, Add, Dir, Io) ->
     [{_, _, {join, New, Siblings, Pairs}, _} | _] = Taken,
     Versions = lists:usort([V || {_, V, _, _} <- Taken]),
     Last = lists:max([T || {_, _, _, T} <- Taken]),
-    Rack = lists:sort([list_to_atom(Prefix ++ "s1r2n" ++ integer_to_list(I) ++ "@" ++ host()) || I <- lists:seq(1, 4)]),
-    io:format("join: on all 24 nodes ~.2f s after the node connected (first ~.2f s); ~b pairs measured "
-              "(budget 3 x 3 levels x 4 = 36); version(s) ~w; siblings ~ts (its true rack: ~w)~n",
-              [(Last - Connected) / 1000, (lists:min([T || {_, _, _, T} <- Taken]) - Connected) / 1000, Pairs,
-               Versions, short(Siblings), Siblings =:= Rack]),
+    Rack = lists:sort([N || N <- Nodes, rack(N) =:= s1r2]),
+    io:format("join: on all ~b nodes ~.2f s after the node connected (first ~.2f s); ~b pairs measured; "
+              "version(s) ~w; siblings ~ts (its true rack: ~w)~n",
+              [length(Nodes), (Last - Connected) / 1000, (lists:min([T || {_, _, _, T} <- Taken]) - Connected) / 1000,
+               Pairs, Versions, short(Siblings), Siblings =:= Rack]),
     io:format("  tree on ~s after the join: ~ts~n", [hd(Nodes), short(place(hd(Nodes), New))]),
     %% the nodedown is timed by a process of its own: stop_some/4 returns only once the
     %% VM's OS process is gone, which can be a while after its connections closed
     Watcher = spawn_link(fun() -> erlang:monitor_node(New, true),
                                   receive {nodedown, New} -> Self ! {down_at, now_ms()} end end),
-    {ok, _} = terrain_lab_launch_change:stop_some(Dir, ["s1r2n5"], 5000, Io),
+    {ok, _} = terrain_lab_launch_change:stop_some(Dir, ["s1r2x1"], 5000, Io),
     Down = receive {down_at, T} -> T after 10000 -> error({no_nodedown, New, Watcher}) end,
-    Gone = await_all(Nodes, fun({leave, N}) -> N =:= New; (_) -> false end, ?GRACE + 30000),
+    Gone = await_all(Nodes, fun({leave, N}) -> N =:= New; (_) -> false end, Grace + 30000),
     LastGone = lists:max([T || {_, _, _, T} <- Gone]),
-    io:format("leave: gone from all 24 trees ~.2f s after its nodedown (grace ~.1f s + 2 s = ~.1f s); version(s) ~w~n",
-              [(LastGone - Down) / 1000, ?GRACE / 1000, (?GRACE + 2000) / 1000,
+    io:format("leave: gone from all ~b trees ~.2f s after its nodedown (grace ~.1f s + 2 s = ~.1f s); version(s) ~w~n",
+              [length(Nodes), (LastGone - Down) / 1000, Grace / 1000, (Grace + 2000) / 1000,
                lists:usort([V || {_, V, _, _} <- Gone])]).
 
 heal(Nodes) ->
@@ -140,8 +153,8 @@ wait_one(Node, Match, Deadline) ->
     end.
 
 settle(Nodes) ->
-    poll(fun() -> lists:all(fun(N) -> length(maps:get(members, erpc:call(N, terrain, live_status, []))) =:= 24 end,
-                            Nodes) end, 30000).
+    poll(fun() -> lists:all(fun(N) -> length(maps:get(members, erpc:call(N, terrain, live_status, []))) =:= length(Nodes)
+                            end, Nodes) end, 30000).
 
 place(Node, New) ->
     {network, _, _, _} = Tree = erpc:call(Node, terrain, topology, []),
