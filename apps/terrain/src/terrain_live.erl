@@ -13,7 +13,8 @@
 %% every node computes it from the groups' membership, so there is no election and no
 %% message to agree on it; when the sequencer goes, the next smallest takes over with
 %% the state every node holds. Every second the sequencer tells every member its
-%% version and digest, so that a member that missed the last change catches up. Only the sequencer changes the tree. A change gets the next version
+%% version and digest, so that a member that missed the last change catches up. Only
+%% the sequencer changes the tree. A change gets the next version
 %% and is sent, with the whole new tree, to every member; a node takes a tree only
 %% when its version is higher than the one it holds, so changes apply in the
 %% sequencer's order everywhere (messages between two processes keep their order).
