@@ -44,6 +44,15 @@
 %% Each level thus has its own α, which answers RELEASE D3.5's open problem that one α may
 %% not fit all scales; when the levels' ranges overlap, one α (reported as
 %% `single_alpha') gives the same tree with the plain algorithm.
+%%
+%% == The silhouette cut (wide-area networks) ==
+%% Geographic latency grows with distance continuously: the α rule finds no level, or
+%% narrow plateaus at every step that join continents at the top. At a level of at
+%% least six points, at least half as many as the nodes, the cut of the points'
+%% average-linkage dendrogram chosen by silhouette_cut/3 becomes the top level (its
+%% groups join under the root) when no α holds a partition there, or when the α levels
+%% built above it end in a top whose silhouette is below 0.5 and the cut scores higher
+%% (top_check/7). docs/TOPOLOGY_DISCOVERY.md, §2.4, says why and what can fool it.
 -module(terrain_alpha).
 
 %% API
