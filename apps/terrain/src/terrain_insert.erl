@@ -343,7 +343,7 @@ level({network, Name, #{height := H} = Opts, Children}, Known, Ctx0) ->
     {Measured, Ctx01} = to_measure(Indexed, Grouped, H, Ctx0),
     {PerChild, Ctx1} = measure_until_near(Measured, Grouped, H, Ctx01),
     case decide(PerChild, H, Ctx1) of
-        {structural, _} = First ->
+        First when element(1, First) =:= structural; element(1, First) =:= lower ->
             %% what one inflated round trip would cause: one more member of every
             %% network child, and decide again
             {PerChild2, Ctx2} = measure_children(Measured, PerChild, Ctx1#ctx.reps + 1, Ctx1),
@@ -364,8 +364,15 @@ decide(PerChild, H, #ctx{model = Model} = Ctx) ->
         _ ->
             {DStar, IStar} = lists:min(Mins),
             {Lo, Hi} = bounds(H, Model),
-            Near = lists:sort([{I, D} || {D, I} <- Mins, D < Lo]),
+            Near0 = lists:sort([{I, D} || {D, I} <- Mins, D < Lo]),
             Largest = lists:max([D || {D, _} <- Mins]),
+            %% in an ultrametric every member of a child is as far from the node; a near
+            %% child with a far member holds a misplaced one (a stale tree: it moved)
+            Sure = [{I, D} || {I, D} <- Near0, lists:max([X || {_, X} <- maps:get(I, PerChild)]) < Lo],
+            Near = case length(Near0) =:= map_size(PerChild) of
+                       true -> Sure;
+                       false -> Near0
+                   end,
             if
                 DStar > Hi ->
                     {structural, {outside, DStar}};
@@ -375,6 +382,9 @@ decide(PerChild, H, #ctx{model = Model} = Ctx) ->
                     {lower, Largest, decide(PerChild, Largest, Ctx)};
                 length(Near) >= 2 ->
                     {merge, [I || {I, _} <- Near], lists:max([D || {_, D} <- Near])};
+                Near =/= [] ->
+                    {DNear, INear} = lists:min([{D, I} || {I, D} <- Near]),
+                    {into, INear, DNear};
                 DStar < Lo ->
                     {into, IStar, DStar};
                 true ->
