@@ -40,7 +40,10 @@
 %% that the thresholds do not drift upwards with the largest of many noisy values.
 %% When the node measures near every child of a network (below height/S), the
 %% height was overestimated (made from one inflated round trip) and is lowered to
-%% the largest of those round trips. When it measures near two or more children but
+%% the largest of those round trips; re-checked first with one more member of every
+%% network child, a near child with a member not near holds a misplaced node (a stale
+%% tree: in an ultrametric all members of a sibling are equally far) and does not
+%% count as near. When it measures near two or more children but
 %% not all, those children are near each other too (ultrametric inequality) and are
 %% merged into one new network, which the node then enters. Finally, along the
 %% node's path, a child network at least height/S high is the same level as its
