@@ -345,21 +345,23 @@ level({network, Name, #{height := H} = Opts, Children}, Known, Ctx0) ->
     Grouped = group_known(Known),
     {Measured, Ctx01} = to_measure(Indexed, Grouped, H, Ctx0),
     {PerChild, Ctx1} = measure_until_near(Measured, Grouped, H, Ctx01),
-    case decide(PerChild, H, Ctx1) of
+    Multi = [I || {I, {network, _, _, _} = C} <- Indexed, length(leaves(C)) >= 2],
+    case decide(PerChild, Multi, H, Ctx1) of
         First when element(1, First) =:= structural; element(1, First) =:= lower ->
             %% what one inflated round trip would cause: one more member of every
             %% network child, and decide again
             {PerChild2, Ctx2} = measure_children(Measured, PerChild, Ctx1#ctx.reps + 1, Ctx1),
             case PerChild2 =:= PerChild of
                 true -> apply_decision(First, Name, Opts, Indexed, PerChild, Ctx2);
-                false -> apply_decision(decide(PerChild2, H, Ctx2), Name, Opts, Indexed, PerChild2, Ctx2)
+                false -> apply_decision(decide(PerChild2, Multi, H, Ctx2), Name, Opts, Indexed, PerChild2, Ctx2)
             end;
         Decision ->
             apply_decision(Decision, Name, Opts, Indexed, PerChild, Ctx1)
     end.
 
-%% The decision at a network of height H from the children's measurements.
-decide(PerChild, H, #ctx{model = Model} = Ctx) ->
+%% The decision at a network of height H from the children's measurements (Multi: the
+%% children with two members or more).
+decide(PerChild, Multi, H, #ctx{model = Model} = Ctx) ->
     Mins = [{lists:min([D || {_, D} <- Ms]), I} || {I, [_ | _] = Ms} <- maps:to_list(PerChild)],
     case Mins of
         [] ->
@@ -370,8 +372,11 @@ decide(PerChild, H, #ctx{model = Model} = Ctx) ->
             Near0 = lists:sort([{I, D} || {D, I} <- Mins, D < Lo]),
             Largest = lists:max([D || {D, _} <- Mins]),
             %% in an ultrametric every member of a child is as far from the node; a near
-            %% child with a far member holds a misplaced one (a stale tree: it moved)
-            Sure = [{I, D} || {I, D} <- Near0, lists:max([X || {_, X} <- maps:get(I, PerChild)]) < Lo],
+            %% child with a far member holds a misplaced one (a stale tree: it moved), and
+            %% one member near of a child of several may be that one: such children do not
+            %% count as near every child (the height stays)
+            Sure = [{I, D} || {I, D} <- Near0, Ms <- [[X || {_, X} <- maps:get(I, PerChild)]],
+                              lists:max(Ms) < Lo, length(Ms) >= 2 orelse not lists:member(I, Multi)],
             Near = case length(Near0) =:= map_size(PerChild) of
                        true -> Sure;
                        false -> Near0
@@ -382,7 +387,7 @@ decide(PerChild, H, #ctx{model = Model} = Ctx) ->
                 length(Near) >= 2, length(Near) =:= map_size(PerChild) ->
                     %% near every child: the height was overestimated (a network made
                     %% from one inflated round trip); lower it to what was measured
-                    {lower, Largest, decide(PerChild, Largest, Ctx)};
+                    {lower, Largest, decide(PerChild, Multi, Largest, Ctx)};
                 length(Near) >= 2 ->
                     {merge, [I || {I, _} <- Near], lists:max([D || {_, D} <- Near])};
                 Near =/= [] ->
@@ -690,6 +695,10 @@ fill(Net, Have, Want, Tries, #ctx{rand = R0} = Ctx) ->
                 {error, _, Ctx1} -> fill(Net, Have, Want, Tries - 1, Ctx1)
             end
     end.
+
+-spec leaves(terrain_topology:tree()) -> [node()].
+leaves({node, X}) -> [X];
+leaves({network, _, _, Children}) -> lists:append([leaves(C) || C <- Children]).
 
 %% A member chosen by a random walk down from the network, and its path.
 random_leaf({node, X}, R) ->

@@ -255,3 +255,24 @@ a_misplaced_member_does_not_lower_its_site_test() ->
          {network, chaos8, _, [_, {network, s2, _, [_, R2]}]} = Found,
          ?assertMatch({{network, s2r2, _, [{node, d2}, {node, d1}]}, S}, {R2, S})
      end || S <- lists:seq(1, 20)].
+
+%% Seed 52's version of finding 9: during a partition b1, c1 and d2 cannot be measured,
+%% and j1, which moved from s2's rack into s1, is the only member of s2 measured. d1
+%% re-measured finds a2 (s1) and j1 (s2) both at 5 ms, near both sites: the old descent
+%% lowered the root to 5 ms and dissolved both sites into it. One near member of a
+%% child of several is no evidence that the child is near: the root and the sites stay.
+a_lone_near_member_does_not_lower_the_root_test() ->
+    Tree = {network, chaos8, #{height => 50000},
+            [{network, s1, #{height => 5000},
+              [{network, s1r1, #{height => 500}, [{node, a2}]}, {network, s1r2, #{height => 500}, [{node, b1}]}]},
+             {network, s2, #{height => 5000},
+              [{node, c1}, {network, s2r2, #{height => 500}, [{node, d2}, {node, j1}]}]}]},
+    Measure = fun(d1, X) when X =:= a2; X =:= j1 -> {ok, 5000};
+                 (d1, _) -> {error, unreachable}
+              end,
+    [begin
+         {ok, Found, _} = terrain:insert_node(d1, Tree, Measure, #{name => s1r2, seed => S}),
+         ?assertMatch({{network, chaos8, #{height := 50000}, [{network, s1, #{height := 5000}, _},
+                                                              {network, s2, #{height := 5000}, _}]}, S},
+                      {Found, S})
+     end || S <- lists:seq(1, 20)].
