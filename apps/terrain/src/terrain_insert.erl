@@ -43,7 +43,8 @@
 %% the largest of those round trips; re-checked first with one more member of every
 %% network child, a near child with a member not near holds a misplaced node (a stale
 %% tree: in an ultrametric all members of a sibling are equally far) and does not
-%% count as near. When it measures near two or more children but
+%% count as near, nor does a child of several members with only one measured. When
+%% it measures near two or more children but
 %% not all, those children are near each other too (ultrametric inequality) and are
 %% merged into one new network, which the node then enters. Finally, along the
 %% node's path, a child network at least height/S high is the same level as its
