@@ -348,7 +348,7 @@ level({network, Name, #{height := H} = Opts, Children}, Known, Ctx0) ->
     {PerChild, Ctx1} = measure_until_near(Measured, Grouped, H, Ctx01),
     Multi = [I || {I, {network, _, _, _} = C} <- Indexed, length(leaves(C)) >= 2],
     case decide(PerChild, Multi, H, Ctx1) of
-        First when element(1, First) =:= structural; element(1, First) =:= lower ->
+        First when element(1, First) =:= structural; element(1, First) =:= lower; element(1, First) =:= merge ->
             %% what one inflated round trip would cause: one more member of every
             %% network child, and decide again
             {PerChild2, Ctx2} = measure_children(Measured, PerChild, Ctx1#ctx.reps + 1, Ctx1),
@@ -375,10 +375,10 @@ decide(PerChild, Multi, H, #ctx{model = Model} = Ctx) ->
             %% in an ultrametric every member of a child is as far from the node; a near
             %% child with a far member holds a misplaced one (a stale tree: it moved), and
             %% one member near of a child of several may be that one: such children do not
-            %% count as near every child (the height stays)
+            %% count when two or more look near (no height lowered, no children merged)
             Sure = [{I, D} || {I, D} <- Near0, Ms <- [[X || {_, X} <- maps:get(I, PerChild)]],
                               lists:max(Ms) < Lo, length(Ms) >= 2 orelse not lists:member(I, Multi)],
-            Near = case length(Near0) =:= map_size(PerChild) of
+            Near = case length(Near0) >= 2 of
                        true -> Sure;
                        false -> Near0
                    end,

@@ -276,3 +276,27 @@ a_lone_near_member_does_not_lower_the_root_test() ->
                                                               {network, s2, #{height := 5000}, _}]}, S},
                       {Found, S})
      end || S <- lists:seq(1, 20)].
+
+%% Seed 10 during a partition (finding 9): j2 moved from s2's rack into s1, b2 was
+%% killed, j1 is across the partition. j3 joins s1's rack beside d1 and finds d1 and j2
+%% (s2's representative) near: near some children but not all, which the old descent
+%% read as those children near each other and merged s1 and s2 into one site. s2's
+%% other members are far: s2 is not merged, it stays a site beside s1.
+a_misplaced_member_does_not_merge_its_site_test() ->
+    Tree = {network, chaos8, #{height => 50000},
+            [{network, s1, #{height => 5000}, [{network, s1r1, #{height => 500}, [{node, d1}]}]},
+             {node, j1},
+             {network, s2, #{height => 5000},
+              [{network, s2r1, #{height => 500}, [{node, c2}]},
+               {network, s2r2, #{height => 500}, [{node, d2}, {node, j2}]}]},
+             {node, b2}]},
+    Measure = fun(j3, d1) -> {ok, 500};
+                 (j3, j2) -> {ok, 5000};
+                 (j3, X) when X =:= b2; X =:= j1 -> {error, unreachable};
+                 (j3, _) -> {ok, 50000}
+              end,
+    [begin
+         {ok, Found, _} = terrain:insert_node(j3, Tree, Measure, #{name => s1r1, seed => S}),
+         {network, chaos8, #{height := 50000}, Children} = Found,
+         ?assertMatch({[{network, s2, #{height := 5000}, _}], S}, {[C || {network, s2, _, _} = C <- Children], S})
+     end || S <- lists:seq(1, 20)].
