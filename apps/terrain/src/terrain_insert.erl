@@ -46,7 +46,8 @@
 %% count as near, nor does a child of several members with only one measured. When
 %% it measures near two or more children but
 %% not all, those children are near each other too (ultrametric inequality) and are
-%% merged into one new network, which the node then enters. Finally, along the
+%% merged into one new network, which the node then enters (re-checked the same way,
+%% merging only the children that count as near). Finally, along the
 %% node's path, a child network at least height/S high is the same level as its
 %% parent and is dissolved into it.
 -module(terrain_insert).
