@@ -316,7 +316,9 @@ normalise(Leaf, [], _Model) ->
 
 splice({network, _, #{height := Hc}, Sub} = C, H, Model) ->
     case Hc >= lo(H, Model) of
-        true -> Sub;
+        %% its own children as high are that level too (a network the node made under
+        %% a lowered height can be higher than it: finding 10's child_higher)
+        true -> lists:append([splice(S, H, Model) || S <- Sub]);
         false -> [C]
     end;
 splice(C, _H, _Model) -> [C].

@@ -327,6 +327,10 @@ handle_info({remeasured, Pid, Node, Result}, #{remeasuring := {Node, Pid, Base, 
     State1 = State#{remeasuring := undefined},
     case Result of
         {ok, New, _Pairs} when V =:= Base -> {noreply, moved(Node, Old, New, State1)};
+        {error, {topology, _, _} = Why} ->
+            logger:warning("terrain: the re-measurement of ~0p gave a tree that is not valid, kept the tree of "
+                           "version ~b: ~ts", [Node, V, terrain:format_error(Why)], #{domain => [terrain, live]}),
+            {noreply, State1};
         _ -> {noreply, State1}   % the tree changed meanwhile, or the node could not be measured
     end;
 handle_info({'DOWN', _, process, Pid, _}, #{remeasuring := {_, Pid, _, _}} = State) ->
@@ -574,7 +578,20 @@ insert(Node, Tree, Options, Server, Known) ->
                       catch Class:Reason -> {error, {Class, Reason}}
                       end
               end,
-    terrain:insert_node(Node, Tree, Measure, Options).
+    valid(terrain:insert_node(Node, Tree, Measure, Options)).
+
+%% A tree the insertion returned that terrain_topology refuses (finding 10 of
+%% docs/RELIABILITY.md: a network higher than its parent) is an error, logged by the
+%% server, which keeps its version, rather than a crash of the server in siblings/2.
+-spec valid({ok, terrain:topology_tree(), list()} | {error, term()}) ->
+          {ok, terrain:topology_tree(), list()} | {error, term()}.
+valid({ok, Tree, _Pairs} = Result) ->
+    case terrain_topology:new(Tree) of
+        {ok, _} -> Result;
+        {error, _} = Error -> Error
+    end;
+valid(Error) ->
+    Error.
 
 %% The noise floor of the level model: the median jitter of the latest round trips
 %% (0 before any).
