@@ -326,7 +326,14 @@ handle_info({'DOWN', _, process, Pid, Reason}, #{inserting := Inserting} = State
 handle_info({remeasured, Pid, Node, Result}, #{remeasuring := {Node, Pid, Base, Old}, version := V} = State) ->
     State1 = State#{remeasuring := undefined},
     case Result of
-        {ok, New, _Pairs} when V =:= Base -> {noreply, moved(Node, Old, New, State1)};
+        {ok, New, Pairs} when V =:= Base ->
+            case terrain_live_tree:misplaced(Node, Old, Pairs, noise(State)) of
+                move ->
+                    {noreply, moved(Node, Old, New, State1)};
+                {keep, Others} ->
+                    %% the tree is stale about the others (they moved): they first, then Node again
+                    {noreply, State1#{next := Others ++ [Node | maps:get(next, State1) -- [Node | Others]]}}
+            end;
         {error, {topology, _, _} = Why} ->
             logger:warning("terrain: the re-measurement of ~0p gave a tree that is not valid, kept the tree of "
                            "version ~b: ~ts", [Node, V, terrain:format_error(Why)], #{domain => [terrain, live]}),

@@ -18,6 +18,7 @@
 -export([digest/1,
          nodes_of/1,
          remove/2,
+         misplaced/4,
          union/3,
          delta/2,
          patch/2]).
@@ -63,6 +64,33 @@ remove(Node, Tree) ->
         empty -> {error, last_node};
         NewTree -> {ok, NewTree}
     end.
+
+%% @doc Whether a re-measurement of `Node' may move it in `Old' (the tree before;
+%% `Pairs': its round trips `{Node, Other, Us}'; `Noise': the noise floor, µs). A round
+%% trip outside the band of the level `Old' predicts for it (terrain_insert:bounds/3)
+%% contradicts `Old' about Node or about Other. When fewer nodes contradict it than
+%% confirm it, the tree is right about Node and stale about them (they moved:
+%% docs/RELIABILITY.md, finding 9): `{keep, Them}', the caller keeps Node where it is
+%% and re-measures them first; otherwise (Node moved, or nothing contradicts) `move'.
+-spec misplaced(node(), tree(), [{node(), node(), number()}], number()) -> move | {keep, [node()]}.
+misplaced(Node, Old, Pairs, Noise) ->
+    {ok, T} = terrain_topology:new(Old),
+    Levels = terrain_insert:levels(Old),
+    Judged = [{B, contradicts(D, terrain_topology:distance(T, Node, B), Levels, Noise)}
+              || {A, B, D} <- Pairs, A =:= Node, lists:member(B, terrain_topology:nodes(T))],
+    Contra = lists:usort([B || {B, true} <- Judged]),
+    Confirm = lists:usort([B || {B, false} <- Judged]) -- Contra,
+    case Contra =/= [] andalso length(Contra) < length(Confirm) of
+        true -> {keep, Contra};
+        false -> move
+    end.
+
+-spec contradicts(number(), number(), [float()], number()) -> boolean().
+contradicts(_D, Predicted, _Levels, _Noise) when Predicted =< 0 ->
+    false;
+contradicts(D, Predicted, Levels, Noise) ->
+    {Lo, Hi} = terrain_insert:bounds(Predicted, Levels, Noise),
+    D < Lo orelse D > Hi.
 
 %% @doc The union of two trees by network names: `Base' with every node of `Other'
 %% that is in `Keep' and not in `Base', placed under the networks of the same names
