@@ -327,12 +327,10 @@ handle_info({remeasured, Pid, Node, Result}, #{remeasuring := {Node, Pid, Base, 
     State1 = State#{remeasuring := undefined},
     case Result of
         {ok, New, Pairs} when V =:= Base ->
-            case terrain_live_tree:misplaced(Node, Old, Pairs, noise(State)) of
-                move ->
-                    {noreply, moved(Node, Old, New, State1)};
-                {keep, Others} ->
-                    %% the tree is stale about the others (they moved): they first, then Node again
-                    {noreply, State1#{next := Others ++ [Node | maps:get(next, State1) -- [Node | Others]]}}
+            case terrain_live_tree:misplaced(Node, Old, New, Pairs, noise(State)) of
+                move -> {noreply, moved(Node, Old, New, State1)};
+                {keep, []} -> {noreply, State1};
+                {keep, Others} -> {noreply, State1#{next := stale_first(Node, Others, maps:get(next, State1))}}
             end;
         {error, {topology, _, _} = Why} ->
             logger:warning("terrain: the re-measurement of ~0p gave a tree that is not valid, kept the tree of "
@@ -746,6 +744,11 @@ reinsert(Node, Tree, Options, Server) ->
         {ok, Without} -> insert(Node, Without, Options, Server, #{});
         {error, Why} -> {error, {insert, {Why, Node}}}
     end.
+
+%% The tree is stale about Others (they moved): they are re-measured first, then Node again.
+-spec stale_first(node(), [node()], [node()]) -> [node()].
+stale_first(Node, Others, Next) ->
+    Others ++ [Node | Next -- [Node | Others]].
 
 moved(Node, Old, New, State) ->
     From = siblings(Old, Node),

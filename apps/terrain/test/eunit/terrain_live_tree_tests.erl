@@ -128,14 +128,15 @@ measure52() ->
     end.
 
 %% The live server's re-measurements in the order of Next (terrain_live: out of the
-%% tree and in again; a node kept by misplaced/4 goes after the nodes it names).
+%% tree and in again; a node kept by misplaced/5 goes after the nodes it names).
 remeasure_all(Tree, [], _Measure) ->
     Tree;
 remeasure_all(Tree, [Node | Rest], Measure) ->
     {ok, Without} = terrain_live_tree:remove(Node, Tree),
     {ok, New, Pairs} = terrain:insert_node(Node, Without, Measure, #{name => Node}),
-    case terrain_live_tree:misplaced(Node, Tree, Pairs, 0) of
+    case terrain_live_tree:misplaced(Node, Tree, New, Pairs, 0) of
         move -> remeasure_all(New, Rest, Measure);
+        {keep, []} -> remeasure_all(Tree, Rest, Measure);
         {keep, Others} -> remeasure_all(Tree, Others ++ [Node | Rest -- [Node | Others]], Measure)
     end.
 
@@ -147,7 +148,7 @@ a_node_in_place_is_kept_when_its_round_trips_show_others_moved_test() ->
     Measure = measure52(),
     {ok, Without} = terrain_live_tree:remove(b1, stale52()),
     {ok, New, Pairs} = terrain:insert_node(b1, Without, Measure, #{name => b1}),
-    {keep, Others} = terrain_live_tree:misplaced(b1, stale52(), Pairs, 0),
+    {keep, Others} = terrain_live_tree:misplaced(b1, stale52(), New, Pairs, 0),
     %% the insertion alone would follow d1 (0.25 ms) into s2: the tree is stale about d1
     ?assert(lists:member(d1, Others)),
     ?assertNot(lists:member(a2, Others)),
@@ -157,7 +158,7 @@ a_moved_node_is_moved_test() ->
     Measure = measure52(),
     {ok, Without} = terrain_live_tree:remove(d1, stale52()),
     {ok, New, Pairs} = terrain:insert_node(d1, Without, Measure, #{name => d1}),
-    ?assertEqual(move, terrain_live_tree:misplaced(d1, stale52(), Pairs, 0)),
+    ?assertEqual(move, terrain_live_tree:misplaced(d1, stale52(), New, Pairs, 0)),
     ?assert(lists:member([a1, a2, b1, d1, j1], sites(New))).
 
 %% Whatever node is re-measured first, the re-measurements bring the stale tree's
@@ -170,3 +171,26 @@ re_measurements_bring_a_stale_tree_to_the_true_sites_in_any_order_test() ->
     Orders = [[First | Nodes -- [First]] || First <- Nodes] ++ [lists:reverse(Nodes)],
     [?assertEqual({Order, sites(truth52())}, {Order, sites(remeasure_all(stale52(), Order ++ Order, Measure))})
      || Order <- Orders].
+
+%% 3 sites x 3 racks x 2 nodes; `x' moved from the first rack of s1 to its second.
+grid(XRack) ->
+    {network, root, #{height => 25000},
+     [{network, S, #{height => 2500},
+       [rack250(list_to_atom(lists:concat([S, r, R])),
+                [list_to_atom(lists:concat([S, r, R, n, N])) || N <- [1, 2]] ++ [x || {S, R} =:= XRack])
+        || R <- [1, 2, 3]]} || S <- [s1, s2, s3]]}.
+
+%% A move within a site changes few round trips (those to the two racks); the node and
+%% its old and new rack mates, re-measured first, do not keep each other in place.
+a_node_moved_within_its_site_is_moved_whoever_is_re_measured_first_test() ->
+    {ok, T} = terrain_topology:new(grid({s1, 2})),
+    Measure = fun(A, B) -> {ok, terrain_topology:distance(T, A, B) * (1 + (erlang:phash2({A, B}) rem 50) / 1000)} end,
+    Nodes = terrain_live_tree:nodes_of(grid({s1, 1})),
+    [?assertEqual({First, lists:sort([x, s1r2n1, s1r2n2])},
+                  {First, rack_of(x, remeasure_all(grid({s1, 1}), [First | Nodes -- [First]], Measure))})
+     || First <- [x, s1r1n1, s1r2n1, s2r1n1]].
+
+%% The nodes of the lowest network that holds Node.
+rack_of(Node, Tree) ->
+    {ok, T} = terrain_topology:new(Tree),
+    lists:sort(terrain_topology:disc(T, Node, 250)).
