@@ -49,7 +49,9 @@
 %% merged into one new network, which the node then enters (re-checked the same way,
 %% merging only the children that count as near). Finally, along the
 %% node's path, a child network at least height/S high is the same level as its
-%% parent and is dissolved into it.
+%% parent and is dissolved into it, and so are its own child networks that high (a
+%% network the node formed below a height lowered under it would be higher than its
+%% parent, which terrain_topology refuses).
 -module(terrain_insert).
 
 %% API

@@ -38,7 +38,11 @@
 %%     and place again every node that is late;</li>
 %% <li>re-measures one node every `remeasure' ms, round robin: takes it out of the
 %%     tree, inserts it again, and when its lowest network's other members differ,
-%%     publishes `{move, Node, From, To}' (the lists of siblings before and after).</li>
+%%     publishes `{move, Node, From, To}' (the lists of siblings before and after);
+%%     only when its new place contradicts fewer of its round trips than the old one
+%%     (`terrain_live_tree:misplaced/5'): otherwise the tree is stale about the nodes
+%%     those round trips contradict (they moved), and they are re-measured first, then
+%%     the node again.</li>
 %% </ul>
 %% Subscribers (`terrain:subscribe(topology, #{})') get `{terrain_topology, Ref,
 %% #{version, change, topology}}' for every version this node takes.
