@@ -40,11 +40,18 @@
 %% that the thresholds do not drift upwards with the largest of many noisy values.
 %% When the node measures near every child of a network (below height/S), the
 %% height was overestimated (made from one inflated round trip) and is lowered to
-%% the largest of those round trips. When it measures near two or more children but
+%% the largest of those round trips; re-checked first with one more member of every
+%% network child, a near child with a member not near holds a misplaced node (a stale
+%% tree: in an ultrametric all members of a sibling are equally far) and does not
+%% count as near, nor does a child of several members with only one measured. When
+%% it measures near two or more children but
 %% not all, those children are near each other too (ultrametric inequality) and are
-%% merged into one new network, which the node then enters. Finally, along the
+%% merged into one new network, which the node then enters (re-checked the same way,
+%% merging only the children that count as near). Finally, along the
 %% node's path, a child network at least height/S high is the same level as its
-%% parent and is dissolved into it.
+%% parent and is dissolved into it, and so are its own child networks that high (a
+%% network the node formed below a height lowered under it would be higher than its
+%% parent, which terrain_topology refuses).
 -module(terrain_insert).
 
 %% API
@@ -311,7 +318,9 @@ normalise(Leaf, [], _Model) ->
 
 splice({network, _, #{height := Hc}, Sub} = C, H, Model) ->
     case Hc >= lo(H, Model) of
-        true -> Sub;
+        %% its own children as high are that level too (a network the node made under
+        %% a lowered height can be higher than it: finding 10's child_higher)
+        true -> lists:append([splice(S, H, Model) || S <- Sub]);
         false -> [C]
     end;
 splice(C, _H, _Model) -> [C].
@@ -342,21 +351,23 @@ level({network, Name, #{height := H} = Opts, Children}, Known, Ctx0) ->
     Grouped = group_known(Known),
     {Measured, Ctx01} = to_measure(Indexed, Grouped, H, Ctx0),
     {PerChild, Ctx1} = measure_until_near(Measured, Grouped, H, Ctx01),
-    case decide(PerChild, H, Ctx1) of
-        {structural, _} = First ->
+    Multi = [I || {I, {network, _, _, _} = C} <- Indexed, length(leaves(C)) >= 2],
+    case decide(PerChild, Multi, H, Ctx1) of
+        First when element(1, First) =:= structural; element(1, First) =:= lower; element(1, First) =:= merge ->
             %% what one inflated round trip would cause: one more member of every
             %% network child, and decide again
             {PerChild2, Ctx2} = measure_children(Measured, PerChild, Ctx1#ctx.reps + 1, Ctx1),
             case PerChild2 =:= PerChild of
                 true -> apply_decision(First, Name, Opts, Indexed, PerChild, Ctx2);
-                false -> apply_decision(decide(PerChild2, H, Ctx2), Name, Opts, Indexed, PerChild2, Ctx2)
+                false -> apply_decision(decide(PerChild2, Multi, H, Ctx2), Name, Opts, Indexed, PerChild2, Ctx2)
             end;
         Decision ->
             apply_decision(Decision, Name, Opts, Indexed, PerChild, Ctx1)
     end.
 
-%% The decision at a network of height H from the children's measurements.
-decide(PerChild, H, #ctx{model = Model} = Ctx) ->
+%% The decision at a network of height H from the children's measurements (Multi: the
+%% children with two members or more).
+decide(PerChild, Multi, H, #ctx{model = Model} = Ctx) ->
     Mins = [{lists:min([D || {_, D} <- Ms]), I} || {I, [_ | _] = Ms} <- maps:to_list(PerChild)],
     case Mins of
         [] ->
@@ -364,17 +375,30 @@ decide(PerChild, H, #ctx{model = Model} = Ctx) ->
         _ ->
             {DStar, IStar} = lists:min(Mins),
             {Lo, Hi} = bounds(H, Model),
-            Near = lists:sort([{I, D} || {D, I} <- Mins, D < Lo]),
+            Near0 = lists:sort([{I, D} || {D, I} <- Mins, D < Lo]),
             Largest = lists:max([D || {D, _} <- Mins]),
+            %% in an ultrametric every member of a child is as far from the node; a near
+            %% child with a far member holds a misplaced one (a stale tree: it moved), and
+            %% one member near of a child of several may be that one: such children do not
+            %% count when two or more look near (no height lowered, no children merged)
+            Sure = [{I, D} || {I, D} <- Near0, Ms <- [[X || {_, X} <- maps:get(I, PerChild)]],
+                              lists:max(Ms) < Lo, length(Ms) >= 2 orelse not lists:member(I, Multi)],
+            Near = case length(Near0) >= 2 of
+                       true -> Sure;
+                       false -> Near0
+                   end,
             if
                 DStar > Hi ->
                     {structural, {outside, DStar}};
                 length(Near) >= 2, length(Near) =:= map_size(PerChild) ->
                     %% near every child: the height was overestimated (a network made
                     %% from one inflated round trip); lower it to what was measured
-                    {lower, Largest, decide(PerChild, Largest, Ctx)};
+                    {lower, Largest, decide(PerChild, Multi, Largest, Ctx)};
                 length(Near) >= 2 ->
                     {merge, [I || {I, _} <- Near], lists:max([D || {_, D} <- Near])};
+                Near =/= [] ->
+                    {DNear, INear} = lists:min([{D, I} || {I, D} <- Near]),
+                    {into, INear, DNear};
                 DStar < Lo ->
                     {into, IStar, DStar};
                 true ->
@@ -677,6 +701,10 @@ fill(Net, Have, Want, Tries, #ctx{rand = R0} = Ctx) ->
                 {error, _, Ctx1} -> fill(Net, Have, Want, Tries - 1, Ctx1)
             end
     end.
+
+-spec leaves(terrain_topology:tree()) -> [node()].
+leaves({node, X}) -> [X];
+leaves({network, _, _, Children}) -> lists:append([leaves(C) || C <- Children]).
 
 %% A member chosen by a random walk down from the network, and its path.
 random_leaf({node, X}, R) ->

@@ -42,7 +42,11 @@
 %%     and place again every node that is late;</li>
 %% <li>re-measures one node every `remeasure' ms, round robin: takes it out of the
 %%     tree, inserts it again, and when its lowest network's other members differ,
-%%     publishes `{move, Node, From, To}' (the lists of siblings before and after).</li>
+%%     publishes `{move, Node, From, To}' (the lists of siblings before and after);
+%%     only when its new place contradicts fewer of its round trips than the old one
+%%     (`terrain_live_tree:misplaced/5'): otherwise the tree is stale about the nodes
+%%     those round trips contradict (they moved), and they are re-measured first, then
+%%     the node again.</li>
 %% </ul>
 %% Subscribers (`terrain:subscribe(topology, #{})') get `{terrain_topology, Ref,
 %% #{version, change, topology}}' for every version this node takes.
@@ -352,7 +356,16 @@ handle_info({'DOWN', _, process, Pid, Reason}, #{inserting := Inserting} = State
 handle_info({remeasured, Pid, Node, Result}, #{remeasuring := {Node, Pid, Base, Old}, version := V} = State) ->
     State1 = State#{remeasuring := undefined},
     case Result of
-        {ok, New, _Pairs} when V =:= Base -> {noreply, moved(Node, Old, New, State1)};
+        {ok, New, Pairs} when V =:= Base ->
+            case terrain_live_tree:misplaced(Node, Old, New, Pairs, noise(State)) of
+                move -> {noreply, moved(Node, Old, New, State1)};
+                {keep, []} -> {noreply, State1};
+                {keep, Others} -> {noreply, State1#{next := stale_first(Node, Others, maps:get(next, State1))}}
+            end;
+        {error, {topology, _, _} = Why} ->
+            logger:warning("terrain: the re-measurement of ~0p gave a tree that is not valid, kept the tree of "
+                           "version ~b: ~ts", [Node, V, terrain:format_error(Why)], #{domain => [terrain, live]}),
+            {noreply, State1};
         _ -> {noreply, State1}   % the tree changed meanwhile, or the node could not be measured
     end;
 handle_info({'DOWN', _, process, Pid, _}, #{remeasuring := {_, Pid, _, _}} = State) ->
@@ -610,7 +623,20 @@ insert(Node, Tree, Options, Server, Known) ->
                       catch Class:Reason -> {error, {Class, Reason}}
                       end
               end,
-    terrain:insert_node(Node, Tree, Measure, Options).
+    valid(terrain:insert_node(Node, Tree, Measure, Options)).
+
+%% A tree the insertion returned that terrain_topology refuses (finding 10 of
+%% docs/RELIABILITY.md: a network higher than its parent) is an error, logged by the
+%% server, which keeps its version, rather than a crash of the server in siblings/2.
+-spec valid({ok, terrain:topology_tree(), list()} | {error, term()}) ->
+          {ok, terrain:topology_tree(), list()} | {error, term()}.
+valid({ok, Tree, _Pairs} = Result) ->
+    case terrain_topology:new(Tree) of
+        {ok, _} -> Result;
+        {error, _} = Error -> Error
+    end;
+valid(Error) ->
+    Error.
 
 %% The noise floor of the level model: the median jitter of the latest round trips
 %% (0 before any).
@@ -810,6 +836,11 @@ reinsert(Node, Tree, Options, Server) ->
         {ok, Without} -> insert(Node, Without, Options, Server, #{});
         {error, Why} -> {error, {insert, {Why, Node}}}
     end.
+
+%% The tree is stale about Others (they moved): they are re-measured first, then Node again.
+-spec stale_first(node(), [node()], [node()]) -> [node()].
+stale_first(Node, Others, Next) ->
+    Others ++ [Node | Next -- [Node | Others]].
 
 moved(Node, Old, New, State) ->
     From = siblings(Old, Node),

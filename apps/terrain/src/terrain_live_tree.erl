@@ -18,6 +18,7 @@
 -export([digest/1,
          nodes_of/1,
          remove/2,
+         misplaced/5,
          union/3,
          delta/2,
          patch/2]).
@@ -63,6 +64,32 @@ remove(Node, Tree) ->
         empty -> {error, last_node};
         NewTree -> {ok, NewTree}
     end.
+
+%% @doc Whether a re-measurement of `Node' moves it from its place in `Old' to its
+%% place in `New' (`Pairs': its round trips `{Node, Other, Us}'; `Noise': the noise
+%% floor, µs). A round trip outside the band of the level a tree predicts for it
+%% (terrain_insert:bounds/3 with `Old''s levels) contradicts that tree. `move' when
+%% `New' contradicts fewer of the round trips than `Old'; otherwise the tree is right
+%% about Node and stale about the nodes whose round trips contradict `Old' (they moved:
+%% docs/RELIABILITY.md, finding 9): `{keep, Them}', the caller keeps Node where it is
+%% and re-measures them first.
+-spec misplaced(node(), tree(), tree(), [{node(), node(), number()}], number()) -> move | {keep, [node()]}.
+misplaced(Node, Old, New, Pairs, Noise) ->
+    Levels = terrain_insert:levels(Old),
+    Against = contradicted(Node, Old, Pairs, Levels, Noise),
+    case length(contradicted(Node, New, Pairs, Levels, Noise)) < length(Against) of
+        true -> move;
+        false -> {keep, Against}
+    end.
+
+%% The nodes whose round trip from Node lies outside the band Tree predicts.
+-spec contradicted(node(), tree(), [{node(), node(), number()}], [float()], number()) -> [node()].
+contradicted(Node, Tree, Pairs, Levels, Noise) ->
+    {ok, T} = terrain_topology:new(Tree),
+    Nodes = terrain_topology:nodes(T),
+    lists:usort([B || {A, B, D} <- Pairs, A =:= Node, lists:member(B, Nodes),
+                      Predicted <- [terrain_topology:distance(T, Node, B)], Predicted > 0,
+                      {Lo, Hi} <- [terrain_insert:bounds(Predicted, Levels, Noise)], D < Lo orelse D > Hi]).
 
 %% @doc The union of two trees by network names: `Base' with every node of `Other'
 %% that is in `Keep' and not in `Base', placed under the networks of the same names

@@ -225,3 +225,78 @@ a_twin_is_found_by_its_latency_profile_test() ->
     Random = [Searched(#{levels => [10, 100], seed => S}) || S <- lists:seq(1, 20)],
     ?assertEqual([], [P || {R, P} <- Ranked, R =/= 1.0 orelse P > 3]),
     ?assert(lists:sum([P || {_, P} <- Random]) > 4 * 20).
+
+%% The live tree after a `netem move' (docs/RELIABILITY.md, finding 9): j2 sits in rack
+%% s2r1 beside c2, but now measures 500 µs to s2r2's nodes and 5 ms to c2. Re-measuring
+%% d1 (out of s2r2 and in again) measures j2 and d2 near: both racks of s2 look near,
+%% which the descent read as s2's height overestimated and lowered it to a rack's,
+%% dissolving both racks into a flat s2 (the site level lost). A rack whose members
+%% measure both near and far holds a misplaced member; d1 goes into s2r2 and s2 stays.
+a_misplaced_member_does_not_lower_its_site_test() ->
+    Tree = {network, chaos8, #{height => 50000},
+            [{network, s1, #{height => 5000},
+              [{network, s1r1, #{height => 500}, [{node, a1}, {node, a2}]}]},
+             {network, s2, #{height => 5000},
+              [{network, s2r1, #{height => 500}, [{node, c2}, {node, j2}]},
+               {network, s2r2, #{height => 500}, [{node, d2}]}]}]},
+    Rack = #{a1 => r1, a2 => r1, c2 => r2, j2 => r3, d1 => r3, d2 => r3},
+    Site = #{a1 => s1, a2 => s1, c2 => s2, j2 => s2, d1 => s2, d2 => s2},
+    Measure = fun(A, B) ->
+                      case {maps:get(A, Rack) =:= maps:get(B, Rack), maps:get(A, Site) =:= maps:get(B, Site)} of
+                          {true, _} -> {ok, 500};
+                          {false, true} -> {ok, 5000};
+                          {false, false} -> {ok, 50000}
+                      end
+              end,
+    [begin
+         {ok, Found, _} = terrain:insert_node(d1, Tree, Measure, #{name => s2r2, seed => S}),
+         ?assertMatch({{network, chaos8, _, [{network, s1, _, _}, {network, s2, #{height := 5000}, [_, _]}]}, S},
+                      {Found, S}),
+         {network, chaos8, _, [_, {network, s2, _, [_, R2]}]} = Found,
+         ?assertMatch({{network, s2r2, _, [{node, d2}, {node, d1}]}, S}, {R2, S})
+     end || S <- lists:seq(1, 20)].
+
+%% Seed 52's version of finding 9: during a partition b1, c1 and d2 cannot be measured,
+%% and j1, which moved from s2's rack into s1, is the only member of s2 measured. d1
+%% re-measured finds a2 (s1) and j1 (s2) both at 5 ms, near both sites: the old descent
+%% lowered the root to 5 ms and dissolved both sites into it. One near member of a
+%% child of several is no evidence that the child is near: the root and the sites stay.
+a_lone_near_member_does_not_lower_the_root_test() ->
+    Tree = {network, chaos8, #{height => 50000},
+            [{network, s1, #{height => 5000},
+              [{network, s1r1, #{height => 500}, [{node, a2}]}, {network, s1r2, #{height => 500}, [{node, b1}]}]},
+             {network, s2, #{height => 5000},
+              [{node, c1}, {network, s2r2, #{height => 500}, [{node, d2}, {node, j1}]}]}]},
+    Measure = fun(d1, X) when X =:= a2; X =:= j1 -> {ok, 5000};
+                 (d1, _) -> {error, unreachable}
+              end,
+    [begin
+         {ok, Found, _} = terrain:insert_node(d1, Tree, Measure, #{name => s1r2, seed => S}),
+         ?assertMatch({{network, chaos8, #{height := 50000}, [{network, s1, #{height := 5000}, _},
+                                                              {network, s2, #{height := 5000}, _}]}, S},
+                      {Found, S})
+     end || S <- lists:seq(1, 20)].
+
+%% Seed 10 during a partition (finding 9): j2 moved from s2's rack into s1, b2 was
+%% killed, j1 is across the partition. j3 joins s1's rack beside d1 and finds d1 and j2
+%% (s2's representative) near: near some children but not all, which the old descent
+%% read as those children near each other and merged s1 and s2 into one site. s2's
+%% other members are far: s2 is not merged, it stays a site beside s1.
+a_misplaced_member_does_not_merge_its_site_test() ->
+    Tree = {network, chaos8, #{height => 50000},
+            [{network, s1, #{height => 5000}, [{network, s1r1, #{height => 500}, [{node, d1}]}]},
+             {node, j1},
+             {network, s2, #{height => 5000},
+              [{network, s2r1, #{height => 500}, [{node, c2}]},
+               {network, s2r2, #{height => 500}, [{node, d2}, {node, j2}]}]},
+             {node, b2}]},
+    Measure = fun(j3, d1) -> {ok, 500};
+                 (j3, j2) -> {ok, 5000};
+                 (j3, X) when X =:= b2; X =:= j1 -> {error, unreachable};
+                 (j3, _) -> {ok, 50000}
+              end,
+    [begin
+         {ok, Found, _} = terrain:insert_node(j3, Tree, Measure, #{name => s1r1, seed => S}),
+         {network, chaos8, #{height := 50000}, Children} = Found,
+         ?assertMatch({[{network, s2, #{height := 5000}, _}], S}, {[C || {network, s2, _, _} = C <- Children], S})
+     end || S <- lists:seq(1, 20)].

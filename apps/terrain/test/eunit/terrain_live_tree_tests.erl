@@ -101,3 +101,96 @@ synthetic(Sites, Racks, PerRack) ->
           || I <- lists:seq(1, PerRack)]}
         || R <- lists:seq(1, Racks)]}
       || S <- lists:seq(1, Sites)]}.
+
+%%--------------------------------------------------------------------
+%% Re-measurements on a stale tree (docs/RELIABILITY.md, finding 9, seed 52)
+
+%% The 8-VM spec's tree as the live cluster held it at seed 52's version 5: j1 in b1's
+%% rack, d1 in d2's; and the truth after two `netem move's (d1 into b1's rack, j1 into
+%% d2's). a1 is down (killed, within its grace period): its round trips fail.
+stale52() ->
+    {network, root, #{height => 25000},
+     [{network, s1, #{height => 2500}, [rack250(s1r1, [a1, a2]), rack250(s1r2, [b1, j1])]},
+      {network, s2, #{height => 2500}, [{node, c1}, rack250(s2r2, [d1, d2])]}]}.
+
+truth52() ->
+    {network, root, #{height => 25000},
+     [{network, s1, #{height => 2500}, [rack250(s1r1, [a1, a2]), rack250(s1r2, [b1, d1])]},
+      {network, s2, #{height => 2500}, [{node, c1}, rack250(s2r2, [d2, j1])]}]}.
+
+rack250(Name, Nodes) -> {network, Name, #{height => 250}, [{node, N} || N <- Nodes]}.
+
+%% The true round trip, up to 5% more (fixed per pair); a1's fail.
+measure52() ->
+    {ok, T} = terrain_topology:new(truth52()),
+    fun(A, B) when A =:= a1; B =:= a1 -> {error, timeout};
+       (A, B) -> {ok, terrain_topology:distance(T, A, B) * (1 + (erlang:phash2({A, B}) rem 50) / 1000)}
+    end.
+
+%% The live server's re-measurements in the order of Next (terrain_live: out of the
+%% tree and in again; a node kept by misplaced/5 goes after the nodes it names).
+remeasure_all(Tree, [], _Measure) ->
+    Tree;
+remeasure_all(Tree, [Node | Rest], Measure) ->
+    {ok, Without} = terrain_live_tree:remove(Node, Tree),
+    {ok, New, Pairs} = terrain:insert_node(Node, Without, Measure, #{name => Node}),
+    case terrain_live_tree:misplaced(Node, Tree, New, Pairs, 0) of
+        move -> remeasure_all(New, Rest, Measure);
+        {keep, []} -> remeasure_all(Tree, Rest, Measure);
+        {keep, Others} -> remeasure_all(Tree, Others ++ [Node | Rest -- [Node | Others]], Measure)
+    end.
+
+%% The sets of nodes under the root's networks (the sites).
+sites({network, _, _, Children}) ->
+    lists:sort([lists:sort(terrain_live_tree:nodes_of(C)) || {network, _, _, _} = C <- Children]).
+
+a_node_in_place_is_kept_when_its_round_trips_show_others_moved_test() ->
+    Measure = measure52(),
+    {ok, Without} = terrain_live_tree:remove(b1, stale52()),
+    {ok, New, Pairs} = terrain:insert_node(b1, Without, Measure, #{name => b1}),
+    {keep, Others} = terrain_live_tree:misplaced(b1, stale52(), New, Pairs, 0),
+    %% the insertion alone would follow d1 (0.25 ms) into s2: the tree is stale about d1
+    ?assert(lists:member(d1, Others)),
+    ?assertNot(lists:member(a2, Others)),
+    ?assertNotEqual(sites(stale52()), sites(New)).
+
+a_moved_node_is_moved_test() ->
+    Measure = measure52(),
+    {ok, Without} = terrain_live_tree:remove(d1, stale52()),
+    {ok, New, Pairs} = terrain:insert_node(d1, Without, Measure, #{name => d1}),
+    ?assertEqual(move, terrain_live_tree:misplaced(d1, stale52(), New, Pairs, 0)),
+    ?assert(lists:member([a1, a2, b1, d1, j1], sites(New))).
+
+%% Whatever node is re-measured first, the re-measurements bring the stale tree's
+%% sites to the true ones (on the old code, which moved every node its insertion
+%% moved, a first b1 followed d1 into s2, and a1, down, ended in a site of its own
+%% or in c1's).
+re_measurements_bring_a_stale_tree_to_the_true_sites_in_any_order_test() ->
+    Measure = measure52(),
+    Nodes = [a2, b1, c1, d1, d2, j1],
+    Orders = [[First | Nodes -- [First]] || First <- Nodes] ++ [lists:reverse(Nodes)],
+    [?assertEqual({Order, sites(truth52())}, {Order, sites(remeasure_all(stale52(), Order ++ Order, Measure))})
+     || Order <- Orders].
+
+%% 3 sites x 3 racks x 2 nodes; `x' moved from the first rack of s1 to its second.
+grid(XRack) ->
+    {network, root, #{height => 25000},
+     [{network, S, #{height => 2500},
+       [rack250(list_to_atom(lists:concat([S, r, R])),
+                [list_to_atom(lists:concat([S, r, R, n, N])) || N <- [1, 2]] ++ [x || {S, R} =:= XRack])
+        || R <- [1, 2, 3]]} || S <- [s1, s2, s3]]}.
+
+%% A move within a site changes few round trips (those to the two racks); the node and
+%% its old and new rack mates, re-measured first, do not keep each other in place.
+a_node_moved_within_its_site_is_moved_whoever_is_re_measured_first_test() ->
+    {ok, T} = terrain_topology:new(grid({s1, 2})),
+    Measure = fun(A, B) -> {ok, terrain_topology:distance(T, A, B) * (1 + (erlang:phash2({A, B}) rem 50) / 1000)} end,
+    Nodes = terrain_live_tree:nodes_of(grid({s1, 1})),
+    [?assertEqual({First, lists:sort([x, s1r2n1, s1r2n2])},
+                  {First, rack_of(x, remeasure_all(grid({s1, 1}), [First | Nodes -- [First]], Measure))})
+     || First <- [x, s1r1n1, s1r2n1, s2r1n1]].
+
+%% The nodes of the lowest network that holds Node.
+rack_of(Node, Tree) ->
+    {ok, T} = terrain_topology:new(Tree),
+    lists:sort(terrain_topology:disc(T, Node, 250)).

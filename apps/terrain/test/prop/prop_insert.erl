@@ -11,7 +11,8 @@
 
 -export([prop_insertion_recovers_the_true_group/0,
          prop_insertion_measures_few_pairs/0,
-         prop_building_by_insertion_recovers_the_tree/0]).
+         prop_building_by_insertion_recovers_the_tree/0,
+         prop_every_inserted_tree_is_valid/0]).
 
 %% Shared with terrain_insert_tests.
 -export([truth/1, model/3]).
@@ -82,20 +83,54 @@ prop_building_by_insertion_recovers_the_tree() ->
                           maps:get(clade_recall, Report) == 1.0 andalso maps:get(clade_precision, Report) == 1.0)
             end).
 
+%% Under noisy round trips (up to σ = 0.4) and levels as little as 3× apart, every tree
+%% an insertion returns is a valid topology (terrain_topology:new/1: no network higher
+%% than its parent), whether the tree is built node by node or a node is taken out and
+%% inserted again (a re-measurement) into a tree built from other noisy round trips.
+prop_every_inserted_tree_is_valid() ->
+    ?FORALL({H, Seed, Sigma, Ratio, Noise}, {hierarchy(), integer(1, 1 bsl 30), oneof([0.1, 0.2, 0.4]),
+                                      oneof([1.5, 2.0, 3.0, 10.0]), oneof([0, 50, 300])},
+            begin
+                Truth = truth(H, Ratio),
+                [First | Rest] = Order = shuffle(terrain_tree_compare:nodes(Truth), Seed),
+                {Measure, _} = model(Truth, Sigma, Seed),
+                Insert = fun(X, T) ->
+                                 {ok, T1, _} = terrain:insert_node(X, T, Measure, #{noise => Noise}),
+                                 {terrain_topology:new(T1), T1}
+                         end,
+                {Built, Bad} =
+                    lists:foldl(fun(X, {T, Errs}) ->
+                                        {Check, T1} = Insert(X, T),
+                                        {T1, Errs ++ [{X, T, T1, Check} || element(1, Check) =:= error]}
+                                end, {{network, c, #{height => 0}, [{node, First}]}, []}, Rest),
+                {_, Bad2} =
+                    lists:foldl(fun(X, {T, Errs}) ->
+                                        {ok, Without} = terrain_insert:remove(X, T),
+                                        {Check, T1} = Insert(X, Without),
+                                        {T1, Errs ++ [{X, Without, T1, Check} || element(1, Check) =:= error]}
+                                end, {Built, Bad}, Order),
+                ?WHENFAIL(io:format("truth ~p~ninvalid ~p~n", [Truth, hd(Bad2)]), Bad2 =:= [])
+            end).
+
 %%--------------------------------------------------------------------
 %% Helpers
 
 %% The topology term of a generated hierarchy: networks at depth d have height
 %% 10^(4 - d) µs (10 ms at the root), nodes named n1, n2, ...
 truth(H) ->
-    {Tree, _} = truth(H, 0, 1),
+    truth(H, 10.0).
+
+%% The same with levels Ratio apart (10 ms at the root).
+truth(H, Ratio) ->
+    {Tree, _} = truth(H, Ratio, 0, 1),
     Tree.
 
-truth(leaf, _Depth, Next) ->
+truth(leaf, _Ratio, _Depth, Next) ->
     {{node, list_to_atom("n" ++ integer_to_list(Next))}, Next + 1};
-truth({net, Kids}, Depth, Next) ->
-    {Children, Next1} = lists:mapfoldl(fun(K, N) -> truth(K, Depth + 1, N) end, Next, Kids),
-    {{network, list_to_atom("g" ++ integer_to_list(Next)), #{height => math:pow(10, 4 - Depth)}, Children}, Next1}.
+truth({net, Kids}, Ratio, Depth, Next) ->
+    {Children, Next1} = lists:mapfoldl(fun(K, N) -> truth(K, Ratio, Depth + 1, N) end, Next, Kids),
+    {{network, list_to_atom("g" ++ integer_to_list(Next)), #{height => 10000 / math:pow(Ratio, Depth)}, Children},
+     Next1}.
 
 %% A measuring callback: the true round trip (the height of the lowest common
 %% network) times exp(Sigma Z), Z drawn from the pair and the seed, so the same pair
