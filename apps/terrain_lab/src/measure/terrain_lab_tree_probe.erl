@@ -462,7 +462,7 @@ repair(Measure, Opts, Rounds, #{tree := Tree, pairs := Pairs, reinserted := N} =
                  #{levels := Levels, noise := Noise} -> fun(H) -> terrain:level_bounds(H, Levels, Noise) end;
                  #{} -> fun(H) -> {H / math:sqrt(10), H * math:sqrt(10)} end
              end,
-    Suspects = suspects(Tree, Pairs, Bounds),
+    Suspects = suspects(Tree, Pairs, Bounds) -- maps:get(settled, State, []),
     case Suspects =:= [] orelse past(Opts) of
         true ->
             State;
@@ -473,11 +473,31 @@ repair(Measure, Opts, Rounds, #{tree := Tree, pairs := Pairs, reinserted := N} =
             repair(Measure, Opts, Rounds - 1, State1#{reinserted => N + length(Suspects)})
     end.
 
+%% X taken out and inserted again. A node that comes back beside the same siblings is
+%% settled: measured again with more representatives, its place stands, and the round
+%% trip that contradicted it is taken for an outlier (a later round would only draw
+%% other representatives: at levels 1.5x apart with two-sided jitter, a site pair 4%
+%% below the rack band sent a node into the wrong rack at its second reinsertion).
 reinsert(X, Measure, InsertOpts, #{tree := Tree, placed := Placed} = State) ->
     case terrain:remove_node(X, Tree) of
-        {ok, Without} -> insert(X, Measure, InsertOpts, State#{tree => Without, placed => Placed -- [X]});
-        {error, _} -> State
+        {ok, Without} ->
+            State1 = insert(X, Measure, InsertOpts, State#{tree => Without, placed => Placed -- [X]}),
+            case siblings(X, maps:get(tree, State1)) =:= siblings(X, Tree) of
+                true -> State1#{settled => [X | maps:get(settled, State1, [])]};
+                false -> State1
+            end;
+        {error, _} ->
+            State
     end.
+
+%% The members of X's parent network other than X ([] when X is not in the tree).
+siblings(X, {network, _, _, Children} = Net) ->
+    case lists:member({node, X}, Children) of
+        true -> lists:sort(leaves(Net) -- [X]);
+        false -> lists:append([siblings(X, C) || C <- Children])
+    end;
+siblings(_X, {node, _}) ->
+    [].
 
 %% The nodes whose measured round trips contradict the tree: one too short (delays
 %% only add, so that is a misplacement), or too long ones making up at least three and
