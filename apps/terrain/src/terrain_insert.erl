@@ -101,6 +101,13 @@
 
 %% The state of one insertion: the options, the random state, and every round trip
 %% measured so far (the node against Other), newest first.
+%% The structural re-check passes over a network child whose member's latency profile
+%% differs from the node's ?FOREIGN_FACTOR times more than from another member's, over
+%% at least ?PROFILE_EVIDENCE common members (`foreign/4').
+-define(FOREIGN_FACTOR, 4).
+-define(PROFILE_EVIDENCE, 3).
+-define(TWIN_GAP, 0.02).
+
 -record(ctx, {node :: node(),
               measure :: measure(),
               reps :: pos_integer(),
@@ -356,7 +363,10 @@ level({network, Name, #{height := H} = Opts, Children}, Known, Ctx0) ->
         First when element(1, First) =:= structural; element(1, First) =:= lower; element(1, First) =:= merge ->
             %% what one inflated round trip would cause: one more member of every
             %% network child, and decide again
-            {PerChild2, Ctx2} = measure_children(Measured, PerChild, Ctx1#ctx.reps + 1, Ctx1),
+            Recheck = [C || {I, Child} = C <- Measured, is_map_key(I, PerChild),
+                            not foreign(Child, maps:get(I, PerChild), H, Ctx1)],
+            {PerChild2a, Ctx2} = measure_children(Recheck, PerChild, Ctx1#ctx.reps + 1, Ctx1),
+            PerChild2 = maps:merge(PerChild, PerChild2a),
             case PerChild2 =:= PerChild of
                 true -> apply_decision(First, Name, Opts, Indexed, PerChild, Ctx2);
                 false -> apply_decision(decide(PerChild2, Multi, H, Ctx2), Name, Opts, Indexed, PerChild2, Ctx2)
@@ -364,6 +374,82 @@ level({network, Name, #{height := H} = Opts, Children}, Known, Ctx0) ->
         Decision ->
             apply_decision(Decision, Name, Opts, Indexed, PerChild, Ctx1)
     end.
+
+%% A network child whose members' latency profile proves it foreign to the node: its
+%% measured member's round trips to the members the node measured (outside the child)
+%% differ from the node's by more than ?FOREIGN_FACTOR times as much as they differ
+%% from another member's of the child (and by more than twice the noise), over at least
+%% ?PROFILE_EVIDENCE common members. A node inside the child would share the child's
+%% profile (it is as near to everyone outside as the child's members are), so the
+%% structural re-check need not measure another member of it. Needs the caller's
+%% round trips (`known'); a node child, or too few common members: not foreign.
+-spec foreign(term(), [{[pos_integer()], number()}], number(), #ctx{}) -> boolean().
+foreign({network, _, _, _} = Child, [{Path, _} | _], H, #ctx{known = Known, cache = Cache} = Ctx)
+  when Known =/= undefined ->
+    C1 = leaf_at(Child, Path),
+    C2 = other_leaf(Child, C1),
+    Outside = [{M, D} || {M, D} <- maps:to_list(Cache), is_number(D), D > 0, M =/= C1, M =/= C2],
+    Noise = case Ctx#ctx.model of
+                {levels, _, N} -> 2 * N / max(H, 1.0e-9);
+                _ -> 0.0
+            end,
+    case {profile_gap(C1, Outside, Known, ?PROFILE_EVIDENCE),
+          profile_gap(C1, [{M, E} || {M, _} <- Outside, C2 =/= none, is_number(E = Known(C2, M))], Known,
+                      ?PROFILE_EVIDENCE)} of
+        {Node, Member} when is_number(Node), is_number(Member) ->
+            Node > ?FOREIGN_FACTOR * Member andalso Node > Noise;
+        _ ->
+            false
+    end;
+foreign(_Child, _Measured, _H, _Ctx) ->
+    false.
+
+%% A node child Y that cannot be the node's twin: its round trips to the members the
+%% node measured differ from the node's ?FOREIGN_FACTOR times more than the round trips
+%% of two members of any network child among Siblings differ from each other (what
+%% members of one network look like here), over at least ?PROFILE_EVIDENCE common
+%% members each: a twin shares the node's round trips to everyone else. Without
+%% `known', or without a network child to compare with: not foreign.
+-spec foreign_node(node(), [term()], #ctx{}) -> boolean().
+foreign_node(_Y, _Siblings, #ctx{known = undefined}) ->
+    false;
+foreign_node(Y, Siblings, #ctx{known = Known, cache = Cache}) ->
+    Measured = [{M, D} || {M, D} <- maps:to_list(Cache), is_number(D), D > 0],
+    Ref = [R || {network, _, _, _} = Net <- Siblings, C1 <- [first_leaf(Net, fun hd/1)],
+                C2 <- [other_leaf(Net, C1)], C2 =/= none,
+                R <- [profile_gap(C1, [{M, E} || {M, _} <- Measured, M =/= C2, is_number(E = Known(C2, M))], Known,
+                                  ?PROFILE_EVIDENCE)],
+                is_number(R)],
+    case {profile_gap(Y, Measured, Known, ?PROFILE_EVIDENCE), Ref} of
+        {Node, [_ | _]} when is_number(Node) -> Node > ?FOREIGN_FACTOR * max(?TWIN_GAP, lists:max(Ref));
+        _ -> false
+    end.
+
+%% The mean relative difference of A's round trips and those of Profile ([{M, D}]) to
+%% the same members, over at least Min of them (else none).
+-spec profile_gap(node(), [{node(), number()}], fun((node(), node()) -> number() | undefined), pos_integer()) ->
+          number() | none.
+profile_gap(A, Profile, Known, Min) ->
+    Ds = [abs(D - E) / max(D, E) || {M, D} <- Profile, M =/= A, is_number(E = Known(A, M)), E > 0],
+    case length(Ds) >= Min of
+        true -> lists:sum(Ds) / length(Ds);
+        false -> none
+    end.
+
+leaf_at({node, X}, []) -> X;
+leaf_at({network, _, _, Children}, [I | Rest]) -> leaf_at(lists:nth(I, Children), Rest).
+
+%% A member of Net other than X (none for a network of X alone): the first leaf down
+%% the first child, else down the last.
+other_leaf(Net, X) ->
+    case {first_leaf(Net, fun hd/1), first_leaf(Net, fun lists:last/1)} of
+        {X, X} -> none;
+        {X, Y} -> Y;
+        {Y, _} -> Y
+    end.
+
+first_leaf({node, X}, _Pick) -> X;
+first_leaf({network, _, _, Children}, Pick) -> first_leaf(Pick(Children), Pick).
 
 %% The decision at a network of height H from the children's measurements (Multi: the
 %% children with two members or more).
@@ -618,7 +704,15 @@ until_near(_Left, _Grouped, _Want, _Lo, Near, Need, {PerChild, _} = Acc)
     Acc;
 until_near([_ | _] = Left, Grouped, Want, Lo, Near, Need, {Acc, Ctx}) ->
     {{I, Child}, Rest} = next_child(Left, Grouped, Ctx),
-    until_near_with(I, Child, Rest, Grouped, Want, Lo, Near, Need, {Acc, Ctx}).
+    case Child of
+        {node, Y} when Near =:= 0 ->
+            case not is_map_key(I, Grouped) andalso foreign_node(Y, [C || {_, C} <- Left], Ctx) of
+                true -> until_near(Rest, Grouped, Want, Lo, Near, Need, {Acc, Ctx});
+                false -> until_near_with(I, Child, Rest, Grouped, Want, Lo, Near, Need, {Acc, Ctx})
+            end;
+        _ ->
+            until_near_with(I, Child, Rest, Grouped, Want, Lo, Near, Need, {Acc, Ctx})
+    end.
 
 until_near_with(I, Child, Rest, Grouped, Want, Lo, Near, Need, {Acc, #ctx{model = Model} = Ctx}) ->
     Have = maps:get(I, Grouped, []),
@@ -666,11 +760,7 @@ next_child([First | Rest] = Left, Grouped, #ctx{known = Known, cache = Cache}) -
 -spec profile_mismatch(node(), [{node(), number()}], fun((node(), node()) -> number() | undefined)) ->
           number() | none.
 profile_mismatch(Y, Measured, Known) ->
-    Diffs = [abs(D - E) / max(D, E) || {M, D} <- Measured, M =/= Y, is_number(E = Known(Y, M)), E > 0],
-    case Diffs of
-        [] -> none;
-        _ -> lists:sum(Diffs) / length(Diffs)
-    end.
+    profile_gap(Y, Measured, Known, 1).
 
 %% At least Want measurements per child (a node child has one member: one at most),
 %% trying up to `attempts' members per missing measurement.

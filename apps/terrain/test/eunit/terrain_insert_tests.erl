@@ -300,3 +300,43 @@ a_misplaced_member_does_not_merge_its_site_test() ->
          {network, chaos8, #{height := 50000}, Children} = Found,
          ?assertMatch({[{network, s2, #{height := 5000}, _}], S}, {[C || {network, s2, _, _} = C <- Children], S})
      end || S <- lists:seq(1, 20)].
+
+%% A node with no twin (an E-core beside HT pairs and first threads whose siblings are
+%% not placed yet): the round trips of the pairs' members to the members the node has
+%% measured are alike (0 apart), the node's are 20% off theirs and the lone threads',
+%% so the lone threads cannot be its twin and the pairs need no re-check: with `known'
+%% it measures at most 10 members, and is placed directly under the root every time;
+%% without, more than 10 (every thread, and a second member of every pair: about 14).
+%% A twin whose profile is 5% off the node's is still measured and found.
+a_node_without_twin_skips_children_its_profile_excludes_test() ->
+    Pairs = [{list_to_atom("a" ++ integer_to_list(I)), list_to_atom("b" ++ integer_to_list(I))} || I <- lists:seq(1, 4)],
+    Lone = [list_to_atom("q" ++ integer_to_list(I)) || I <- lists:seq(1, 6)],
+    Tree = {network, root, #{height => 100}, [{network, list_to_atom("p" ++ atom_to_list(A)), #{height => 10},
+                                               [{node, A}, {node, B}]} || {A, B} <- Pairs]
+                                            ++ [{node, Q} || Q <- Lone]},
+    Twins = [{A, B} || {A, B} <- Pairs] ++ [{x, y}],
+    D = fun(A, A) -> 0;
+           (A, B) -> case lists:member({A, B}, Twins) orelse lists:member({B, A}, Twins) of
+                         true -> 10;
+                         false when A =:= x; B =:= x -> 90;
+                         false when A =:= y; B =:= y -> 86;  % the twin: 5% off the node's profile
+                         false -> 75
+                     end
+        end,
+    Place = fun(T, Opts) ->
+                    {ok, Found, Ps} = terrain:insert_node(x, T, fun(A, B) -> {ok, D(A, B)} end,
+                                                          Opts#{confirm => 0, levels => [10, 100]}),
+                    {Found, length(Ps)}
+            end,
+    Direct = fun({network, root, _, Kids}) -> lists:member({node, x}, Kids) end,
+    WithKnown = [Place(Tree, #{known => D, seed => S}) || S <- lists:seq(1, 20)],
+    Without = [Place(Tree, #{seed => S}) || S <- lists:seq(1, 20)],
+    ?assertEqual([], [{F, P} || {F, P} <- WithKnown, not Direct(F) orelse P > 10]),
+    ?assertEqual([], [P || {_, P} <- Without, P =< 10]),
+    {network, root, RootOpts, Kids} = Tree,
+    WithTwin = {network, root, RootOpts, Kids ++ [{node, y}]},
+    Twinned = [Place(WithTwin, #{known => D, seed => S}) || S <- lists:seq(1, 20)],
+    InPair = fun({network, root, _, Ks}) ->
+                     [] =/= [N || {network, _, _, [{node, P}, {node, Q}]} = N <- Ks, lists:sort([P, Q]) =:= [x, y]]
+             end,
+    ?assertEqual([], [F || {F, _} <- Twinned, not InPair(F)]).

@@ -23,6 +23,11 @@
 %% with one more representative per child (its measured round trips kept), at most
 %% `repair_rounds' times.
 %%
+%% == Strict pairs ==
+%% After the repair, two node children of one network that are each other's nearest by
+%% a margin (every other round trip measured from either 25% longer) become a network,
+%% where the model has a level below (`strict_pairs/2').
+%%
 %% == Budget ==
 %% No wave (and no repair) starts once `stop' says so; the nodes not placed by then are
 %% returned as `unplaced'. The measuring callback keeps its own deadline.
@@ -64,6 +69,11 @@
 %% each other anew in the second pass (a wave as large as the tree: 77 pairs of 240 on
 %% a 16-thread CPU; a quarter: 68).
 -define(TREE_PER_NEWCOMER, 4).
+%% Strict pairs: a pair's round trip at least this much shorter than every other one
+%% measured from its two nodes (full discovery's margin for strict groups), with at
+%% least ?STRICT_EVIDENCE other round trips measured from each.
+-define(STRICT_MARGIN, 1.25).
+-define(STRICT_EVIDENCE, 2).
 
 %%--------------------------------------------------------------------
 %% API
@@ -85,7 +95,8 @@ build([First | Rest0] = Nodes, Measure0, Opts) ->
                      end,
     {State1, EndedBy} = waves(Rest, Measure, Opts, State0),
     State2 = case EndedBy of
-                 complete -> repair(Measure, Opts, maps:get(repair_rounds, Opts, 2), State1#{reinserted => 0});
+                 complete -> strict_pairs(Opts, repair(Measure, Opts, maps:get(repair_rounds, Opts, 2),
+                                                       State1#{reinserted => 0}));
                  stopped -> State1#{reinserted => 0}
              end,
     #{tree := Tree, placed := Placed, unplaced := Unplaced, pairs := Pairs, waves := Waves,
@@ -380,6 +391,66 @@ progress(_, _) ->
     ok.
 
 %%--------------------------------------------------------------------
+%% Strict pairs
+
+%% Two node children X and Y of one network N whose round trip is shorter than every
+%% other round trip measured from either of them, by ?STRICT_MARGIN and by twice the
+%% noise, become a network of their own (height: their round trip), when the model has
+%% a level below N's: the pair is what latency shows beyond doubt (full discovery's
+%% strict groups, docs/TOPOLOGY_DISCOVERY.md), but its round trip lies in N's band (the
+%% AMD 7950X's SMT pairs of 21 ns round trip among 10 and 31-42 ns, quantized). Each of
+%% the two needs ?STRICT_EVIDENCE other round trips measured. Nothing is measured.
+-spec strict_pairs(options(), map()) -> map().
+strict_pairs(Opts, #{tree := Tree, pairs := Pairs} = State) ->
+    case insert_options(Opts, Tree, State) of
+        #{gap := _} ->
+            State;
+        #{levels := Levels} = InsertOpts ->
+            Noise = maps:get(noise, InsertOpts, 0.0),
+            State#{tree => strict_pairs(Tree, by_node(Pairs), Levels, Noise)};
+        #{} ->
+            State
+    end.
+
+-spec strict_pairs(terrain:topology_tree(), #{node() => #{node() => number()}}, [number()], number()) ->
+          terrain:topology_tree().
+strict_pairs({node, _} = Leaf, _ByNode, _Levels, _Noise) ->
+    Leaf;
+strict_pairs({network, Name, #{height := H} = Opts, Children0}, ByNode, Levels, Noise) ->
+    Children = [strict_pairs(C, ByNode, Levels, Noise) || C <- Children0],
+    {Lo, _} = terrain:level_bounds(H, Levels, Noise),
+    Xs = [X || {node, X} <- Children],
+    Found = case lists:any(fun(L) -> L < Lo end, Levels) andalso length(Children) > 2 of
+                true -> [{X, Y, D} || X <- Xs, {Y, D} <- [nearest(X, ByNode)], X < Y, lists:member(Y, Xs),
+                                      strict(X, Y, D, ByNode, Noise), strict(Y, X, D, ByNode, Noise)];
+                false -> []
+            end,
+    Paired = lists:append([[X, Y] || {X, Y, _} <- Found]),
+    Kids = [C || C <- Children, not (element(1, C) =:= node andalso lists:member(element(2, C), Paired))]
+        ++ [{network, list_to_atom(atom_to_list(Name) ++ "_strict" ++ integer_to_list(I)), #{height => D},
+             [{node, X}, {node, Y}]} || {I, {X, Y, D}} <- lists:zip(lists:seq(1, length(Found)), Found)],
+    {network, Name, Opts, Kids}.
+
+%% The node X's nearest by its measured round trips ({none, infinity} without any).
+nearest(X, ByNode) ->
+    maps:fold(fun(Y, D, {_, Best}) when D < Best -> {Y, D};
+                 (_, _, Acc) -> Acc
+              end, {none, infinity}, maps:get(X, ByNode, #{})).
+
+%% Every other round trip measured from X longer than D by the margin and twice the noise.
+strict(X, Y, D, ByNode, Noise) ->
+    Others = [E || {Z, E} <- maps:to_list(maps:get(X, ByNode, #{})), Z =/= Y],
+    length(Others) >= ?STRICT_EVIDENCE andalso
+        lists:all(fun(E) -> D * ?STRICT_MARGIN < E andalso D + 2 * Noise < E end, Others).
+
+%% The measured round trips per node: X => #{Y => D} (both directions).
+by_node(Pairs) ->
+    maps:fold(fun({A, B}, D, Acc) ->
+                      Acc1 = Acc#{A => (maps:get(A, Acc, #{}))#{B => D}},
+                      Acc1#{B => (maps:get(B, Acc1, #{}))#{A => D}}
+              end, #{}, Pairs).
+
+%%--------------------------------------------------------------------
 %% Repair
 
 repair(_Measure, _Opts, 0, State) ->
@@ -391,7 +462,7 @@ repair(Measure, Opts, Rounds, #{tree := Tree, pairs := Pairs, reinserted := N} =
                  #{levels := Levels, noise := Noise} -> fun(H) -> terrain:level_bounds(H, Levels, Noise) end;
                  #{} -> fun(H) -> {H / math:sqrt(10), H * math:sqrt(10)} end
              end,
-    Suspects = suspects(Tree, Pairs, Bounds),
+    Suspects = suspects(Tree, Pairs, Bounds) -- maps:get(settled, State, []),
     case Suspects =:= [] orelse past(Opts) of
         true ->
             State;
@@ -402,11 +473,31 @@ repair(Measure, Opts, Rounds, #{tree := Tree, pairs := Pairs, reinserted := N} =
             repair(Measure, Opts, Rounds - 1, State1#{reinserted => N + length(Suspects)})
     end.
 
+%% X taken out and inserted again. A node that comes back beside the same siblings is
+%% settled: measured again with more representatives, its place stands, and the round
+%% trip that contradicted it is taken for an outlier (a later round would only draw
+%% other representatives: at levels 1.5x apart with two-sided jitter, a site pair 4%
+%% below the rack band sent a node into the wrong rack at its second reinsertion).
 reinsert(X, Measure, InsertOpts, #{tree := Tree, placed := Placed} = State) ->
     case terrain:remove_node(X, Tree) of
-        {ok, Without} -> insert(X, Measure, InsertOpts, State#{tree => Without, placed => Placed -- [X]});
-        {error, _} -> State
+        {ok, Without} ->
+            State1 = insert(X, Measure, InsertOpts, State#{tree => Without, placed => Placed -- [X]}),
+            case siblings(X, maps:get(tree, State1)) =:= siblings(X, Tree) of
+                true -> State1#{settled => [X | maps:get(settled, State1, [])]};
+                false -> State1
+            end;
+        {error, _} ->
+            State
     end.
+
+%% The members of X's parent network other than X ([] when X is not in the tree).
+siblings(X, {network, _, _, Children} = Net) ->
+    case lists:member({node, X}, Children) of
+        true -> lists:sort(leaves(Net) -- [X]);
+        false -> lists:append([siblings(X, C) || C <- Children])
+    end;
+siblings(_X, {node, _}) ->
+    [].
 
 %% The nodes whose measured round trips contradict the tree: one too short (delays
 %% only add, so that is a misplacement), or too long ones making up at least three and
