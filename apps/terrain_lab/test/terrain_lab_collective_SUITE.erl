@@ -49,7 +49,8 @@ bench_writes_json_table_and_manifest(Config) ->
     %% flat and binomial in both orders, hierarchical once (it reads the topology), in the
     %% first order asked for: 2 sizes
     ?assertEqual(10, length(Rows)),
-    ?assertEqual(["random", "random"], [Order || R <- Rows, ["hierarchical", _, Order | _] <- [string:lexemes(R, " ")]]),
+    ?assertEqual(["random", "random"],
+                 [Order || R <- Rows, ["hierarchical", _, Order | _] <- [string:lexemes(R, " ")]]),
     {ok, Doc} = terrain_json:read_file(filename:join(Out, "collective.json")),
     ?assertMatch(#{<<"format">> := <<"terrain.collective/1">>, <<"nodes">> := 4, <<"members">> := 4}, Doc),
     Results = maps:get(<<"results">>, Doc),
