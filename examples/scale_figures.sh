@@ -11,15 +11,19 @@
 #            bench_live (join, leave and heal on the live cluster of the same spec) and bench_live_delta (the bytes
 #            of one join's message at 256 nodes).
 # Prints one table on stdout: step, exit status, wall time, 1-minute load at start and end, the peaks of ESTAB and
-# TIME-WAIT sockets during the step (`ss -tan` every 2 s), the VMs' summed RSS and PSS after the step (cluster part),
-# and the step's result. Every step's stdout and stderr are kept in OUT.
+# TIME-WAIT sockets during the step (`ss -tan` every 2 s), the machine's CPU busy and CPU pressure during the step
+# (% of all cores' time; % of the time some runnable task waited for a core, /proc/pressure/cpu), the VMs' summed
+# RSS and PSS after the step (cluster part), and the step's result. Every step's stdout and stderr are kept in OUT.
 # usage: examples/scale_figures.sh N [cluster|runs|all]
 #   env: OUT (default /tmp/scale_figures_N_PID), PREFIX (sf_), LAT (20000,2000,200), GRACE (live grace, ms: 3000)
 # heavy (> 40 VMs): flock /work/wt/heavy.lock examples/scale_figures.sh 256 cluster
 set -u
 N=${1:?usage: scale_figures.sh N [cluster|runs|all]}
 PART=${2:-all}
-case $PART in cluster|runs|all) ;; *) echo "scale_figures.sh: unknown part '$PART' (cluster, runs or all)" >&2; exit 2;; esac
+case $PART in
+  cluster|runs|all) ;;
+  *) echo "scale_figures.sh: unknown part '$PART' (cluster, runs or all)" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/scale_figures_${N}_$$}; PREFIX=${PREFIX:-sf_}; LAT=${LAT:-20000,2000,200}; GRACE=${GRACE:-3000}
 T=bin/terrain
@@ -30,9 +34,14 @@ python3 examples/scale_spec.py "$N" --latency "$LAT" > "$SPEC" || exit 1
 TABLE=$OUT/table.txt
 : > "$TABLE"
 
-# ss counts every 2 s: epoch ESTAB TIME-WAIT
+# every 2 s: epoch, ESTAB and TIME-WAIT sockets, the machine's busy and total CPU jiffies (/proc/stat), and the
+# microseconds some task waited for a CPU (/proc/pressure/cpu, 0 without PSI)
 SOCKS=$OUT/sockets.txt
-( while :; do ss -tan | awk -v t="$(date +%s)" 'NR > 1 {c[$1]++} END {print t, c["ESTAB"] + 0, c["TIME-WAIT"] + 0}'
+( while :; do
+    cpu=$(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat)
+    psi=$(sed -n 's/^some .*total=//p' /proc/pressure/cpu 2>/dev/null)
+    ss -tan | awk -v t="$(date +%s)" -v cpu="$cpu" -v psi="$psi" \
+      'NR > 1 {c[$1]++} END {print t, c["ESTAB"] + 0, c["TIME-WAIT"] + 0, cpu, psi + 0}'
     sleep 2; done ) >> "$SOCKS" 2>/dev/null &
 SAMPLER=$!
 trap 'kill $SAMPLER 2>/dev/null' EXIT
@@ -46,16 +55,21 @@ step() {
   WALL=$(echo "$(date +%s.%N) - $s" | bc); S1=$(date +%s); L1=$(load1)
   printf "%s %s rc=%d %.1f s\n" "$(date -u +%T)" "$name" "$RC" "$WALL" >&2
 }
-peaks() { sleep 2; awk -v a="$S0" -v b="$S1" '$1 >= a - 2 && $1 <= b + 2 {if ($2 > e) e = $2; if ($3 > w) w = $3}
-                                              END {printf "%d %d", e, w}' "$SOCKS"; }
+# the step's peaks of ESTAB and TIME-WAIT, its CPU busy (% of the machine) and CPU pressure (% of the time some
+# runnable task waited)
+peaks() { sleep 2; awk -v a="$S0" -v b="$S1" '$1 >= a - 2 && $1 <= b + 2 {if ($2 > e) e = $2; if ($3 > w) w = $3
+    if (!t0) {t0 = $1; b0 = $4; a0 = $5; p0 = $6}
+    t1 = $1; b1 = $4; a1 = $5; p1 = $6}
+  END {printf "%d %d %s %s", e, w, (a1 > a0 ? sprintf("%.0f", 100 * (b1 - b0) / (a1 - a0)) : "-"),
+       (t1 > t0 && p1 > 0 ? sprintf("%.0f", (p1 - p0) / 1e4 / (t1 - t0)) : "-")}' "$SOCKS"; }
 mem() { python3 examples/scale_mem.py "$ST" --json 2>/dev/null \
           | python3 -c 'import json, sys; m = json.load(sys.stdin); print("%.2f %.2f" % (m["rss_gb"], m["pss_gb"]))' \
           || echo "- -"; }
 # row NAME RESULT [MEM]: one line of the table for the last step
 row() {
-  local p; p=$(peaks)
-  printf "%-14s %3d %8.1f %13s %8s %9s %11s %s\n" "$1" "$RC" "$WALL" "$L0->$L1" ${p% *} ${p#* } "${3:--/-}" "$2" \
-    >> "$TABLE"
+  local p; p=($(peaks))
+  printf "%-14s %3d %8.1f %13s %8s %9s %7s %11s %s\n" "$1" "$RC" "$WALL" "$L0->$L1" ${p[0]} ${p[1]} "${p[2]}/${p[3]}" \
+    "${3:--/-}" "$2" >> "$TABLE"
 }
 
 cluster_part() {
@@ -95,7 +109,8 @@ print(n["name"], n["os_pid"])' "$OUT/status.json")
   addrs=$(ip -o -4 addr show | awk '{print $4}' | grep -c '^127\.' )
   netns=$(ip netns list 2>/dev/null | grep -c "^${PREFIX}")
   RC=0; WALL=0; L0=$(load1); L1=$L0; S0=$(date +%s); S1=$S0
-  row leftovers "VMs $vms, epmd names $epmdn, LISTEN on the nodes' addresses $listen (of $(wc -l < "$OUT/addresses.txt")\
+  local naddr; naddr=$(wc -l < "$OUT/addresses.txt")
+  row leftovers "VMs $vms, epmd names $epmdn, LISTEN on the nodes' addresses $listen (of $naddr\
  addresses), 127.x addresses on interfaces $addrs (127.0.0.1 only: 1), namespaces $netns"
 }
 
@@ -125,6 +140,7 @@ case $PART in
   all) cluster_part; runs_part ;;
 esac
 sleep 3
-printf "%-14s %3s %8s %13s %8s %9s %11s %s\n" STEP RC WALL_S LOAD ESTAB TIME-WAIT RSS/PSS_GB RESULT
+printf "%-14s %3s %8s %13s %8s %9s %7s %11s %s\n" STEP RC WALL_S LOAD ESTAB TIME-WAIT CPU/PSI RSS/PSS_GB RESULT
 cat "$TABLE"
-echo "sockets now: $(tail -1 "$SOCKS" | awk '{print $2 " ESTAB, " $3 " TIME-WAIT"}'); load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "sockets now: $(tail -1 "$SOCKS" | awk '{print $2 " ESTAB, " $3 " TIME-WAIT"}');\
+ load $(cut -d' ' -f1-3 /proc/loadavg)"
