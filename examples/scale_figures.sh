@@ -75,7 +75,7 @@ row() {
 cluster_part() {
   step up $T up "$SPEC" --live --live-grace "$GRACE" --prefix "$PREFIX" --state-dir "$ST"
   local m; m=$(mem)
-  row up "$(grep -m1 '^live: ' "$OUT/up.err" | cut -c1-90)" "${m/ //}"
+  row up "$(grep '^live: .*meshed, one version' "$OUT/up.err" | tail -1 | cut -c1-90)" "${m/ //}"
   [ $RC -eq 0 ] || { $T down --state-dir "$ST" > /dev/null 2>&1; return 1; }
   $T status --state-dir "$ST" --json > "$OUT/status.json" 2>/dev/null
   python3 -c 'import json, sys; print("\n".join(n["address"] for n in json.load(open(sys.argv[1]))["nodes"]
