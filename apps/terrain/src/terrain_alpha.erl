@@ -44,6 +44,15 @@
 %% Each level thus has its own α, which answers RELEASE D3.5's open problem that one α may
 %% not fit all scales; when the levels' ranges overlap, one α (reported as
 %% `single_alpha') gives the same tree with the plain algorithm.
+%%
+%% == The silhouette cut (wide-area networks) ==
+%% Geographic latency grows with distance continuously: the α rule finds no level, or
+%% narrow plateaus at every step that join continents at the top. At a level of at
+%% least six points, at least half as many as the nodes, the cut of the points'
+%% average-linkage dendrogram chosen by silhouette_cut/3 becomes the top level (its
+%% groups join under the root) when no α holds a partition there, or when the α levels
+%% built above it end in a top whose silhouette is below 0.5 and the cut scores higher
+%% (top_check/7). docs/TOPOLOGY_DISCOVERY.md, §2.4, says why and what can fool it.
 -module(terrain_alpha).
 
 %% API
@@ -71,9 +80,22 @@
         #{points := pos_integer(),       % points clustered at this level
           clusters := pos_integer(),     % blocks of the chosen partition (1: the root)
           alpha := float() | none,       % α chosen: the middle of the plateau (none: the root)
-          plateau := {float(), float()} | none}. % grid α at the two ends of the plateau; for
+          plateau := {float(), float()} | none, % grid α at the two ends of the plateau; for
                                          % the root, the α from which the plain algorithm
                                          % joins these points in one block (none: not in range)
+          silhouette => float(),         % a silhouette cut's (see silhouette_cut/3): its silhouette,
+          best_silhouette => float(),    % the best of its k, the jump of merge heights that chose
+          jump => float(),               % it, and the silhouette of the α levels' top it replaced
+          above => float() | none}.      % (none: no α held a partition)
+
+%% A point of a level: its tree, height and number of nodes.
+-type point() :: {tree(), float(), pos_integer()}.
+
+%% A silhouette cut: its groups of points and its evidence (`above': the silhouette of
+%% the α levels' top it replaces, `none' when no α held a partition).
+-type cut() :: #{silhouette := float(), best_silhouette := float(), jump := float(),
+                 blocks => [{[non_neg_integer()], float()}], loose => [non_neg_integer()],
+                 above => float() | none}.
 
 %% Points of a level: their initial heights and sizes (weights for `average').
 -type points() :: #{heights := tuple(), sizes := tuple()}.
@@ -285,10 +307,12 @@ update([Z | Rest], D, N, Method, K, X, BaseK, BaseX, Nk, Nx, Best, BestD) ->
 %% Automatic α
 
 %% The silhouette cut: at least this many points, at most this many nodes (its cost is
-%% 19 silhouettes of n² distances), and the silhouette it needs.
+%% 19 silhouettes of n² distances), the silhouette it needs, and the fraction of the
+%% best silhouette among which the largest jump of merge heights chooses.
 -define(SILHOUETTE_POINTS, 6).
 -define(SILHOUETTE_NODES, 1000).
 -define(SILHOUETTE_MIN, 0.5).
+-define(SILHOUETTE_NEAR, 0.9).
 
 grid(#{range := {Lo, Hi}, steps := 1}) ->
     [float(Lo) | [float(Hi) || Hi =/= Lo]];
@@ -316,24 +340,54 @@ level(Matrix, Method, Points, Grid, Opts, Levels) ->
     All = [lists:seq(0, M - 1)],
     OneBlock = [Lo || {_, _, Lo, _, Sig} <- Runs, Sig =:= All],
     Candidates = [Run || {_, _, Lo, Hi, Sig} = Run <- Runs, Sig =/= All, Hi / Lo >= maps:get(min_plateau, Opts)],
-    case {widest(Candidates), silhouette_cut(Matrix, Method, Points, Opts)} of
-        {none, none} ->
-            Root = {cluster, root_height(Matrix, Points), [T || {T, _, _} <- Points]},
-            Level = #{points => M, clusters => 1, alpha => none,
-                      plateau => case OneBlock of [] -> none; [Lo | _] -> {Lo, lists:last(Grid)} end},
-            {Root, lists:reverse([Level | Levels])};
-        {none, {Score, Blocks, Loose}} ->
-            Level = #{points => M, clusters => length(Blocks) + length(Loose), alpha => none, plateau => none,
-                      silhouette => Score},
-            %% one level from the silhouette: its groups join under the root
-            next_level(Matrix, Method, Points, Blocks, Loose, Grid, Opts#{silhouette_done => true},
-                       [Level | Levels]);
-        {{First, Last, Lo, Hi, _}, _} ->
+    case widest(Candidates) of
+        none ->
+            case silhouette_cut(Matrix, Points, Opts) of
+                none ->
+                    Root = {cluster, root_height(Matrix, Points), [T || {T, _, _} <- Points]},
+                    Level = #{points => M, clusters => 1, alpha => none,
+                              plateau => case OneBlock of [] -> none; [Lo | _] -> {Lo, lists:last(Grid)} end},
+                    {Root, lists:reverse([Level | Levels])};
+                Cut ->
+                    cut_level(Matrix, Method, Points, Grid, Opts, Levels, Cut#{above => none})
+            end;
+        {First, Last, Lo, Hi, _} ->
             Middle = (First + Last) div 2,
             {_, Blocks, Loose} = lists:nth(Middle + 1, Results),
             Level = #{points => M, clusters => length(Blocks) + length(Loose),
                       alpha => lists:nth(Middle + 1, Grid), plateau => {Lo, Hi}},
-            next_level(Matrix, Method, Points, Blocks, Loose, Grid, Opts, [Level | Levels])
+            Alpha = next_level(Matrix, Method, Points, Blocks, Loose, Grid, Opts, [Level | Levels]),
+            top_check(Alpha, Matrix, Method, Points, Grid, Opts, Levels)
+    end.
+
+%% One level from the silhouette cut: its groups join under the root.
+-spec cut_level(terrain_linkage:matrix(), terrain_linkage:method(), [point()], [float()], map(), [level()],
+                cut()) -> {tree(), [level()]}.
+cut_level(Matrix, Method, Points, Grid, Opts, Levels, #{blocks := Blocks, loose := Loose} = Cut) ->
+    Level = (maps:without([blocks, loose], Cut))#{points => length(Points), clusters => length(Blocks) + length(Loose),
+                                                  alpha => none, plateau => none},
+    next_level(Matrix, Method, Points, Blocks, Loose, Grid, Opts#{silhouette_done => true}, [Level | Levels]).
+
+%% The α levels above these points stand if their top (the root's children) is a
+%% reasonable structure, a silhouette of at least ?SILHOUETTE_MIN over the original
+%% nodes; otherwise these points' silhouette cut replaces them, if it scores higher.
+%% (Geographic tables: latency grows with distance, so the α rule can find small
+%% plateaus at every step and join continents at the top; CPU levels keep a top of
+%% 0.53-0.80 on the real matrices, so this never replaces them.)
+-spec top_check({tree(), [level()]}, terrain_linkage:matrix(), terrain_linkage:method(), [point()], [float()],
+                map(), [level()]) -> {tree(), [level()]}.
+top_check({Tree, _} = Alpha, Matrix, Method, Points, Grid, #{original := Original} = Opts, Levels) ->
+    case cut_allowed(length(Points), terrain_linkage:size(Original), Opts) of
+        false ->
+            Alpha;
+        true ->
+            Top = top_silhouette(Tree, Original),
+            case Top < ?SILHOUETTE_MIN andalso silhouette_cut(Matrix, Points, Opts) of
+                #{silhouette := Score} = Cut when Score > Top ->
+                    cut_level(Matrix, Method, Points, Grid, Opts, Levels, Cut#{above => Top});
+                _ ->
+                    Alpha
+            end
     end.
 
 %% The clusters of a level become the points of the next.
@@ -351,45 +405,78 @@ next_level(Matrix, Method, Points, Blocks, Loose, Grid, Opts, Levels) ->
             level(Contracted, Method, New, Grid, Opts, Levels).
 
 %%--------------------------------------------------------------------
-%% The silhouette cut (when no α holds a partition)
+%% The silhouette cut (when no α holds a partition, or the α levels above give no
+%% reasonable top)
 
-%% When the α rule finds no level among M >= ?SILHOUETTE_POINTS points, at least half
-%% as many as the nodes (the α rule found no structure: geographic latency grows with
-%% distance continuously, so no partition stays the same over a range of α), the cuts of the points' average-linkage dendrogram into k = 2 … 20 groups are
+%% The cuts of the points' average-linkage dendrogram into k = 2 … 20 groups are
 %% scored by the mean silhouette (Rousseeuw 1987) of the original nodes, labelled by
-%% the group their point falls in; the best cut is a level if its silhouette is at
-%% least ?SILHOUETTE_MIN ("reasonable structure", Kaufman and Rousseeuw). Returns
-%% `none' or `{Silhouette, Blocks, Loose}' as a level of the α rule; the levels above
-%% it join under the root (one level is taken from the silhouette, the top one).
-silhouette_cut(_Matrix, _Method, _Points, #{silhouette_done := true}) ->
+%% the group their point falls in. If the best silhouette is at least ?SILHOUETTE_MIN
+%% ("reasonable structure", Kaufman and Rousseeuw), the cut is chosen among those
+%% within ?SILHOUETTE_NEAR of the best (the silhouette cannot tell them apart: on the
+%% AWS table 7 and 8 groups score 0.548 and 0.552) by the largest jump of the merge
+%% heights: the height of the merge that would join two of its groups over the height
+%% of the last merge inside them (a level, as the α rule sees one). Returns `none' or
+%% the level's evidence with its `blocks' and `loose' points, as a level of the α rule.
+-spec silhouette_cut(terrain_linkage:matrix(), [point()], map()) -> cut() | none.
+silhouette_cut(_Matrix, _Points, #{silhouette_done := true}) ->
     none;
-silhouette_cut(Matrix, _Method, Points, #{original := Original}) ->
+silhouette_cut(Matrix, Points, #{original := Original} = Opts) ->
     M = length(Points),
     N = terrain_linkage:size(Original),
-    case M >= ?SILHOUETTE_POINTS andalso 2 * M >= N andalso N =< ?SILHOUETTE_NODES of
+    case cut_allowed(M, N, Opts) of
         false ->
             none;
         true ->
             Members = list_to_tuple([tree_points(T) || {T, _, _} <- Points]),
             Merges = terrain_linkage:linkage(Matrix, average),
-            Cuts = cuts(Merges, M, min(M - 1, 20)),
-            Rows = list_to_tuple([list_to_tuple([terrain_linkage:get(Original, I, J) || J <- lists:seq(0, N - 1)])
-                                  || I <- lists:seq(0, N - 1)]),
-            Scored = [{silhouette(Rows, N, Members, Labels), Labels} || Labels <- Cuts],
-            case lists:reverse(lists:sort(Scored)) of
-                [{Score, Labels} | _] when Score >= ?SILHOUETTE_MIN ->
+            Rows = rows(Original),
+            Scored = [{silhouette(Rows, N, Members, Labels), Jump, Labels}
+                      || {Jump, Labels} <- cuts(Merges, M, min(M - 1, 20))],
+            case lists:max([S || {S, _, _} <- Scored]) of
+                Best when Best >= ?SILHOUETTE_MIN ->
+                    {Jump, Score, Labels} = lists:max([{J, S, L} || {S, J, L} <- Scored, S >= ?SILHOUETTE_NEAR * Best]),
                     {Blocks, Loose} = blocks(Matrix, Labels),
-                    {Score, Blocks, Loose};
-                _ -> none
+                    #{silhouette => Score, best_silhouette => Best, jump => Jump, blocks => Blocks, loose => Loose};
+                _ ->
+                    none
             end
     end.
+
+%% The silhouette cut is tried among M >= ?SILHOUETTE_POINTS points that are at least
+%% half as many as the N nodes (the levels below found no large structure), for at
+%% most ?SILHOUETTE_NODES nodes (its cost: 19 silhouettes of N² distances), once.
+-spec cut_allowed(non_neg_integer(), non_neg_integer(), map()) -> boolean().
+cut_allowed(M, N, Opts) ->
+    M >= ?SILHOUETTE_POINTS andalso 2 * M >= N andalso N =< ?SILHOUETTE_NODES
+        andalso not maps:get(silhouette_done, Opts, false).
+
+%% The distances of the original nodes, a tuple of rows.
+-spec rows(terrain_linkage:matrix()) -> tuple().
+rows(Original) ->
+    N = terrain_linkage:size(Original),
+    list_to_tuple([list_to_tuple([terrain_linkage:get(Original, I, J) || J <- lists:seq(0, N - 1)])
+                   || I <- lists:seq(0, N - 1)]).
+
+%% The silhouette of a tree's top level: the original nodes labelled by the root's
+%% child they fall in (a node directly under the root alone: silhouette 0).
+-spec top_silhouette(tree(), terrain_linkage:matrix()) -> float().
+top_silhouette({point, _}, _Original) ->
+    0.0;
+top_silhouette({cluster, _, Children}, Original) ->
+    Members = list_to_tuple([tree_points(C) || C <- Children]),
+    silhouette(rows(Original), terrain_linkage:size(Original), Members,
+               list_to_tuple(lists:seq(0, tuple_size(Members) - 1))).
 
 tree_points({point, I}) -> [I];
 tree_points({cluster, _, Children}) -> lists:append([tree_points(C) || C <- Children]).
 
-%% The labels (a tuple, point i's group at i + 1) of the dendrogram cut into k groups,
-%% for every k from KMax down to 2.
+%% The cuts of the dendrogram into k groups, for every k from KMax down to 2: {Jump,
+%% Labels}, the labels a tuple (point i's group at i + 1) and Jump the height of the
+%% next merge over the height of the last one.
+-spec cuts([{non_neg_integer(), non_neg_integer(), float(), pos_integer()}], pos_integer(), pos_integer()) ->
+          [{float(), tuple()}].
 cuts(Merges, M, KMax) ->
+    Heights = list_to_tuple([H || {_, _, H, _} <- Merges]),
     Init = list_to_tuple(lists:seq(0, M - 1)),
     {_, _, Cuts} = lists:foldl(
                      fun({A, B, _, _}, {Labels, Id, Acc}) ->
@@ -397,9 +484,18 @@ cuts(Merges, M, KMax) ->
                              New = list_to_tuple([case L of A -> Id; B -> Id; _ -> L end
                                                   || L <- tuple_to_list(Labels)]),
                              K = M - (Id - M + 1),
-                             {New, Id + 1, case K >= 2 andalso K =< KMax of true -> [New | Acc]; false -> Acc end}
+                             {New, Id + 1, case K >= 2 andalso K =< KMax of
+                                               true -> [{jump(element(Id - M + 1, Heights),
+                                                              element(Id - M + 2, Heights)), New} | Acc];
+                                               false -> Acc
+                                           end}
                      end, {Init, M, []}, Merges),
     Cuts.
+
+-spec jump(float(), float()) -> float().
+jump(Last, Next) when Last > 0 -> Next / Last;
+jump(_Last, Next) when Next > 0 -> 1.0e308;
+jump(_Last, _Next) -> 1.0.
 
 %% {Blocks, Loose} of a labelling: groups of two or more points with their height (the
 %% largest distance between two of their points), and the points alone.

@@ -40,7 +40,7 @@
 -export([start_link/0,
          store/3,
          merge/4,
-         failed/2,
+         failed/3,
          snapshot/0,
          generation/0,
          row/1,
@@ -67,7 +67,9 @@
 -define(BACKOFF_BASE_MS, 500).
 -define(BACKOFF_MAX_MS, 30000).
 -define(RESUBSCRIBE_MS, 1000).
--define(FAILED_TIMEOUT, 5000).
+%% How long a query whose deadline has passed still waits for its failures to be
+%% recorded (terrain_attr_cache:failed/3): the most it returns after its deadline.
+-define(FAILED_MIN_WAIT, 20).
 
 -type stamps() :: #{terrain:attr_name() => static | integer()}.
 -type failure() :: timeout | noconnection | not_running.
@@ -120,13 +122,18 @@ merge([_ | Entries], Stamp, Values, Stamps) ->
 %% @doc Records nodes that failed a query started at StartedMs, extending their
 %% backoff: `{Node, Reason, ObservedMs}', where ObservedMs is when the failure was
 %% observed. Returns once they are recorded, so that the caller's next query skips
-%% them (waiting at most 5 s; a cache that is not running records nothing).
--spec failed(integer(), [{node(), failure(), integer()}]) -> ok.
-failed(_Started, []) ->
+%% them, waiting no longer than until the query's `DeadlineMs' (monotonic), or
+%% FAILED_MIN_WAIT ms when that has passed (a query's timeouts are seen at its
+%% deadline): a cache too busy to answer by then records them when it gets to the
+%% request (it was sent), after the query returned; a cache that is not running
+%% records nothing.
+-spec failed(integer(), [{node(), failure(), integer()}], integer()) -> ok.
+failed(_Started, [], _Deadline) ->
     ok;
-failed(Started, Failures) ->
-    try gen_server:call(?MODULE, {failed, Started, Failures}, ?FAILED_TIMEOUT)
-    catch exit:_ -> ok    % not running, or too busy: the failures are not remembered
+failed(Started, Failures, Deadline) ->
+    Wait = max(?FAILED_MIN_WAIT, Deadline - erlang:monotonic_time(millisecond)),
+    try gen_server:call(?MODULE, {failed, Started, Failures}, Wait)
+    catch exit:_ -> ok    % not running, or too busy: the request stays in its queue
     end.
 
 %% @doc What a query reads before it reads rows: the cache table, for {@link row/2}

@@ -18,9 +18,10 @@
 %% immediate answers. A watched node that dies while a request is out is noticed at
 %% the deadline (`timeout'), by the watch for the calls after.
 %%
-%% A node that failed is recorded in the cache's backoff before the call returns, with
+%% A node that failed is recorded in the cache's backoff before the call returns (the
+%% call waits for the cache until its deadline, or 20 ms when that has passed), with
 %% the time its failure was observed and what it cost the call (see
-%% {@link terrain_attr_cache:failed/2}): a node that cost a whole deadline is then
+%% {@link terrain_attr_cache:failed/3}): a node that cost a whole deadline is then
 %% skipped by the calls that follow, for longer than that deadline.
 -module(terrain_attr_query).
 
@@ -75,7 +76,7 @@ gather(Nodes, Names, Timeout, MaxAge) ->
             end || {Node, Entries, Cached, Stamps} <- Fetched],
     terrain_attr_cache:store(Now, Gen, Rows),
     %% recorded before the call returns, so that the caller's next call skips them
-    terrain_attr_cache:failed(Now, Failed),
+    terrain_attr_cache:failed(Now, Failed, Deadline),
     {lists:foldl(fun({Node, _, Values1, _}, Acc) -> Acc#{Node => Values1} end, Values, Rows),
      lists:foldl(fun({Node, Reason}, Acc) -> Acc#{Node => Reason} end, Errors,
                  [{Node, Reason} || {Node, Reason, _} <- Failed] ++ Unsent)}.

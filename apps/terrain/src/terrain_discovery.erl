@@ -600,7 +600,10 @@ discovery_json(#{options := Opts, repaired := Repaired, pairs := Pairs} = Result
         #{levels := Levels, single_alpha := Single} ->
             Base#{levels => [#{points => P, clusters => C, alpha => null_if_none(A),
                                plateau => case Plateau of {Lo, Hi} -> [Lo, Hi]; none -> null end,
-                               silhouette => maps:get(silhouette, L, null)}
+                               silhouette => maps:get(silhouette, L, null),
+                               best_silhouette => maps:get(best_silhouette, L, null),
+                               jump => json_jump(maps:get(jump, L, null)),
+                               alpha_top_silhouette => null_if_none(maps:get(above, L, none))}
                              || #{points := P, clusters := C, alpha := A, plateau := Plateau} = L <- Levels],
                   single_alpha => case Single of none -> null; {Lo, Hi} -> [Lo, Hi] end};
         #{} ->
@@ -609,3 +612,8 @@ discovery_json(#{options := Opts, repaired := Repaired, pairs := Pairs} = Result
 
 null_if_none(none) -> null;
 null_if_none(X) -> X.
+
+%% A jump of merge heights from a height 0 is 1.0e308 inside: JSON says null.
+-spec json_jump(term()) -> float() | null.
+json_jump(Jump) when is_float(Jump), Jump < 1.0e300 -> Jump;
+json_jump(_) -> null.

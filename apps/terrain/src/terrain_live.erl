@@ -7,10 +7,14 @@
 %% to the nodes of the tree it starts with (a node that joins later connects to any
 %% one node of the cluster, which names it to every member at once so that they connect
 %% to it; distribution's full mesh does the rest). The
-%% <b>sequencer</b> is the member with the smallest node name: every node computes
-%% it from the group's membership, so there is no election and no message to agree on
-%% it; when the sequencer goes, the next smallest takes over with the state every
-%% node holds. Only the sequencer changes the tree. A change gets the next version
+%% <b>sequencer</b> is the member with the smallest node name among those that hold a
+%% tree (the group `candidates': a node that joins is no candidate until it has taken a
+%% tree, so it never numbers changes of the part of the cluster it has seen so far):
+%% every node computes it from the groups' membership, so there is no election and no
+%% message to agree on it; when the sequencer goes, the next smallest takes over with
+%% the state every node holds. Every second the sequencer tells every member its
+%% version and digest, so that a member that missed the last change catches up. Only
+%% the sequencer changes the tree. A change gets the next version
 %% and is sent, with the whole new tree, to every member; a node takes a tree only
 %% when its version is higher than the one it holds, so changes apply in the
 %% sequencer's order everywhere (messages between two processes keep their order).
@@ -67,6 +71,9 @@
 %% (the tree itself outlives it in terrain_topology_server).
 -define(VERSION_KEY, {?MODULE, version}).
 -define(GROUP, nodes).
+%% The members that hold a tree (from their start, or taken from a sequencer): only they
+%% can be the sequencer (docs/RELIABILITY.md, finding 8).
+-define(CANDIDATES, candidates).
 -define(DEFAULT_GRACE, 10000).
 -define(DEFAULT_START_GRACE, 300000).
 -define(DEFAULT_REMEASURE, 60000).
@@ -88,6 +95,9 @@
 %% How long a follower that asked the sequencer for the whole tree waits before it may
 %% ask again.
 -define(FETCH_TIMEOUT, 2000).
+%% How often the sequencer tells every member its version and digest, so that a member
+%% that missed the last change notices without a later one (docs/RELIABILITY.md, finding 12).
+-define(BEAT, 1000).
 
 -type config() :: #{grace := non_neg_integer(), start_grace := non_neg_integer(),
                     remeasure := non_neg_integer() | false,
@@ -103,6 +113,9 @@
                    tree := terrain:topology_tree() | undefined,
                    pg := reference(),                              % the pg group's monitor
                    members := [node()],
+                   cpg := reference(),                             % the candidates group's monitor
+                   candidates := [node()],                         % members that hold a tree
+                   beat := reference() | undefined,                % the sequencer's beat timer
                    seen := #{node() => true},                      % every node seen as a member
                    started := integer(),                           % this server's start (monotonic ms)
                    subscribers := subscribers(),
@@ -217,12 +230,14 @@ init([]) ->
             {ok, #{live => false, subscribers => #{}}};
         Config ->
             ok = net_kernel:monitor_nodes(true),
-            ok = pg:join(?SCOPE, ?GROUP, self()),
-            {MonRef, Pids} = pg:monitor(?SCOPE, ?GROUP),
             Tree = case terrain_topology_server:current() of
                        undefined -> undefined;
                        T -> terrain_topology:term(T)
                    end,
+            ok = pg:join(?SCOPE, ?GROUP, self()),
+            ok = candidate(Tree),
+            {MonRef, Pids} = pg:monitor(?SCOPE, ?GROUP),
+            {CandRef, CandPids} = pg:monitor(?SCOPE, ?CANDIDATES),
             %% the nodes of the tree it starts with are the cluster: connect to them
             %% (in the background; distribution gives each attempt its own deadline)
             _ = Tree =/= undefined andalso
@@ -237,6 +252,7 @@ init([]) ->
                       end,
             State = #{live => true, config => Config, version => Version, tree => Tree,
                       pg => MonRef, members => members(Pids), seen => maps:from_keys(members(Pids), true),
+                      cpg => CandRef, candidates => members(CandPids), beat => undefined,
                       started => erlang:monotonic_time(millisecond),
                       subscribers => #{},
                       leaving => #{},          % Node => timer (sequencer only)
@@ -280,6 +296,16 @@ handle_info({Ref, Kind, ?GROUP, Pids}, #{pg := Ref, members := Members, seen := 
           end,
     {noreply, sequence(State#{members := New, seen := maps:merge(Seen, maps:from_keys(New, true))},
                        members(Pids), Kind)};
+handle_info({Ref, Kind, ?CANDIDATES, Pids}, #{cpg := Ref, candidates := Candidates} = State) ->
+    New = case Kind of
+              join -> lists:usort(Candidates ++ members(Pids));
+              leave -> Candidates -- members(Pids)
+          end,
+    {noreply, sequence(State#{candidates := New}, [], Kind)};
+handle_info(beat, State) ->
+    {noreply, beat(State#{beat := undefined})};
+handle_info({terrain_live_beat, From, V, Digest}, State) ->
+    {noreply, beat_in(From, V, Digest, State)};
 handle_info({terrain_live_sync_request, From}, #{version := V, tree := Tree} = State) ->
     From ! {terrain_live_state, node(), V, Tree},
     {noreply, State};
@@ -373,8 +399,17 @@ grace_over(Node, #{leaving := Leaving} = State) ->
 members(Pids) ->
     lists:usort([node(P) || P <- Pids]).
 
-sequencer(#{members := Members}) ->
-    lists:min([node() | Members]).
+%% The smallest member that holds a tree (a candidate): a node that joins, and sees the
+%% members one connection at a time, is no candidate until it has taken a tree, so it
+%% never numbers changes of the part it has seen (finding 8); the sides of a healed
+%% partition all hold trees, so their nodes meet as candidates and elect one. With no
+%% candidate among the members (nobody holds a tree), the smallest member.
+sequencer(#{members := Members, candidates := Candidates}) ->
+    All = [node() | Members],
+    case [N || N <- Candidates, lists:member(N, All)] of
+        [] -> lists:min(All);
+        Placed -> lists:min(Placed)
+    end.
 
 is_sequencer(State) ->
     sequencer(State) =:= node().
@@ -399,15 +434,16 @@ sequence(#{role := Role, members := Members} = State, Changed, Kind) ->
                       sequencer -> []
                   end,
             _ = [{?MODULE, N} ! {terrain_live_sync_request, self()} || N <- Ask, N =/= node()],
-            schedule_retry(schedule_remeasure(reconcile(State#{role := sequencer})))
+            schedule_beat(schedule_retry(schedule_remeasure(reconcile(State#{role := sequencer}))))
     end.
 
 %% A member's state at the sequencer. The same version and tree (by digest): nothing to
 %% do. Else the union of both trees by network names, the higher version's (at equal
 %% versions the larger tree's) as the base, is published as version max + 1, so that
 %% the nodes of both sides of a healed partition take it and no node holds another tree
-%% at the same version. When the union is the sequencer's own tree at a version not
-%% lower, only the member is behind: it gets the sequencer's tree as it is.
+%% at the same version. When the union is the sequencer's own tree at a higher version,
+%% only the member is behind: it gets the sequencer's tree as it is (at an equal version
+%% the member holds another tree there, and the union is published above it).
 -spec merge(node(), non_neg_integer(), terrain:topology_tree() | undefined, state()) -> state().
 merge(Node, V, Tree, #{version := Own, tree := OwnTree, members := Members} = State) ->
     Digest = terrain_live_tree:digest(Tree),
@@ -425,7 +461,7 @@ merge(Node, V, Tree, #{version := Own, tree := OwnTree, members := Members} = St
                             end,
             case Base =/= undefined andalso terrain_live_tree:union(Base, Other, [node() | Members]) of
                 false -> State;
-                OwnTree when Own >= V -> resend(Node, State);
+                OwnTree when Own > V -> resend(Node, State);
                 Union -> publish({sync, max(V, Own)}, Union, State#{version := max(V, Own)})
             end
     end.
@@ -613,9 +649,18 @@ remove(Node, #{tree := Tree} = State) ->
     end.
 
 %% The sequencer's change: next version, taken here, sent to every member as a delta
-%% from the tree before it (with the digests before and after).
+%% from the tree before it (with the digests before and after). Only the sequencer
+%% publishes: a node that was the sequencer when it started an insertion or a
+%% re-measurement, and is not any more, drops the result.
 -spec publish(term(), terrain:topology_tree(), state()) -> state().
-publish(Change, Tree, #{version := V, tree := Old, members := Members} = State) ->
+publish(Change, Tree, State) ->
+    case is_sequencer(State) of
+        true -> publish_next(Change, Tree, State);
+        false -> State   % an insertion or a re-measurement that ended after a new sequencer took over
+    end.
+
+-spec publish_next(term(), terrain:topology_tree(), state()) -> state().
+publish_next(Change, Tree, #{version := V, tree := Old, members := Members} = State) ->
     Next = V + 1,
     Message = case Old of
                   undefined -> {terrain_live_change, Next, Change, Tree};
@@ -662,11 +707,54 @@ fetch(From, #{fetching := Until} = State) ->
             State
     end.
 
+%% A node that holds a tree joins the candidates for the sequencer (once: at its start
+%% with a tree, or when it takes its first).
+-spec candidate(terrain:topology_tree() | undefined) -> ok.
+candidate(undefined) -> ok;
+candidate(_Tree) -> pg:join(?SCOPE, ?CANDIDATES, self()).
+
+%% The sequencer's beat: its version and digest to every member, every BEAT ms while it
+%% is the sequencer and holds a tree.
+-spec schedule_beat(state()) -> state().
+schedule_beat(#{beat := undefined} = State) ->
+    State#{beat := erlang:send_after(?BEAT, self(), beat)};
+schedule_beat(State) ->
+    State.
+
+-spec beat(state()) -> state().
+beat(#{version := V, tree := Tree, members := Members} = State) ->
+    case is_sequencer(State) of
+        true ->
+            _ = Tree =/= undefined andalso
+                [{?MODULE, N} ! {terrain_live_beat, self(), V, terrain_live_tree:digest(Tree)}
+                 || N <- Members, N =/= node()],
+            schedule_beat(State);
+        false ->
+            State
+    end.
+
+%% A member told the sequencer's version and digest: behind (it missed the last change
+%% and no later one came), it asks for the whole tree; at the same version with
+%% another tree, or ahead, it sends the sequencer its state, which the sequencer merges
+%% (published above both).
+-spec beat_in(pid(), non_neg_integer(), non_neg_integer(), state()) -> state().
+beat_in(From, V, _Digest, #{version := Own, tree := OwnTree} = State) when V > Own; OwnTree =:= undefined ->
+    fetch(From, State);
+beat_in(From, V, Digest, #{version := Own, tree := OwnTree} = State) ->
+    case {V, Digest} =:= {Own, terrain_live_tree:digest(OwnTree)} of
+        true -> State;
+        false -> From ! {terrain_live_state, node(), Own, OwnTree}, State
+    end.
+
 %% Takes a version: stores the tree in the topology server, tells the subscribers.
 take(V, Tree, Change, #{subscribers := Subs} = State) ->
     case terrain_topology:new(Tree) of
         {ok, T} ->
             ok = terrain_topology_server:put(T),
+            ok = case maps:get(tree, State) of
+                     undefined -> candidate(Tree);
+                     _ -> ok
+                 end,
             persistent_term:put(?VERSION_KEY, {V, terrain_live_tree:digest(Tree)}),
             _ = [Pid ! {terrain_topology, Ref, #{version => V, change => Change, topology => Tree}}
              || {Ref, Pid} <- maps:to_list(Subs)],

@@ -11,14 +11,17 @@
          up_status_down/0, up_status_down/1,
          down_after_a_node_died/0, down_after_a_node_died/1,
          live_up_add_down_nodes/0, live_up_add_down_nodes/1,
-         a_node_added_to_a_cut_cluster_joins_its_side/0, a_node_added_to_a_cut_cluster_joins_its_side/1]).
+         a_node_added_to_a_cut_cluster_joins_its_side/0, a_node_added_to_a_cut_cluster_joins_its_side/1,
+         a_node_added_to_a_cut_cluster_after_a_kill_joins_its_side/0,
+         a_node_added_to_a_cut_cluster_after_a_kill_joins_its_side/1]).
 
 suite() ->
     [{timetrap, {minutes, 3}}].
 
 all() ->
     [bad_invocation_exits_non_zero_with_stderr, help_and_version, up_status_down, down_after_a_node_died,
-     live_up_add_down_nodes, a_node_added_to_a_cut_cluster_joins_its_side].
+     live_up_add_down_nodes, a_node_added_to_a_cut_cluster_joins_its_side,
+     a_node_added_to_a_cut_cluster_after_a_kill_joins_its_side].
 
 init_per_suite(Config) ->
     [{escript, terrain_lab_test_escript:path()} | Config].
@@ -129,14 +132,7 @@ live_up_add_down_nodes() ->
            "stops it and it leaves every tree after the grace period; then it can be added again"}].
 live_up_add_down_nodes(Config) ->
     Dir = ?config(priv_dir, Config),
-    Spec = filename:join(Dir, "live.cluster"),
-    Add = filename:join(Dir, "add.cluster"),
-    ok = file:write_file(Spec, "{cluster, small, #{latency => 20000}}.\n"
-                               "{group, r1, #{latency => 250}, [{node, a, #{schedulers => 1}}, {node, b, #{schedulers => 1}}]}.\n"
-                               "{group, r2, #{latency => 250}, [{node, c, #{schedulers => 1}}]}.\n"),
-    ok = file:write_file(Add, "{group, r2, #{}, [{node, d, #{schedulers => 1}}]}.\n"),
-    State = filename:join(Dir, "live_state"),
-    Prefix = "cli" ++ os:getpid() ++ "live_",
+    {Spec, Add, State, Prefix} = two_racks(Config, "live", 20000),
     {0, _, UpErr} = terrain(Config, ["up", "--state-dir", State, "--prefix", Prefix, "--live", "--live-grace", "1000",
                                      "--live-remeasure", "0", Spec]),
     %% a user is told how to watch it (one stderr line)
@@ -188,15 +184,7 @@ a_node_added_to_a_cut_cluster_joins_its_side() ->
     [{doc, "netem partition r1 r2, then up --add of d into r2: d is cut from r1's nodes and they from d, as r2's "
            "node c is (d used to join both sides); heal lifts it for d too."}].
 a_node_added_to_a_cut_cluster_joins_its_side(Config) ->
-    Dir = ?config(priv_dir, Config),
-    Spec = filename:join(Dir, "cut.cluster"),
-    Add = filename:join(Dir, "cut_add.cluster"),
-    ok = file:write_file(Spec, "{cluster, cut, #{latency => 2000}}.\n"
-                               "{group, r1, #{latency => 250}, [{node, a, #{schedulers => 1}}, {node, b, #{schedulers => 1}}]}.\n"
-                               "{group, r2, #{latency => 250}, [{node, c, #{schedulers => 1}}]}.\n"),
-    ok = file:write_file(Add, "{group, r2, #{}, [{node, d, #{schedulers => 1}}]}.\n"),
-    State = filename:join(Dir, "cut_state"),
-    Prefix = "cli" ++ os:getpid() ++ "cut_",
+    {Spec, Add, State, Prefix} = two_racks(Config, "cut", 2000),
     {0, _, _} = terrain(Config, ["up", "--state-dir", State, "--prefix", Prefix, Spec]),
     try
         {0, _, _} = terrain(Config, ["netem", "--state-dir", State, "partition", "r1", "r2"]),
@@ -219,6 +207,48 @@ a_node_added_to_a_cut_cluster_joins_its_side(Config) ->
         terrain(Config, ["down", "--state-dir", State, "--force"]),
         [terrain_lab_os:kill(P) || P <- OsPids]      % when down itself failed (it is not asserted here)
     end.
+
+a_node_added_to_a_cut_cluster_after_a_kill_joins_its_side() ->
+    [{doc, "netem partition r1 r2, b of r1 killed (kill -9, still in the record), then up --add of d into r2: "
+           "the add succeeds (it used to ask the dead b to cut d off, and failed: 'network emulation failed on "
+           "b: not reachable'), d is cut from a only, and a from c and d"}].
+a_node_added_to_a_cut_cluster_after_a_kill_joins_its_side(Config) ->
+    {Spec, Add, State, Prefix} = two_racks(Config, "cutk", 2000),
+    {0, _, _} = terrain(Config, ["up", "--state-dir", State, "--prefix", Prefix, Spec]),
+    OsPids = fun() -> {ok, #{<<"nodes">> := Nodes}} = terrain_json:read_file(filename:join(State, "cluster.json")),
+                      maps:from_list([{binary_to_list(N), binary_to_list(P)}
+                                      || #{<<"name">> := N, <<"os_pid">> := P} <- Nodes, is_binary(P)])
+             end,
+    try
+        {0, _, _} = terrain(Config, ["netem", "--state-dir", State, "partition", "r1", "r2"]),
+        true = terrain_lab_os:kill(maps:get("b", OsPids())),
+        {Code, Out, Err} = terrain(Config, ["up", "--state-dir", State, "--add", Add]),
+        ct:pal("up --add after the kill: exit ~b~n~ts~ts", [Code, Out, Err]),
+        ?assertEqual(0, Code),
+        Host = hd(tl(string:split(atom_to_list(node()), "@"))),
+        Full = fun(Names) -> [Prefix ++ N ++ "@" ++ Host || N <- Names] end,
+        {0, Show, _} = terrain(Config, ["netem", "--state-dir", State, "show"]),
+        ct:pal("netem show: ~ts", [Show]),
+        Cut = cut_from(Config, State, Prefix),
+        ?assertEqual(Full(["a"]), maps:get("d", Cut)),
+        ?assertEqual(Full(["c", "d"]), maps:get("a", Cut))
+    after
+        Left = maps:values(OsPids()),
+        terrain(Config, ["down", "--state-dir", State, "--force"]),
+        [terrain_lab_os:kill(P) || P <- Left]
+    end.
+
+%% Racks r1 (a, b) and r2 (c) with `Root' µs between them, a spec that adds d to r2, a
+%% state directory and a node prefix, all named after `Name'.
+two_racks(Config, Name, Root) ->
+    Dir = ?config(priv_dir, Config),
+    Spec = filename:join(Dir, Name ++ ".cluster"),
+    Add = filename:join(Dir, Name ++ "_add.cluster"),
+    ok = file:write_file(Spec, io_lib:format("{cluster, ~s, #{latency => ~b}}.~n", [Name, Root]) ++
+                               "{group, r1, #{latency => 250}, [{node, a, #{schedulers => 1}}, {node, b, #{schedulers => 1}}]}.\n"
+                               "{group, r2, #{latency => 250}, [{node, c, #{schedulers => 1}}]}.\n"),
+    ok = file:write_file(Add, "{group, r2, #{}, [{node, d, #{schedulers => 1}}]}.\n"),
+    {Spec, Add, filename:join(Dir, Name ++ "_state"), "cli" ++ os:getpid() ++ Name ++ "_"}.
 
 %% `netem show' as #{ShortName => [the full node names it is cut from]}.
 cut_from(Config, State, Prefix) ->

@@ -15,6 +15,8 @@
          stopped_and_disconnected_nodes/0, stopped_and_disconnected_nodes/1,
          hung_server_and_missing_application/0, hung_server_and_missing_application/1,
          sigstopped_node_is_waited_on_once/0, sigstopped_node_is_waited_on_once/1,
+         a_busy_cache_does_not_hold_a_call_past_its_deadline/0,
+         a_busy_cache_does_not_hold_a_call_past_its_deadline/1,
          watched_nodes_are_asked_without_a_monitor/0, watched_nodes_are_asked_without_a_monitor/1,
          remote_server_killed_keeps_values/0, remote_server_killed_keeps_values/1,
          cache_honours_max_age_and_nodedown/0, cache_honours_max_age_and_nodedown/1,
@@ -36,6 +38,7 @@ all() ->
     [fan_out_reaches_every_node, choose_nodes_over_the_cluster, choose_node_picks,
      explain_and_relax_over_the_cluster, groups_as_candidates_and_predicates, stopped_and_disconnected_nodes,
      hung_server_and_missing_application, sigstopped_node_is_waited_on_once,
+     a_busy_cache_does_not_hold_a_call_past_its_deadline,
      watched_nodes_are_asked_without_a_monitor,
      remote_server_killed_keeps_values, cache_honours_max_age_and_nodedown,
      push_subscription_feeds_the_cache, remote_writes_are_refused, topology_writes_are_refused_and_validated,
@@ -369,6 +372,28 @@ hung_server_and_missing_application(Config) ->
     ok = terrain_test_peers:call(Hung, sys, resume, [terrain_attr_responder]),
     terrain_test_peers:wait_until(fun() -> maps:get(H, terrain:attrs([H], [rack])) =:= {ok, #{rack => r3}} end,
                                   10000, "hung node answers again").
+
+a_busy_cache_does_not_hold_a_call_past_its_deadline() ->
+    [{doc, "A choose_nodes call with a 500 ms deadline over the eight peers and a node that does not exist, while "
+           "this node's cache server is held (suspended: a cache too busy to answer): the call returns the "
+           "matching peers within deadline + 300 ms; it used to wait up to 5 s for the cache to record the "
+           "failed node after the deadline (the chaos run's choose_nodes of 3050 ms with a 2 s deadline)"}].
+a_busy_cache_does_not_hold_a_call_past_its_deadline(Config) ->
+    [_, Host] = string:split(atom_to_list(node()), "@"),
+    Absent = list_to_atom(?config(prefix, Config) ++ "absent@" ++ Host),
+    Cache = whereis(terrain_attr_cache),
+    Timeout = 500,
+    true = erlang:suspend_process(Cache),
+    {Ms, Chosen} = try elapsed_ms(fun() -> terrain:choose_nodes(all_nodes(Config) ++ [Absent], [{cores, ge, 1}],
+                                                                 #{timeout => Timeout})
+                                  end)
+                   after true = erlang:resume_process(Cache)
+                   end,
+    ct:pal("choose_nodes with the cache held, deadline ~b ms: ~b ms, ~p", [Timeout, Ms, Chosen]),
+    ?assertEqual(lists:sort(all_nodes(Config)), lists:sort(Chosen)),
+    ?assert(Ms =< Timeout + 300),
+    %% the failure was recorded once the cache went on
+    terrain_test_peers:wait_until(fun() -> terrain_attr_cache:backoff(Absent) =/= none end, 5000, "absent recorded").
 
 sigstopped_node_is_waited_on_once() ->
     [{doc, "A node stopped with SIGSTOP (connected, silent) costs one deadline: the first call returns within "

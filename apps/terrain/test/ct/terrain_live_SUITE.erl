@@ -26,7 +26,11 @@
          nodes_that_join_at_once_are_measured_at_once_and_no_pair_twice/0,
          nodes_that_join_at_once_are_measured_at_once_and_no_pair_twice/1,
          a_node_of_the_starting_tree_that_comes_up_late_is_not_removed/0,
-         a_node_of_the_starting_tree_that_comes_up_late_is_not_removed/1]).
+         a_node_of_the_starting_tree_that_comes_up_late_is_not_removed/1,
+         a_new_node_that_sees_part_of_the_cluster_numbers_no_change/0,
+         a_new_node_that_sees_part_of_the_cluster_numbers_no_change/1,
+         a_follower_that_missed_the_last_change_catches_up_without_a_later_one/0,
+         a_follower_that_missed_the_last_change_catches_up_without_a_later_one/1]).
 
 suite() -> [{timetrap, {minutes, 2}}].
 
@@ -39,7 +43,9 @@ all() -> [subscribe_without_live_is_refused, join_and_leave_reach_every_node_in_
           a_hung_sequencer_that_resumes_rejoins_at_its_place,
           a_node_that_joins_through_a_node_killed_at_once_gets_the_tree,
           nodes_that_join_at_once_are_measured_at_once_and_no_pair_twice,
-          a_node_of_the_starting_tree_that_comes_up_late_is_not_removed].
+          a_node_of_the_starting_tree_that_comes_up_late_is_not_removed,
+          a_new_node_that_sees_part_of_the_cluster_numbers_no_change,
+          a_follower_that_missed_the_last_change_catches_up_without_a_later_one].
 
 init_per_testcase(Case, Config) ->
     ok = terrain_test_peers:ensure_distributed(),
@@ -468,6 +474,63 @@ a_node_of_the_starting_tree_that_comes_up_late_is_not_removed(Config) ->
                                        "p2 removed after its grace"),
     ?assertEqual([Full("p1")], leaves(topology(P1))),
     [{peers, [P1]}].
+
+a_new_node_that_sees_part_of_the_cluster_numbers_no_change() ->
+    [{doc, "p1 (the sequencer), p2, p3 at version 0; p1's and p2's live servers are held (suspended: they neither "
+           "connect to a new node nor place it); p25 (its name sorts between p2 and p3), started with -connect_all "
+           "false, connects to p3 only and sees p3 and itself as members. It holds no tree, so it is no candidate "
+           "for the sequencer: for two grace periods p3 stays at version 0 with the starting tree and p25 names p3 "
+           "(the smallest member that holds a tree) its sequencer (it used to make itself the sequencer of that "
+           "part and publish version 1 to p3 beside the real sequencer's numbering). Once p1 and p2 go on, every "
+           "node holds one version and one tree with p25 placed"}].
+a_new_node_that_sees_part_of_the_cluster_numbers_no_change(Config) ->
+    {[P1, P2, P3] = Three, Grace} = three(Config),
+    Start = topology(P3),
+    Holders = [{P, terrain_test_peers:call(P, erlang, apply, [fun hold_live/0, []])} || P <- [P1, P2]],
+    [P25] = terrain_test_peers:start([list_to_atom(?config(prefix, Config) ++ "p25")],
+                                     [{live, #{grace => Grace, remeasure => false}}],
+                                     fun(_) -> ["-connect_all", "false"] end),
+    N25 = terrain_test_peers:node_of(P25),
+    N3 = terrain_test_peers:node_of(P3),
+    true = terrain_test_peers:call(P25, net_kernel, connect_node, [N3]),
+    ok = terrain_test_peers:wait_until(fun() -> lists:member(N3, members(P25)) andalso
+                                                    lists:member(N25, members(P3)) end,
+                                       5000, "p25 and p3 members of each other's live group"),
+    timer:sleep(2 * Grace),   % the window is the test's subject: a numbering of p25's would show within it
+    Seen = {status(P25), status(P3)},
+    ct:pal("p25 and p3 while p1 and p2 are held: ~p", [Seen]),
+    [terrain_test_peers:call(P, erlang, send, [Holder, resume]) || {P, Holder} <- Holders],
+    ?assertMatch({#{sequencer := N3}, #{version := 0}}, Seen),
+    ?assertEqual(Start, topology(P3)),
+    Four = Three ++ [P25],
+    ok = terrain_test_peers:wait_until(
+           fun() -> one_state(Four) andalso lists:sort(leaves(topology(P25))) =:=
+                                                 lists:sort([terrain_test_peers:node_of(P) || P <- Four])
+           end, 15000, "one version and one tree of p1, p2, p3, p25"),
+    [{peers, Four}].
+
+a_follower_that_missed_the_last_change_catches_up_without_a_later_one() ->
+    [{doc, "p1 (the sequencer), p2, p3; p4 joins (version 1 everywhere); p3's live server is then set back to "
+           "version 0 and the tree before the join, as if it had missed the join, and no change follows: within "
+           "a few of the sequencer's beats p3 holds version 1 and p1's tree again (a follower used to notice a "
+           "missed version only when a later change came)"}].
+a_follower_that_missed_the_last_change_catches_up_without_a_later_one(Config) ->
+    {[P1, _P2, P3] = Three, Grace} = three(Config),
+    Before = topology(P3),
+    Four = join_fourth(Config, Three, Grace),
+    #{version := 1, digest := Digest} = status(P1),
+    ok = terrain_test_peers:call(P3, erlang, apply,
+                                 [fun() -> _ = sys:replace_state(terrain_live, fun(S) -> S#{version := 0,
+                                                                                            tree := Before}
+                                                                               end),
+                                           ok
+                                  end, []]),
+    ?assertMatch(#{version := 0}, status(P3)),
+    ok = terrain_test_peers:wait_until(fun() -> maps:with([version, digest], status(P3)) =:=
+                                                    #{version => 1, digest => Digest}
+                                       end, 5000, "p3 back at version 1 with p1's tree"),
+    ?assertEqual(topology(P1), topology(P3)),
+    [{peers, Four}].
 
 join_fourth(Config, [P1 | _] = Three, Grace) ->
     [P4] = terrain_test_peers:start([list_to_atom(?config(prefix, Config) ++ "p4")],

@@ -43,21 +43,43 @@ top_ari(Name) ->
     {ok, #{levels := [#{ari := Ari} | _]}} = terrain:compare_topologies(Found, Truth),
     Ari.
 
+%% Top-level ARI against continents >= 0.8 (the goal of issue 35). The AWS table scored
+%% 0.601 before the top check: the alpha rule found a level at every step (21 -> 12 -> 8
+%% -> 6 -> 4 points) and its top joined Europe with North America.
 cloud_regions_match_continents_test_() ->
-    [{Name, {timeout, 60, fun() -> ?assert(top_ari(Name) >= 0.8) end}} || Name <- ["azure-regions", "gcp-regions"]].
+    [{Name, {timeout, 60, fun() -> ?assertMatch({Name, Ari} when Ari >= 0.8, {Name, top_ari(Name)}) end}}
+     || Name <- ["aws-regions", "azure-regions", "gcp-regions"]].
+
+%% The AWS table's evidence: the alpha levels above 12 points joined into a top of
+%% silhouette below 0.5 (4 groups, 0.44), so the silhouette cut of the 12 points
+%% replaced them: 7 groups, chosen by the largest jump of merge heights among the cuts
+%% within 10% of the best silhouette (the best, 8 groups, splits the US west coast
+%% from the east and scores 0.745 against continents).
+aws_alpha_top_replaced_by_the_silhouette_cut_test() ->
+    {ok, Latency} = terrain:read_latency(filename:join(dir(), "aws-regions.latency.json")),
+    {ok, #{levels := Levels}} = terrain:discover(Latency, #{}),
+    [Cut] = [L || #{above := Above} = L <- Levels, Above =/= none],
+    #{points := 12, clusters := 7, above := Top, silhouette := Sil, best_silhouette := Best, jump := Jump} = Cut,
+    ?assert(Top < 0.5),
+    ?assert(Sil >= 0.9 * Best andalso Best >= 0.5 andalso Sil < Best),
+    ?assert(Jump > 1.5),
+    ?assertMatch([#{clusters := 1, alpha := none}], [L || L <- Levels, L =/= Cut, maps:get(points, L) =< 7]).
 
 %% The city mesh (WonderNetwork's servers, 217 cities): top-level ARI against continents
 %% >= 0.7 (the goal of issue 35).
 city_mesh_matches_continents_test_() ->
     {timeout, 120, fun() -> ?assert(top_ari("wonderproxy-cities") >= 0.7) end}.
 
-%% Not flat where average linkage finds continents: the country mesh gets top-level
-%% groups (its ARI against continents is 0.47: the mean of every address pair of two
-%% countries is a noisy distance; docs/BENCHMARKS.md).
-country_mesh_not_flat_test() ->
-    {Found, _} = found_and_truth("ripe-countries"),
-    {network, _, _, Children} = Found,
-    ?assert(lists:any(fun({network, _, _, _}) -> true; (_) -> false end, Children)).
+%% Not flat where average linkage finds continents: every wide-area table gets at least
+%% two top-level groups (the country mesh too, though its ARI against continents is only
+%% about 0.5: the mean of every address pair of two countries is a noisy distance;
+%% docs/BENCHMARKS.md).
+wide_area_tables_not_flat_test_() ->
+    [{Name, {timeout, 120, fun() ->
+                      {{network, _, _, Children}, _} = found_and_truth(Name),
+                      ?assertMatch({Name, [_, _ | _]}, {Name, [C || {network, _, _, _} = C <- Children]})
+              end}}
+     || Name <- ["aws-regions", "azure-regions", "gcp-regions", "ripe-countries", "wonderproxy-cities"]].
 
 %% A strict group must stand out by twice the noise too: with every pair's median 11 ns
 %% above its minimum (the jitter of one round trip, as large as an SMT pair's round

@@ -304,10 +304,12 @@ report(#{repaired := Repaired, pairs := Pairs} = Result, Io) ->
     case Result of
         #{levels := Levels, single_alpha := Single} ->
             lists:foreach(
-              fun(#{points := P, clusters := C, silhouette := Sil}) ->
-                      terrain_lab_io:progress(Io, "topology: ~b points -> ~b clusters, the average-linkage cut of "
-                                              "highest silhouette (~.2f >= 0.5; no alpha holds a partition)~n",
-                                              [P, C, Sil]);
+              fun(#{points := P, clusters := C, silhouette := Sil, best_silhouette := Best, jump := Jump,
+                    above := Above}) ->
+                      terrain_lab_io:progress(Io, "topology: ~b points -> ~b clusters, the average-linkage cut with "
+                                              "the largest jump of merge heights (x~.2f) among those of silhouette "
+                                              "within 10% of the best (~.2f; best ~.2f >= 0.5); ~ts~n",
+                                              [P, C, min(Jump, 1.0e6), Sil, Best, cut_reason(Above)]);
                  (#{points := P, clusters := 1, alpha := none}) ->
                       terrain_lab_io:progress(Io, "topology: ~b points join under the root~n", [P]);
                  (#{points := P, clusters := C, alpha := A, plateau := {Lo, Hi}}) ->
@@ -604,3 +606,10 @@ format_error({topology_cmd, {bad_topology, File, {Tag, _} = Why}}) when Tag =:= 
     io_lib:format("~ts is not a valid topology: ~ts", [File, terrain:format_error({topology, [], Why})]);
 format_error({topology_cmd, {bad_topology, File, Why}}) ->
     io_lib:format("~ts: not a topology: ~0tP", [File, Why, 8]).
+
+%% Why the silhouette cut was asked at a level.
+-spec cut_reason(none | float()) -> io_lib:chars().
+cut_reason(none) ->
+    "no alpha holds a partition";
+cut_reason(Top) ->
+    io_lib:format("the alpha levels above joined into a top of silhouette ~.2f < 0.5", [Top]).

@@ -276,13 +276,20 @@ start_new(#{state := State, spec := Spec, prefix := Prefix, new := NewNodes}, Op
 %% The partitions a node added to a cut cluster joins: it takes the side of its
 %% nearest recorded node in the spec (the longest common group path, the first such
 %% node in the record), and is cut from the nodes that node is cut from. Without
-%% this, a node added into s1 while s0 and s1 are partitioned joined both sides.
+%% this, a node added into s1 while s0 and s1 are partitioned joined both sides. Only
+%% reachable nodes are cut from: a node of the record that is down (killed while the
+%% partition lasts) is still on its side's blocked lists, and cutting the new node from
+%% it would ask the dead node, fail, and stop the add; it gets its links when started again.
 cuts(false, _State, _NewNodes, _Deadline) ->
     #{};
 cuts(true, #{<<"nodes">> := Records} = State, NewNodes, Deadline) ->
     Reachable = maps:values(reachable_names(State)),
     Timeout = max(1, Deadline - erlang:monotonic_time(millisecond)),
-    Blocked = maps:fold(fun(Node, #{blocked := B}, Acc) when B =/= [] -> Acc#{Node => B};
+    Blocked = maps:fold(fun(Node, #{blocked := B}, Acc) ->
+                                case [N || N <- B, lists:member(N, Reachable)] of
+                                    [] -> Acc;
+                                    Up -> Acc#{Node => Up}
+                                end;
                            (_Node, _Status, Acc) -> Acc
                         end, #{}, terrain_lab_netem:status(Reachable, #{timeout => Timeout})),
     Paths = [{binary_to_atom(N), [binary_to_atom(G) || G <- P]}
