@@ -216,8 +216,11 @@ stop(#{transport := local_linked, peer := Peer}, _Timeout) ->
     catch exit:_AlreadyGone -> not_running
     end;
 stop(#{node := Node} = Vm, Timeout) ->
+    %% a VM that this call could not reach (its connection not made in time on a loaded
+    %% machine) and that exits meanwhile was running when asked to stop: not `not_running'
+    WasRunning = was_running(Vm),
     Halted = Node =/= undefined andalso halt_node(Node),
-    Result = case {gone(Vm, Halted, Timeout), Halted} of
+    Result = case {gone(Vm, Halted, Timeout), Halted orelse WasRunning} of
                  {true, true} -> stopped;
                  {true, false} -> not_running;
                  {false, _} -> kill(Vm)
@@ -646,6 +649,13 @@ finish(Vm, {ok, Node}) ->
 finish(Vm, {error, _} = Error) ->
     _ = stop(Vm, ?STOP_TIMEOUT),
     Error.
+
+%% Whether a detached VM's OS process runs (other transports: not known here, false).
+-spec was_running(vm()) -> boolean().
+was_running(#{transport := local_detached} = Vm) ->
+    owned_pid(Vm) =/= undefined;
+was_running(#{}) ->
+    false.
 
 halt_node(Node) ->
     %% connect_node/1 is `ignored' when this VM is not distributed: it cannot halt anyone

@@ -4,7 +4,7 @@
 %%    5 ms and 20 ms to five other nodes; 1,000 round trips to each: the median
 %%    against 2 × spec (goal: error ≤ 10% + 100 µs) and the p99.
 %% 2. Throughput: a stream of 1 MB messages through an unthrottled proxy (latency 0)
-%%    against a direct connection (goal: ≥ 50%).
+%%    against a direct connection, alternating round by round (goal: median ratio ≥ 50%).
 %% 3. Bandwidth: the same stream over links with `bandwidth' set (goal: within ±10%).
 %%
 %% Figures depend on the machine's load: the load average is printed first, with the
@@ -71,21 +71,32 @@ latency() ->
                            end, [{0, ?ROUND_TRIPS}, {2, 200}, {10, 200}, {40, 200}])
                  end).
 
-%% Part 2 alone (`bench_netem:throughput()').
+%% Part 2 alone (`bench_netem:throughput()'). Proxied and direct alternate, round by
+%% round, so that each round's ratio has its baseline from the same minute of a shared
+%% machine's load; the goal is judged on the median of the rounds' ratios.
 throughput() ->
     Count = 200,
+    Rounds = 7,
     Terms = [{cluster, bench, #{latency => 0}}, {node, a, #{}}, {node, b, #{}}],
-    Proxied = [with_cluster(Terms, "tp" ++ integer_to_list(I), #{netem => true}, fun(Nodes) -> stream_rate(Nodes, Count) end)
-               || I <- [1, 2, 3]],
-    Direct = [with_cluster(Terms, "td" ++ integer_to_list(I), #{netem => false}, fun(Nodes) -> stream_rate(Nodes, Count) end)
-              || I <- [1, 2, 3]],
-    P = percentile(Proxied, 50),
-    D = percentile(Direct, 50),
-    io:format("~nstream of ~b messages of 1 MB, a to b (MB/s, median of 3 runs):~n"
-              "  through an unthrottled proxy ~.1f (runs ~ts)~n"
-              "  direct connection            ~.1f (runs ~ts)~n"
-              "  ratio ~b% (goal >= 50%: ~s)~n",
-              [Count, P, runs(Proxied), D, runs(Direct), round(100 * P / D), yes_no(P >= D / 2)]).
+    Rate = fun(Tag, Netem) ->
+                   with_cluster(Terms, Tag, #{netem => Netem}, fun(Nodes) -> stream_rate(Nodes, Count) end)
+           end,
+    Pairs = [begin
+                 P = Rate("tp" ++ integer_to_list(I), true),
+                 D = Rate("td" ++ integer_to_list(I), false),
+                 {P, D}
+             end || I <- lists:seq(1, Rounds)],
+    {Proxied, Direct} = lists:unzip(Pairs),
+    Ratios = [100 * P / D || {P, D} <- Pairs],
+    Median = percentile(Ratios, 50),
+    io:format("~nstream of ~b messages of 1 MB, a to b (MB/s), ~b rounds, proxied then direct in each:~n"
+              "  through an unthrottled proxy: median ~.1f (runs ~ts)~n"
+              "  direct connection:            median ~.1f (runs ~ts)~n"
+              "  ratio per round (%): ~ts~n"
+              "  ratio median ~b%, spread ~b-~b% (goal >= 50%: ~s)~n",
+              [Count, Rounds, percentile(Proxied, 50), runs(Proxied), percentile(Direct, 50), runs(Direct),
+               runs(Ratios), round(Median), round(lists:min(Ratios)), round(lists:max(Ratios)),
+               yes_no(Median >= 50)]).
 
 bandwidth() ->
     io:format("~nstream of 1 MB messages over a link with bandwidth set (receiver: first to last message):~n"),
