@@ -43,7 +43,8 @@
 %% the largest of those round trips; re-checked first with one more member of every
 %% network child, a near child with a member not near holds a misplaced node (a stale
 %% tree: in an ultrametric all members of a sibling are equally far) and does not
-%% count as near, nor does a child of several members with only one measured. When
+%% count as near, nor does a child of several members with only one measured (two
+%% children that look near are re-checked even when fewer count as near). When
 %% it measures near two or more children but
 %% not all, those children are near each other too (ultrametric inequality) and are
 %% merged into one new network, which the node then enters (re-checked the same way,
@@ -359,8 +360,13 @@ level({network, Name, #{height := H} = Opts, Children}, Known, Ctx0) ->
     {Measured, Ctx01} = to_measure(Indexed, Grouped, H, Ctx0),
     {PerChild, Ctx1} = measure_until_near(Measured, Grouped, H, Ctx01),
     Multi = [I || {I, {network, _, _, _} = C} <- Indexed, length(leaves(C)) >= 2],
+    %% two children that look near re-check too when decide/4 did not count them both
+    %% (one measurement of a child of several): else the node goes into the nearest
+    %% unchecked, and the fragments of one level that a merge would join stay apart
+    Doubt = looks_near(PerChild, H, Ctx1) >= 2,
     case decide(PerChild, Multi, H, Ctx1) of
-        First when element(1, First) =:= structural; element(1, First) =:= lower; element(1, First) =:= merge ->
+        First when element(1, First) =:= structural; element(1, First) =:= lower; element(1, First) =:= merge;
+                   Doubt ->
             %% what one inflated round trip would cause: one more member of every
             %% network child, and decide again
             Recheck = [C || {I, Child} = C <- Measured, is_map_key(I, PerChild),
@@ -450,6 +456,12 @@ other_leaf(Net, X) ->
 
 first_leaf({node, X}, _Pick) -> X;
 first_leaf({network, _, _, Children}, Pick) -> first_leaf(Pick(Children), Pick).
+
+%% How many children have a round trip below the lower bound of H's level.
+-spec looks_near(#{pos_integer() => [{[pos_integer()], number()}]}, number(), #ctx{}) -> non_neg_integer().
+looks_near(PerChild, H, #ctx{model = Model}) ->
+    Lo = lo(H, Model),
+    length([I || {I, [_ | _] = Ms} <- maps:to_list(PerChild), lists:min([D || {_, D} <- Ms]) < Lo]).
 
 %% The decision at a network of height H from the children's measurements (Multi: the
 %% children with two members or more).
