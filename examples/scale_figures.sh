@@ -15,7 +15,8 @@
 # (% of all cores' time; % of the time some runnable task waited for a core, /proc/pressure/cpu), the VMs' summed
 # RSS and PSS after the step (cluster part), and the step's result. Every step's stdout and stderr are kept in OUT.
 # usage: examples/scale_figures.sh N [cluster|runs|all]
-#   env: OUT (default /tmp/scale_figures_N_PID), PREFIX (sf_), LAT (20000,2000,200), GRACE (live grace, ms: 3000)
+#   env: OUT (default /tmp/scale_figures_N_PID), PREFIX (sf_), LAT (20000,2000,200), GRACE (live grace, ms: 3000),
+#        SETTLE_BUSY (%: 50), SETTLE_MAX (s: 300): before the levels, wait until the machine is idle again
 # heavy (> 40 VMs): flock /work/wt/heavy.lock examples/scale_figures.sh 256 cluster
 set -u
 N=${1:?usage: scale_figures.sh N [cluster|runs|all]}
@@ -72,6 +73,18 @@ row() {
     "${3:--/-}" "$2" >> "$TABLE"
 }
 
+busy_over() {  # the machine's CPU busy (%) over the next $1 seconds
+  local a b; a=($(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat))
+  sleep "$1"; b=($(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat))
+  echo $(( 100 * (b[0] - a[0]) / (b[1] - a[1]) ))
+}
+settle() {
+  local t0 busy; t0=$(date +%s)
+  while busy=$(busy_over 10); [ "$busy" -ge "${SETTLE_BUSY:-50}" ] && [ $(( $(date +%s) - t0 )) -lt "${SETTLE_MAX:-300}" ]
+  do :; done
+  echo "CPU busy ${busy}% over 10 s after $(( $(date +%s) - t0 )) s (goal < ${SETTLE_BUSY:-50}%, at most ${SETTLE_MAX:-300} s)"
+}
+
 cluster_part() {
   step up $T up "$SPEC" --live --live-grace "$GRACE" --prefix "$PREFIX" --state-dir "$ST"
   local m; m=$(mem)
@@ -80,6 +93,9 @@ cluster_part() {
   $T status --state-dir "$ST" --json > "$OUT/status.json" 2>/dev/null
   python3 -c 'import json, sys; print("\n".join(n["address"] for n in json.load(open(sys.argv[1]))["nodes"]
               if n.get("address")))' "$OUT/status.json" > "$OUT/addresses.txt"
+  # the levels are judged on an idle machine: after `up`, wait until the VMs' start-up work is over (the machine's
+  # CPU busy under SETTLE_BUSY % over 10 s; at most SETTLE_MAX s)
+  step settle settle; row settle "$(cat "$OUT/settle.out")"
   erlc -o "$OUT" examples/netem_at_scale.erl &&
     step levels erl -noshell -hidden -sname "${PREFIX}levels$$" -pa _build/default/lib/*/ebin -pa "$OUT" \
       -eval "netem_at_scale:main([\"$ST\", \"300\", \"$LAT\"])"
