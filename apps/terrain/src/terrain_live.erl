@@ -752,8 +752,10 @@ beat(#{version := V, tree := Tree, members := Members} = State) ->
     case is_sequencer(State) of
         true ->
             _ = Tree =/= undefined andalso
-                [{?MODULE, N} ! {terrain_live_beat, self(), V, terrain_live_tree:digest(Tree)}
-                 || N <- Members, N =/= node()],
+                begin
+                    Beat = {terrain_live_beat, self(), V, terrain_live_tree:digest(Tree)},
+                    [{?MODULE, N} ! Beat || N <- Members, N =/= node()]
+                end,
             schedule_beat(State);
         false ->
             State
