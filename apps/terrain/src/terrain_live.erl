@@ -472,7 +472,12 @@ merge(Node, V, Tree, #{version := Own, tree := OwnTree, members := Members} = St
                                 true -> {Tree, OwnTree};
                                 false -> {OwnTree, Tree}
                             end,
-            case Base =/= undefined andalso terrain_live_tree:union(Base, Other, [node() | Members]) of
+            %% alive: the members, the node that sent this state (its request may have
+            %% reached it before its membership reached us: it replies as it resumes from a
+            %% hang), and every node connected (a healed partition's other side, whose
+            %% membership arrives node by node)
+            Alive = lists:usort([node(), Node | Members] ++ nodes()),
+            case Base =/= undefined andalso terrain_live_tree:union(Base, Other, Alive) of
                 false -> State;
                 OwnTree when Own > V -> resend(Node, State);
                 Union -> publish({sync, max(V, Own)}, Union, State#{version := max(V, Own)})

@@ -309,15 +309,26 @@ a_hung_sequencer_that_resumes_rejoins_at_its_place(Config) ->
                                                     fun(_) -> ["-kernel", "net_ticktime", "2"] end),
     ok = terrain_test_peers:wait_until(fun() -> lists:all(fun(P) -> length(members(P)) =:= 3 end, Peers) end,
                                        15000, "three members"),
+    Collectors = [begin
+                      C = terrain_test_peers:call(P, erlang, spawn, [fun() -> collect([]) end]),
+                      {ok, _} = terrain_test_peers:call(P, erlang, apply, [fun() -> subscribe_for(C) end, []]),
+                      {P, C}
+                  end || P <- Peers],
     OsPid = terrain_test_peers:call(P1, os, getpid, []),
     _ = os:cmd("kill -STOP " ++ OsPid),
     ok = terrain_test_peers:wait_until(fun() -> same_everywhere([P2, P3], 1, fun(Ns) -> length(Ns) =:= 2 end) end,
                                        15000, "p1 gone from p2's and p3's trees"),
     _ = os:cmd("kill -CONT " ++ OsPid),
-    ok = terrain_test_peers:wait_until(
-           fun() -> one_state(Peers) andalso maps:get(version, status(P2)) > 1 andalso
-                        sorted(topology(P2)) =:= sorted(Tree)
-           end, 15000, "p1 back in rack r1 everywhere at one version"),
+    try terrain_test_peers:wait_until(
+          fun() -> one_state(Peers) andalso maps:get(version, status(P2)) > 1 andalso
+                       sorted(topology(P2)) =:= sorted(Tree)
+          end, 15000, "p1 back in rack r1 everywhere at one version")
+    catch error:{timeout_waiting_for, _} = Timeout ->
+        %% what each node holds and took (a failure shows where p1's place was lost)
+        [ct:pal("~p: ~p~n~p~nchanges: ~p", [terrain_test_peers:node_of(P), status(P), topology(P), changes(P, C)])
+         || {P, C} <- Collectors],
+        error(Timeout)
+    end,
     ct:pal("after SIGCONT: ~p~n~p", [status(P2), topology(P2)]),
     [{peers, Peers}].
 
