@@ -106,7 +106,7 @@ global_state(Nodes) ->
 %% `global' is in sync: every node's `global' knows every other node of the run (their
 %% names exchanged under global's lock). This is not `global:sync/0' on every node:
 %% OTP 25's global can leave a node's synced list without a peer it knows for good (at
-%% 256 VMs, 3 runs in 4: a syncer never told `in_sync'), and `global:sync/0' there
+%% 256 VMs, in most runs: the peer's `in_sync' never came), and `global:sync/0' there
 %% waits for ever; the nodes it would wait for are named in the progress line.
 connect(_Nodes, #{connect := false}, _Progress) ->
     ok;
