@@ -598,37 +598,52 @@ cancel_leaving(State) ->
 %% Up to MAX_INSERTIONS new members measured at once, each on the current tree, with
 %% the round trips measured for it before.
 start_insertion(Joining, #{inserting := Inserting, tree := Tree, version := V, config := Config,
-                           measured := Measured} = State) ->
+                           measured := Measured, members := Members} = State) ->
     Busy = [N || {N, _} <- maps:values(Inserting)],
     New = lists:sublist(Joining -- Busy, max(0, ?MAX_INSERTIONS - map_size(Inserting))),
     Self = self(),
     Started = [begin
                    Options = maps:merge(#{name => Node, noise => noise(State)}, maps:get(insert, Config)),
                    Known = maps:get(Node, Measured, #{}),
+                   Peers = #{known => Known, reachable => [node() | Members]},
                    {Pid, _} = spawn_monitor(fun() ->
                                                     Self ! {inserted, self(), Node, insert(Node, Tree, Options, Self,
-                                                                                           Known)}
+                                                                                           Peers)}
                                             end),
                    {Pid, {Node, V}}
                end || Node <- New],
     State#{inserting := maps:merge(Inserting, maps:from_list(Started))}.
 
 %% The insertion (in a process of its own); round trips measured from Node before
-%% (`Known': Other => µs) are taken as they are; each new round trip's jitter goes to
+%% (`known': Other => µs) are taken as they are; a node of the tree that is not a member
+%% the sequencer sees (`reachable': across a partition, or gone and not yet removed) is
+%% not measured: the round trip would wait out its deadline (2 s per try) and the
+%% insertion picks another node of that network; each new round trip's jitter goes to
 %% the server, whose median of the latest is the next insertions' noise floor.
--spec insert(node(), terrain:topology_tree(), terrain:insert_options(), pid(), #{node() => number()}) ->
+-spec insert(node(), terrain:topology_tree(), terrain:insert_options(), pid(),
+             #{known := #{node() => number()}, reachable := [node()]}) ->
           {ok, terrain:topology_tree(), list()} | {error, term()}.
-insert(Node, Tree, Options, Server, Known) ->
+insert(Node, Tree, Options, Server, #{known := Known, reachable := Reachable}) ->
     Measure = fun(A, B) when A =:= Node, is_map_key(B, Known) ->
                       {ok, maps:get(B, Known)};
+                 (A, B) when A =:= Node ->
+                      case lists:member(B, Reachable) of
+                          true -> round_trip_from(A, B, Server);
+                          false -> {error, {not_a_member, B}}
+                      end;
                  (A, B) ->
-                      try erpc:call(A, ?MODULE, round_trip, [B, ?RTT_SAMPLES], ?RPC_TIMEOUT * (?RTT_SAMPLES + 2)) of
-                          {ok, D, Jitter} -> Server ! {jitter, Jitter}, {ok, D};
-                          Other -> Other
-                      catch Class:Reason -> {error, {Class, Reason}}
-                      end
+                      round_trip_from(A, B, Server)
               end,
     valid(terrain:insert_node(Node, Tree, Measure, Options)).
+
+%% The round trip from A to B, measured on A; its jitter goes to the server.
+-spec round_trip_from(node(), node(), pid()) -> {ok, number()} | {error, term()}.
+round_trip_from(A, B, Server) ->
+    try erpc:call(A, ?MODULE, round_trip, [B, ?RTT_SAMPLES], ?RPC_TIMEOUT * (?RTT_SAMPLES + 2)) of
+        {ok, D, Jitter} -> Server ! {jitter, Jitter}, {ok, D};
+        Other -> Other
+    catch Class:Reason -> {error, {Class, Reason}}
+    end.
 
 %% A tree the insertion returned that terrain_topology refuses (finding 10 of
 %% docs/RELIABILITY.md: a network higher than its parent) is an error, logged by the
@@ -827,8 +842,10 @@ remeasure(#{tree := Tree, next := Next, version := V, members := Members, config
                     Self = self(),
                     Options = maps:merge(#{name => own_network(Tree, Node), noise => noise(State)},
                                          maps:get(insert, Config)),
+                    Peers = #{known => #{}, reachable => [node() | Members]},
                     {Pid, _} = spawn_monitor(fun() ->
-                                                     Self ! {remeasured, self(), Node, reinsert(Node, Tree, Options, Self)}
+                                                     Self ! {remeasured, self(), Node,
+                                                             reinsert(Node, Tree, Options, Self, Peers)}
                                              end),
                     State1#{remeasuring := {Node, Pid, V, Tree}}
             end
@@ -836,11 +853,12 @@ remeasure(#{tree := Tree, next := Next, version := V, members := Members, config
 
 %% Out of the tree and in again (the networks keep their names; a network the removal
 %% emptied comes back under its name, `name').
--spec reinsert(node(), terrain:topology_tree(), terrain:insert_options(), pid()) ->
+-spec reinsert(node(), terrain:topology_tree(), terrain:insert_options(), pid(),
+               #{known := #{node() => number()}, reachable := [node()]}) ->
           {ok, terrain:topology_tree(), list()} | {error, term()}.
-reinsert(Node, Tree, Options, Server) ->
+reinsert(Node, Tree, Options, Server, Peers) ->
     case terrain_live_tree:remove(Node, Tree) of
-        {ok, Without} -> insert(Node, Without, Options, Server, #{});
+        {ok, Without} -> insert(Node, Without, Options, Server, Peers);
         {error, Why} -> {error, {insert, {Why, Node}}}
     end.
 

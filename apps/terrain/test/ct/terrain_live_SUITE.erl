@@ -30,7 +30,9 @@
          a_new_node_that_sees_part_of_the_cluster_numbers_no_change/0,
          a_new_node_that_sees_part_of_the_cluster_numbers_no_change/1,
          a_follower_that_missed_the_last_change_catches_up_without_a_later_one/0,
-         a_follower_that_missed_the_last_change_catches_up_without_a_later_one/1]).
+         a_follower_that_missed_the_last_change_catches_up_without_a_later_one/1,
+         a_join_measures_no_node_that_is_not_a_member/0,
+         a_join_measures_no_node_that_is_not_a_member/1]).
 
 suite() -> [{timetrap, {minutes, 2}}].
 
@@ -45,7 +47,8 @@ all() -> [subscribe_without_live_is_refused, join_and_leave_reach_every_node_in_
           nodes_that_join_at_once_are_measured_at_once_and_no_pair_twice,
           a_node_of_the_starting_tree_that_comes_up_late_is_not_removed,
           a_new_node_that_sees_part_of_the_cluster_numbers_no_change,
-          a_follower_that_missed_the_last_change_catches_up_without_a_later_one].
+          a_follower_that_missed_the_last_change_catches_up_without_a_later_one,
+          a_join_measures_no_node_that_is_not_a_member].
 
 init_per_testcase(Case, Config) ->
     ok = terrain_test_peers:ensure_distributed(),
@@ -330,6 +333,33 @@ a_hung_sequencer_that_resumes_rejoins_at_its_place(Config) ->
         error(Timeout)
     end,
     ct:pal("after SIGCONT: ~p~n~p", [status(P2), topology(P2)]),
+    [{peers, Peers}].
+
+a_join_measures_no_node_that_is_not_a_member() ->
+    [{doc, "Racks r1 (p1, p2) and r2 (p3, in the starting tree but not up: no member); p4 joins: it is placed "
+           "at version 1 on every node, and the round trips measured from it (traced on p4) go to p1 and p2 "
+           "only, never to p3 (a round trip across a partition waits out its deadline, 2 s a try: joins during "
+           "a partition took 4.5 s in the chaos run)"}].
+a_join_measures_no_node_that_is_not_a_member(Config) ->
+    Prefix = ?config(prefix, Config),
+    Full = fun(S) -> list_to_atom(Prefix ++ S ++ "@" ++ ?config(host, Config)) end,
+    [N1, N2, N3, N4] = [Full(S) || S <- ["p1", "p2", "p3", "p4"]],
+    Tree = {network, dc, #{height => 100000}, [{network, r1, #{height => 1000}, [{node, N1}, {node, N2}]},
+                                               {network, r2, #{height => 1000}, [{node, N3}]}]},
+    Env = [{live, #{grace => 1000, remeasure => false}}],
+    Two = terrain_test_peers:start([list_to_atom(Prefix ++ S) || S <- ["p1", "p2"]], [{topology, Tree} | Env]),
+    ok = terrain_test_peers:wait_until(fun() -> lists:all(fun(P) -> length(members(P)) =:= 2 end, Two) end,
+                                       15000, "two members"),
+    [P4] = terrain_test_peers:start([list_to_atom(Prefix ++ "p4")], Env),
+    Peers = Two ++ [P4],
+    Tracer = terrain_test_peers:call(P4, erlang, apply, [fun trace_round_trips/0, []]),
+    true = terrain_test_peers:call(P4, net_kernel, connect_node, [N1]),
+    ok = terrain_test_peers:wait_until(fun() -> same_everywhere(Peers, 1, fun(Ns) -> lists:member(N4, Ns) end) end,
+                                       15000, "p4 in every tree at version 1"),
+    Measured = traced(P4, Tracer),
+    ct:pal("round trips measured from p4 to: ~p~ntree: ~p", [Measured, topology(P4)]),
+    ?assertNotEqual([], Measured),
+    ?assertEqual([], lists:usort(Measured) -- [N1, N2]),
     [{peers, Peers}].
 
 %% A tree with every network's children in term order.
