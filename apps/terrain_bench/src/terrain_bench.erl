@@ -162,6 +162,9 @@ format_error({bench, {start_failed, Node, Why}}) ->
 format_error({bench, {not_connected, Node, Others}}) ->
     io_lib:format("~s could not connect to ~ts before the start",
                   [Node, lists:join(", ", [atom_to_list(N) || N <- Others])]);
+format_error({bench, {global_not_in_sync, Node, Unknown}}) ->
+    io_lib:format("global on ~s did not know ~ts before the start (not in sync within the connect deadline)",
+                  [Node, lists:join(", ", [atom_to_list(N) || N <- Unknown])]);
 format_error({bench, {connect_failed, Node, Why}}) ->
     io_lib:format("~s did not connect to the other nodes and synchronise global before the start: ~0tp",
                   [Node, Why]);

@@ -14,7 +14,9 @@
          a_target_killed_mid_run_shows_as_errors_and_the_run_goes_on/1,
          the_nodes_are_connected_to_each_other_before_the_start/0,
          the_nodes_are_connected_to_each_other_before_the_start/1,
-         think_time_paces_the_closed_loop/0, think_time_paces_the_closed_loop/1]).
+         think_time_paces_the_closed_loop/0, think_time_paces_the_closed_loop/1,
+         the_start_waits_for_global_to_know_the_run_not_for_global_sync/0,
+         the_start_waits_for_global_to_know_the_run_not_for_global_sync/1]).
 
 suite() ->
     [{timetrap, {minutes, 3}}].
@@ -22,7 +24,8 @@ suite() ->
 all() ->
     [every_operation_writes_its_files_and_the_merged_summary, name_operations_make_no_atoms,
      open_loop_counts_queueing_closed_loop_hides_it, a_target_killed_mid_run_shows_as_errors_and_the_run_goes_on,
-     the_nodes_are_connected_to_each_other_before_the_start, think_time_paces_the_closed_loop].
+     the_nodes_are_connected_to_each_other_before_the_start, think_time_paces_the_closed_loop,
+     the_start_waits_for_global_to_know_the_run_not_for_global_sync].
 
 init_per_suite(Config) ->
     ok = terrain_test_peers:ensure_distributed(),
@@ -145,6 +148,44 @@ the_nodes_are_connected_to_each_other_before_the_start(Config) ->
     after
         terrain_test_peers:stop(Peers)
     end.
+
+the_start_waits_for_global_to_know_the_run_not_for_global_sync() ->
+    [{doc, "Nodes a and b, and x whose global never synchronises (started with -connect_all false, its "
+           "global_name_server suspended) connected to a: global:sync/0 on a would wait for x for ever, as it "
+           "did at 256 VMs for a peer its global knew. A run on a and b starts (every node's global knows the "
+           "other) and global:sync/0 on a is named as waiting for no node of the run; a run on a and x fails "
+           "at the connect deadline, naming a and the node its global does not know (x)."}].
+the_start_waits_for_global_to_know_the_run_not_for_global_sync(Config) ->
+    Prefix = ?config(prefix, Config),
+    [PA, PB] = Peers = terrain_test_peers:start([list_to_atom(Prefix ++ "g" ++ [C]) || C <- "ab"], []),
+    [PX] = terrain_test_peers:start([list_to_atom(Prefix ++ "gx")], [], fun(_) -> ["-connect_all", "false"] end),
+    [A, B, X] = [terrain_test_peers:node_of(P) || P <- [PA, PB, PX]],
+    try
+        ok = sys:suspend({global_name_server, X}),
+        true = erpc:call(A, net_kernel, connect_node, [X]),
+        %% a's global: x connected, never synced nor known, so a's global:sync/0 would wait
+        ?assertMatch({ok, #{unknown := [X], unsynced := [X]}},
+                     erpc:call(A, terrain_bench_run, global_state, [[A, X]])),
+        {ok, C} = terrain_bench:validate_config([{duration, 1}, {concurrent, 1}, {operations, [{noop, 1}]}]),
+        Dir = ?config(priv_dir, Config),
+        Self = self(),
+        Progress = fun(Line) -> Self ! {progress, lists:flatten(Line)} end,
+        {ok, #{nodes := Run}} = terrain_bench:run([A, B], C, filename:join(Dir, "global_ab"), #{progress => Progress}),
+        ?assertEqual([atom_to_binary(A), atom_to_binary(B)], Run),
+        Lines = receive_progress(),
+        ?assertMatch([_], [L || L <- Lines, string:find(L, "global in sync") =/= nomatch]),
+        ?assertEqual([], [L || L <- Lines, string:find(L, "would still wait") =/= nomatch]),
+        Failed = terrain_bench:run([A, X], C, filename:join(Dir, "global_ax"), #{}),
+        ?assertEqual({error, {bench, {global_not_in_sync, A, [X]}}}, Failed),
+        Sentence = lists:flatten(terrain_bench:format_error(element(2, Failed))),
+        ?assertNotEqual(nomatch, string:find(Sentence, atom_to_list(A) ++ " did not know " ++ atom_to_list(X)))
+    after
+        _ = catch sys:resume({global_name_server, X}),
+        terrain_test_peers:stop([PX | Peers])
+    end.
+
+receive_progress() ->
+    receive {progress, Line} -> [Line | receive_progress()] after 0 -> [] end.
 
 think_time_paces_the_closed_loop() ->
     [{doc, "noop with a think time of mean 50 ms, 1 worker per node on 3 nodes, 2 s: each worker waits before "
